@@ -1,0 +1,31 @@
+# The two commands of the README:
+#   make run    build everything (fetching what is missing) and run the main job on the default model
+#   make test   build everything and run every test
+BUILD ?= build
+CMAKE_FLAGS ?=
+GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
+
+.PHONY: all deps model build run test clean
+
+all: build
+
+deps:
+	@bash scripts/deps.sh
+
+model: deps
+	@bash scripts/model.sh
+
+$(BUILD)/CMakeCache.txt: | deps
+	cmake -S . -B $(BUILD) $(GEN) $(CMAKE_FLAGS)
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $$(nproc)
+
+run: build model
+	./$(BUILD)/cobatch run --chat -p "What is the capital of France? Answer in one sentence." -n 64 --stats
+
+test: build model
+	ctest --test-dir $(BUILD) --output-on-failure --timeout 1500
+
+clean:
+	rm -rf $(BUILD)

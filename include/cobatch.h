@@ -1,0 +1,193 @@
+/* cobatch.h — public embedding API of the cobatch continuous-batching engine.
+ *
+ * Conventions (llama.h style):
+ *   - opaque handles; *_default_params() give a struct to adjust and pass by pointer;
+ *   - every function that gives or takes ownership says so;
+ *   - return codes are a contract, listed beside each declaration.
+ *
+ * Threads: cobatch_engine_init/free belong to one owner thread. cobatch_submit, cobatch_cancel,
+ * cobatch_poll, cobatch_engine_stats and cobatch_tokenize may be called from any thread at any
+ * time between init and free. The engine runs its own thread; llama.cpp state never leaves it.
+ */
+#ifndef COBATCH_H
+#define COBATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cobatch_engine cobatch_engine;
+typedef int64_t cobatch_req_id; /* > 0 for a real request */
+
+enum cobatch_mode {
+    COBATCH_MODE_CONTINUOUS = 0, /* admit every step (iteration-level batching) */
+    COBATCH_MODE_STATIC = 1,     /* admit a group, then nothing until the whole group is done */
+    COBATCH_MODE_SEQUENTIAL = 2, /* one request at a time: static with max_num_seqs = 1 */
+};
+
+enum cobatch_kv_layout {
+    COBATCH_KV_UNIFIED = 0, /* one pool of cells shared by all sequences (llama.cpp kv_unified) */
+    COBATCH_KV_SPLIT = 1,   /* one fixed stream per sequence: n_ctx / max_num_seqs cells each */
+};
+
+enum cobatch_finish_reason {
+    COBATCH_FINISH_NONE = 0,  /* not finished (token events) */
+    COBATCH_FINISH_STOP,      /* end-of-generation token or a stop string */
+    COBATCH_FINISH_LENGTH,    /* max_tokens reached, or the sequence's context is full */
+    COBATCH_FINISH_CANCELLED, /* cobatch_cancel, or the engine shut down first */
+    COBATCH_FINISH_ERROR,     /* the request could not be run; event.error says why */
+};
+
+/* Error codes (negative) returned by cobatch_submit and friends. */
+enum cobatch_status {
+    COBATCH_OK = 0,
+    COBATCH_ERR_INVALID = -1,    /* bad parameters: empty prompt, max_tokens < 1, ... */
+    COBATCH_ERR_TOO_LONG = -2,   /* the prompt cannot fit in one sequence's context */
+    COBATCH_ERR_QUEUE_FULL = -3, /* max_queue requests are already waiting: retry later */
+    COBATCH_ERR_SHUTDOWN = -4,   /* the engine is stopping */
+    COBATCH_ERR_NOT_FOUND = -5,  /* unknown or already finished request id */
+    COBATCH_ERR_NOMEM = -6,
+};
+
+struct cobatch_engine_params {
+    const char *model_path;         /* GGUF file; required. Copied. */
+    int32_t n_ctx;                  /* total KV cells; 0 = 4096 */
+    int32_t n_threads;              /* llama_decode threads; 0 = number of cores */
+    int32_t max_num_seqs;           /* requests running at once (sequence ids); default 16 */
+    int32_t max_num_batched_tokens; /* token budget of one step = n_batch = n_ubatch; default 512 */
+    int32_t prefill_chunk;          /* max prompt tokens of one request per step; 0 = no chunking */
+    int32_t kv_reserve;             /* cells an admission must leave free for decode growth; default 32 */
+    int32_t max_queue;              /* waiting requests beyond which submit fails; default 1024 */
+    enum cobatch_mode mode;
+    enum cobatch_kv_layout kv_layout;
+    bool flash_attn;                /* default true */
+    bool verbose;                   /* let llama.cpp log to stderr */
+};
+
+struct cobatch_sampling {
+    float temperature;        /* 0 = greedy (default) */
+    int32_t top_k;            /* 0 = off */
+    float top_p;              /* 1 = off */
+    float min_p;              /* 0 = off */
+    float repetition_penalty; /* 1 = off */
+    float presence_penalty;   /* 0 = off */
+    float frequency_penalty;  /* 0 = off */
+    int32_t penalty_last_n;   /* tokens the penalties look back on; default 64 */
+    uint32_t seed;            /* used when temperature > 0 */
+};
+
+struct cobatch_chat_message {
+    const char *role;
+    const char *content;
+};
+
+struct cobatch_request_params {
+    /* Exactly one of: text prompt, token prompt, chat messages. All are copied by submit. */
+    const char *prompt;
+    const int32_t *prompt_tokens;
+    int32_t n_prompt_tokens;
+    const struct cobatch_chat_message *messages; /* rendered with the model's chat template */
+    size_t n_messages;
+
+    int32_t max_tokens; /* >= 1; default 128 */
+    struct cobatch_sampling sampling;
+    const char *const *stop; /* stop strings; never emitted, text that may become one is held */
+    size_t n_stop;
+    bool ignore_eos;
+    int32_t priority;   /* higher runs first and is preempted last; default 0 */
+    bool logit_margins; /* fill cobatch_event.margin (top-1 minus top-2 logit); costs a vocab scan */
+    void *user_data;    /* returned in every event of this request; not touched */
+};
+
+enum cobatch_event_type {
+    COBATCH_EVENT_TOKEN = 1,    /* one sampled token and the text it released (may be "") */
+    COBATCH_EVENT_FINISHED = 2, /* the last event of a request: exactly one per accepted request */
+};
+
+struct cobatch_timings {
+    int64_t t_submit_us;      /* all times: cobatch_time_us() clock */
+    int64_t t_scheduled_us;   /* first step that computed any of its tokens; 0 if never */
+    int64_t t_first_token_us; /* 0 if no token was generated */
+    int64_t t_finish_us;
+};
+
+struct cobatch_event {
+    enum cobatch_event_type type;
+    cobatch_req_id id;
+    void *user_data;
+    char *text; /* NUL-terminated UTF-8 piece, owned by the event: cobatch_event_clear frees it */
+    size_t text_len;
+    int32_t token;  /* TOKEN: the sampled token */
+    float margin;   /* TOKEN with logit_margins: top-1 minus top-2 logit, else 0 */
+    int64_t t_us;   /* when the event was made */
+    /* FINISHED only: */
+    enum cobatch_finish_reason reason;
+    char *error; /* reason == ERROR: message, owned by the event */
+    int32_t n_prompt;
+    int32_t n_generated;
+    int32_t n_preemptions;
+    struct cobatch_timings timings;
+};
+
+struct cobatch_stats {
+    int32_t running, waiting;
+    int32_t kv_used, kv_total, kv_peak;
+    int64_t steps, preemptions, decode_retries;
+    int64_t prompt_tokens, generated_tokens; /* tokens computed (prompt incl. recompute) and sampled */
+    int64_t wasted_decode_slots;             /* static mode: group slots idle while the group runs */
+    int64_t requests_finished;
+};
+
+struct cobatch_engine_params cobatch_engine_default_params(void);
+struct cobatch_request_params cobatch_request_default_params(void);
+
+/* Loads the model and starts the engine thread. Returns NULL on failure and, if err is not NULL,
+ * writes a message into err (errlen bytes at most). The caller owns the engine. */
+cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, char *err, size_t errlen);
+
+/* Stops the engine thread: every unfinished request gets a FINISHED(CANCELLED) event, then all
+ * undelivered events are dropped and everything is freed. */
+void cobatch_engine_free(cobatch_engine *engine);
+
+/* Tokenizes, validates and queues a request. Returns its id (> 0) or a cobatch_status < 0, with a
+ * message in err. A request that got an id ends in exactly one FINISHED event. */
+cobatch_req_id cobatch_submit(cobatch_engine *engine, const struct cobatch_request_params *params,
+                              char *err, size_t errlen);
+
+/* Asks the engine to stop a request; its cells are freed at the next step and it finishes with
+ * CANCELLED (or with its natural reason if it finished first). Returns COBATCH_OK or
+ * COBATCH_ERR_NOT_FOUND. */
+int cobatch_cancel(cobatch_engine *engine, cobatch_req_id id);
+
+/* Moves up to max events into out, waiting up to timeout_ms (-1 = forever, 0 = no wait) for at
+ * least one. Returns the number moved (0 on timeout). Each event's strings belong to the caller:
+ * release them with cobatch_event_clear. */
+int cobatch_poll(cobatch_engine *engine, struct cobatch_event *out, int max, int timeout_ms);
+void cobatch_event_clear(struct cobatch_event *ev);
+
+/* A file descriptor that becomes readable when events are queued (an eventfd; read 8 bytes to
+ * reset it). Owned by the engine. */
+int cobatch_event_fd(const cobatch_engine *engine);
+
+void cobatch_engine_stats(cobatch_engine *engine, struct cobatch_stats *out);
+
+/* Model facts, fixed for the engine's lifetime. */
+int32_t cobatch_n_ctx_seq(const cobatch_engine *engine); /* longest sequence (prompt + output) */
+const char *cobatch_model_name(const cobatch_engine *engine);
+
+/* Tokenizes text with the engine's vocabulary (adds BOS as the model wants, parses special
+ * tokens). Returns the token count; if it exceeds max, nothing useful is in out and the return
+ * value is the size needed. Thread-safe. */
+int32_t cobatch_tokenize(const cobatch_engine *engine, const char *text, int32_t *out, int32_t max);
+
+int64_t cobatch_time_us(void);
+const char *cobatch_finish_reason_str(enum cobatch_finish_reason reason);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

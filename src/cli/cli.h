@@ -1,0 +1,8 @@
+/* cli.h — the subcommands of the cobatch binary. Each returns the process exit code:
+ * 0 success, 1 runtime failure, 2 bad usage. */
+#ifndef CB_CLI_H
+#define CB_CLI_H
+
+int cmd_run(int argc, char **argv);
+
+#endif

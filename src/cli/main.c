@@ -1,0 +1,29 @@
+/* main.c — `cobatch COMMAND [flags]`. */
+#include "cli.h"
+
+#include <cobatch.h>
+#include <stdio.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fputs("usage: cobatch COMMAND [flags]   (cobatch COMMAND --help for its flags)\n"
+          "commands:\n"
+          "  run       stream one completion to stdout\n",
+          f);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "cobatch: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,69 @@
+#include "kv.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int cb_kv_init(cb_kv *kv, int32_t capacity, int32_t n_seq, bool split) {
+    memset(kv, 0, sizeof(*kv));
+    if (capacity < 1 || n_seq < 1 || (split && capacity / n_seq < 1)) return -1;
+    kv->used = calloc((size_t)n_seq, sizeof(int32_t));
+    kv->taken = calloc((size_t)n_seq, sizeof(bool));
+    if (!kv->used || !kv->taken) {
+        cb_kv_free(kv);
+        return -1;
+    }
+    kv->n_seq = n_seq;
+    kv->split = split;
+    kv->per_seq_cap = split ? capacity / n_seq : capacity;
+    kv->capacity = split ? kv->per_seq_cap * n_seq : capacity;
+    return 0;
+}
+
+void cb_kv_free(cb_kv *kv) {
+    free(kv->used);
+    free(kv->taken);
+    memset(kv, 0, sizeof(*kv));
+}
+
+int32_t cb_kv_seq_acquire(cb_kv *kv) {
+    for (int32_t s = 0; s < kv->n_seq; s++) { /* O(n_seq), n_seq is max_num_seqs: tens */
+        if (!kv->taken[s]) {
+            kv->taken[s] = true;
+            return s;
+        }
+    }
+    return -1;
+}
+
+void cb_kv_seq_release(cb_kv *kv, int32_t seq) {
+    if (seq < 0 || seq >= kv->n_seq) return;
+    kv->total_used -= kv->used[seq];
+    kv->used[seq] = 0;
+    kv->taken[seq] = false;
+}
+
+int32_t cb_kv_room(const cb_kv *kv, int32_t seq) {
+    int32_t own = kv->per_seq_cap - kv->used[seq];
+    int32_t pool = cb_kv_free_cells(kv);
+    return own < pool ? own : pool;
+}
+
+bool cb_kv_grow(cb_kv *kv, int32_t seq, int32_t n) {
+    if (seq < 0 || seq >= kv->n_seq || !kv->taken[seq]) return false;
+    if (n > 0 && n > cb_kv_room(kv, seq)) return false;
+    if (n < 0 && -n > kv->used[seq]) return false;
+    kv->used[seq] += n;
+    kv->total_used += n;
+    if (kv->total_used > kv->peak_used) kv->peak_used = kv->total_used;
+    return true;
+}
+
+bool cb_kv_check(const cb_kv *kv) {
+    int64_t sum = 0;
+    for (int32_t s = 0; s < kv->n_seq; s++) {
+        if (kv->used[s] < 0 || kv->used[s] > kv->per_seq_cap) return false;
+        if (!kv->taken[s] && kv->used[s] != 0) return false;
+        sum += kv->used[s];
+    }
+    return sum == kv->total_used && kv->total_used <= kv->capacity;
+}

@@ -1,0 +1,60 @@
+/* request.h — one request as the scheduler sees it: token buffer, counters, state.
+ * Pure data, no llama.h. Prefill and decode are not phases: a request has tokens
+ * [0, n_prompt + n_generated) of which the first n_computed are in the KV cache; what is left to
+ * compute (pending) is a prefill when it is more than one token and a decode row when it is one.
+ * After a recompute preemption n_computed drops to 0 and the same rule resumes it. */
+#ifndef CB_REQUEST_H
+#define CB_REQUEST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Ordered: every finished state compares greater than every live one. */
+typedef enum {
+    CB_WAITING = 0,
+    CB_RUNNING,
+    CB_PREEMPTED, /* back in the waiting queue, cells freed, to be recomputed */
+    CB_FINISHED_STOP,
+    CB_FINISHED_LENGTH,
+    CB_FINISHED_CANCELLED,
+    CB_FINISHED_ERROR,
+} cb_state;
+
+#define CB_STATE_FINISHED(s) ((s) >= CB_FINISHED_STOP)
+
+typedef struct cb_request {
+    int64_t id;
+    int64_t arrival; /* admission order key: smaller is older; set by cb_sched_add */
+    int32_t priority;
+    cb_state state;
+
+    int32_t *tokens; /* (cap) prompt then generated tokens; owned */
+    int32_t cap;     /* n_prompt + max_tokens, fixed at creation */
+    int32_t n_prompt;
+    int32_t n_generated;
+    int32_t n_computed; /* tokens whose KV is in the cache */
+    int32_t max_tokens;
+
+    int32_t seq_id; /* KV sequence while running, else -1 */
+    int32_t n_preemptions;
+    int32_t in_plan; /* tokens scheduled in the current (uncommitted) step */
+    bool static_member; /* belongs to the current static group */
+
+    int64_t t_submit_us, t_scheduled_us, t_first_token_us, t_finish_us;
+    void *rt; /* the engine's per-request state (sampler, text), opaque here */
+} cb_request;
+
+/* Allocates a request holding a copy of the prompt. Returns NULL on allocation failure or bad
+ * arguments (n_prompt < 1, max_tokens < 1). The caller owns it; free with cb_request_free. */
+cb_request *cb_request_new(int64_t id, const int32_t *prompt, int32_t n_prompt, int32_t max_tokens);
+void cb_request_free(cb_request *r);
+
+static inline int32_t cb_request_n_tokens(const cb_request *r) { return r->n_prompt + r->n_generated; }
+static inline int32_t cb_request_pending(const cb_request *r) { return cb_request_n_tokens(r) - r->n_computed; }
+
+/* Appends a sampled token. Returns false (and appends nothing) when max_tokens is reached. */
+bool cb_request_append(cb_request *r, int32_t token);
+
+const char *cb_state_name(cb_state s);
+
+#endif

@@ -1,0 +1,320 @@
+#include "scheduler.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct cb_sched {
+    cb_sched_config cfg;
+    cb_kv *kv;
+    cb_request **running; /* (max_num_seqs) in admission order */
+    int32_t n_running;
+    cb_request **waiting; /* (waiting_cap) in run order: see ranks_before */
+    int32_t n_waiting, waiting_cap;
+    int32_t *pending_free; /* (max_num_seqs) ids released since the last plan */
+    int32_t n_pending_free;
+    int32_t group_size, group_left; /* static mode: the current group */
+    bool forming;                   /* static mode: this step's admissions start a new group */
+    cb_sched_stats stats;
+};
+
+/* ---------------------------------------------------------------- queue order ---------------- */
+
+/* Run order of the waiting queue: higher priority first; within a priority, preempted requests
+ * first (they were running: put back at the front), then oldest first. */
+static bool ranks_before(const cb_request *a, const cb_request *b) {
+    if (a->priority != b->priority) return a->priority > b->priority;
+    bool pa = a->state == CB_PREEMPTED, pb = b->state == CB_PREEMPTED;
+    if (pa != pb) return pa;
+    return a->arrival < b->arrival;
+}
+
+/* O(n) insert, fine: the engine bounds the queue (max_queue) and admissions are per step. */
+static bool waiting_insert(cb_sched *s, cb_request *r) {
+    if (s->n_waiting == s->waiting_cap) {
+        int32_t cap = s->waiting_cap ? s->waiting_cap * 2 : 64;
+        cb_request **w = realloc(s->waiting, sizeof(*w) * (size_t)cap);
+        if (!w) return false;
+        s->waiting = w;
+        s->waiting_cap = cap;
+    }
+    int32_t i = s->n_waiting;
+    while (i > 0 && ranks_before(r, s->waiting[i - 1])) i--;
+    memmove(&s->waiting[i + 1], &s->waiting[i], sizeof(*s->waiting) * (size_t)(s->n_waiting - i));
+    s->waiting[i] = r;
+    s->n_waiting++;
+    return true;
+}
+
+static void remove_at(cb_request **arr, int32_t *n, int32_t i) {
+    memmove(&arr[i], &arr[i + 1], sizeof(*arr) * (size_t)(*n - i - 1));
+    (*n)--;
+}
+
+static int32_t index_of(cb_request **arr, int32_t n, const cb_request *r) {
+    for (int32_t i = 0; i < n; i++)
+        if (arr[i] == r) return i;
+    return -1;
+}
+
+/* ---------------------------------------------------------------- lifecycle ------------------ */
+
+cb_sched *cb_sched_new(const cb_sched_config *cfg, cb_kv *kv) {
+    if (!cfg || !kv || cfg->max_num_seqs < 1 || cfg->max_num_seqs > kv->n_seq ||
+        cfg->max_batched_tokens < cfg->max_num_seqs || cfg->prefill_chunk < 0 || cfg->kv_reserve < 0)
+        return NULL;
+    cb_sched *s = calloc(1, sizeof(*s));
+    if (!s) return NULL;
+    s->cfg = *cfg;
+    s->kv = kv;
+    s->running = calloc((size_t)cfg->max_num_seqs, sizeof(*s->running));
+    s->pending_free = calloc((size_t)kv->n_seq, sizeof(int32_t));
+    if (!s->running || !s->pending_free) {
+        cb_sched_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void cb_sched_free(cb_sched *s) {
+    if (!s) return;
+    free(s->running);
+    free(s->waiting);
+    free(s->pending_free);
+    free(s);
+}
+
+int cb_plan_init(cb_plan *plan, int32_t max_num_seqs) {
+    memset(plan, 0, sizeof(*plan));
+    plan->items = calloc((size_t)max_num_seqs, sizeof(*plan->items));
+    plan->freed = calloc((size_t)max_num_seqs * 2, sizeof(int32_t));
+    plan->preempted = calloc((size_t)max_num_seqs, sizeof(*plan->preempted));
+    if (!plan->items || !plan->freed || !plan->preempted) {
+        cb_plan_free(plan);
+        return -1;
+    }
+    return 0;
+}
+
+void cb_plan_free(cb_plan *plan) {
+    free(plan->items);
+    free(plan->freed);
+    free(plan->preempted);
+    memset(plan, 0, sizeof(*plan));
+}
+
+void cb_sched_add(cb_sched *s, cb_request *r, int64_t arrival) {
+    r->arrival = arrival;
+    r->state = CB_WAITING;
+    r->seq_id = -1;
+    r->static_member = false;
+    if (!waiting_insert(s, r)) {
+        /* Out of memory for the queue: the request ends at once rather than being lost. */
+        r->state = CB_FINISHED_ERROR;
+    }
+}
+
+bool cb_sched_fits(const cb_sched *s, int32_t n_prompt) {
+    if (n_prompt < 1 || n_prompt >= s->kv->per_seq_cap) return false;
+    if (s->cfg.prefill_chunk == 0 && n_prompt > s->cfg.max_batched_tokens) return false;
+    return true;
+}
+
+/* ---------------------------------------------------------------- one step ------------------- */
+
+static void release_seq(cb_sched *s, cb_request *r) {
+    if (r->seq_id < 0) return;
+    cb_kv_seq_release(s->kv, r->seq_id);
+    s->pending_free[s->n_pending_free++] = r->seq_id;
+    r->seq_id = -1;
+}
+
+/* Lowest priority first, then youngest: the request that loses least fairness by waiting. */
+static int32_t pick_victim(const cb_sched *s) {
+    int32_t v = -1;
+    for (int32_t i = 0; i < s->n_running; i++) {
+        const cb_request *r = s->running[i];
+        if (v < 0 || r->priority < s->running[v]->priority ||
+            (r->priority == s->running[v]->priority && r->arrival > s->running[v]->arrival))
+            v = i;
+    }
+    return v;
+}
+
+static void preempt(cb_sched *s, int32_t i, cb_plan *plan) {
+    cb_request *r = s->running[i];
+    remove_at(s->running, &s->n_running, i);
+    release_seq(s, r);
+    r->n_computed = 0;
+    r->n_preemptions++;
+    r->state = CB_PREEMPTED;
+    s->stats.preemptions++;
+    plan->preempted[plan->n_preempted++] = r;
+    if (!waiting_insert(s, r)) r->state = CB_FINISHED_ERROR; /* cannot grow the queue: say so */
+}
+
+static void plan_add(cb_sched *s, cb_plan *plan, cb_request *r, int32_t n) {
+    bool ok = cb_kv_grow(s->kv, r->seq_id, n);
+    (void)ok; /* callers checked cb_kv_room */
+    cb_plan_item *it = &plan->items[plan->n_items++];
+    it->req = r;
+    it->pos0 = r->n_computed;
+    it->n_tokens = n;
+    it->logits = r->n_computed + n == cb_request_n_tokens(r);
+    r->in_plan = n;
+    plan->n_tokens += n;
+    if (n == 1 && it->logits && cb_request_pending(r) == 1)
+        plan->n_decode++;
+    else
+        plan->n_prefill_tokens += n;
+}
+
+/* Tokens of r's pending prompt to put in this step, 0 for none. */
+static int32_t chunk_for(const cb_sched *s, const cb_request *r, int32_t budget_left) {
+    int32_t pending = cb_request_pending(r);
+    int32_t n = pending < budget_left ? pending : budget_left;
+    if (s->cfg.prefill_chunk > 0 && n > s->cfg.prefill_chunk) n = s->cfg.prefill_chunk;
+    int32_t room = cb_kv_room(s->kv, r->seq_id);
+    if (n > room) n = room;
+    if (s->cfg.prefill_chunk == 0 && n < pending) return 0; /* no chunking: all or nothing */
+    return n > 0 ? n : 0;
+}
+
+static void schedule_decodes(cb_sched *s, cb_plan *plan, int32_t *budget_left) {
+    for (;;) { /* preempt until every decode row has its cell */
+        int32_t need = 0;
+        for (int32_t i = 0; i < s->n_running; i++) need += cb_request_pending(s->running[i]) == 1;
+        if (need <= cb_kv_free_cells(s->kv) || s->n_running == 0) break;
+        preempt(s, pick_victim(s), plan);
+    }
+    for (int32_t i = 0; i < s->n_running && *budget_left > 0; i++) {
+        cb_request *r = s->running[i];
+        if (cb_request_pending(r) != 1 || cb_kv_room(s->kv, r->seq_id) < 1) continue;
+        plan_add(s, plan, r, 1);
+        (*budget_left)--;
+    }
+}
+
+static void schedule_prefills(cb_sched *s, cb_plan *plan, int32_t *budget_left) {
+    for (int32_t i = 0; i < s->n_running && *budget_left > 0; i++) {
+        cb_request *r = s->running[i];
+        if (r->in_plan || cb_request_pending(r) < 2) continue;
+        int32_t n = chunk_for(s, r, *budget_left);
+        if (n == 0) continue;
+        plan_add(s, plan, r, n);
+        *budget_left -= n;
+    }
+}
+
+/* Cells the running requests still need for prompt tokens not yet planned: an admission must not
+ * take them, or two long prompts admitted together would preempt each other. */
+static int32_t outstanding_cells(const cb_sched *s) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < s->n_running; i++) {
+        const cb_request *r = s->running[i];
+        int32_t left = cb_request_pending(r) - r->in_plan;
+        if (left > 1) n += left - 1;
+    }
+    return n;
+}
+
+static bool may_admit(cb_sched *s, const cb_request *r) {
+    if (s->cfg.mode == CB_MODE_STATIC) return s->forming || r->static_member;
+    return true;
+}
+
+static void schedule_admissions(cb_sched *s, cb_plan *plan, int32_t *budget_left) {
+    s->forming = s->group_left == 0;
+    if (s->forming) s->group_size = 0;
+    while (s->n_waiting > 0 && s->n_running < s->cfg.max_num_seqs && *budget_left > 0) {
+        cb_request *r = s->waiting[0];
+        if (!may_admit(s, r)) break;
+        int32_t pending = cb_request_n_tokens(r);
+        int32_t free_eff = cb_kv_free_cells(s->kv) - outstanding_cells(s);
+        int32_t need = pending + (s->n_running > 0 ? s->cfg.kv_reserve : 0);
+        if (need > s->kv->per_seq_cap) need = s->kv->per_seq_cap;
+        if (free_eff < need) break; /* FCFS: the head waits, nobody overtakes it */
+        if (s->cfg.prefill_chunk == 0 && pending > *budget_left) break;
+        int32_t seq = cb_kv_seq_acquire(s->kv);
+        if (seq < 0) break;
+        remove_at(s->waiting, &s->n_waiting, 0);
+        r->seq_id = seq;
+        r->n_computed = 0;
+        r->state = CB_RUNNING;
+        s->running[s->n_running++] = r;
+        s->stats.admitted++;
+        if (s->cfg.mode == CB_MODE_STATIC && !r->static_member) {
+            r->static_member = true;
+            s->group_size++;
+            s->group_left++;
+        }
+        int32_t n = chunk_for(s, r, *budget_left);
+        if (n > 0) {
+            plan_add(s, plan, r, n);
+            *budget_left -= n;
+        }
+    }
+}
+
+int32_t cb_sched_step(cb_sched *s, cb_plan *plan, int32_t budget) {
+    plan->n_items = plan->n_tokens = plan->n_decode = plan->n_prefill_tokens = 0;
+    plan->n_preempted = 0;
+    memcpy(plan->freed, s->pending_free, sizeof(int32_t) * (size_t)s->n_pending_free);
+    plan->n_freed = s->n_pending_free;
+    s->n_pending_free = 0;
+    for (int32_t i = 0; i < s->n_running; i++) s->running[i]->in_plan = 0;
+
+    int32_t budget_left = budget > 0 && budget < s->cfg.max_batched_tokens ? budget : s->cfg.max_batched_tokens;
+    schedule_decodes(s, plan, &budget_left);
+    schedule_prefills(s, plan, &budget_left);
+    schedule_admissions(s, plan, &budget_left);
+    /* ids freed by preemption in this very step go in this plan's freed list too */
+    memcpy(plan->freed + plan->n_freed, s->pending_free, sizeof(int32_t) * (size_t)s->n_pending_free);
+    plan->n_freed += s->n_pending_free;
+    s->n_pending_free = 0;
+    return plan->n_items;
+}
+
+void cb_sched_commit(cb_sched *s, cb_plan *plan, int64_t now_us) {
+    for (int32_t i = 0; i < plan->n_items; i++) {
+        cb_request *r = plan->items[i].req;
+        r->n_computed += plan->items[i].n_tokens;
+        r->in_plan = 0;
+        if (!r->t_scheduled_us) r->t_scheduled_us = now_us;
+    }
+    if (plan->n_items > 0) {
+        s->stats.steps++;
+        if (s->cfg.mode == CB_MODE_STATIC && s->group_left > 0)
+            s->stats.wasted_decode_slots += s->group_size - s->group_left;
+    }
+}
+
+void cb_sched_rollback(cb_sched *s, cb_plan *plan) {
+    for (int32_t i = 0; i < plan->n_items; i++) {
+        cb_request *r = plan->items[i].req;
+        if (r->seq_id >= 0) cb_kv_grow(s->kv, r->seq_id, -plan->items[i].n_tokens);
+        r->in_plan = 0;
+    }
+}
+
+int32_t cb_sched_finish(cb_sched *s, cb_request *r, cb_state final_state) {
+    int32_t i = index_of(s->running, s->n_running, r);
+    if (i >= 0) {
+        remove_at(s->running, &s->n_running, i);
+    } else if ((i = index_of(s->waiting, s->n_waiting, r)) >= 0) {
+        remove_at(s->waiting, &s->n_waiting, i);
+    }
+    int32_t seq = r->seq_id;
+    release_seq(s, r);
+    if (r->static_member && s->group_left > 0) s->group_left--;
+    r->static_member = false;
+    r->state = final_state;
+    s->stats.finished++;
+    return seq;
+}
+
+int32_t cb_sched_n_running(const cb_sched *s) { return s->n_running; }
+int32_t cb_sched_n_waiting(const cb_sched *s) { return s->n_waiting; }
+cb_request *cb_sched_running_at(const cb_sched *s, int32_t i) { return i < s->n_running ? s->running[i] : NULL; }
+cb_request *cb_sched_waiting_at(const cb_sched *s, int32_t i) { return i < s->n_waiting ? s->waiting[i] : NULL; }
+const cb_sched_stats *cb_sched_get_stats(const cb_sched *s) { return &s->stats; }
+const cb_sched_config *cb_sched_get_config(const cb_sched *s) { return &s->cfg; }

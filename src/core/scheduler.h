@@ -1,0 +1,83 @@
+/* scheduler.h — one token budget per step: decode rows first, then prefill chunks, then
+ * admissions while max_num_seqs, the budget and the KV budget allow. Preempts (recompute) instead
+ * of failing when a decode step would not fit. No llama.h, no I/O, no clock: the engine passes
+ * time in, so a fake runner can drive it through thousands of steps in a unit test.
+ *
+ * A step is: cb_sched_step -> (run the plan) -> cb_sched_commit, or cb_sched_rollback if the run
+ * failed. Finished requests leave through cb_sched_finish. Not thread-safe: the engine thread
+ * owns a scheduler. */
+#ifndef CB_SCHEDULER_H
+#define CB_SCHEDULER_H
+
+#include "kv.h"
+#include "request.h"
+
+typedef enum { CB_MODE_CONTINUOUS = 0, CB_MODE_STATIC = 1 } cb_mode;
+
+typedef struct {
+    cb_mode mode;
+    int32_t max_num_seqs;       /* running at once; also the number of KV sequence ids */
+    int32_t max_batched_tokens; /* token budget of one step (>= max_num_seqs) */
+    int32_t prefill_chunk;      /* per-request prompt tokens per step; 0 = whole prompt at once */
+    int32_t kv_reserve;         /* cells an admission leaves free for decode growth */
+} cb_sched_config;
+
+typedef struct {
+    cb_request *req;
+    int32_t pos0;     /* first token index = the request's n_computed */
+    int32_t n_tokens; /* tokens [pos0, pos0 + n_tokens) of req->tokens go in the batch */
+    bool logits;      /* the last of them needs logits (it completes the request's pending tokens) */
+} cb_plan_item;
+
+typedef struct {
+    cb_plan_item *items; /* (max_num_seqs) */
+    int32_t n_items;
+    int32_t n_tokens;         /* batch rows */
+    int32_t n_decode;         /* items of one token that complete their request (decode rows) */
+    int32_t n_prefill_tokens; /* the other rows */
+    int32_t *freed;           /* (max_num_seqs * 2) sequence ids whose cells must be cleared first */
+    int32_t n_freed;
+    cb_request **preempted; /* (max_num_seqs) requests preempted by this step, for events */
+    int32_t n_preempted;
+} cb_plan;
+
+typedef struct cb_sched cb_sched;
+
+typedef struct {
+    int64_t steps, preemptions, wasted_decode_slots, admitted, finished;
+} cb_sched_stats;
+
+/* Returns NULL on a bad config (zeros, budget < max_num_seqs) or allocation failure. The
+ * scheduler keeps pointers to kv and to every added request but owns neither. */
+cb_sched *cb_sched_new(const cb_sched_config *cfg, cb_kv *kv);
+void cb_sched_free(cb_sched *s);
+
+/* Queues a request (state WAITING). The caller checks it can ever fit (cb_sched_fits). */
+void cb_sched_add(cb_sched *s, cb_request *r, int64_t arrival);
+/* Whether a request of n_total tokens (prompt + what it may generate) could ever be run. */
+bool cb_sched_fits(const cb_sched *s, int32_t n_prompt);
+
+/* Plans one step into plan, spending at most budget tokens (<= 0: the configured budget).
+ * Returns the number of items (0 when there is nothing to run). */
+int32_t cb_sched_step(cb_sched *s, cb_plan *plan, int32_t budget);
+/* The plan ran: every item's tokens are now in the cache. */
+void cb_sched_commit(cb_sched *s, cb_plan *plan, int64_t now_us);
+/* The plan did not run: give its cells back (requests stay where they are; plan->items stay
+ * readable until the next step). */
+void cb_sched_rollback(cb_sched *s, cb_plan *plan);
+
+/* Takes a running or waiting request out with a final state; its sequence id (or -1) is returned
+ * so its cells can be cleared; it is also queued for the next plan's freed list. */
+int32_t cb_sched_finish(cb_sched *s, cb_request *r, cb_state final_state);
+
+int32_t cb_sched_n_running(const cb_sched *s);
+int32_t cb_sched_n_waiting(const cb_sched *s);
+cb_request *cb_sched_running_at(const cb_sched *s, int32_t i);
+cb_request *cb_sched_waiting_at(const cb_sched *s, int32_t i);
+const cb_sched_stats *cb_sched_get_stats(const cb_sched *s);
+const cb_sched_config *cb_sched_get_config(const cb_sched *s);
+
+int cb_plan_init(cb_plan *plan, int32_t max_num_seqs);
+void cb_plan_free(cb_plan *plan);
+
+#endif

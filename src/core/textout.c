@@ -1,0 +1,184 @@
+#include "textout.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cb_textout_init(cb_textout *t, const char *const *stops, size_t n_stops) {
+    memset(t, 0, sizeof(*t));
+    if (n_stops) {
+        t->stops = calloc(n_stops, sizeof(char *));
+        if (!t->stops) return -1;
+    }
+    for (size_t i = 0; i < n_stops; i++) {
+        if (!stops[i] || !stops[i][0]) continue;
+        t->stops[t->n_stops] = strdup(stops[i]);
+        if (!t->stops[t->n_stops]) {
+            cb_textout_free(t);
+            return -1;
+        }
+        t->n_stops++;
+    }
+    return 0;
+}
+
+void cb_textout_free(cb_textout *t) {
+    for (size_t i = 0; i < t->n_stops; i++) free(t->stops[i]);
+    free(t->stops);
+    free(t->buf);
+    free(t->out);
+    memset(t, 0, sizeof(*t));
+}
+
+static bool reserve(char **p, size_t *cap, size_t need) {
+    if (need <= *cap) return true;
+    size_t c = *cap ? *cap : 64;
+    while (c < need) c *= 2;
+    char *q = realloc(*p, c);
+    if (!q) return false;
+    *p = q;
+    *cap = c;
+    return true;
+}
+
+/* Bytes a UTF-8 lead byte announces (1-4), 0 for a byte that cannot start a character. */
+static int utf8_len(unsigned char c) {
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) return 2;
+    if (c >= 0xE0 && c <= 0xEF) return 3;
+    if (c >= 0xF0 && c <= 0xF4) return 4;
+    return 0;
+}
+
+/* Whether s[0, n) (n <= len) is a valid start of the character led by s[0]: continuation bytes,
+ * and the second-byte ranges that rule out overlongs, surrogates and code points > U+10FFFF. */
+static bool utf8_prefix_ok(const unsigned char *s, int n) {
+    for (int i = 1; i < n; i++) {
+        unsigned char lo = 0x80, hi = 0xBF;
+        if (i == 1) {
+            if (s[0] == 0xE0) lo = 0xA0;
+            if (s[0] == 0xED) hi = 0x9F;
+            if (s[0] == 0xF0) lo = 0x90;
+            if (s[0] == 0xF4) hi = 0x8F;
+        }
+        if (s[i] < lo || s[i] > hi) return false;
+    }
+    return true;
+}
+
+size_t cb_utf8_valid_prefix(const char *str, size_t n, bool *incomplete) {
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0;
+    if (incomplete) *incomplete = false;
+    while (i < n) {
+        int l = utf8_len(s[i]);
+        if (l == 0) return i;
+        if (i + (size_t)l > n) {
+            if (incomplete) *incomplete = utf8_prefix_ok(s + i, (int)(n - i));
+            return i;
+        }
+        if (!utf8_prefix_ok(s + i, l)) return i;
+        i += (size_t)l;
+    }
+    return i;
+}
+
+/* Bytes at the end of s[0, n) that start a character still waiting for its other bytes. */
+static size_t utf8_unfinished_tail(const char *str, size_t n) {
+    const unsigned char *s = (const unsigned char *)str;
+    for (size_t k = 1; k <= 3 && k <= n; k++) {
+        int l = utf8_len(s[n - k]);
+        if (l > 1) return (size_t)l > k && utf8_prefix_ok(s + n - k, (int)k) ? k : 0;
+        if (l == 1 || (l == 0 && s[n - k] > 0xBF)) return 0; /* ASCII or a byte that starts nothing */
+    }
+    return 0;
+}
+
+/* Copies buf[emitted, end) to out, replacing invalid bytes by U+FFFD, and advances emitted. */
+static void release(cb_textout *t, size_t end, const char **out, size_t *out_len) {
+    size_t n = end - t->emitted, o = 0;
+    if (!reserve(&t->out, &t->out_cap, n * 3 + 1)) { /* each bad byte may become 3 bytes */
+        *out = "";
+        *out_len = 0;
+        return;
+    }
+    const char *s = t->buf + t->emitted;
+    while (n > 0) {
+        size_t ok = cb_utf8_valid_prefix(s, n, NULL);
+        memcpy(t->out + o, s, ok);
+        o += ok;
+        s += ok;
+        n -= ok;
+        if (n > 0) { /* one invalid byte (or an unfinished character at the very end) */
+            memcpy(t->out + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            s++;
+            n--;
+        }
+    }
+    t->out[o] = '\0';
+    t->emitted = end;
+    *out = t->out;
+    *out_len = o;
+}
+
+/* Longest suffix of buf[from, len) that is a proper prefix of a stop string. */
+static size_t stop_holdback(const cb_textout *t, size_t from) {
+    size_t best = 0;
+    for (size_t i = 0; i < t->n_stops; i++) {
+        size_t sl = strlen(t->stops[i]);
+        size_t k = sl - 1 < t->len - from ? sl - 1 : t->len - from;
+        for (; k > best; k--) {
+            if (memcmp(t->buf + t->len - k, t->stops[i], k) == 0) {
+                best = k;
+                break;
+            }
+        }
+    }
+    return best;
+}
+
+/* Earliest stop string starting at or after from; returns its offset or SIZE_MAX. */
+static size_t find_stop(const cb_textout *t, size_t from) {
+    size_t best = SIZE_MAX;
+    for (size_t i = 0; i < t->n_stops; i++) {
+        size_t sl = strlen(t->stops[i]);
+        /* O(held * stop length): held text is shorter than the longest stop string plus a piece */
+        for (size_t p = from; p + sl <= t->len && p < best; p++) {
+            if (memcmp(t->buf + p, t->stops[i], sl) == 0) {
+                best = p;
+                break;
+            }
+        }
+    }
+    return best;
+}
+
+bool cb_textout_push(cb_textout *t, const char *piece, size_t n, const char **out, size_t *out_len) {
+    *out = "";
+    *out_len = 0;
+    if (t->stopped) return true;
+    if (!reserve(&t->buf, &t->cap, t->len + n + 1)) return false;
+    memcpy(t->buf + t->len, piece, n);
+    t->len += n;
+    t->buf[t->len] = '\0';
+
+    size_t at = find_stop(t, t->emitted);
+    if (at != SIZE_MAX) {
+        t->stopped = true;
+        release(t, at, out, out_len);
+        return true;
+    }
+    size_t end = t->len - stop_holdback(t, t->emitted);
+    /* do not split a character: hold back an unfinished one at the end */
+    end -= utf8_unfinished_tail(t->buf + t->emitted, end - t->emitted);
+    if (end > t->emitted) release(t, end, out, out_len);
+    return false;
+}
+
+void cb_textout_flush(cb_textout *t, const char **out, size_t *out_len) {
+    *out = "";
+    *out_len = 0;
+    if (t->stopped || t->emitted >= t->len) return;
+    release(t, t->len, out, out_len);
+}

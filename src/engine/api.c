@@ -1,0 +1,427 @@
+/* api.c — the thread-safe public functions of cobatch.h: they validate and tokenize on the
+ * caller's thread and talk to the engine thread only through the mailbox and the event queue. */
+#include "engine_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+int64_t cobatch_time_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+const char *cobatch_finish_reason_str(enum cobatch_finish_reason r) {
+    switch (r) {
+    case COBATCH_FINISH_STOP: return "stop";
+    case COBATCH_FINISH_LENGTH: return "length";
+    case COBATCH_FINISH_CANCELLED: return "cancelled";
+    case COBATCH_FINISH_ERROR: return "error";
+    default: return "none";
+    }
+}
+
+struct cobatch_engine_params cobatch_engine_default_params(void) {
+    struct cobatch_engine_params p = {0};
+    p.n_ctx = 4096;
+    p.max_num_seqs = 16;
+    p.max_num_batched_tokens = 512;
+    p.prefill_chunk = 256;
+    p.kv_reserve = 32;
+    p.max_queue = 1024;
+    p.mode = COBATCH_MODE_CONTINUOUS;
+    p.kv_layout = COBATCH_KV_UNIFIED;
+    p.flash_attn = true;
+    return p;
+}
+
+struct cobatch_request_params cobatch_request_default_params(void) {
+    struct cobatch_request_params p = {0};
+    p.max_tokens = 128;
+    p.sampling.temperature = 0.0f;
+    p.sampling.top_p = 1.0f;
+    p.sampling.repetition_penalty = 1.0f;
+    p.sampling.penalty_last_n = 64;
+    return p;
+}
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+    if (!err || !errlen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* ---------------------------------------------------------------- events --------------------- */
+
+void engine_push_event(cobatch_engine *e, struct cobatch_event *ev) {
+    pthread_mutex_lock(&e->ev_mu);
+    event_queue *q = &e->events;
+    if (q->len == q->cap) {
+        int cap = q->cap ? q->cap * 2 : 256;
+        struct cobatch_event *v = malloc(sizeof(*v) * (size_t)cap);
+        if (!v) { /* cannot queue: drop the piece, but never a FINISHED event's slot */
+            pthread_mutex_unlock(&e->ev_mu);
+            cobatch_event_clear(ev);
+            return;
+        }
+        for (int i = 0; i < q->len; i++) v[i] = q->v[(q->head + i) % q->cap];
+        free(q->v);
+        q->v = v;
+        q->cap = cap;
+        q->head = 0;
+    }
+    q->v[(q->head + q->len) % q->cap] = *ev;
+    q->len++;
+    pthread_cond_broadcast(&e->ev_cond);
+    pthread_mutex_unlock(&e->ev_mu);
+    uint64_t one = 1;
+    ssize_t w = write(e->event_fd, &one, sizeof(one));
+    (void)w; /* the counter saturating only means a reader is already due */
+}
+
+int cobatch_poll(cobatch_engine *e, struct cobatch_event *out, int max, int timeout_ms) {
+    if (max <= 0) return 0;
+    pthread_mutex_lock(&e->ev_mu);
+    if (e->events.len == 0 && timeout_ms != 0) {
+        if (timeout_ms < 0) {
+            while (e->events.len == 0) pthread_cond_wait(&e->ev_cond, &e->ev_mu);
+        } else {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += timeout_ms / 1000;
+            ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            while (e->events.len == 0)
+                if (pthread_cond_timedwait(&e->ev_cond, &e->ev_mu, &ts) == ETIMEDOUT) break;
+        }
+    }
+    int n = 0;
+    event_queue *q = &e->events;
+    while (n < max && q->len > 0) {
+        out[n++] = q->v[q->head];
+        q->head = (q->head + 1) % q->cap;
+        q->len--;
+    }
+    pthread_mutex_unlock(&e->ev_mu);
+    return n;
+}
+
+void cobatch_event_clear(struct cobatch_event *ev) {
+    free(ev->text);
+    free(ev->error);
+    ev->text = ev->error = NULL;
+}
+
+int cobatch_event_fd(const cobatch_engine *e) { return e->event_fd; }
+
+/* ---------------------------------------------------------------- init / free ---------------- */
+
+static int32_t pad256(int32_t n) { return (n + 255) / 256 * 256; }
+
+cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, char *err, size_t errlen) {
+    struct cobatch_engine_params p = params ? *params : cobatch_engine_default_params();
+    if (p.n_ctx <= 0) p.n_ctx = 4096;
+    if (p.max_num_seqs <= 0 || p.max_num_batched_tokens <= 0 || p.prefill_chunk < 0 || p.kv_reserve < 0 ||
+        p.max_queue <= 0) {
+        set_err(err, errlen, "invalid engine parameters (max_num_seqs, max_num_batched_tokens, prefill_chunk, "
+                             "kv_reserve and max_queue must be positive)");
+        return NULL;
+    }
+    if (p.max_num_batched_tokens < p.max_num_seqs) {
+        set_err(err, errlen, "max_num_batched_tokens (%d) must be at least max_num_seqs (%d)",
+                p.max_num_batched_tokens, p.max_num_seqs);
+        return NULL;
+    }
+    bool split = p.kv_layout == COBATCH_KV_SPLIT;
+    /* Without chunking a whole prompt must fit one step: the step grows to the sequence context. */
+    int32_t budget = p.max_num_batched_tokens;
+    int32_t ctx_seq = split ? pad256(p.n_ctx / p.max_num_seqs) : pad256(p.n_ctx);
+    if (p.prefill_chunk == 0 && budget < ctx_seq) budget = ctx_seq;
+
+    cobatch_engine *e = calloc(1, sizeof(*e));
+    if (!e) return NULL;
+    e->params = p;
+    e->event_fd = -1;
+    e->next_id = 1;
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cond, NULL);
+    pthread_mutex_init(&e->ev_mu, NULL);
+    pthread_cond_init(&e->ev_cond, NULL);
+    e->model_path = p.model_path ? strdup(p.model_path) : NULL;
+    e->params.model_path = e->model_path;
+
+    cb_model_params mp = {.path = e->model_path,
+                          .n_ctx = p.n_ctx,
+                          .n_threads = p.n_threads,
+                          .n_seq_max = p.max_num_seqs,
+                          .n_batch = budget,
+                          .split_kv = split,
+                          .flash_attn = p.flash_attn,
+                          .verbose = p.verbose};
+    if (cb_model_load(&e->model, &mp, err, errlen) != 0) goto fail;
+    e->n_ctx_seq = e->model.n_ctx_seq;
+    if (cb_kv_init(&e->kv, e->model.n_ctx, e->model.n_seq_max, split) != 0 ||
+        e->kv.per_seq_cap != e->model.n_ctx_seq) {
+        set_err(err, errlen, "KV accounting does not match the context (%d cells, %d per sequence)", e->model.n_ctx,
+                e->model.n_ctx_seq);
+        goto fail;
+    }
+    bool sequential = p.mode == COBATCH_MODE_SEQUENTIAL;
+    cb_sched_config sc = {.mode = p.mode == COBATCH_MODE_CONTINUOUS ? CB_MODE_CONTINUOUS : CB_MODE_STATIC,
+                          .max_num_seqs = sequential ? 1 : p.max_num_seqs,
+                          .max_batched_tokens = budget,
+                          .prefill_chunk = p.prefill_chunk,
+                          .kv_reserve = p.kv_reserve};
+    e->sched = cb_sched_new(&sc, &e->kv);
+    if (!e->sched || cb_plan_init(&e->plan, p.max_num_seqs) != 0 ||
+        cb_runner_init(&e->runner, &e->model, p.max_num_seqs) != 0) {
+        set_err(err, errlen, "out of memory");
+        goto fail;
+    }
+    e->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (e->event_fd < 0) {
+        set_err(err, errlen, "eventfd: %s", strerror(errno));
+        goto fail;
+    }
+    if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
+        set_err(err, errlen, "cannot start the engine thread");
+        goto fail;
+    }
+    e->thread_started = true;
+    return e;
+fail:
+    cobatch_engine_free(e);
+    return NULL;
+}
+
+void cobatch_engine_free(cobatch_engine *e) {
+    if (!e) return;
+    if (e->thread_started) {
+        pthread_mutex_lock(&e->mu);
+        e->stop = true;
+        pthread_cond_signal(&e->cond);
+        pthread_mutex_unlock(&e->mu);
+        pthread_join(e->thread, NULL);
+    }
+    struct cobatch_event ev;
+    while (cobatch_poll(e, &ev, 1, 0) == 1) cobatch_event_clear(&ev);
+    free(e->events.v);
+    for (int i = 0; i < e->inbox_len; i++) engine_free_request(e->inbox[i]);
+    free(e->inbox);
+    free(e->cancels);
+    free(e->live);
+    free(e->reqs);
+    cb_runner_free(&e->runner);
+    cb_plan_free(&e->plan);
+    cb_sched_free(e->sched);
+    cb_kv_free(&e->kv);
+    cb_model_free(&e->model);
+    if (e->event_fd >= 0) close(e->event_fd);
+    free(e->model_path);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->cond);
+    pthread_mutex_destroy(&e->ev_mu);
+    pthread_cond_destroy(&e->ev_cond);
+    free(e);
+}
+
+/* ---------------------------------------------------------------- submit / cancel ------------ */
+
+static bool grow(void **v, int *cap, int need, size_t elem) {
+    if (need <= *cap) return true;
+    int c = *cap ? *cap * 2 : 64;
+    while (c < need) c *= 2;
+    void *n = realloc(*v, (size_t)c * elem);
+    if (!n) return false;
+    *v = n;
+    *cap = c;
+    return true;
+}
+
+static const char *check_sampling(const struct cobatch_sampling *s) {
+    if (!(s->temperature >= 0.0f) || !isfinite(s->temperature)) return "temperature must be >= 0";
+    if (s->top_k < 0) return "top_k must be >= 0";
+    if (!(s->top_p > 0.0f && s->top_p <= 1.0f)) return "top_p must be in (0, 1]";
+    if (!(s->min_p >= 0.0f && s->min_p <= 1.0f)) return "min_p must be in [0, 1]";
+    if (!(s->repetition_penalty > 0.0f) || !isfinite(s->repetition_penalty)) return "repetition_penalty must be > 0";
+    if (!isfinite(s->presence_penalty) || s->presence_penalty < -2 || s->presence_penalty > 2)
+        return "presence_penalty must be in [-2, 2]";
+    if (!isfinite(s->frequency_penalty) || s->frequency_penalty < -2 || s->frequency_penalty > 2)
+        return "frequency_penalty must be in [-2, 2]";
+    if (s->penalty_last_n < -1) return "penalty_last_n must be >= -1";
+    return NULL;
+}
+
+/* Produces the prompt tokens of p (malloc'd) or NULL with a message. */
+static int32_t *prompt_tokens(cobatch_engine *e, const struct cobatch_request_params *p, int32_t *n, char *err,
+                              size_t errlen) {
+    int given = (p->prompt != NULL) + (p->prompt_tokens != NULL) + (p->messages != NULL);
+    if (given != 1) {
+        set_err(err, errlen, "give exactly one of prompt, prompt tokens or messages");
+        return NULL;
+    }
+    if (p->prompt_tokens) {
+        if (p->n_prompt_tokens < 1) {
+            set_err(err, errlen, "the prompt is empty");
+            return NULL;
+        }
+        for (int32_t i = 0; i < p->n_prompt_tokens; i++) {
+            if (p->prompt_tokens[i] < 0 || p->prompt_tokens[i] >= e->model.n_vocab) {
+                set_err(err, errlen, "prompt token %d at index %d is outside the vocabulary (0..%d)",
+                        p->prompt_tokens[i], i, e->model.n_vocab - 1);
+                return NULL;
+            }
+        }
+        int32_t *t = malloc(sizeof(int32_t) * (size_t)p->n_prompt_tokens);
+        if (t) memcpy(t, p->prompt_tokens, sizeof(int32_t) * (size_t)p->n_prompt_tokens);
+        *n = p->n_prompt_tokens;
+        return t;
+    }
+    char *text = NULL;
+    if (p->messages) {
+        if (p->n_messages == 0) {
+            set_err(err, errlen, "messages is empty");
+            return NULL;
+        }
+        const char **roles = calloc(p->n_messages, sizeof(char *));
+        const char **contents = calloc(p->n_messages, sizeof(char *));
+        bool any = false;
+        for (size_t i = 0; roles && contents && i < p->n_messages; i++) {
+            roles[i] = p->messages[i].role ? p->messages[i].role : "user";
+            contents[i] = p->messages[i].content ? p->messages[i].content : "";
+            any |= contents[i][0] != '\0';
+        }
+        if (roles && contents && any) text = cb_model_chat(&e->model, roles, contents, p->n_messages);
+        free(roles);
+        free(contents);
+        if (!any) {
+            set_err(err, errlen, "the prompt is empty");
+            return NULL;
+        }
+        if (!text) {
+            set_err(err, errlen, "the model has no built-in chat template this engine can apply");
+            return NULL;
+        }
+    } else if (p->prompt[0] == '\0') {
+        set_err(err, errlen, "the prompt is empty");
+        return NULL;
+    }
+    int32_t *t = cb_model_tokenize(&e->model, text ? text : p->prompt, n);
+    free(text);
+    if (!t) set_err(err, errlen, "cannot tokenize the prompt");
+    return t;
+}
+
+cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_params *p, char *err, size_t errlen) {
+    if (!e || !p) return COBATCH_ERR_INVALID;
+    if (p->max_tokens < 1) {
+        set_err(err, errlen, "max_tokens must be at least 1 (got %d)", p->max_tokens);
+        return COBATCH_ERR_INVALID;
+    }
+    const char *bad = check_sampling(&p->sampling);
+    if (bad) {
+        set_err(err, errlen, "%s", bad);
+        return COBATCH_ERR_INVALID;
+    }
+    int32_t n = 0;
+    int32_t *toks = prompt_tokens(e, p, &n, err, errlen);
+    if (!toks) return COBATCH_ERR_INVALID;
+    if (!cb_sched_fits(e->sched, n)) {
+        set_err(err, errlen, "the prompt has %d tokens; this engine's context holds %d per sequence (prompt plus "
+                             "at least one generated token)", n, e->n_ctx_seq);
+        free(toks);
+        return COBATCH_ERR_TOO_LONG;
+    }
+    /* Never allocate more than the context can hold, whatever max_tokens says. */
+    int32_t max_tokens = p->max_tokens < e->n_ctx_seq - n ? p->max_tokens : e->n_ctx_seq - n;
+    cb_request *r = cb_request_new(0, toks, n, max_tokens);
+    free(toks);
+    engine_req *er = r ? calloc(1, sizeof(*er)) : NULL;
+    if (!er || cb_textout_init(&er->text, p->stop, p->n_stop) != 0) {
+        free(er);
+        cb_request_free(r);
+        set_err(err, errlen, "out of memory");
+        return COBATCH_ERR_NOMEM;
+    }
+    er->sampling = p->sampling;
+    er->user_data = p->user_data;
+    er->ignore_eos = p->ignore_eos;
+    er->logit_margins = p->logit_margins;
+    r->rt = er;
+    r->priority = p->priority;
+    r->t_submit_us = cobatch_time_us();
+
+    pthread_mutex_lock(&e->mu);
+    int status = COBATCH_OK;
+    if (e->stop) {
+        status = COBATCH_ERR_SHUTDOWN;
+        set_err(err, errlen, "the engine is shutting down");
+    } else if (e->stats.waiting + e->inbox_len >= e->params.max_queue) {
+        status = COBATCH_ERR_QUEUE_FULL;
+        set_err(err, errlen, "too many requests waiting (%d); retry later", e->params.max_queue);
+    } else if (!grow((void **)&e->inbox, &e->inbox_cap, e->inbox_len + 1, sizeof(*e->inbox)) ||
+               !grow((void **)&e->live, &e->live_cap, e->n_live + 1, sizeof(*e->live))) {
+        status = COBATCH_ERR_NOMEM;
+        set_err(err, errlen, "out of memory");
+    } else {
+        r->id = e->next_id++;
+        e->inbox[e->inbox_len++] = r;
+        e->live[e->n_live++] = r->id;
+        pthread_cond_signal(&e->cond);
+    }
+    cobatch_req_id id = r->id;
+    pthread_mutex_unlock(&e->mu);
+    if (status != COBATCH_OK) {
+        engine_free_request(r);
+        return status;
+    }
+    return id;
+}
+
+int cobatch_cancel(cobatch_engine *e, cobatch_req_id id) {
+    int rc = COBATCH_ERR_NOT_FOUND;
+    pthread_mutex_lock(&e->mu);
+    for (int i = 0; i < e->n_live; i++) {
+        if (e->live[i] == id) {
+            if (grow((void **)&e->cancels, &e->cancel_cap, e->n_cancels + 1, sizeof(*e->cancels))) {
+                e->cancels[e->n_cancels++] = id;
+                pthread_cond_signal(&e->cond);
+                rc = COBATCH_OK;
+            } else {
+                rc = COBATCH_ERR_NOMEM;
+            }
+            break;
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- facts ---------------------- */
+
+void cobatch_engine_stats(cobatch_engine *e, struct cobatch_stats *out) {
+    pthread_mutex_lock(&e->mu);
+    *out = e->stats;
+    out->waiting += e->inbox_len;
+    pthread_mutex_unlock(&e->mu);
+}
+
+int32_t cobatch_n_ctx_seq(const cobatch_engine *e) { return e->n_ctx_seq; }
+const char *cobatch_model_name(const cobatch_engine *e) { return e->model.name; }
+
+int32_t cobatch_tokenize(const cobatch_engine *e, const char *text, int32_t *out, int32_t max) {
+    int32_t n = cb_model_tokenize_into(&e->model, text, out, max);
+    return n < 0 ? -n : n;
+}

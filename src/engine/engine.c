@@ -1,0 +1,278 @@
+/* engine.c — the engine thread: intake, cancels, and the step
+ *     plan = schedule; run; postprocess
+ * Only this thread touches the llama_context, the scheduler and the samplers. */
+#include "engine_internal.h"
+#include "../runtime/sampling.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- request bookkeeping -------- */
+
+void engine_free_request(cb_request *r) {
+    if (!r) return;
+    engine_req *er = r->rt;
+    if (er) {
+        cb_sampler_free(er->smpl);
+        cb_textout_free(&er->text);
+        free(er);
+    }
+    cb_request_free(r);
+}
+
+static void reqs_remove(cobatch_engine *e, cb_request *r) {
+    for (int i = 0; i < e->n_reqs; i++) {
+        if (e->reqs[i] == r) {
+            e->reqs[i] = e->reqs[--e->n_reqs];
+            return;
+        }
+    }
+}
+
+static void live_remove(cobatch_engine *e, cobatch_req_id id) {
+    pthread_mutex_lock(&e->mu);
+    for (int i = 0; i < e->n_live; i++) {
+        if (e->live[i] == id) {
+            e->live[i] = e->live[--e->n_live];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
+static enum cobatch_finish_reason reason_of(cb_state s) {
+    switch (s) {
+    case CB_FINISHED_STOP: return COBATCH_FINISH_STOP;
+    case CB_FINISHED_LENGTH: return COBATCH_FINISH_LENGTH;
+    case CB_FINISHED_CANCELLED: return COBATCH_FINISH_CANCELLED;
+    default: return COBATCH_FINISH_ERROR;
+    }
+}
+
+/* The one way a request ends: leaves the scheduler, emits FINISHED (with any text still held),
+ * and is freed. */
+static void finish(cobatch_engine *e, cb_request *r, cb_state st, const char *error) {
+    engine_req *er = r->rt;
+    if (!CB_STATE_FINISHED(r->state)) cb_sched_finish(e->sched, r, st);
+    r->state = st;
+    r->t_finish_us = cobatch_time_us();
+    struct cobatch_event ev = {0};
+    ev.type = COBATCH_EVENT_FINISHED;
+    ev.id = r->id;
+    ev.user_data = er->user_data;
+    ev.t_us = r->t_finish_us;
+    ev.reason = reason_of(st);
+    const char *tail = "";
+    size_t tail_len = 0;
+    if (st == CB_FINISHED_STOP || st == CB_FINISHED_LENGTH) cb_textout_flush(&er->text, &tail, &tail_len);
+    ev.text = strndup(tail, tail_len);
+    ev.text_len = ev.text ? tail_len : 0;
+    if (error) ev.error = strdup(error);
+    ev.n_prompt = r->n_prompt;
+    ev.n_generated = r->n_generated;
+    ev.n_preemptions = r->n_preemptions;
+    ev.timings.t_submit_us = r->t_submit_us;
+    ev.timings.t_scheduled_us = r->t_scheduled_us;
+    ev.timings.t_first_token_us = r->t_first_token_us;
+    ev.timings.t_finish_us = r->t_finish_us;
+    reqs_remove(e, r);
+    live_remove(e, r->id);
+    engine_push_event(e, &ev);
+    engine_free_request(r);
+}
+
+/* ---------------------------------------------------------------- intake and cancels --------- */
+
+static void intake(cobatch_engine *e, cb_request **in, int n) {
+    for (int i = 0; i < n; i++) {
+        cb_request *r = in[i];
+        engine_req *er = r->rt;
+        er->smpl = cb_sampler_new(&e->model, &er->sampling);
+        if (e->n_reqs == e->reqs_cap) {
+            int cap = e->reqs_cap ? e->reqs_cap * 2 : 64;
+            cb_request **v = realloc(e->reqs, sizeof(*v) * (size_t)cap);
+            if (v) {
+                e->reqs = v;
+                e->reqs_cap = cap;
+            }
+        }
+        if (!er->smpl || e->n_reqs == e->reqs_cap) {
+            r->state = CB_FINISHED_ERROR; /* not in the scheduler: finish() skips it */
+            finish(e, r, CB_FINISHED_ERROR, "out of memory");
+            continue;
+        }
+        e->reqs[e->n_reqs++] = r;
+        cb_sched_add(e->sched, r, e->arrivals++);
+        if (r->state == CB_FINISHED_ERROR) finish(e, r, CB_FINISHED_ERROR, "out of memory");
+    }
+}
+
+static void apply_cancels(cobatch_engine *e, cobatch_req_id *ids, int n) {
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < e->n_reqs; k++) {
+            if (e->reqs[k]->id == ids[i]) {
+                finish(e, e->reqs[k], CB_FINISHED_CANCELLED, NULL);
+                break;
+            }
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- one step ------------------- */
+
+static void emit_token(cobatch_engine *e, cb_request *r, int32_t tok, float margin, const char *text,
+                       size_t len, int64_t now) {
+    engine_req *er = r->rt;
+    struct cobatch_event ev = {0};
+    ev.type = COBATCH_EVENT_TOKEN;
+    ev.id = r->id;
+    ev.user_data = er->user_data;
+    ev.token = tok;
+    ev.margin = margin;
+    ev.t_us = now;
+    ev.text = strndup(text, len);
+    ev.text_len = ev.text ? len : 0;
+    engine_push_event(e, &ev);
+}
+
+/* Samples every item that asked for logits, appends, checks stops, emits, retires. */
+static void postprocess(cobatch_engine *e, cb_plan *plan) {
+    int64_t now = cobatch_time_us();
+    char piece[256];
+    for (int32_t i = 0; i < plan->n_items; i++) {
+        if (!plan->items[i].logits) continue;
+        cb_request *r = plan->items[i].req;
+        engine_req *er = r->rt;
+        float margin = 0;
+        int32_t tok = cb_sampler_sample(er->smpl, &e->model, e->runner.logit_row[i],
+                                        er->logit_margins ? &margin : NULL);
+        if (!r->t_first_token_us) r->t_first_token_us = now;
+        cb_request_append(r, tok);
+        e->n_generated++;
+        cb_state end = CB_RUNNING;
+        const char *out = "";
+        size_t out_len = 0;
+        if (!er->ignore_eos && cb_model_is_eog(&e->model, tok)) {
+            end = CB_FINISHED_STOP;
+        } else {
+            int32_t n = cb_model_piece(&e->model, tok, piece, (int32_t)sizeof(piece));
+            if (n > 0 && cb_textout_push(&er->text, piece, (size_t)n, &out, &out_len)) end = CB_FINISHED_STOP;
+        }
+        emit_token(e, r, tok, margin, out, out_len, now);
+        if (end == CB_RUNNING && (r->n_generated >= r->max_tokens || cb_request_n_tokens(r) >= e->n_ctx_seq))
+            end = CB_FINISHED_LENGTH;
+        if (end != CB_RUNNING) finish(e, r, end, NULL);
+    }
+}
+
+static void fail_plan(cobatch_engine *e, cb_plan *plan, int rc) {
+    char msg[96];
+    snprintf(msg, sizeof(msg), "llama_decode failed with code %d", rc);
+    for (int32_t i = 0; i < plan->n_items; i++) finish(e, plan->items[i].req, CB_FINISHED_ERROR, msg);
+}
+
+static void update_stats(cobatch_engine *e) {
+    const cb_sched_stats *ss = cb_sched_get_stats(e->sched);
+    pthread_mutex_lock(&e->mu);
+    e->stats.running = cb_sched_n_running(e->sched);
+    e->stats.waiting = cb_sched_n_waiting(e->sched); /* readers add inbox_len */
+    e->stats.kv_used = e->kv.total_used;
+    e->stats.kv_total = e->kv.capacity;
+    e->stats.kv_peak = e->kv.peak_used;
+    e->stats.steps = ss->steps;
+    e->stats.preemptions = ss->preemptions;
+    e->stats.wasted_decode_slots = ss->wasted_decode_slots;
+    e->stats.requests_finished = ss->finished;
+    e->stats.prompt_tokens = e->n_prompt_computed;
+    e->stats.generated_tokens = e->n_generated;
+    e->stats.decode_retries = e->n_retries;
+    pthread_mutex_unlock(&e->mu);
+}
+
+static void step(cobatch_engine *e) {
+    cb_plan *plan = &e->plan;
+    int32_t budget = 0;
+    for (;;) {
+        int32_t n = cb_sched_step(e->sched, plan, budget);
+        for (int32_t i = 0; i < plan->n_preempted; i++)
+            if (plan->preempted[i]->state == CB_FINISHED_ERROR)
+                finish(e, plan->preempted[i], CB_FINISHED_ERROR, "out of memory");
+        if (n == 0) {
+            cb_runner_run(&e->runner, plan); /* clears freed sequences */
+            /* Nothing runnable with nobody running: the queue head can never fit. End it rather
+             * than spin (cb_sched_fits at submit should make this unreachable). */
+            if (cb_sched_n_running(e->sched) == 0 && cb_sched_n_waiting(e->sched) > 0)
+                finish(e, cb_sched_waiting_at(e->sched, 0), CB_FINISHED_ERROR, "request cannot be scheduled");
+            return;
+        }
+        int rc = cb_runner_run(&e->runner, plan);
+        if (rc == 0) {
+            cb_sched_commit(e->sched, plan, cobatch_time_us());
+            e->n_prompt_computed += plan->n_prefill_tokens;
+            postprocess(e, plan);
+            return;
+        }
+        cb_sched_rollback(e->sched, plan); /* keeps plan->items for the failure path */
+        if (rc == 1 && plan->n_tokens > 1) { /* no KV slot: shrink the step and retry */
+            e->n_retries++;
+            budget = plan->n_tokens / 2;
+            continue;
+        }
+        /* aborted, an error, or not even one token fits: these requests end, the rest go on */
+        fail_plan(e, plan, rc);
+        return;
+    }
+}
+
+/* ---------------------------------------------------------------- the thread ----------------- */
+
+void *engine_main(void *arg) {
+    cobatch_engine *e = arg;
+    cb_request **in = NULL;
+    cobatch_req_id *cancels = NULL;
+    int in_cap = 0, cancel_cap = 0;
+    for (;;) {
+        pthread_mutex_lock(&e->mu);
+        while (!e->stop && e->inbox_len == 0 && e->n_cancels == 0 && e->n_reqs == 0)
+            pthread_cond_wait(&e->cond, &e->mu);
+        if (e->stop) {
+            pthread_mutex_unlock(&e->mu);
+            break;
+        }
+        /* swap the mailboxes out so the lock is held for O(1) work */
+        cb_request **tin = in;
+        int tin_cap = in_cap, n_in = e->inbox_len;
+        in = e->inbox;
+        in_cap = e->inbox_cap;
+        e->inbox = tin;
+        e->inbox_cap = tin_cap;
+        e->inbox_len = 0;
+        cobatch_req_id *tc = cancels;
+        int tc_cap = cancel_cap, n_cancel = e->n_cancels;
+        cancels = e->cancels;
+        cancel_cap = e->cancel_cap;
+        e->cancels = tc;
+        e->cancel_cap = tc_cap;
+        e->n_cancels = 0;
+        pthread_mutex_unlock(&e->mu);
+
+        intake(e, in, n_in);
+        apply_cancels(e, cancels, n_cancel);
+        if (e->n_reqs > 0) step(e);
+        update_stats(e);
+    }
+    /* shutting down: whatever is left ends as cancelled, inbox included */
+    pthread_mutex_lock(&e->mu);
+    int n_in = e->inbox_len;
+    e->inbox_len = 0;
+    pthread_mutex_unlock(&e->mu);
+    for (int i = 0; i < n_in; i++) {
+        e->inbox[i]->state = CB_FINISHED_CANCELLED;
+        finish(e, e->inbox[i], CB_FINISHED_CANCELLED, NULL);
+    }
+    while (e->n_reqs > 0) finish(e, e->reqs[0], CB_FINISHED_CANCELLED, NULL);
+    free(in);
+    free(cancels);
+    return NULL;
+}

@@ -1,0 +1,157 @@
+#include "model.h"
+
+#include <llama.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void quiet_log(enum ggml_log_level level, const char *text, void *ud) {
+    (void)ud;
+    if (level == GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
+}
+
+static pthread_once_t backend_once = PTHREAD_ONCE_INIT;
+static bool backend_verbose;
+static void backend_init_once(void) {
+    if (!backend_verbose) llama_log_set(quiet_log, NULL);
+    llama_backend_init();
+}
+
+void cb_backend_init(bool verbose) {
+    backend_verbose = verbose;
+    pthread_once(&backend_once, backend_init_once);
+}
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+    if (!err || !errlen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errlen) {
+    memset(m, 0, sizeof(*m));
+    if (!p->path || !p->path[0]) {
+        set_err(err, errlen, "no model file given");
+        return -1;
+    }
+    if (access(p->path, R_OK) != 0) {
+        set_err(err, errlen, "cannot read model file '%s'", p->path);
+        return -1;
+    }
+    cb_backend_init(p->verbose);
+    struct llama_model_params mp = llama_model_default_params();
+    mp.n_gpu_layers = 999; /* everything on the GPU when a CUDA build has one; no-op on CPU */
+    m->model = llama_model_load_from_file(p->path, mp);
+    if (!m->model) {
+        set_err(err, errlen, "failed to load model '%s' (not a valid GGUF model?)", p->path);
+        return -1;
+    }
+    struct llama_context_params cp = llama_context_default_params();
+    int threads = p->n_threads > 0 ? p->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    cp.n_ctx = (uint32_t)p->n_ctx;
+    cp.n_batch = cp.n_ubatch = (uint32_t)p->n_batch;
+    cp.n_seq_max = (uint32_t)p->n_seq_max;
+    cp.n_threads = cp.n_threads_batch = threads;
+    cp.kv_unified = !p->split_kv;
+    cp.flash_attn_type = p->flash_attn ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    cp.no_perf = true;
+    m->ctx = llama_init_from_model(m->model, cp);
+    if (!m->ctx) {
+        set_err(err, errlen, "failed to create a context (n_ctx %d, n_batch %d, n_seq_max %d)", p->n_ctx,
+                p->n_batch, p->n_seq_max);
+        llama_model_free(m->model);
+        m->model = NULL;
+        return -1;
+    }
+    m->vocab = llama_model_get_vocab(m->model);
+    m->n_ctx = (int32_t)llama_n_ctx(m->ctx);
+    m->n_ctx_seq = (int32_t)llama_n_ctx_seq(m->ctx);
+    m->n_batch = (int32_t)llama_n_batch(m->ctx);
+    m->n_seq_max = (int32_t)llama_n_seq_max(m->ctx);
+    m->n_vocab = llama_vocab_n_tokens(m->vocab);
+    if (llama_model_meta_val_str(m->model, "general.name", m->name, sizeof(m->name)) < 0) {
+        const char *base = strrchr(p->path, '/');
+        snprintf(m->name, sizeof(m->name), "%s", base ? base + 1 : p->path);
+    }
+    return 0;
+}
+
+void cb_model_free(cb_model *m) {
+    if (m->ctx) llama_free(m->ctx);
+    if (m->model) llama_model_free(m->model);
+    memset(m, 0, sizeof(*m));
+}
+
+int32_t cb_model_tokenize_into(const cb_model *m, const char *text, int32_t *out, int32_t max) {
+    size_t len = strlen(text);
+    if (len > INT32_MAX / 2) return INT32_MIN;
+    int32_t n = llama_tokenize(m->vocab, text, (int32_t)len, out, max, true, true);
+    return n;
+}
+
+int32_t *cb_model_tokenize(const cb_model *m, const char *text, int32_t *n_out) {
+    size_t len = strlen(text);
+    int32_t cap = (int32_t)(len < 1000000 ? len + 8 : 1000008);
+    int32_t *t = malloc(sizeof(int32_t) * (size_t)cap);
+    if (!t) return NULL;
+    int32_t n = cb_model_tokenize_into(m, text, t, cap);
+    if (n < 0 && n != INT32_MIN) {
+        int32_t *t2 = realloc(t, sizeof(int32_t) * (size_t)-n);
+        if (!t2) {
+            free(t);
+            return NULL;
+        }
+        t = t2;
+        n = cb_model_tokenize_into(m, text, t, -n);
+    }
+    if (n < 0) {
+        free(t);
+        return NULL;
+    }
+    *n_out = n;
+    return t;
+}
+
+char *cb_model_chat(const cb_model *m, const char *const *roles, const char *const *contents, size_t n) {
+    const char *tmpl = llama_model_chat_template(m->model, NULL);
+    if (!tmpl) return NULL;
+    struct llama_chat_message *msgs = calloc(n ? n : 1, sizeof(*msgs));
+    if (!msgs) return NULL;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        msgs[i].role = roles[i];
+        msgs[i].content = contents[i];
+        total += strlen(roles[i]) + strlen(contents[i]);
+    }
+    int32_t cap = (int32_t)(total * 2 + 256);
+    char *buf = malloc((size_t)cap);
+    int32_t len = buf ? llama_chat_apply_template(tmpl, msgs, n, true, buf, cap) : -1;
+    if (len >= cap) {
+        char *b2 = realloc(buf, (size_t)len + 1);
+        if (b2) {
+            buf = b2;
+            len = llama_chat_apply_template(tmpl, msgs, n, true, buf, len + 1);
+        } else {
+            len = -1;
+        }
+    }
+    free(msgs);
+    if (len < 0) {
+        free(buf);
+        return NULL;
+    }
+    buf[len] = '\0';
+    return buf;
+}
+
+int32_t cb_model_piece(const cb_model *m, int32_t token, char *buf, int32_t cap) {
+    int32_t n = llama_token_to_piece(m->vocab, token, buf, cap, 0, false);
+    return n < 0 ? -1 : n;
+}
+
+bool cb_model_is_eog(const cb_model *m, int32_t token) { return llama_vocab_is_eog(m->vocab, token); }

@@ -1,0 +1,56 @@
+/* model.h — the llama.cpp model and context cobatch runs on, and tokenizer helpers.
+ * The only module besides runner/sampling that includes llama.h. The context belongs to the
+ * engine thread; cb_model_tokenize and cb_model_chat may be called from any thread. */
+#ifndef CB_MODEL_H
+#define CB_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct llama_model;
+struct llama_context;
+struct llama_vocab;
+
+typedef struct {
+    const char *path;
+    int32_t n_ctx;     /* total cells */
+    int32_t n_threads; /* 0 = cores */
+    int32_t n_seq_max;
+    int32_t n_batch; /* = n_ubatch: one step is one graph run */
+    bool split_kv;
+    bool flash_attn;
+    bool verbose;
+} cb_model_params;
+
+typedef struct {
+    struct llama_model *model;
+    struct llama_context *ctx;
+    const struct llama_vocab *vocab;
+    int32_t n_ctx, n_ctx_seq, n_vocab, n_batch, n_seq_max;
+    char name[128]; /* general.name or the file name */
+} cb_model;
+
+/* Loads the model and creates the context. Returns 0, or -1 with a message in err; on failure
+ * nothing is left allocated. */
+int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errlen);
+void cb_model_free(cb_model *m);
+
+/* Tokenizes with BOS as the vocabulary wants and special tokens parsed. Returns a malloc'd array
+ * (caller frees) and its length in *n, or NULL on failure. */
+int32_t *cb_model_tokenize(const cb_model *m, const char *text, int32_t *n);
+/* Same into a caller buffer: returns the count, or -(needed) when max is too small. */
+int32_t cb_model_tokenize_into(const cb_model *m, const char *text, int32_t *out, int32_t max);
+
+/* Renders messages with the model's built-in chat template (generation prompt appended).
+ * Returns a malloc'd string, or NULL when the model has no usable template. */
+char *cb_model_chat(const cb_model *m, const char *const *roles, const char *const *contents, size_t n);
+
+/* Text of one token (special tokens rendered as nothing); writes at most cap bytes, returns the
+ * length, or -1 if it did not fit. */
+int32_t cb_model_piece(const cb_model *m, int32_t token, char *buf, int32_t cap);
+bool cb_model_is_eog(const cb_model *m, int32_t token);
+
+void cb_backend_init(bool verbose);
+
+#endif

@@ -1,0 +1,51 @@
+#include "runner.h"
+
+#include <stdlib.h>
+
+int cb_runner_init(cb_runner *r, cb_model *m, int32_t max_items) {
+    r->model = m;
+    r->n_batch = m->n_batch;
+    r->batch = llama_batch_init(m->n_batch, 0, 1);
+    r->logit_row = calloc((size_t)max_items, sizeof(int32_t));
+    if (!r->logit_row || !r->batch.token) {
+        cb_runner_free(r);
+        return -1;
+    }
+    return 0;
+}
+
+void cb_runner_free(cb_runner *r) {
+    if (r->batch.token) llama_batch_free(r->batch);
+    r->batch.token = NULL;
+    free(r->logit_row);
+    r->logit_row = NULL;
+}
+
+void cb_runner_clear_seq(cb_runner *r, int32_t seq) {
+    llama_memory_seq_rm(llama_get_memory(r->model->ctx), seq, -1, -1);
+}
+
+int32_t cb_runner_seq_len(cb_runner *r, int32_t seq) {
+    return llama_memory_seq_pos_max(llama_get_memory(r->model->ctx), seq) + 1;
+}
+
+int cb_runner_run(cb_runner *r, const cb_plan *plan) {
+    for (int32_t i = 0; i < plan->n_freed; i++) cb_runner_clear_seq(r, plan->freed[i]);
+    if (plan->n_tokens > r->n_batch) return -100;
+    if (plan->n_items == 0) return 0;
+    struct llama_batch *b = &r->batch;
+    b->n_tokens = 0;
+    for (int32_t i = 0; i < plan->n_items; i++) {
+        const cb_plan_item *it = &plan->items[i];
+        for (int32_t k = 0; k < it->n_tokens; k++) {
+            int32_t row = b->n_tokens++;
+            b->token[row] = it->req->tokens[it->pos0 + k];
+            b->pos[row] = it->pos0 + k;
+            b->n_seq_id[row] = 1;
+            b->seq_id[row][0] = it->req->seq_id;
+            b->logits[row] = it->logits && k == it->n_tokens - 1;
+        }
+        r->logit_row[i] = it->logits ? b->n_tokens - 1 : -1;
+    }
+    return llama_decode(r->model->ctx, *b);
+}

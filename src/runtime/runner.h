@@ -1,0 +1,31 @@
+/* runner.h — turns a scheduler plan into one llama_batch and one llama_decode.
+ * Engine thread only. Cells of freed sequences are cleared before the batch runs. */
+#ifndef CB_RUNNER_H
+#define CB_RUNNER_H
+
+#include "../core/scheduler.h"
+#include "model.h"
+
+#include <llama.h>
+
+typedef struct {
+    cb_model *model;
+    struct llama_batch batch; /* (n_batch rows) reused every step */
+    int32_t n_batch;
+    int32_t *logit_row; /* (max items) batch row whose logits item i gets, or -1 */
+} cb_runner;
+
+int cb_runner_init(cb_runner *r, cb_model *m, int32_t max_items);
+void cb_runner_free(cb_runner *r);
+
+/* Clears the plan's freed sequences, then decodes its items. Returns llama_decode's code:
+ * 0 ok; 1 no KV slot (the cache is as before the call: roll back and retry smaller);
+ * 2 aborted; < 0 error. Returns -100 for a plan larger than the batch. */
+int cb_runner_run(cb_runner *r, const cb_plan *plan);
+
+/* Clears every cell of seq. */
+void cb_runner_clear_seq(cb_runner *r, int32_t seq);
+/* Cells llama.cpp holds for seq (pos_max + 1, or 0): to check our accounting against. */
+int32_t cb_runner_seq_len(cb_runner *r, int32_t seq);
+
+#endif

@@ -1,0 +1,51 @@
+#include "sampling.h"
+
+#include <llama.h>
+#include <math.h>
+
+struct llama_sampler *cb_sampler_new(const cb_model *m, const struct cobatch_sampling *s) {
+    struct llama_sampler_chain_params cp = llama_sampler_chain_default_params();
+    cp.no_perf = true;
+    struct llama_sampler *c = llama_sampler_chain_init(cp);
+    if (!c) return NULL;
+    bool penalties = s->repetition_penalty != 1.0f || s->presence_penalty != 0.0f || s->frequency_penalty != 0.0f;
+    if (penalties && s->penalty_last_n != 0) {
+        llama_sampler_chain_add(c, llama_sampler_init_penalties(m->n_vocab, s->penalty_last_n,
+                                                                s->repetition_penalty > 0 ? s->repetition_penalty : 1.0f,
+                                                                s->frequency_penalty, s->presence_penalty));
+    }
+    if (s->temperature <= 0.0f) {
+        llama_sampler_chain_add(c, llama_sampler_init_greedy());
+        return c;
+    }
+    if (s->top_k > 0) llama_sampler_chain_add(c, llama_sampler_init_top_k(s->top_k));
+    if (s->top_p > 0.0f && s->top_p < 1.0f) llama_sampler_chain_add(c, llama_sampler_init_top_p(s->top_p, 1));
+    if (s->min_p > 0.0f) llama_sampler_chain_add(c, llama_sampler_init_min_p(s->min_p, 1));
+    llama_sampler_chain_add(c, llama_sampler_init_temp(s->temperature));
+    llama_sampler_chain_add(c, llama_sampler_init_dist(s->seed));
+    return c;
+}
+
+void cb_sampler_free(struct llama_sampler *smpl) {
+    if (smpl) llama_sampler_free(smpl);
+}
+
+void cb_sampler_accept(struct llama_sampler *smpl, int32_t token) { llama_sampler_accept(smpl, token); }
+
+int32_t cb_sampler_sample(struct llama_sampler *smpl, const cb_model *m, int32_t row, float *margin) {
+    if (margin) {
+        /* O(n_vocab): only when asked for (tests of batch invariance) */
+        const float *lg = llama_get_logits_ith(m->ctx, row);
+        float a = -INFINITY, b = -INFINITY;
+        for (int32_t i = 0; i < m->n_vocab; i++) {
+            if (lg[i] > a) {
+                b = a;
+                a = lg[i];
+            } else if (lg[i] > b) {
+                b = lg[i];
+            }
+        }
+        *margin = a - b;
+    }
+    return llama_sampler_sample(smpl, m->ctx, row);
+}

@@ -1,0 +1,24 @@
+/* sampling.h — per-request llama_sampler chains. Engine thread only. */
+#ifndef CB_SAMPLING_H
+#define CB_SAMPLING_H
+
+#include "model.h"
+
+#include <cobatch.h>
+
+struct llama_sampler;
+
+/* Builds the chain: penalties, then greedy at temperature <= 0, else top_k, top_p, min_p,
+ * temperature and a seeded draw. Returns NULL on allocation failure. Caller frees with
+ * cb_sampler_free. */
+struct llama_sampler *cb_sampler_new(const cb_model *m, const struct cobatch_sampling *s);
+void cb_sampler_free(struct llama_sampler *smpl);
+
+/* Samples (and accepts) a token from logits row `row` of the last decode. If margin is not NULL
+ * it gets the raw top-1 minus top-2 logit of that row. */
+int32_t cb_sampler_sample(struct llama_sampler *smpl, const cb_model *m, int32_t row, float *margin);
+
+/* Tells the chain about a token it did not sample (e.g. the prompt, for penalties). */
+void cb_sampler_accept(struct llama_sampler *smpl, int32_t token);
+
+#endif

@@ -1,0 +1,64 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "../../src/core/kv.h"
+
+static void unified_pool_is_shared(void **state) {
+    (void)state;
+    cb_kv kv;
+    assert_int_equal(cb_kv_init(&kv, 100, 4, false), 0);
+    int32_t a = cb_kv_seq_acquire(&kv), b = cb_kv_seq_acquire(&kv);
+    assert_int_equal(a, 0);
+    assert_int_equal(b, 1);
+    assert_true(cb_kv_grow(&kv, a, 90));
+    assert_int_equal(cb_kv_room(&kv, b), 10);
+    assert_false(cb_kv_grow(&kv, b, 11));
+    assert_true(cb_kv_grow(&kv, b, 10));
+    assert_int_equal(cb_kv_free_cells(&kv), 0);
+    assert_int_equal(kv.peak_used, 100);
+    cb_kv_seq_release(&kv, a);
+    assert_int_equal(cb_kv_free_cells(&kv), 90);
+    assert_int_equal(cb_kv_seq_acquire(&kv), 0); /* lowest free id comes back */
+    assert_true(cb_kv_check(&kv));
+    cb_kv_free(&kv);
+}
+
+static void split_caps_each_sequence(void **state) {
+    (void)state;
+    cb_kv kv;
+    assert_int_equal(cb_kv_init(&kv, 100, 4, true), 0);
+    assert_int_equal(kv.per_seq_cap, 25);
+    int32_t a = cb_kv_seq_acquire(&kv);
+    assert_false(cb_kv_grow(&kv, a, 26));
+    assert_true(cb_kv_grow(&kv, a, 25));
+    assert_int_equal(cb_kv_room(&kv, a), 0);
+    assert_true(cb_kv_grow(&kv, a, -5));
+    assert_false(cb_kv_grow(&kv, a, -21)); /* cannot go below zero */
+    assert_false(cb_kv_grow(&kv, 3, 1));   /* id 3 not acquired */
+    assert_true(cb_kv_check(&kv));
+    cb_kv_free(&kv);
+}
+
+static void ids_run_out(void **state) {
+    (void)state;
+    cb_kv kv;
+    assert_int_equal(cb_kv_init(&kv, 10, 2, false), 0);
+    assert_true(cb_kv_seq_acquire(&kv) >= 0);
+    assert_true(cb_kv_seq_acquire(&kv) >= 0);
+    assert_int_equal(cb_kv_seq_acquire(&kv), -1);
+    cb_kv_free(&kv);
+    assert_int_equal(cb_kv_init(&kv, 0, 2, false), -1);
+    assert_int_equal(cb_kv_init(&kv, 3, 4, true), -1);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(unified_pool_is_shared),
+        cmocka_unit_test(split_caps_each_sequence),
+        cmocka_unit_test(ids_run_out),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

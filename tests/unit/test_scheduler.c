@@ -1,0 +1,343 @@
+/* Scheduler + KV accounting driven by a fake runner: no model. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "fake_runner.h"
+
+#define MAX_REQ 4096
+
+typedef struct {
+    cb_kv kv;
+    cb_sched *s;
+    cb_plan plan;
+    fake_runner f;
+    cb_sched_config cfg;
+    cb_request *req[MAX_REQ];
+    int32_t target[MAX_REQ]; /* tokens each request generates before it stops */
+    int n_req, n_finished, n_cancelled;
+    int64_t arrivals;
+    uint64_t rng;
+} harness;
+
+static int32_t gen_token(int64_t id, int32_t k) { return (int32_t)((id * 7919 + k * 31) % 50000); }
+
+static void h_init(harness *h, cb_mode mode, int32_t seqs, int32_t budget, int32_t chunk, int32_t capacity, bool split) {
+    memset(h, 0, sizeof(*h));
+    assert_int_equal(cb_kv_init(&h->kv, capacity, seqs, split), 0);
+    h->cfg = (cb_sched_config){.mode = mode, .max_num_seqs = seqs, .max_batched_tokens = budget,
+                               .prefill_chunk = chunk, .kv_reserve = 4};
+    h->s = cb_sched_new(&h->cfg, &h->kv);
+    assert_non_null(h->s);
+    assert_int_equal(cb_plan_init(&h->plan, seqs), 0);
+    fake_init(&h->f, seqs, h->kv.capacity, h->kv.per_seq_cap, budget);
+}
+
+static void h_free(harness *h) {
+    for (int i = 0; i < h->n_req; i++) cb_request_free(h->req[i]);
+    cb_plan_free(&h->plan);
+    cb_sched_free(h->s);
+    cb_kv_free(&h->kv);
+    fake_free(&h->f);
+}
+
+static cb_request *h_add(harness *h, int32_t n_prompt, int32_t n_out, int32_t priority) {
+    assert_true(h->n_req < MAX_REQ);
+    int32_t *p = malloc(sizeof(int32_t) * (size_t)n_prompt);
+    for (int32_t i = 0; i < n_prompt; i++) p[i] = h->n_req * 1000 + i;
+    cb_request *r = cb_request_new(h->n_req + 1, p, n_prompt, n_out);
+    free(p);
+    assert_non_null(r);
+    assert_true(cb_sched_fits(h->s, n_prompt));
+    r->priority = priority;
+    h->target[h->n_req] = n_out;
+    h->req[h->n_req++] = r;
+    cb_sched_add(h->s, r, h->arrivals++);
+    return r;
+}
+
+static void h_finish(harness *h, cb_request *r, cb_state st) {
+    cb_sched_finish(h->s, r, st);
+    h->n_finished++;
+    if (st == CB_FINISHED_CANCELLED) h->n_cancelled++;
+}
+
+/* One step with every invariant checked. Returns the number of plan items. */
+static int32_t h_step(harness *h) {
+    cb_request *decoders[256];
+    int n_dec = 0;
+    for (int32_t i = 0; i < cb_sched_n_running(h->s); i++) {
+        cb_request *r = cb_sched_running_at(h->s, i);
+        if (cb_request_pending(r) == 1) decoders[n_dec++] = r;
+    }
+    bool static_group_open = false;
+    static bool member_before[MAX_REQ];
+    for (int i = 0; i < h->n_req; i++) {
+        member_before[i] = h->req[i]->static_member;
+        if (h->cfg.mode == CB_MODE_STATIC && member_before[i] && !CB_STATE_FINISHED(h->req[i]->state))
+            static_group_open = true;
+    }
+
+    int32_t n = cb_sched_step(h->s, &h->plan, 0);
+    cb_plan *p = &h->plan;
+    assert_true(p->n_tokens <= h->cfg.max_batched_tokens);
+    assert_true(cb_kv_check(&h->kv));
+    /* decode rows first: the requests that were decoding lead the batch */
+    int lead = 0;
+    for (int32_t i = 0; i < p->n_items; i++) {
+        bool was_decoding = false;
+        for (int k = 0; k < n_dec; k++) was_decoding |= decoders[k] == p->items[i].req;
+        if (was_decoding) {
+            assert_int_equal(lead, i);
+            assert_int_equal(p->items[i].n_tokens, 1);
+            lead++;
+        }
+        if (h->cfg.prefill_chunk > 0) assert_true(p->items[i].n_tokens <= h->cfg.prefill_chunk);
+        if (h->cfg.prefill_chunk == 0) /* no chunking: a prompt goes in whole */
+            assert_int_equal(p->items[i].pos0 + p->items[i].n_tokens, cb_request_n_tokens(p->items[i].req));
+    }
+    /* static: nobody new while a group member is unfinished (re-admitting preempted members is fine) */
+    if (static_group_open) {
+        for (int32_t i = 0; i < p->n_items; i++)
+            if (p->items[i].pos0 == 0) assert_true(member_before[p->items[i].req->id - 1]);
+    }
+    if (!fake_run(&h->f, p)) fail_msg("fake runner refused the plan: %s", h->f.err);
+    cb_sched_commit(h->s, p, 1);
+    for (int32_t i = 0; i < p->n_items; i++) {
+        if (!p->items[i].logits) continue;
+        cb_request *r = p->items[i].req;
+        int idx = (int)r->id - 1;
+        assert_true(cb_request_append(r, gen_token(r->id, r->n_generated)));
+        if (r->n_generated >= h->target[idx]) h_finish(h, r, CB_FINISHED_STOP);
+        else if (cb_request_n_tokens(r) >= h->kv.per_seq_cap) h_finish(h, r, CB_FINISHED_LENGTH);
+    }
+    return n;
+}
+
+static void h_drain(harness *h, int max_steps) {
+    int steps = 0;
+    while (cb_sched_n_running(h->s) + cb_sched_n_waiting(h->s) > 0) {
+        h_step(h);
+        assert_true(++steps < max_steps);
+    }
+    /* one empty step hands the last freed ids to the runner */
+    assert_int_equal(cb_sched_step(h->s, &h->plan, 0), 0);
+    assert_true(fake_run(&h->f, &h->plan));
+    assert_int_equal(h->kv.total_used, 0);
+    assert_int_equal(h->f.total, 0);
+}
+
+/* Every request ended once, and its output is exactly what was "sampled" for it. */
+static void h_check_outputs(harness *h) {
+    assert_int_equal(h->n_finished, h->n_req);
+    for (int i = 0; i < h->n_req; i++) {
+        cb_request *r = h->req[i];
+        assert_true(CB_STATE_FINISHED(r->state));
+        if (r->state == CB_FINISHED_CANCELLED) continue;
+        if (r->state == CB_FINISHED_STOP) assert_int_equal(r->n_generated, h->target[i]);
+        for (int32_t k = 0; k < r->n_generated; k++) assert_int_equal(r->tokens[r->n_prompt + k], gen_token(r->id, k));
+        for (int32_t k = 0; k < r->n_prompt; k++) assert_int_equal(r->tokens[k], i * 1000 + k);
+    }
+}
+
+/* ---------------------------------------------------------------- tests ---------------------- */
+
+static void budget_and_decode_first(void **state) {
+    (void)state;
+    harness h;
+    h_init(&h, CB_MODE_CONTINUOUS, 8, 64, 16, 4096, false);
+    for (int i = 0; i < 12; i++) h_add(&h, 10 + i * 13, 5 + i, 0);
+    int saw_mixed = 0;
+    while (cb_sched_n_running(h.s) + cb_sched_n_waiting(h.s) > 0) {
+        h_step(&h);
+        saw_mixed += h.plan.n_decode > 0 && h.plan.n_prefill_tokens > 0;
+    }
+    assert_true(saw_mixed > 0); /* decode rows and prefill chunks shared steps */
+    h_check_outputs(&h);
+    h_free(&h);
+}
+
+static void chunk_cap_and_logits_only_at_end(void **state) {
+    (void)state;
+    harness h;
+    h_init(&h, CB_MODE_CONTINUOUS, 4, 256, 32, 4096, false);
+    cb_request *r = h_add(&h, 100, 3, 0);
+    int32_t seen[4] = {0};
+    for (int s = 0; s < 4; s++) {
+        h_step(&h);
+        assert_int_equal(h.plan.n_items, 1);
+        seen[s] = h.plan.items[0].n_tokens;
+        assert_int_equal(h.plan.items[0].logits, s == 3); /* only the final chunk asks for logits */
+    }
+    assert_int_equal(seen[0], 32);
+    assert_int_equal(seen[3], 4);
+    assert_int_equal(r->n_generated, 1);
+    h_drain(&h, 100);
+    h_check_outputs(&h);
+    h_free(&h);
+}
+
+static void no_chunking_takes_whole_prompts(void **state) {
+    (void)state;
+    harness h;
+    h_init(&h, CB_MODE_CONTINUOUS, 4, 300, 0, 4096, false);
+    h_add(&h, 200, 4, 0);
+    h_add(&h, 150, 4, 0); /* does not fit the rest of the first step's budget: waits */
+    h_step(&h);
+    assert_int_equal(h.plan.n_items, 1);
+    assert_int_equal(h.plan.items[0].n_tokens, 200);
+    h_step(&h);
+    assert_int_equal(h.plan.n_items, 2);
+    assert_int_equal(h.plan.items[1].n_tokens, 150);
+    h_drain(&h, 100);
+    h_check_outputs(&h);
+    h_free(&h);
+}
+
+static void static_mode_waits_for_group(void **state) {
+    (void)state;
+    harness h;
+    h_init(&h, CB_MODE_STATIC, 4, 128, 32, 4096, false);
+    int outs[10] = {3, 40, 5, 7, 9, 2, 30, 4, 4, 4};
+    for (int i = 0; i < 10; i++) h_add(&h, 20, outs[i], 0);
+    h_step(&h);
+    assert_int_equal(h.plan.n_items, 4); /* the whole group is admitted at once */
+    h_drain(&h, 1000);
+    h_check_outputs(&h);
+    /* A member idles from its last token to the group's end: group {3,40,5,7} wastes
+     * 37+0+35+33 slot-steps, {9,2,30,4} 21+28+0+26, {4,4} none. */
+    assert_int_equal(cb_sched_get_stats(h.s)->wasted_decode_slots, 105 + 75);
+    h_free(&h);
+}
+
+static void continuous_admits_while_others_run(void **state) {
+    (void)state;
+    harness h;
+    h_init(&h, CB_MODE_CONTINUOUS, 4, 128, 32, 4096, false);
+    cb_request *a = h_add(&h, 20, 50, 0);
+    for (int i = 0; i < 5; i++) h_step(&h);
+    cb_request *b = h_add(&h, 20, 3, 0);
+    h_step(&h);
+    assert_int_equal(a->state, CB_RUNNING);
+    assert_int_equal(b->state, CB_RUNNING);
+    assert_int_equal(cb_sched_get_stats(h.s)->wasted_decode_slots, 0);
+    h_drain(&h, 200);
+    h_check_outputs(&h);
+    h_free(&h);
+}
+
+static void tiny_kv_preempts_and_everyone_finishes(void **state) {
+    (void)state;
+    harness h;
+    h_init(&h, CB_MODE_CONTINUOUS, 8, 32, 8, 64, false);
+    for (int i = 0; i < 20; i++) h_add(&h, 10 + (i * 7) % 21, 5 + (i * 11) % 26, 0);
+    h_drain(&h, 20000);
+    h_check_outputs(&h);
+    assert_true(cb_sched_get_stats(h.s)->preemptions > 0);
+    assert_true(h.kv.peak_used <= 64);
+    int preempted = 0;
+    for (int i = 0; i < h.n_req; i++) preempted += h.req[i]->n_preemptions > 0;
+    assert_true(preempted > 0);
+    h_free(&h);
+}
+
+static void victim_is_lowest_priority_youngest(void **state) {
+    (void)state;
+    harness h;
+    h_init(&h, CB_MODE_CONTINUOUS, 4, 64, 16, 40, false);
+    cb_request *hi = h_add(&h, 8, 30, 5);
+    cb_request *old = h_add(&h, 8, 30, 0);
+    cb_request *young = h_add(&h, 8, 30, 0);
+    while (hi->n_preemptions + old->n_preemptions + young->n_preemptions == 0 &&
+           cb_sched_n_running(h.s) + cb_sched_n_waiting(h.s) > 0)
+        h_step(&h);
+    assert_int_equal(young->n_preemptions, 1);
+    assert_int_equal(old->n_preemptions, 0);
+    assert_int_equal(hi->n_preemptions, 0);
+    assert_ptr_equal(cb_sched_waiting_at(h.s, 0), young); /* back at the front */
+    h_drain(&h, 1000);
+    h_check_outputs(&h);
+    h_free(&h);
+}
+
+static void split_layout_caps_sequences(void **state) {
+    (void)state;
+    harness h;
+    h_init(&h, CB_MODE_CONTINUOUS, 4, 64, 16, 128, true); /* 32 cells per sequence */
+    assert_false(cb_sched_fits(h.s, 32));
+    cb_request *r = h_add(&h, 20, 100, 0);
+    h_drain(&h, 1000);
+    assert_int_equal(r->state, CB_FINISHED_LENGTH);
+    assert_int_equal(cb_request_n_tokens(r), 32);
+    h_free(&h);
+}
+
+static uint32_t rnd(harness *h, uint32_t n) {
+    h->rng = h->rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (uint32_t)(h->rng >> 33) % n;
+}
+
+/* Random configurations, arrivals, priorities and cancels in every state; thousands of steps. */
+static void randomized_traces(void **state) {
+    (void)state;
+    int64_t total_steps = 0, total_preempt = 0;
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        harness h;
+        uint64_t rng = seed * 0x9E3779B97F4A7C15ULL;
+        harness tmp = {.rng = rng};
+        int32_t seqs = 1 + (int32_t)rnd(&tmp, 8);
+        int32_t budget = seqs + (int32_t)rnd(&tmp, 100);
+        int32_t chunk = rnd(&tmp, 4) == 0 ? 0 : 1 + (int32_t)rnd(&tmp, 40);
+        bool split = rnd(&tmp, 3) == 0;
+        int32_t capacity = split ? seqs * (24 + (int32_t)rnd(&tmp, 64)) : 48 + (int32_t)rnd(&tmp, 400);
+        cb_mode mode = rnd(&tmp, 3) == 0 ? CB_MODE_STATIC : CB_MODE_CONTINUOUS;
+        if (chunk == 0 && budget < capacity) budget = capacity; /* as the engine does */
+        h_init(&h, mode, seqs, budget, chunk, capacity, split);
+        h.rng = tmp.rng;
+        int to_add = 30 + (int)rnd(&h, 60), steps = 0;
+        while (to_add > 0 || cb_sched_n_running(h.s) + cb_sched_n_waiting(h.s) > 0) {
+            if (to_add > 0 && rnd(&h, 3) == 0) {
+                int32_t maxp = h.kv.per_seq_cap - 1;
+                if (chunk == 0 && maxp > budget) maxp = budget;
+                h_add(&h, 1 + (int32_t)rnd(&h, (uint32_t)(maxp < 60 ? maxp : 60)), 1 + (int32_t)rnd(&h, 40),
+                      (int32_t)rnd(&h, 3));
+                to_add--;
+            }
+            if (rnd(&h, 25) == 0) { /* cancel someone, in whatever state */
+                int32_t nr = cb_sched_n_running(h.s), nw = cb_sched_n_waiting(h.s);
+                if (nr + nw > 0) {
+                    uint32_t k = rnd(&h, (uint32_t)(nr + nw));
+                    cb_request *v = k < (uint32_t)nr ? cb_sched_running_at(h.s, (int32_t)k)
+                                                     : cb_sched_waiting_at(h.s, (int32_t)k - nr);
+                    h_finish(&h, v, CB_FINISHED_CANCELLED);
+                }
+            }
+            h_step(&h);
+            assert_true(++steps < 200000);
+        }
+        h_drain(&h, 10);
+        h_check_outputs(&h);
+        total_steps += steps;
+        total_preempt += cb_sched_get_stats(h.s)->preemptions;
+        h_free(&h);
+    }
+    assert_true(total_steps > 2000);
+    assert_true(total_preempt > 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(budget_and_decode_first),
+        cmocka_unit_test(chunk_cap_and_logits_only_at_end),
+        cmocka_unit_test(no_chunking_takes_whole_prompts),
+        cmocka_unit_test(static_mode_waits_for_group),
+        cmocka_unit_test(continuous_admits_while_others_run),
+        cmocka_unit_test(tiny_kv_preempts_and_everyone_finishes),
+        cmocka_unit_test(victim_is_lowest_priority_youngest),
+        cmocka_unit_test(split_layout_caps_sequences),
+        cmocka_unit_test(randomized_traces),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
