@@ -135,7 +135,8 @@ struct cobatch_event {
 
 struct cobatch_stats {
     int32_t running, waiting;
-    int32_t kv_used, kv_total, kv_peak;
+    int32_t kv_used, kv_total, kv_peak; /* cells, by cobatch's accounting */
+    int32_t kv_cells_llama;             /* cells llama.cpp reports in use (should equal kv_used) */
     int64_t steps, preemptions, decode_retries;
     int64_t prompt_tokens, generated_tokens; /* tokens computed (prompt incl. recompute) and sampled */
     int64_t wasted_decode_slots;             /* static mode: group slots idle while the group runs */

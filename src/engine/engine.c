@@ -172,6 +172,13 @@ static void fail_plan(cobatch_engine *e, cb_plan *plan, int rc) {
     for (int32_t i = 0; i < plan->n_items; i++) finish(e, plan->items[i].req, CB_FINISHED_ERROR, msg);
 }
 
+/* Cells llama.cpp itself holds, summed over sequences: a check on our accounting. O(n_seq). */
+static int32_t llama_cells(cobatch_engine *e) {
+    int32_t n = 0;
+    for (int32_t s = 0; s < e->kv.n_seq; s++) n += cb_runner_seq_len(&e->runner, s);
+    return n;
+}
+
 static void update_stats(cobatch_engine *e) {
     const cb_sched_stats *ss = cb_sched_get_stats(e->sched);
     pthread_mutex_lock(&e->mu);
@@ -180,6 +187,7 @@ static void update_stats(cobatch_engine *e) {
     e->stats.kv_used = e->kv.total_used;
     e->stats.kv_total = e->kv.capacity;
     e->stats.kv_peak = e->kv.peak_used;
+    e->stats.kv_cells_llama = llama_cells(e);
     e->stats.steps = ss->steps;
     e->stats.preemptions = ss->preemptions;
     e->stats.wasted_decode_slots = ss->wasted_decode_slots;
@@ -259,7 +267,7 @@ void *engine_main(void *arg) {
 
         intake(e, in, n_in);
         apply_cancels(e, cancels, n_cancel);
-        if (e->n_reqs > 0) step(e);
+        step(e); /* with nothing to run it still clears freed sequences (a cancel's cells) */
         update_stats(e);
     }
     /* shutting down: whatever is left ends as cancelled, inbox included */

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Bad input to the CLI: each case must exit non-zero (never by a signal) with a clear message.
+# usage: bad_input.sh BUILD/cobatch MODEL
+set -u
+bin="$1"
+model="$2"
+pass=0
+fail=0
+expect() { # name, expected exit code, text the message must contain, command...
+    local name="$1" code="$2" text="$3"
+    shift 3
+    local err rc
+    err="$("$@" 2>&1 >/dev/null)"
+    rc=$?
+    if [ "$rc" -eq "$code" ] && grep -qi -- "$text" <<<"$err"; then
+        pass=$((pass + 1))
+        echo "ok   $name: exit $rc: $err"
+    else
+        fail=$((fail + 1))
+        echo "FAIL $name: exit $rc (want $code), message: '$err' (want '$text')"
+    fi
+}
+long="$(python3 -c 'print("word " * 3000)')"
+expect "empty prompt" 2 "prompt is empty" "$bin" run -m "$model" -p ""
+expect "no prompt" 2 "no prompt" "$bin" run -m "$model"
+expect "prompt longer than the context" 1 "context holds" "$bin" run -m "$model" -c 512 -p "$long"
+expect "missing model file" 1 "cannot read model file" "$bin" run -m /nonexistent/model.gguf -p hi
+expect "not a model" 1 "failed to load model" "$bin" run -m "$0" -p hi
+expect "unknown flag" 2 "unknown or incomplete option '--bogus'" "$bin" run -m "$model" -p hi --bogus
+expect "bad number" 2 "--max-num-seqs takes a whole number" "$bin" run -m "$model" -p hi --max-num-seqs abc
+expect "zero max tokens" 2 "-n takes a whole number" "$bin" run -m "$model" -p hi -n 0
+expect "bad temperature" 2 "--temp takes a number" "$bin" run -m "$model" -p hi --temp -1
+expect "bad mode" 2 "--mode is continuous" "$bin" run -m "$model" -p hi --mode fast
+expect "flag without value" 2 "needs a value" "$bin" run -m "$model" -p hi --top-k
+expect "unknown command" 2 "unknown command" "$bin" frobnicate
+expect "budget below seqs" 1 "must be at least max_num_seqs" "$bin" run -m "$model" -p hi --max-num-seqs 8 --max-num-batched-tokens 4
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

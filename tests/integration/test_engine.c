@@ -1,0 +1,353 @@
+/* The engine against the real default model (SmolLM2-135M-Instruct Q4_1). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <unistd.h>
+
+#include "../../src/core/textout.h"
+#include "harness.h"
+
+bool cb_utf8_check(const char *s, size_t n) { return cb_utf8_valid_prefix(s, n, NULL) == n; }
+
+/* Greedy outputs may differ across batch shapes only where the sequential run's top-2 logits were
+ * this close (llama.cpp's kernels are not bit-identical across batch shapes). */
+#define NEAR_TIE_EPS 0.25f
+
+static const char *TEXT =
+    "The history of the printing press begins in the fifteenth century when movable type changed how "
+    "books were made. Before that time every copy of a text was written by hand, which was slow and "
+    "expensive. Printers in many cities soon set up workshops, and the price of books fell quickly. "
+    "Scholars could compare the same edition of a work, news spread faster, and reading became common "
+    "among merchants and craftsmen. Over the next centuries presses grew larger and faster, steam power "
+    "replaced human muscle, and newspapers reached millions of readers every morning across the world.";
+
+/* The first n words of TEXT, as a new string. */
+static char *words(int n) {
+    char *s = strdup(TEXT);
+    char *p = s;
+    for (int k = 0; *p && k < n; p++)
+        if (*p == ' ' && ++k == n) *p = '\0';
+    return s;
+}
+
+static struct cobatch_engine_params engine_params(enum cobatch_mode mode, int seqs, int chunk) {
+    struct cobatch_engine_params p = cobatch_engine_default_params();
+    p.n_ctx = 4096;
+    p.mode = mode;
+    p.max_num_seqs = seqs;
+    p.prefill_chunk = chunk;
+    p.max_num_batched_tokens = 256;
+    return p;
+}
+
+static int compare_all(const it_result *ref, const it_result *b, int n, const char *what) {
+    int differ = 0;
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(b[i].n_finished, 1);
+        assert_int_equal(ref[i].n_finished, 1);
+        int c = it_compare(&ref[i], &b[i], NEAR_TIE_EPS, what, i);
+        if (c < 0) fail_msg("%s: request %d differs where the logits were not a near-tie", what, i);
+        differ += c;
+    }
+    printf("# %s: %d of %d outputs differ from sequential (all at near-ties)\n", what, differ, n);
+    return differ;
+}
+
+/* 16 requests of different prompt lengths: continuous (chunk 32, 8 seqs) vs sequential. */
+static void batch_invariance(void **state) {
+    (void)state;
+    enum { N = 16 };
+    struct cobatch_request_params ps[N];
+    char *prompts[N];
+    for (int i = 0; i < N; i++) {
+        prompts[i] = words(2 + i * 6);
+        ps[i] = cobatch_request_default_params();
+        ps[i].prompt = prompts[i];
+        ps[i].max_tokens = 24 + (i % 3) * 8;
+        ps[i].logit_margins = true;
+    }
+    static it_result seq[N], cont[N], split[N];
+    cobatch_engine *e = it_engine(engine_params(COBATCH_MODE_SEQUENTIAL, 8, 32));
+    assert_non_null(e);
+    assert_true(it_run(e, ps, seq, N));
+    cobatch_engine_free(e);
+
+    e = it_engine(engine_params(COBATCH_MODE_CONTINUOUS, 8, 32));
+    assert_non_null(e);
+    assert_true(it_run(e, ps, cont, N));
+    struct cobatch_stats st;
+    cobatch_engine_stats(e, &st);
+    assert_true(st.steps < 16 * 40); /* it batched: far fewer steps than one request at a time */
+    cobatch_engine_free(e);
+    compare_all(seq, cont, N, "continuous/unified");
+
+    struct cobatch_engine_params sp = engine_params(COBATCH_MODE_CONTINUOUS, 8, 32);
+    sp.kv_layout = COBATCH_KV_SPLIT;
+    e = it_engine(sp);
+    assert_non_null(e);
+    assert_true(it_run(e, ps, split, N));
+    cobatch_engine_free(e);
+    compare_all(seq, split, N, "continuous/split");
+
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(seq[i].n_generated, seq[i].n_tokens);
+        assert_true(seq[i].n_generated <= ps[i].max_tokens);
+        free(prompts[i]);
+    }
+    it_free(seq, N);
+    it_free(cont, N);
+    it_free(split, N);
+}
+
+/* A cache far too small for the load: requests are preempted and recomputed, none fails, and the
+ * outputs still match the unconstrained run. */
+static void preemption_keeps_outputs(void **state) {
+    (void)state;
+    enum { N = 8 };
+    struct cobatch_request_params ps[N];
+    char *prompts[N];
+    for (int i = 0; i < N; i++) {
+        prompts[i] = words(20 + i * 3);
+        ps[i] = cobatch_request_default_params();
+        ps[i].prompt = prompts[i];
+        ps[i].max_tokens = 48;
+        ps[i].ignore_eos = true;
+        ps[i].logit_margins = true;
+    }
+    static it_result ref[N], tight[N];
+    cobatch_engine *e = it_engine(engine_params(COBATCH_MODE_SEQUENTIAL, 8, 64));
+    assert_true(it_run(e, ps, ref, N));
+    cobatch_engine_free(e);
+
+    struct cobatch_engine_params p = engine_params(COBATCH_MODE_CONTINUOUS, 8, 64);
+    p.n_ctx = 256; /* 8 x ~80 tokens would need ~640 cells */
+    p.kv_reserve = 4;
+    e = it_engine(p);
+    assert_non_null(e);
+    assert_true(it_run(e, ps, tight, N));
+    struct cobatch_stats st;
+    cobatch_engine_stats(e, &st);
+    printf("# tight cache: %lld preemptions, peak %d of %d cells, %lld decode retries\n", (long long)st.preemptions,
+           st.kv_peak, st.kv_total, (long long)st.decode_retries);
+    assert_true(st.preemptions > 0);
+    assert_true(st.kv_peak <= st.kv_total);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(tight[i].reason, COBATCH_FINISH_LENGTH);
+        assert_int_equal(tight[i].n_generated, 48);
+    }
+    compare_all(ref, tight, N, "preempted");
+    cobatch_engine_free(e);
+    for (int i = 0; i < N; i++) free(prompts[i]);
+    it_free(ref, N);
+    it_free(tight, N);
+}
+
+static cobatch_engine *shared_engine;
+
+static int setup_shared(void **state) {
+    (void)state;
+    shared_engine = it_engine(engine_params(COBATCH_MODE_CONTINUOUS, 8, 64));
+    return shared_engine ? 0 : -1;
+}
+
+static int teardown_shared(void **state) {
+    (void)state;
+    cobatch_engine_free(shared_engine);
+    return 0;
+}
+
+static it_result run1(struct cobatch_request_params p) {
+    it_result r;
+    assert_true(it_run(shared_engine, &p, &r, 1));
+    assert_int_equal(r.n_finished, 1);
+    return r;
+}
+
+/* The real model knows a fact. SmolLM2-135M answers this reliably under greedy decoding. */
+static void knows_the_capital_of_france(void **state) {
+    (void)state;
+    struct cobatch_chat_message m = {"user", "What is the capital of France?"};
+    struct cobatch_request_params p = cobatch_request_default_params();
+    p.messages = &m;
+    p.n_messages = 1;
+    p.max_tokens = 48;
+    it_result r = run1(p);
+    printf("# answer: %s\n", r.text);
+    assert_non_null(strstr(r.text, "Paris"));
+    assert_int_equal(r.reason, COBATCH_FINISH_STOP); /* it ended its turn by itself */
+    it_free(&r, 1);
+}
+
+static void seeds_decide_sampling(void **state) {
+    (void)state;
+    struct cobatch_request_params p = cobatch_request_default_params();
+    p.prompt = "Once upon a time, in a small village,";
+    p.max_tokens = 32;
+    p.ignore_eos = true;
+    p.sampling.temperature = 1.0f;
+    p.sampling.top_k = 100;
+    p.sampling.top_p = 0.95f;
+    p.sampling.seed = 1234;
+    it_result a = run1(p), b = run1(p);
+    p.sampling.seed = 99;
+    it_result c = run1(p);
+    assert_string_equal(a.text, b.text);
+    assert_string_not_equal(a.text, c.text);
+    /* all together in one batch: the same seed still gives the same text */
+    struct cobatch_request_params ps[3] = {p, p, p};
+    ps[0].sampling.seed = 1234;
+    it_result batch[3];
+    assert_true(it_run(shared_engine, ps, batch, 3));
+    assert_string_equal(batch[0].text, a.text);
+    assert_string_equal(batch[1].text, c.text);
+    assert_string_equal(batch[2].text, c.text);
+    it_free(&a, 1);
+    it_free(&b, 1);
+    it_free(&c, 1);
+    it_free(batch, 3);
+}
+
+static void max_tokens_is_exact(void **state) {
+    (void)state;
+    struct cobatch_request_params p = cobatch_request_default_params();
+    p.prompt = "Count: one, two, three,";
+    p.max_tokens = 17;
+    p.ignore_eos = true;
+    it_result r = run1(p);
+    assert_int_equal(r.n_generated, 17);
+    assert_int_equal(r.n_tokens, 17);
+    assert_int_equal(r.reason, COBATCH_FINISH_LENGTH);
+    it_free(&r, 1);
+}
+
+static void stop_string_cuts_exactly(void **state) {
+    (void)state;
+    struct cobatch_request_params p = cobatch_request_default_params();
+    p.prompt = "The history of the printing press";
+    p.max_tokens = 40;
+    p.ignore_eos = true;
+    it_result full = run1(p);
+    assert_true(full.text_len > 40);
+    /* stop on a piece of the middle of the text: the output must end right before it */
+    char stop[8];
+    size_t at = full.text_len / 2;
+    memcpy(stop, full.text + at, 5);
+    stop[5] = '\0';
+    const char *first = strstr(full.text, stop);
+    const char *stops[] = {"\x01never", stop};
+    p.stop = stops;
+    p.n_stop = 2;
+    it_result cut = run1(p);
+    assert_int_equal(cut.reason, COBATCH_FINISH_STOP);
+    assert_int_equal(cut.text_len, (size_t)(first - full.text));
+    assert_memory_equal(cut.text, full.text, cut.text_len);
+    assert_null(strstr(cut.text, stop));
+    it_free(&full, 1);
+    it_free(&cut, 1);
+}
+
+static void output_is_valid_utf8(void **state) {
+    (void)state;
+    const char *prompts[] = {"Translate to Chinese: good morning, my friend. 早上好", "Emoji story: 😀🎉🐍🚀",
+                             "Écris une phrase en français avec des accents: élève, château,"};
+    for (unsigned s = 0; s < 6; s++) {
+        struct cobatch_request_params p = cobatch_request_default_params();
+        p.prompt = prompts[s % 3];
+        p.max_tokens = 40;
+        p.sampling.temperature = 1.5f;
+        p.sampling.seed = s;
+        it_result r = run1(p);
+        assert_true(r.pieces_valid_utf8);
+        assert_true(cb_utf8_check(r.text, r.text_len));
+        it_free(&r, 1);
+    }
+}
+
+static void bad_requests_are_refused(void **state) {
+    (void)state;
+    char err[256];
+    struct cobatch_request_params p = cobatch_request_default_params();
+    p.prompt = "";
+    assert_int_equal(cobatch_submit(shared_engine, &p, err, sizeof(err)), COBATCH_ERR_INVALID);
+    assert_non_null(strstr(err, "empty"));
+    p.prompt = "hi";
+    p.max_tokens = 0;
+    assert_int_equal(cobatch_submit(shared_engine, &p, err, sizeof(err)), COBATCH_ERR_INVALID);
+    p.max_tokens = 4;
+    p.sampling.top_p = 0.0f;
+    assert_int_equal(cobatch_submit(shared_engine, &p, err, sizeof(err)), COBATCH_ERR_INVALID);
+    p.sampling.top_p = 1.0f;
+    int32_t bad_tok[] = {1, 2, 999999};
+    p.prompt = NULL;
+    p.prompt_tokens = bad_tok;
+    p.n_prompt_tokens = 3;
+    assert_int_equal(cobatch_submit(shared_engine, &p, err, sizeof(err)), COBATCH_ERR_INVALID);
+    /* longer than the context */
+    size_t n = 5000 * 6;
+    char *big = malloc(n + 1);
+    for (size_t i = 0; i < n; i++) big[i] = "hello "[i % 6];
+    big[n] = '\0';
+    p.prompt_tokens = NULL;
+    p.prompt = big;
+    assert_int_equal(cobatch_submit(shared_engine, &p, err, sizeof(err)), COBATCH_ERR_TOO_LONG);
+    assert_non_null(strstr(err, "context"));
+    free(big);
+}
+
+/* Cancelling mid-stream ends the request once, as cancelled, and its cells go back. */
+static void cancel_frees_cells(void **state) {
+    (void)state;
+    struct cobatch_request_params p = cobatch_request_default_params();
+    p.prompt = "Write a very long story about the sea.";
+    p.max_tokens = 2000;
+    p.ignore_eos = true;
+    char err[256];
+    cobatch_req_id id = cobatch_submit(shared_engine, &p, err, sizeof(err));
+    assert_true(id > 0);
+    int tokens = 0, finished = 0;
+    enum cobatch_finish_reason reason = COBATCH_FINISH_NONE;
+    while (!finished) {
+        struct cobatch_event ev;
+        if (cobatch_poll(shared_engine, &ev, 1, 2000) != 1) fail_msg("no event in 2 s");
+        if (ev.type == COBATCH_EVENT_TOKEN && ++tokens == 5) {
+            struct cobatch_stats st;
+            cobatch_engine_stats(shared_engine, &st);
+            assert_true(st.kv_used > 0);
+            assert_int_equal(cobatch_cancel(shared_engine, id), COBATCH_OK);
+        }
+        if (ev.type == COBATCH_EVENT_FINISHED) {
+            finished = 1;
+            reason = ev.reason;
+        }
+        cobatch_event_clear(&ev);
+    }
+    assert_int_equal(reason, COBATCH_FINISH_CANCELLED);
+    assert_int_equal(cobatch_cancel(shared_engine, id), COBATCH_ERR_NOT_FOUND);
+    struct cobatch_stats st;
+    for (int i = 0; i < 100; i++) { /* the stats snapshot follows within a step */
+        cobatch_engine_stats(shared_engine, &st);
+        if (st.kv_used == 0 && st.kv_cells_llama == 0) break;
+        usleep(10000);
+    }
+    assert_int_equal(st.kv_used, 0);
+    assert_int_equal(st.kv_cells_llama, 0);
+    assert_int_equal(st.running, 0);
+}
+
+int main(void) {
+    const struct CMUnitTest shared[] = {
+        cmocka_unit_test(knows_the_capital_of_france), cmocka_unit_test(seeds_decide_sampling),
+        cmocka_unit_test(max_tokens_is_exact),         cmocka_unit_test(stop_string_cuts_exactly),
+        cmocka_unit_test(output_is_valid_utf8),        cmocka_unit_test(bad_requests_are_refused),
+        cmocka_unit_test(cancel_frees_cells),
+    };
+    const struct CMUnitTest own[] = {
+        cmocka_unit_test(batch_invariance),
+        cmocka_unit_test(preemption_keeps_outputs),
+    };
+    int failed = cmocka_run_group_tests_name("engine", shared, setup_shared, teardown_shared);
+    failed += cmocka_run_group_tests_name("batching", own, NULL, NULL);
+    return failed;
+}
