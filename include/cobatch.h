@@ -185,6 +185,11 @@ const char *cobatch_model_name(const cobatch_engine *engine);
  * value is the size needed. Thread-safe. */
 int32_t cobatch_tokenize(const cobatch_engine *engine, const char *text, int32_t *out, int32_t max);
 
+/* Turns tokens back into text (special tokens dropped). Returns the byte count; if it exceeds max,
+ * out holds nothing useful and the return value is the size needed. Negative for invalid tokens.
+ * Thread-safe. */
+int32_t cobatch_detokenize(const cobatch_engine *engine, const int32_t *tokens, int32_t n, char *out, int32_t max);
+
 int64_t cobatch_time_us(void);
 const char *cobatch_finish_reason_str(enum cobatch_finish_reason reason);
 

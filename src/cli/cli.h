@@ -4,5 +4,6 @@
 #define CB_CLI_H
 
 int cmd_run(int argc, char **argv);
+int cmd_mkmodel(int argc, char **argv);
 
 #endif

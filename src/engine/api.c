@@ -425,3 +425,10 @@ int32_t cobatch_tokenize(const cobatch_engine *e, const char *text, int32_t *out
     int32_t n = cb_model_tokenize_into(&e->model, text, out, max);
     return n < 0 ? -n : n;
 }
+
+int32_t cobatch_detokenize(const cobatch_engine *e, const int32_t *tokens, int32_t n, char *out, int32_t max) {
+    for (int32_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= e->model.n_vocab) return -1;
+    int32_t k = cb_model_detokenize(&e->model, tokens, n, out, max);
+    return k < 0 ? -k : k;
+}

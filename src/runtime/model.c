@@ -155,3 +155,7 @@ int32_t cb_model_piece(const cb_model *m, int32_t token, char *buf, int32_t cap)
 }
 
 bool cb_model_is_eog(const cb_model *m, int32_t token) { return llama_vocab_is_eog(m->vocab, token); }
+
+int32_t cb_model_detokenize(const cb_model *m, const int32_t *tokens, int32_t n, char *out, int32_t max) {
+    return llama_detokenize(m->vocab, tokens, n, out, max, true, false);
+}

@@ -49,6 +49,8 @@ char *cb_model_chat(const cb_model *m, const char *const *roles, const char *con
 /* Text of one token (special tokens rendered as nothing); writes at most cap bytes, returns the
  * length, or -1 if it did not fit. */
 int32_t cb_model_piece(const cb_model *m, int32_t token, char *buf, int32_t cap);
+/* Text of a token sequence, special tokens removed; returns -(needed) when max is too small. */
+int32_t cb_model_detokenize(const cb_model *m, const int32_t *tokens, int32_t n, char *out, int32_t max);
 bool cb_model_is_eog(const cb_model *m, int32_t token);
 
 void cb_backend_init(bool verbose);
