@@ -53,6 +53,18 @@ enum cobatch_status {
     COBATCH_ERR_NOMEM = -6,
 };
 
+/* One engine step, as reported to cobatch_engine_params.on_step (the scheduling trace). */
+struct cobatch_step_info {
+    int64_t t_start_us, t_end_us; /* around schedule + llama_decode + postprocess */
+    int32_t decode_rows;          /* requests that got one token each */
+    int32_t prefill_tokens;       /* prompt (or recompute) tokens in the batch */
+    int32_t n_requests;           /* requests with rows in the batch */
+    int32_t running, waiting;     /* after the step */
+    int32_t kv_used;              /* cells after the step */
+    int32_t preempted;            /* requests preempted by this step */
+};
+typedef void (*cobatch_step_fn)(const struct cobatch_step_info *info, void *user);
+
 struct cobatch_engine_params {
     const char *model_path;         /* GGUF file; required. Copied. */
     int32_t n_ctx;                  /* total KV cells; 0 = 4096 */
@@ -66,6 +78,8 @@ struct cobatch_engine_params {
     enum cobatch_kv_layout kv_layout;
     bool flash_attn;                /* default true */
     bool verbose;                   /* let llama.cpp log to stderr */
+    cobatch_step_fn on_step;        /* called on the engine thread after each step; keep it short */
+    void *on_step_user;
 };
 
 struct cobatch_sampling {

@@ -198,8 +198,18 @@ static void update_stats(cobatch_engine *e) {
     pthread_mutex_unlock(&e->mu);
 }
 
+static void report_step(cobatch_engine *e, struct cobatch_step_info *info) {
+    if (!e->params.on_step) return;
+    info->t_end_us = cobatch_time_us();
+    info->running = cb_sched_n_running(e->sched);
+    info->waiting = cb_sched_n_waiting(e->sched);
+    info->kv_used = e->kv.total_used;
+    e->params.on_step(info, e->params.on_step_user);
+}
+
 static void step(cobatch_engine *e) {
     cb_plan *plan = &e->plan;
+    int64_t t0 = cobatch_time_us();
     int32_t budget = 0;
     for (;;) {
         int32_t n = cb_sched_step(e->sched, plan, budget);
@@ -218,7 +228,13 @@ static void step(cobatch_engine *e) {
         if (rc == 0) {
             cb_sched_commit(e->sched, plan, cobatch_time_us());
             e->n_prompt_computed += plan->n_prefill_tokens;
+            struct cobatch_step_info info = {.t_start_us = t0,
+                                             .decode_rows = plan->n_decode,
+                                             .prefill_tokens = plan->n_prefill_tokens,
+                                             .n_requests = plan->n_items,
+                                             .preempted = plan->n_preempted};
             postprocess(e, plan);
+            report_step(e, &info);
             return;
         }
         cb_sched_rollback(e->sched, plan); /* keeps plan->items for the failure path */

@@ -1,0 +1,160 @@
+#include "workload.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t next(uint64_t *s) { /* splitmix64 */
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+double cb_rng_unit(uint64_t *rng) { return (double)(next(rng) >> 11) / (double)(1ULL << 53); }
+
+int32_t cb_rng_range(uint64_t *rng, int32_t lo, int32_t hi) {
+    if (hi <= lo) return lo;
+    return lo + (int32_t)(next(rng) % (uint64_t)(hi - lo + 1));
+}
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+    if (!err || !errlen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+const char *cb_workload_names(void) { return "long, long16, mixed, mixed-small, decode-heavy, prefill-heavy, random"; }
+
+/* Lengths of each workload, before prompts are made. */
+static int plan_lengths(const char *name, const cb_workload_opts *o, uint64_t *rng, int32_t **in, int32_t **out,
+                        int *n) {
+    int count;
+    if (!strcmp(name, "long")) count = 186;
+    else if (!strcmp(name, "long16")) count = 16;
+    else if (!strcmp(name, "mixed")) count = 20;
+    else if (!strcmp(name, "mixed-small")) count = 6;
+    else if (!strcmp(name, "decode-heavy")) count = 32;
+    else if (!strcmp(name, "prefill-heavy")) count = 32;
+    else if (!strcmp(name, "random")) count = 100;
+    else return -1;
+    if (o->num_prompts > 0) count = o->num_prompts;
+    *in = calloc((size_t)count, sizeof(int32_t));
+    *out = calloc((size_t)count, sizeof(int32_t));
+    if (!*in || !*out) return -2;
+    for (int i = 0; i < count; i++) {
+        int32_t a, b;
+        if (!strcmp(name, "long") || !strcmp(name, "long16")) { /* CoBaLI: multi-sentence prompts */
+            a = cb_rng_range(rng, 60, 500);
+            b = cb_rng_range(rng, 32, 128);
+        } else if (!strcmp(name, "mixed")) { /* nano-vLLM's control workload */
+            static const int32_t P[] = {128, 256, 384, 512}, O[] = {24, 24, 24, 96, 24, 24, 24, 128};
+            a = P[i % 4];
+            b = O[i % 8];
+        } else if (!strcmp(name, "mixed-small")) { /* 3 long + 3 short, interleaved */
+            bool lng = i % 2 == 0;
+            a = lng ? cb_rng_range(rng, 70, 80) : cb_rng_range(rng, 6, 8);
+            b = lng ? cb_rng_range(rng, 20, 30) : cb_rng_range(rng, 40, 50);
+        } else if (!strcmp(name, "decode-heavy")) {
+            a = cb_rng_range(rng, 16, 48);
+            b = cb_rng_range(rng, 192, 256);
+        } else if (!strcmp(name, "prefill-heavy")) {
+            a = cb_rng_range(rng, 400, 800);
+            b = cb_rng_range(rng, 4, 16);
+        } else { /* vLLM random: uniform in [len * (1 - r), len * (1 + r)] */
+            double r = o->random_range_ratio;
+            int32_t il = o->random_input_len > 0 ? o->random_input_len : 256;
+            int32_t ol = o->random_output_len > 0 ? o->random_output_len : 64;
+            a = cb_rng_range(rng, (int32_t)fmax(1, il * (1 - r)), (int32_t)fmax(1, il * (1 + r)));
+            b = cb_rng_range(rng, (int32_t)fmax(1, ol * (1 - r)), (int32_t)fmax(1, ol * (1 + r)));
+        }
+        (*in)[i] = a;
+        (*out)[i] = b;
+    }
+    *n = count;
+    return 0;
+}
+
+int cb_workload_make(const char *name, const cb_workload_opts *o, cb_prompt_fn fn, void *ctx, cb_workload *w,
+                     char *err, size_t errlen) {
+    memset(w, 0, sizeof(*w));
+    uint64_t rng = o->seed * 0x2545F4914F6CDD1DULL + 17;
+    int32_t *in = NULL, *out = NULL;
+    int n = 0, rc = plan_lengths(name, o, &rng, &in, &out, &n);
+    if (rc != 0) {
+        set_err(err, errlen, rc == -1 ? "unknown workload '%s' (one of: %s)" : "out of memory", name,
+                cb_workload_names());
+        free(in);
+        free(out);
+        return -1;
+    }
+    snprintf(w->name, sizeof(w->name), "%s", name);
+    w->items = calloc((size_t)n, sizeof(*w->items));
+    if (!w->items) {
+        free(in);
+        free(out);
+        set_err(err, errlen, "out of memory");
+        return -1;
+    }
+    w->n = n;
+    for (int i = 0; i < n; i++) {
+        cb_work_item *it = &w->items[i];
+        it->n_in = in[i];
+        it->n_out = out[i];
+        it->tokens = malloc(sizeof(int32_t) * (size_t)in[i]);
+        if (!it->tokens || fn(ctx, &rng, in[i], it->tokens) != 0) {
+            set_err(err, errlen, "cannot make a prompt of %d tokens", in[i]);
+            free(in);
+            free(out);
+            cb_workload_free(w);
+            return -1;
+        }
+    }
+    free(in);
+    free(out);
+    return 0;
+}
+
+void cb_workload_free(cb_workload *w) {
+    for (int i = 0; i < w->n; i++) free(w->items[i].tokens);
+    free(w->items);
+    memset(w, 0, sizeof(*w));
+}
+
+/* Marsaglia and Tsang's gamma sampler (shape k, scale 1); k < 1 boosted by U^(1/k). */
+static double gamma_sample(uint64_t *rng, double k) {
+    if (k < 1) {
+        double u = cb_rng_unit(rng);
+        return gamma_sample(rng, k + 1) * pow(u > 0 ? u : 1e-300, 1.0 / k);
+    }
+    double d = k - 1.0 / 3.0, c = 1.0 / sqrt(9 * d);
+    for (;;) {
+        double x, v;
+        do { /* a standard normal by Box-Muller */
+            double u1 = cb_rng_unit(rng), u2 = cb_rng_unit(rng);
+            x = sqrt(-2 * log(u1 > 0 ? u1 : 1e-300)) * cos(2 * M_PI * u2);
+            v = 1 + c * x;
+        } while (v <= 0);
+        v = v * v * v;
+        double u = cb_rng_unit(rng);
+        if (u < 1 - 0.0331 * x * x * x * x || log(u > 0 ? u : 1e-300) < 0.5 * x * x + d * (1 - v + log(v)))
+            return d * v;
+    }
+}
+
+void cb_workload_set_arrivals(cb_workload *w, double rate, double burstiness, uint64_t seed) {
+    uint64_t rng = seed * 0x9E3779B97F4A7C15ULL + 3;
+    double t = 0;
+    for (int i = 0; i < w->n; i++) {
+        w->items[i].arrival_s = t;
+        if (rate > 0) {
+            double k = burstiness > 0 ? burstiness : 1;
+            t += gamma_sample(&rng, k) / (k * rate); /* mean k * 1/(k rate) = 1/rate */
+        }
+    }
+}

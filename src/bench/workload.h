@@ -1,0 +1,49 @@
+/* workload.h — deterministic benchmark workloads in tokens of the model under test.
+ * Lengths are exact: prompts are made by a callback that returns exactly the tokens asked for.
+ * Arrivals: all at once (0), or open-loop with gamma inter-arrival times (vLLM's definition:
+ * shape = burstiness, mean = 1 / rate; burstiness 1 is Poisson). Pure: no engine, no clock. */
+#ifndef CB_WORKLOAD_H
+#define CB_WORKLOAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    int32_t n_in, n_out;
+    double arrival_s;
+    int32_t priority;
+    int32_t *tokens; /* (n_in) owned by the workload */
+} cb_work_item;
+
+typedef struct {
+    cb_work_item *items; /* (n) */
+    int n;
+    char name[32];
+} cb_workload;
+
+typedef struct {
+    int num_prompts; /* 0 = the workload's own count */
+    uint64_t seed;
+    int32_t random_input_len, random_output_len; /* `random` */
+    double random_range_ratio;
+} cb_workload_opts;
+
+/* Fills out[0, n) with exactly n prompt tokens drawn with *rng. Returns 0 or -1. */
+typedef int (*cb_prompt_fn)(void *ctx, uint64_t *rng, int32_t n, int32_t *out);
+
+/* Names: long, long16, mixed, mixed-small, decode-heavy, prefill-heavy, random. Returns 0, or -1
+ * with a message (unknown name, a prompt that could not be made). */
+int cb_workload_make(const char *name, const cb_workload_opts *opts, cb_prompt_fn fn, void *ctx, cb_workload *out,
+                     char *err, size_t errlen);
+void cb_workload_free(cb_workload *w);
+const char *cb_workload_names(void);
+
+/* Sets arrival times: rate <= 0 means all at once; otherwise gamma(burstiness) inter-arrivals
+ * with mean 1/rate, the first request at 0. */
+void cb_workload_set_arrivals(cb_workload *w, double rate, double burstiness, uint64_t seed);
+
+/* Deterministic generator shared by the workload code: uniform integer in [lo, hi]. */
+int32_t cb_rng_range(uint64_t *rng, int32_t lo, int32_t hi);
+double cb_rng_unit(uint64_t *rng); /* [0, 1) */
+
+#endif
