@@ -1,0 +1,165 @@
+/* Benchmark metrics from known synthetic timelines, and workload generators' exact lengths. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../src/bench/metrics.h"
+#include "../../src/bench/workload.h"
+
+static void percentiles_interpolate_like_numpy(void **state) {
+    (void)state;
+    double v[] = {5, 1, 4, 2, 3}; /* sorted: 1 2 3 4 5 */
+    cb_dist d = cb_dist_of(v, 5);
+    assert_float_equal(d.mean, 3.0, 1e-12);
+    assert_float_equal(d.p50, 3.0, 1e-12);
+    assert_float_equal(d.p90, 4.6, 1e-12); /* numpy.percentile([1..5], 90) */
+    assert_float_equal(d.p99, 4.96, 1e-12);
+    assert_float_equal(d.max, 5.0, 1e-12);
+    double w[] = {10, 20};
+    d = cb_dist_of(w, 2);
+    assert_float_equal(d.p50, 15.0, 1e-12);
+    assert_float_equal(d.p99, 19.9, 1e-12);
+    d = cb_dist_of(NULL, 0);
+    assert_int_equal(d.n, 0);
+}
+
+static void vllm_definitions_on_a_known_timeline(void **state) {
+    (void)state;
+    /* request A: submitted at 0, tokens at 100, 110, 130 ms, finished at 130 ms;
+     * request B: submitted at 50, tokens at 250, 290 ms, finished at 290 ms;
+     * request C: failed; request D: one token at 400, submitted 300. */
+    int64_t ta[] = {100000, 110000, 130000}, tb[] = {250000, 290000}, td[] = {400000};
+    cb_req_timeline r[4] = {
+        {0, 100000, 130000, ta, 10, 3, true},
+        {50000, 250000, 290000, tb, 20, 2, true},
+        {0, 0, 0, NULL, 5, 0, false},
+        {300000, 400000, 400000, td, 7, 1, true},
+    };
+    cb_metrics m;
+    assert_int_equal(cb_metrics_compute(r, 4, 2.0, &m), 0);
+    assert_int_equal(m.completed, 3);
+    assert_int_equal(m.failed, 1);
+    assert_int_equal(m.input_tokens, 37);
+    assert_int_equal(m.output_tokens, 6);
+    assert_float_equal(m.req_per_s, 1.5, 1e-12);
+    assert_float_equal(m.out_tok_per_s, 3.0, 1e-12);
+    assert_float_equal(m.total_tok_per_s, 21.5, 1e-12);
+    /* TTFT: 100, 200, 100 ms */
+    assert_float_equal(m.ttft_ms.mean, 400.0 / 3, 1e-9);
+    assert_float_equal(m.ttft_ms.p50, 100.0, 1e-9);
+    /* TPOT excludes the first token: A (130-100)/2 = 15, B 40/1 = 40; D has one token: none */
+    assert_int_equal(m.tpot_ms.n, 2);
+    assert_float_equal(m.tpot_ms.mean, 27.5, 1e-9);
+    /* ITL: A 10, 20; B 40 */
+    assert_int_equal(m.itl_ms.n, 3);
+    assert_float_equal(m.itl_ms.p50, 20.0, 1e-9);
+    assert_float_equal(m.itl_ms.max, 40.0, 1e-9);
+    /* E2EL: 130, 240, 100 */
+    assert_float_equal(m.e2el_ms.p50, 130.0, 1e-9);
+    assert_float_equal(m.e2el_ms.p99, 130 + (240 - 130) * 0.98, 1e-9);
+}
+
+/* A fake tokenizer: prompt token i is 1000 + i, so exactness and determinism can be checked. */
+static int fake_prompt(void *ctx, uint64_t *rng, int32_t n, int32_t *out) {
+    int *calls = ctx;
+    (*calls)++;
+    int32_t base = cb_rng_range(rng, 0, 100);
+    for (int32_t i = 0; i < n; i++) out[i] = base + i;
+    return 0;
+}
+
+static void workloads_hit_their_lengths(void **state) {
+    (void)state;
+    const char *names[] = {"long", "long16", "mixed", "mixed-small", "decode-heavy", "prefill-heavy", "random"};
+    for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+        cb_workload_opts o = {.seed = 3, .random_input_len = 100, .random_output_len = 20, .random_range_ratio = 0.5};
+        int calls = 0;
+        cb_workload w;
+        char err[128];
+        assert_int_equal(cb_workload_make(names[k], &o, fake_prompt, &calls, &w, err, sizeof(err)), 0);
+        assert_int_equal(calls, w.n);
+        for (int i = 0; i < w.n; i++) {
+            assert_true(w.items[i].n_in >= 1 && w.items[i].n_out >= 1);
+            assert_int_equal(w.items[i].tokens[w.items[i].n_in - 1] - w.items[i].tokens[0], w.items[i].n_in - 1);
+        }
+        if (!strcmp(names[k], "long")) {
+            assert_int_equal(w.n, 186);
+            for (int i = 0; i < w.n; i++) {
+                assert_in_range(w.items[i].n_in, 60, 500);
+                assert_in_range(w.items[i].n_out, 32, 128);
+            }
+        }
+        if (!strcmp(names[k], "mixed")) {
+            assert_int_equal(w.n, 20);
+            int32_t p[] = {128, 256, 384, 512}, out[] = {24, 24, 24, 96, 24, 24, 24, 128};
+            for (int i = 0; i < w.n; i++) {
+                assert_int_equal(w.items[i].n_in, p[i % 4]);
+                assert_int_equal(w.items[i].n_out, out[i % 8]);
+            }
+        }
+        if (!strcmp(names[k], "random")) {
+            for (int i = 0; i < w.n; i++) {
+                assert_in_range(w.items[i].n_in, 50, 150);
+                assert_in_range(w.items[i].n_out, 10, 30);
+            }
+        }
+        /* same seed, same workload */
+        cb_workload w2;
+        assert_int_equal(cb_workload_make(names[k], &o, fake_prompt, &calls, &w2, err, sizeof(err)), 0);
+        for (int i = 0; i < w.n; i++) {
+            assert_int_equal(w.items[i].n_in, w2.items[i].n_in);
+            assert_memory_equal(w.items[i].tokens, w2.items[i].tokens, sizeof(int32_t) * (size_t)w.items[i].n_in);
+        }
+        cb_workload_free(&w);
+        cb_workload_free(&w2);
+    }
+    cb_workload w;
+    char err[128];
+    int calls = 0;
+    cb_workload_opts o = {0};
+    assert_int_equal(cb_workload_make("nope", &o, fake_prompt, &calls, &w, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "unknown workload"));
+}
+
+static void poisson_arrivals_have_the_asked_rate(void **state) {
+    (void)state;
+    int calls = 0;
+    cb_workload w;
+    char err[128];
+    cb_workload_opts o = {.num_prompts = 4000, .random_input_len = 4, .random_output_len = 4};
+    assert_int_equal(cb_workload_make("random", &o, fake_prompt, &calls, &w, err, sizeof(err)), 0);
+    for (int b = 0; b < 2; b++) {
+        double burst = b ? 0.5 : 1.0;
+        cb_workload_set_arrivals(&w, 8.0, burst, 1);
+        assert_float_equal(w.items[0].arrival_s, 0.0, 1e-12);
+        double sum = 0, sq = 0;
+        for (int i = 1; i < w.n; i++) {
+            double g = w.items[i].arrival_s - w.items[i - 1].arrival_s;
+            assert_true(g >= 0);
+            sum += g;
+            sq += g * g;
+        }
+        double mean = sum / (w.n - 1), var = sq / (w.n - 1) - mean * mean;
+        assert_float_equal(mean, 1.0 / 8, 0.01);
+        /* gamma(k): cv^2 = 1/k, so burstiness 0.5 is twice as variable as Poisson */
+        assert_float_equal(var / (mean * mean), 1.0 / burst, 0.25 / burst);
+    }
+    cb_workload_set_arrivals(&w, 0, 1, 1);
+    assert_float_equal(w.items[w.n - 1].arrival_s, 0.0, 1e-12);
+    cb_workload_free(&w);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(percentiles_interpolate_like_numpy),
+        cmocka_unit_test(vllm_definitions_on_a_known_timeline),
+        cmocka_unit_test(workloads_hit_their_lengths),
+        cmocka_unit_test(poisson_arrivals_have_the_asked_rate),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
