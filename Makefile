@@ -23,6 +23,7 @@ build: deps $(BUILD)/CMakeCache.txt
 
 run: build model
 	./$(BUILD)/cobatch run --chat -p "What is the capital of France? Answer in one sentence." -n 64 --stats
+	./$(BUILD)/cobatch bench
 
 test: build model
 	ctest --test-dir $(BUILD) --output-on-failure --timeout 1500

@@ -216,12 +216,12 @@ int cmd_bench(int argc, char **argv) {
         for (int k = 0; k < repeat && rc == 0; k++) rc = cb_bench_run(&cfgs[i], &w, (int)concurrency, true, &runs[k], err, sizeof(err));
         if (rc != 0) break;
         qsort(runs, (size_t)repeat, sizeof(*runs), cmp_wall);
+        if (repeat > 1)
+            fprintf(stderr, "%s: wall %.2f s, median of %lld (min %.2f, max %.2f)\n", cfgs[i].label,
+                    runs[repeat / 2].wall_s, (long long)repeat, runs[0].wall_s, runs[repeat - 1].wall_s);
         res[i] = runs[repeat / 2];
         for (int k = 0; k < repeat; k++)
             if (k != repeat / 2) cb_bench_result_free(&runs[k]);
-        if (repeat > 1)
-            fprintf(stderr, "%s: wall %.2f s median of %lld (min %.2f, max %.2f)\n", cfgs[i].label, res[i].wall_s,
-                    (long long)repeat, runs[0].wall_s, runs[repeat - 1].wall_s);
         if (trace) cb_bench_write_trace(trace, cfgs[i].label, &res[i]);
     }
     free(runs);

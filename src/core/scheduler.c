@@ -124,7 +124,9 @@ bool cb_sched_fits(const cb_sched *s, int32_t n_prompt) {
 static void release_seq(cb_sched *s, cb_request *r) {
     if (r->seq_id < 0) return;
     cb_kv_seq_release(s->kv, r->seq_id);
-    s->pending_free[s->n_pending_free++] = r->seq_id;
+    bool listed = false; /* an id can be freed, reused and freed again before the runner sees it */
+    for (int32_t i = 0; i < s->n_pending_free; i++) listed |= s->pending_free[i] == r->seq_id;
+    if (!listed) s->pending_free[s->n_pending_free++] = r->seq_id;
     r->seq_id = -1;
 }
 
@@ -263,10 +265,17 @@ int32_t cb_sched_step(cb_sched *s, cb_plan *plan, int32_t budget) {
     s->n_pending_free = 0;
     for (int32_t i = 0; i < s->n_running; i++) s->running[i]->in_plan = 0;
 
-    int32_t budget_left = budget > 0 && budget < s->cfg.max_batched_tokens ? budget : s->cfg.max_batched_tokens;
-    schedule_decodes(s, plan, &budget_left);
-    schedule_prefills(s, plan, &budget_left);
-    schedule_admissions(s, plan, &budget_left);
+    int32_t full = budget > 0 && budget < s->cfg.max_batched_tokens ? budget : s->cfg.max_batched_tokens;
+    for (;;) {
+        int32_t budget_left = full;
+        schedule_decodes(s, plan, &budget_left);
+        schedule_prefills(s, plan, &budget_left);
+        schedule_admissions(s, plan, &budget_left);
+        /* Running requests that cannot move (prompts stuck on a full cache, which admission
+         * control should prevent) would stall the engine: free the youngest and plan again. */
+        if (plan->n_items > 0 || s->n_running == 0) break;
+        preempt(s, pick_victim(s), plan);
+    }
     /* ids freed by preemption in this very step go in this plan's freed list too */
     memcpy(plan->freed + plan->n_freed, s->pending_free, sizeof(int32_t) * (size_t)s->n_pending_free);
     plan->n_freed += s->n_pending_free;

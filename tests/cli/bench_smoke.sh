@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# `cobatch mkmodel` + `cobatch bench` end to end on a tiny synthetic model: every configuration
+# runs every request, the table and the trace have what they promise, bad flags are refused.
+# usage: bench_smoke.sh BUILD/cobatch
+set -u
+bin="$1"
+dir="$(mktemp -d)"
+trap 'rm -rf "$dir"' EXIT
+pass=0
+fail=0
+check() { # name, condition (evaluated)
+    if eval "$2"; then pass=$((pass + 1)); echo "ok   $1"; else fail=$((fail + 1)); echo "FAIL $1"; fi
+}
+"$bin" mkmodel --preset tiny --type q4_0 -o "$dir/tiny.gguf" 2>"$dir/mk.err"
+check "mkmodel writes a model" '[ -s "$dir/tiny.gguf" ]'
+"$bin" bench -m "$dir/tiny.gguf" --workload mixed --num-prompts 6 --modes sequential,static,continuous \
+    --prefill-chunks none,16 --max-num-seqs 4 --trace "$dir/trace.tsv" >"$dir/out.md" 2>"$dir/err"
+rc=$?
+cat "$dir/out.md"
+check "bench exits 0" '[ $rc -eq 0 ]'
+check "six configurations in the table" '[ "$(grep -c "^| \(sequential\|static\|continuous\) chunk=" "$dir/out.md")" -eq 6 ]'
+check "no failed requests" '! grep -q "failed" "$dir/out.md"'
+check "workload line names 6 requests" 'grep -q "workload mixed: 6 requests, 1664 prompt + 216 output tokens" "$dir/out.md"'
+check "static wastes slots, continuous does not" \
+    'grep "^| static chunk=16" "$dir/out.md" | awk -F"|" "{exit !(\$16+0 > 0)}" && grep "^| continuous chunk=16" "$dir/out.md" | awk -F"|" "{exit !(\$16+0 == 0)}"'
+check "trace has steps of every configuration" '[ "$(cut -f1 "$dir/trace.tsv" | sort -u | wc -l)" -eq 7 ]'
+check "trace never exceeds the step budget" 'awk -F"\t" "NR>1 && \$4+\$5 > 4096 {bad=1} END {exit bad}" "$dir/trace.tsv"'
+"$bin" bench -m "$dir/tiny.gguf" --workload nope >/dev/null 2>"$dir/e1"; rc=$?
+check "unknown workload refused" '[ $rc -eq 2 ] && grep -q "unknown workload" "$dir/e1"'
+"$bin" bench -m "$dir/tiny.gguf" --modes fast >/dev/null 2>"$dir/e2"; rc=$?
+check "unknown mode refused" '[ $rc -eq 2 ] && grep -q "unknown mode" "$dir/e2"'
+"$bin" mkmodel --preset huge -o "$dir/x.gguf" 2>"$dir/e3"; rc=$?
+check "unknown preset refused" '[ $rc -eq 2 ] && grep -q "preset is one of" "$dir/e3"'
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
