@@ -5,7 +5,7 @@ BUILD ?= build
 CMAKE_FLAGS ?=
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all deps model build run test clean
+.PHONY: all deps model build run test test-sanitize clean
 
 all: build
 
@@ -25,8 +25,16 @@ run: build model
 	./$(BUILD)/cobatch run --chat -p "What is the capital of France? Answer in one sentence." -n 64 --stats
 	./$(BUILD)/cobatch bench
 
+# Every test twice: the release build, then our code under AddressSanitizer + UBSan (leaks too).
 test: build model
 	ctest --test-dir $(BUILD) --output-on-failure --timeout 1500
+	$(MAKE) --no-print-directory test-sanitize
+
+test-sanitize: deps model
+	cmake -S . -B $(BUILD)-asan $(GEN) -DCOBATCH_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS)
+	cmake --build $(BUILD)-asan -j $$(nproc)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  ctest --test-dir $(BUILD)-asan --output-on-failure --timeout 1500
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(BUILD)-asan
