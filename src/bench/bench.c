@@ -1,18 +1,10 @@
 #include "bench.h"
+#include "../core/util.h"
 
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static double cpu_seconds(void) {
     struct rusage ru;
@@ -44,11 +36,11 @@ int cb_bench_run(const cb_bench_config *cfg, const cb_workload *w, int concurren
     memset(r, 0, sizeof(*r));
     r->n = w->n;
     r->tl = calloc((size_t)w->n, sizeof(*r->tl));
-    if (!r->tl) return set_err(err, errlen, "out of memory"), -1;
+    if (!r->tl) return cb_set_err(err, errlen, "out of memory"), -1;
     for (int i = 0; i < w->n; i++) {
         r->tl[i].t_tokens_us = calloc((size_t)w->items[i].n_out + 1, sizeof(int64_t));
         r->tl[i].n_in = w->items[i].n_in;
-        if (!r->tl[i].t_tokens_us) return set_err(err, errlen, "out of memory"), -1;
+        if (!r->tl[i].t_tokens_us) return cb_set_err(err, errlen, "out of memory"), -1;
     }
     struct cobatch_engine_params ep = cfg->engine;
     ep.on_step = on_step;
@@ -113,7 +105,7 @@ out:
     cobatch_engine_free(e);
     if (progress) fprintf(stderr, "\r%*s\r", 70, "");
     if (rc == 0 && cb_metrics_compute(r->tl, (size_t)r->n, r->wall_s, &r->m) != 0) {
-        set_err(err, errlen, "out of memory");
+        cb_set_err(err, errlen, "out of memory");
         rc = -1;
     }
     return rc;

@@ -1,8 +1,8 @@
 #include "workload.h"
+#include "../core/util.h"
 
 #include <math.h>
 #include <stdbool.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,14 +19,6 @@ double cb_rng_unit(uint64_t *rng) { return (double)(next(rng) >> 11) / (double)(
 int32_t cb_rng_range(uint64_t *rng, int32_t lo, int32_t hi) {
     if (hi <= lo) return lo;
     return lo + (int32_t)(next(rng) % (uint64_t)(hi - lo + 1));
-}
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
 }
 
 const char *cb_workload_names(void) { return "long, long16, mixed, mixed-small, decode-heavy, prefill-heavy, random"; }
@@ -87,7 +79,7 @@ int cb_workload_make(const char *name, const cb_workload_opts *o, cb_prompt_fn f
     int32_t *in = NULL, *out = NULL;
     int n = 0, rc = plan_lengths(name, o, &rng, &in, &out, &n);
     if (rc != 0) {
-        set_err(err, errlen, rc == -1 ? "unknown workload '%s' (one of: %s)" : "out of memory", name,
+        cb_set_err(err, errlen, rc == -1 ? "unknown workload '%s' (one of: %s)" : "out of memory", name,
                 cb_workload_names());
         free(in);
         free(out);
@@ -98,7 +90,7 @@ int cb_workload_make(const char *name, const cb_workload_opts *o, cb_prompt_fn f
     if (!w->items) {
         free(in);
         free(out);
-        set_err(err, errlen, "out of memory");
+        cb_set_err(err, errlen, "out of memory");
         return -1;
     }
     w->n = n;
@@ -108,7 +100,7 @@ int cb_workload_make(const char *name, const cb_workload_opts *o, cb_prompt_fn f
         it->n_out = out[i];
         it->tokens = malloc(sizeof(int32_t) * (size_t)in[i]);
         if (!it->tokens || fn(ctx, &rng, in[i], it->tokens) != 0) {
-            set_err(err, errlen, "cannot make a prompt of %d tokens", in[i]);
+            cb_set_err(err, errlen, "cannot make a prompt of %d tokens", in[i]);
             free(in);
             free(out);
             cb_workload_free(w);

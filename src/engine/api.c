@@ -1,10 +1,10 @@
 /* api.c — the thread-safe public functions of cobatch.h: they validate and tokenize on the
  * caller's thread and talk to the engine thread only through the mailbox and the event queue. */
 #include "engine_internal.h"
+#include "../core/util.h"
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,14 +50,6 @@ struct cobatch_request_params cobatch_request_default_params(void) {
     p.sampling.repetition_penalty = 1.0f;
     p.sampling.penalty_last_n = 64;
     return p;
-}
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
 }
 
 /* ---------------------------------------------------------------- events --------------------- */
@@ -135,12 +127,12 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
     if (p.n_ctx <= 0) p.n_ctx = 4096;
     if (p.max_num_seqs <= 0 || p.max_num_batched_tokens <= 0 || p.prefill_chunk < 0 || p.kv_reserve < 0 ||
         p.max_queue <= 0) {
-        set_err(err, errlen, "invalid engine parameters (max_num_seqs, max_num_batched_tokens, prefill_chunk, "
+        cb_set_err(err, errlen, "invalid engine parameters (max_num_seqs, max_num_batched_tokens, prefill_chunk, "
                              "kv_reserve and max_queue must be positive)");
         return NULL;
     }
     if (p.max_num_batched_tokens < p.max_num_seqs) {
-        set_err(err, errlen, "max_num_batched_tokens (%d) must be at least max_num_seqs (%d)",
+        cb_set_err(err, errlen, "max_num_batched_tokens (%d) must be at least max_num_seqs (%d)",
                 p.max_num_batched_tokens, p.max_num_seqs);
         return NULL;
     }
@@ -174,7 +166,7 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
     e->n_ctx_seq = e->model.n_ctx_seq;
     if (cb_kv_init(&e->kv, e->model.n_ctx, e->model.n_seq_max, split) != 0 ||
         e->kv.per_seq_cap != e->model.n_ctx_seq) {
-        set_err(err, errlen, "KV accounting does not match the context (%d cells, %d per sequence)", e->model.n_ctx,
+        cb_set_err(err, errlen, "KV accounting does not match the context (%d cells, %d per sequence)", e->model.n_ctx,
                 e->model.n_ctx_seq);
         goto fail;
     }
@@ -187,16 +179,16 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
     e->sched = cb_sched_new(&sc, &e->kv);
     if (!e->sched || cb_plan_init(&e->plan, p.max_num_seqs) != 0 ||
         cb_runner_init(&e->runner, &e->model, p.max_num_seqs) != 0) {
-        set_err(err, errlen, "out of memory");
+        cb_set_err(err, errlen, "out of memory");
         goto fail;
     }
     e->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (e->event_fd < 0) {
-        set_err(err, errlen, "eventfd: %s", strerror(errno));
+        cb_set_err(err, errlen, "eventfd: %s", strerror(errno));
         goto fail;
     }
     if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
-        set_err(err, errlen, "cannot start the engine thread");
+        cb_set_err(err, errlen, "cannot start the engine thread");
         goto fail;
     }
     e->thread_started = true;
@@ -269,17 +261,17 @@ static int32_t *prompt_tokens(cobatch_engine *e, const struct cobatch_request_pa
                               size_t errlen) {
     int given = (p->prompt != NULL) + (p->prompt_tokens != NULL) + (p->messages != NULL);
     if (given != 1) {
-        set_err(err, errlen, "give exactly one of prompt, prompt tokens or messages");
+        cb_set_err(err, errlen, "give exactly one of prompt, prompt tokens or messages");
         return NULL;
     }
     if (p->prompt_tokens) {
         if (p->n_prompt_tokens < 1) {
-            set_err(err, errlen, "the prompt is empty");
+            cb_set_err(err, errlen, "the prompt is empty");
             return NULL;
         }
         for (int32_t i = 0; i < p->n_prompt_tokens; i++) {
             if (p->prompt_tokens[i] < 0 || p->prompt_tokens[i] >= e->model.n_vocab) {
-                set_err(err, errlen, "prompt token %d at index %d is outside the vocabulary (0..%d)",
+                cb_set_err(err, errlen, "prompt token %d at index %d is outside the vocabulary (0..%d)",
                         p->prompt_tokens[i], i, e->model.n_vocab - 1);
                 return NULL;
             }
@@ -292,7 +284,7 @@ static int32_t *prompt_tokens(cobatch_engine *e, const struct cobatch_request_pa
     char *text = NULL;
     if (p->messages) {
         if (p->n_messages == 0) {
-            set_err(err, errlen, "messages is empty");
+            cb_set_err(err, errlen, "messages is empty");
             return NULL;
         }
         const char **roles = calloc(p->n_messages, sizeof(char *));
@@ -307,39 +299,39 @@ static int32_t *prompt_tokens(cobatch_engine *e, const struct cobatch_request_pa
         free(roles);
         free(contents);
         if (!any) {
-            set_err(err, errlen, "the prompt is empty");
+            cb_set_err(err, errlen, "the prompt is empty");
             return NULL;
         }
         if (!text) {
-            set_err(err, errlen, "the model has no built-in chat template this engine can apply");
+            cb_set_err(err, errlen, "the model has no built-in chat template this engine can apply");
             return NULL;
         }
     } else if (p->prompt[0] == '\0') {
-        set_err(err, errlen, "the prompt is empty");
+        cb_set_err(err, errlen, "the prompt is empty");
         return NULL;
     }
     int32_t *t = cb_model_tokenize(&e->model, text ? text : p->prompt, n);
     free(text);
-    if (!t) set_err(err, errlen, "cannot tokenize the prompt");
+    if (!t) cb_set_err(err, errlen, "cannot tokenize the prompt");
     return t;
 }
 
 cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_params *p, char *err, size_t errlen) {
     if (!e || !p) return COBATCH_ERR_INVALID;
     if (p->max_tokens < 1) {
-        set_err(err, errlen, "max_tokens must be at least 1 (got %d)", p->max_tokens);
+        cb_set_err(err, errlen, "max_tokens must be at least 1 (got %d)", p->max_tokens);
         return COBATCH_ERR_INVALID;
     }
     const char *bad = check_sampling(&p->sampling);
     if (bad) {
-        set_err(err, errlen, "%s", bad);
+        cb_set_err(err, errlen, "%s", bad);
         return COBATCH_ERR_INVALID;
     }
     int32_t n = 0;
     int32_t *toks = prompt_tokens(e, p, &n, err, errlen);
     if (!toks) return COBATCH_ERR_INVALID;
     if (!cb_sched_fits(e->sched, n)) {
-        set_err(err, errlen, "the prompt has %d tokens; this engine's context holds %d per sequence (prompt plus "
+        cb_set_err(err, errlen, "the prompt has %d tokens; this engine's context holds %d per sequence (prompt plus "
                              "at least one generated token)", n, e->n_ctx_seq);
         free(toks);
         return COBATCH_ERR_TOO_LONG;
@@ -352,7 +344,7 @@ cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_pa
     if (!er || cb_textout_init(&er->text, p->stop, p->n_stop) != 0) {
         free(er);
         cb_request_free(r);
-        set_err(err, errlen, "out of memory");
+        cb_set_err(err, errlen, "out of memory");
         return COBATCH_ERR_NOMEM;
     }
     er->sampling = p->sampling;
@@ -367,14 +359,14 @@ cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_pa
     int status = COBATCH_OK;
     if (e->stop) {
         status = COBATCH_ERR_SHUTDOWN;
-        set_err(err, errlen, "the engine is shutting down");
+        cb_set_err(err, errlen, "the engine is shutting down");
     } else if (e->stats.waiting + e->inbox_len >= e->params.max_queue) {
         status = COBATCH_ERR_QUEUE_FULL;
-        set_err(err, errlen, "too many requests waiting (%d); retry later", e->params.max_queue);
+        cb_set_err(err, errlen, "too many requests waiting (%d); retry later", e->params.max_queue);
     } else if (!grow((void **)&e->inbox, &e->inbox_cap, e->inbox_len + 1, sizeof(*e->inbox)) ||
                !grow((void **)&e->live, &e->live_cap, e->n_live + 1, sizeof(*e->live))) {
         status = COBATCH_ERR_NOMEM;
-        set_err(err, errlen, "out of memory");
+        cb_set_err(err, errlen, "out of memory");
     } else {
         r->id = e->next_id++;
         e->inbox[e->inbox_len++] = r;

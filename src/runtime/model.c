@@ -1,8 +1,8 @@
 #include "model.h"
+#include "../core/util.h"
 
 #include <llama.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,22 +25,14 @@ void cb_backend_init(bool verbose) {
     pthread_once(&backend_once, backend_init_once);
 }
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errlen) {
     memset(m, 0, sizeof(*m));
     if (!p->path || !p->path[0]) {
-        set_err(err, errlen, "no model file given");
+        cb_set_err(err, errlen, "no model file given");
         return -1;
     }
     if (access(p->path, R_OK) != 0) {
-        set_err(err, errlen, "cannot read model file '%s'", p->path);
+        cb_set_err(err, errlen, "cannot read model file '%s'", p->path);
         return -1;
     }
     cb_backend_init(p->verbose);
@@ -48,7 +40,7 @@ int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errle
     mp.n_gpu_layers = 999; /* everything on the GPU when a CUDA build has one; no-op on CPU */
     m->model = llama_model_load_from_file(p->path, mp);
     if (!m->model) {
-        set_err(err, errlen, "failed to load model '%s' (not a valid GGUF model?)", p->path);
+        cb_set_err(err, errlen, "failed to load model '%s' (not a valid GGUF model?)", p->path);
         return -1;
     }
     struct llama_context_params cp = llama_context_default_params();
@@ -62,7 +54,7 @@ int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errle
     cp.no_perf = true;
     m->ctx = llama_init_from_model(m->model, cp);
     if (!m->ctx) {
-        set_err(err, errlen, "failed to create a context (n_ctx %d, n_batch %d, n_seq_max %d)", p->n_ctx,
+        cb_set_err(err, errlen, "failed to create a context (n_ctx %d, n_batch %d, n_seq_max %d)", p->n_ctx,
                 p->n_batch, p->n_seq_max);
         llama_model_free(m->model);
         m->model = NULL;

@@ -1,10 +1,10 @@
 #include "synth.h"
+#include "../core/util.h"
 #include "model.h"
 
 #include <ggml.h>
 #include <gguf.h>
 #include <llama.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,14 +35,6 @@ int cb_synth_ftype(const char *name) {
     for (size_t i = 0; i < sizeof(T) / sizeof(T[0]); i++)
         if (!strcasecmp(T[i].n, name)) return T[i].t;
     return -1;
-}
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
 }
 
 /* ---------------------------------------------------------------- vocabulary ----------------- */
@@ -204,7 +196,7 @@ static int write_f16(const cb_synth_shape *s, uint64_t seed, const char *path, c
     struct ggml_init_params ip = {(size_t)max_tensors * ggml_tensor_overhead() + 4096, NULL, true};
     struct ggml_context *ctx = ggml_init(ip);
     if (!g || !ctx || vocab_build(&v, s->n_vocab) != 0) {
-        set_err(err, errlen, "out of memory");
+        cb_set_err(err, errlen, "out of memory");
         goto done;
     }
     char key[128];
@@ -262,13 +254,13 @@ static int write_f16(const cb_synth_shape *s, uint64_t seed, const char *path, c
     }
     for (int i = 0; i < nt; i++) {
         if (!ts[i] || !ts[i]->data) {
-            set_err(err, errlen, "out of memory for the weights");
+            cb_set_err(err, errlen, "out of memory for the weights");
             goto done_tensors;
         }
         gguf_add_tensor(g, ts[i]);
     }
     if (!gguf_write_to_file(g, path, false)) {
-        set_err(err, errlen, "cannot write '%s'", path);
+        cb_set_err(err, errlen, "cannot write '%s'", path);
         goto done_tensors;
     }
     rc = 0;
@@ -286,7 +278,7 @@ done:
 int cb_synth_write(const cb_synth_shape *s, int ftype, uint64_t seed, int n_threads, const char *path, char *err,
                    size_t errlen) {
     if (s->n_layer > 64) {
-        set_err(err, errlen, "at most 64 layers");
+        cb_set_err(err, errlen, "at most 64 layers");
         return -1;
     }
     char tmp[4096];
@@ -302,7 +294,7 @@ int cb_synth_write(const cb_synth_shape *s, int ftype, uint64_t seed, int n_thre
     uint32_t q = llama_model_quantize(tmp, path, &qp);
     unlink(tmp);
     if (q != 0) {
-        set_err(err, errlen, "llama_model_quantize failed (%u)", q);
+        cb_set_err(err, errlen, "llama_model_quantize failed (%u)", q);
         return -1;
     }
     return 0;

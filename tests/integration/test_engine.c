@@ -209,6 +209,28 @@ static void seeds_decide_sampling(void **state) {
     it_free(batch, 3);
 }
 
+/* The penalties reach the sampler: a repetitive greedy continuation changes under them. */
+static void penalties_change_greedy_output(void **state) {
+    (void)state;
+    struct cobatch_request_params p = cobatch_request_default_params();
+    p.prompt = "one one one one one one one one one one one one";
+    p.max_tokens = 16;
+    p.ignore_eos = true;
+    it_result plain = run1(p);
+    p.sampling.repetition_penalty = 1.8f;
+    it_result rep = run1(p);
+    p.sampling.repetition_penalty = 1.0f;
+    p.sampling.frequency_penalty = 1.5f;
+    p.sampling.presence_penalty = 1.5f;
+    it_result freq = run1(p);
+    printf("# plain: %s\n# repetition 1.8: %s\n# freq+presence 1.5: %s\n", plain.text, rep.text, freq.text);
+    assert_string_not_equal(plain.text, rep.text);
+    assert_string_not_equal(plain.text, freq.text);
+    it_free(&plain, 1);
+    it_free(&rep, 1);
+    it_free(&freq, 1);
+}
+
 static void max_tokens_is_exact(void **state) {
     (void)state;
     struct cobatch_request_params p = cobatch_request_default_params();
@@ -340,6 +362,7 @@ int main(void) {
     const struct CMUnitTest shared[] = {
         cmocka_unit_test(knows_the_capital_of_france), cmocka_unit_test(seeds_decide_sampling),
         cmocka_unit_test(max_tokens_is_exact),         cmocka_unit_test(stop_string_cuts_exactly),
+        cmocka_unit_test(penalties_change_greedy_output),
         cmocka_unit_test(output_is_valid_utf8),        cmocka_unit_test(bad_requests_are_refused),
         cmocka_unit_test(cancel_frees_cells),
     };

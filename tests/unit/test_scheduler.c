@@ -262,6 +262,28 @@ static void victim_is_lowest_priority_youngest(void **state) {
     h_free(&h);
 }
 
+/* Higher priority is admitted first; within a priority, first come first served. */
+static void priority_then_fcfs_admission(void **state) {
+    (void)state;
+    harness h;
+    h_init(&h, CB_MODE_CONTINUOUS, 1, 64, 16, 4096, false);
+    cb_request *a = h_add(&h, 8, 2, 0), *b = h_add(&h, 8, 2, 3), *c = h_add(&h, 8, 2, 0), *d = h_add(&h, 8, 2, 3);
+    cb_request *order[4];
+    int k = 0;
+    while (k < 4) {
+        h_step(&h);
+        for (int32_t i = 0; i < h.plan.n_items; i++)
+            if (h.plan.items[i].pos0 == 0) order[k++] = h.plan.items[i].req;
+    }
+    assert_ptr_equal(order[0], b);
+    assert_ptr_equal(order[1], d);
+    assert_ptr_equal(order[2], a);
+    assert_ptr_equal(order[3], c);
+    h_drain(&h, 100);
+    h_check_outputs(&h);
+    h_free(&h);
+}
+
 static void split_layout_caps_sequences(void **state) {
     (void)state;
     harness h;
@@ -336,6 +358,7 @@ int main(void) {
         cmocka_unit_test(continuous_admits_while_others_run),
         cmocka_unit_test(tiny_kv_preempts_and_everyone_finishes),
         cmocka_unit_test(victim_is_lowest_priority_youngest),
+        cmocka_unit_test(priority_then_fcfs_admission),
         cmocka_unit_test(split_layout_caps_sequences),
         cmocka_unit_test(randomized_traces),
     };

@@ -13,18 +13,22 @@ static char *feed(const char *const *stops, size_t n_stops, const char *const *p
     cb_textout t;
     assert_int_equal(cb_textout_init(&t, stops, n_stops), 0);
     char *all = calloc(1, 4096);
+    size_t used = 0;
     *stopped = false;
     for (size_t i = 0; i < n && !*stopped; i++) {
         const char *out;
         size_t len;
         *stopped = cb_textout_push(&t, pieces[i], strlen(pieces[i]), &out, &len);
         assert_int_equal(strlen(out), len);
-        strcat(all, out);
+        assert_true(used + len < 4096);
+        memcpy(all + used, out, len + 1);
+        used += len;
     }
     const char *out;
     size_t len;
     cb_textout_flush(&t, &out, &len);
-    strcat(all, out);
+    assert_true(used + len < 4096);
+    memcpy(all + used, out, len + 1);
     cb_textout_free(&t);
     return all;
 }

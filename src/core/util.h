@@ -1,0 +1,11 @@
+/* util.h — small helpers every layer uses. */
+#ifndef CB_UTIL_H
+#define CB_UTIL_H
+
+#include <stddef.h>
+
+/* Writes a formatted message into err (at most errlen bytes, always terminated); does nothing
+ * when err is NULL or errlen is 0. */
+void cb_set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#endif
