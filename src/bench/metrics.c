@@ -23,7 +23,8 @@ cb_dist cb_dist_of(double *v, size_t n) {
     if (n == 0) return d;
     qsort(v, n, sizeof(double), cmp_double);
     double sum = 0;
-    for (size_t i = 0; i < n; i++) sum += v[i];
+    for (size_t i = 0; i < n; i++)
+        sum += v[i];
     d.mean = sum / (double)n;
     d.p50 = cb_percentile_sorted(v, n, 50);
     d.p90 = cb_percentile_sorted(v, n, 90);

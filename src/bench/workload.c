@@ -27,14 +27,22 @@ const char *cb_workload_names(void) { return "long, long16, mixed, mixed-small, 
 static int plan_lengths(const char *name, const cb_workload_opts *o, uint64_t *rng, int32_t **in, int32_t **out,
                         int *n) {
     int count;
-    if (!strcmp(name, "long")) count = 186;
-    else if (!strcmp(name, "long16")) count = 16;
-    else if (!strcmp(name, "mixed")) count = 20;
-    else if (!strcmp(name, "mixed-small")) count = 6;
-    else if (!strcmp(name, "decode-heavy")) count = 32;
-    else if (!strcmp(name, "prefill-heavy")) count = 32;
-    else if (!strcmp(name, "random")) count = 100;
-    else return -1;
+    if (!strcmp(name, "long"))
+        count = 186;
+    else if (!strcmp(name, "long16"))
+        count = 16;
+    else if (!strcmp(name, "mixed"))
+        count = 20;
+    else if (!strcmp(name, "mixed-small"))
+        count = 6;
+    else if (!strcmp(name, "decode-heavy"))
+        count = 32;
+    else if (!strcmp(name, "prefill-heavy"))
+        count = 32;
+    else if (!strcmp(name, "random"))
+        count = 100;
+    else
+        return -1;
     if (o->num_prompts > 0) count = o->num_prompts;
     *in = calloc((size_t)count, sizeof(int32_t));
     *out = calloc((size_t)count, sizeof(int32_t));
@@ -72,15 +80,15 @@ static int plan_lengths(const char *name, const cb_workload_opts *o, uint64_t *r
     return 0;
 }
 
-int cb_workload_make(const char *name, const cb_workload_opts *o, cb_prompt_fn fn, void *ctx, cb_workload *w,
-                     char *err, size_t errlen) {
+int cb_workload_make(const char *name, const cb_workload_opts *o, cb_prompt_fn fn, void *ctx, cb_workload *w, char *err,
+                     size_t errlen) {
     memset(w, 0, sizeof(*w));
     uint64_t rng = o->seed * 0x2545F4914F6CDD1DULL + 17;
     int32_t *in = NULL, *out = NULL;
     int n = 0, rc = plan_lengths(name, o, &rng, &in, &out, &n);
     if (rc != 0) {
         cb_set_err(err, errlen, rc == -1 ? "unknown workload '%s' (one of: %s)" : "out of memory", name,
-                cb_workload_names());
+                   cb_workload_names());
         free(in);
         free(out);
         return -1;
@@ -113,7 +121,8 @@ int cb_workload_make(const char *name, const cb_workload_opts *o, cb_prompt_fn f
 }
 
 void cb_workload_free(cb_workload *w) {
-    for (int i = 0; i < w->n; i++) free(w->items[i].tokens);
+    for (int i = 0; i < w->n; i++)
+        free(w->items[i].tokens);
     free(w->items);
     memset(w, 0, sizeof(*w));
 }

@@ -43,32 +43,32 @@ static const char *value(int argc, char **argv, int *i) {
     return argv[++*i];
 }
 
-#define INT_FLAG(name, lo, hi, dst)                                                                           \
-    if (!strcmp(a, name)) {                                                                                   \
-        const char *v = value(argc, argv, i);                                                                 \
-        int64_t x;                                                                                            \
-        if (!v) return -1;                                                                                    \
-        if (!cb_parse_int(v, lo, hi, &x)) {                                                                   \
-            fprintf(stderr, "cobatch: %s takes a whole number from %lld to %lld (got '%s')\n", name,          \
-                    (long long)(lo), (long long)(hi), v);                                                     \
-            return -1;                                                                                        \
-        }                                                                                                     \
-        dst = (int32_t)x;                                                                                     \
-        return 1;                                                                                             \
+#define INT_FLAG(name, lo, hi, dst)                                                                                    \
+    if (!strcmp(a, name)) {                                                                                            \
+        const char *v = value(argc, argv, i);                                                                          \
+        int64_t x;                                                                                                     \
+        if (!v) return -1;                                                                                             \
+        if (!cb_parse_int(v, lo, hi, &x)) {                                                                            \
+            fprintf(stderr, "cobatch: %s takes a whole number from %lld to %lld (got '%s')\n", name, (long long)(lo),  \
+                    (long long)(hi), v);                                                                               \
+            return -1;                                                                                                 \
+        }                                                                                                              \
+        dst = (int32_t)x;                                                                                              \
+        return 1;                                                                                                      \
     }
 
-#define FLOAT_FLAG(name, lo, hi, dst)                                                                         \
-    if (!strcmp(a, name)) {                                                                                   \
-        const char *v = value(argc, argv, i);                                                                 \
-        double x;                                                                                             \
-        if (!v) return -1;                                                                                    \
-        if (!cb_parse_float(v, lo, hi, &x)) {                                                                 \
-            fprintf(stderr, "cobatch: %s takes a number from %g to %g (got '%s')\n", name, (double)(lo),      \
-                    (double)(hi), v);                                                                         \
-            return -1;                                                                                        \
-        }                                                                                                     \
-        dst = (float)x;                                                                                       \
-        return 1;                                                                                             \
+#define FLOAT_FLAG(name, lo, hi, dst)                                                                                  \
+    if (!strcmp(a, name)) {                                                                                            \
+        const char *v = value(argc, argv, i);                                                                          \
+        double x;                                                                                                      \
+        if (!v) return -1;                                                                                             \
+        if (!cb_parse_float(v, lo, hi, &x)) {                                                                          \
+            fprintf(stderr, "cobatch: %s takes a number from %g to %g (got '%s')\n", name, (double)(lo), (double)(hi), \
+                    v);                                                                                                \
+            return -1;                                                                                                 \
+        }                                                                                                              \
+        dst = (float)x;                                                                                                \
+        return 1;                                                                                                      \
     }
 
 int cb_args_engine(int argc, char **argv, int *i, struct cobatch_engine_params *p) {
@@ -105,9 +105,12 @@ int cb_args_engine(int argc, char **argv, int *i, struct cobatch_engine_params *
     if (!strcmp(a, "--mode")) {
         const char *v = value(argc, argv, i);
         if (!v) return -1;
-        if (!strcmp(v, "continuous")) p->mode = COBATCH_MODE_CONTINUOUS;
-        else if (!strcmp(v, "static")) p->mode = COBATCH_MODE_STATIC;
-        else if (!strcmp(v, "sequential")) p->mode = COBATCH_MODE_SEQUENTIAL;
+        if (!strcmp(v, "continuous"))
+            p->mode = COBATCH_MODE_CONTINUOUS;
+        else if (!strcmp(v, "static"))
+            p->mode = COBATCH_MODE_STATIC;
+        else if (!strcmp(v, "sequential"))
+            p->mode = COBATCH_MODE_SEQUENTIAL;
         else {
             fprintf(stderr, "cobatch: --mode is continuous, static or sequential (got '%s')\n", v);
             return -1;
@@ -117,8 +120,10 @@ int cb_args_engine(int argc, char **argv, int *i, struct cobatch_engine_params *
     if (!strcmp(a, "--kv-layout")) {
         const char *v = value(argc, argv, i);
         if (!v) return -1;
-        if (!strcmp(v, "unified")) p->kv_layout = COBATCH_KV_UNIFIED;
-        else if (!strcmp(v, "split")) p->kv_layout = COBATCH_KV_SPLIT;
+        if (!strcmp(v, "unified"))
+            p->kv_layout = COBATCH_KV_UNIFIED;
+        else if (!strcmp(v, "split"))
+            p->kv_layout = COBATCH_KV_SPLIT;
         else {
             fprintf(stderr, "cobatch: --kv-layout is unified or split (got '%s')\n", v);
             return -1;

@@ -36,7 +36,8 @@ static const char *MODE_NAMES[] = {"continuous", "static", "sequential"};
 /* Splits a comma list into at most max items (pointers into s, which is modified). */
 static int split_list(char *s, char **out, int max) {
     int n = 0;
-    for (char *tok = strtok(s, ","); tok && n < max; tok = strtok(NULL, ",")) out[n++] = tok;
+    for (char *tok = strtok(s, ","); tok && n < max; tok = strtok(NULL, ","))
+        out[n++] = tok;
     return n;
 }
 
@@ -44,12 +45,13 @@ typedef struct {
     cobatch_engine *e;
 } prompt_ctx;
 
-static const char *WORDS[] = {"the", "history", "of", "printing", "began", "when", "movable", "type", "changed",
-                              "how", "books", "were", "made", "and", "every", "copy", "was", "written", "by",
-                              "hand", "printers", "in", "many", "cities", "set", "up", "workshops", "price",
-                              "fell", "quickly", "scholars", "could", "compare", "news", "spread", "faster",
-                              "reading", "became", "common", "among", "merchants", "over", "centuries", "presses",
-                              "grew", "larger", "steam", "power", "replaced", "muscle", "newspapers", "reached"};
+static const char *WORDS[] = {
+    "the",     "history", "of",       "printing", "began",     "when",       "movable",   "type",    "changed",
+    "how",     "books",   "were",     "made",     "and",       "every",      "copy",      "was",     "written",
+    "by",      "hand",    "printers", "in",       "many",      "cities",     "set",       "up",      "workshops",
+    "price",   "fell",    "quickly",  "scholars", "could",     "compare",    "news",      "spread",  "faster",
+    "reading", "became",  "common",   "among",    "merchants", "over",       "centuries", "presses", "grew",
+    "larger",  "steam",   "power",    "replaced", "muscle",    "newspapers", "reached"};
 
 /* Exactly n tokens of English-like text: tokenize enough random words, keep the first n. */
 static int make_prompt(void *vctx, uint64_t *rng, int32_t n, int32_t *out) {
@@ -133,8 +135,9 @@ int cmd_bench(int argc, char **argv) {
         } else if (!strcmp(a, "--repeat") && has && cb_parse_int(argv[i + 1], 1, 100, &x)) {
             repeat = x, i++;
         } else {
-            fprintf(stderr, "cobatch bench: unknown, incomplete or invalid option '%s'%s%s (see cobatch bench --help)\n",
-                    a, has ? " " : "", has ? argv[i + 1] : "");
+            fprintf(stderr,
+                    "cobatch bench: unknown, incomplete or invalid option '%s'%s%s (see cobatch bench --help)\n", a,
+                    has ? " " : "", has ? argv[i + 1] : "");
             return 2;
         }
     }
@@ -143,7 +146,8 @@ int cmd_bench(int argc, char **argv) {
     /* configurations: modes x chunks x layouts */
     static cb_bench_config cfgs[MAX_CFG];
     char *modes[8], *chunks[8], *layouts[4];
-    int nm = split_list(modes_s, modes, 8), nc = split_list(chunks_s, chunks, 8), nl = split_list(layouts_s, layouts, 4);
+    int nm = split_list(modes_s, modes, 8), nc = split_list(chunks_s, chunks, 8),
+        nl = split_list(layouts_s, layouts, 4);
     int n = 0, base = 0;
     for (int l = 0; l < nl; l++) {
         for (int m = 0; m < nm; m++) {
@@ -163,7 +167,8 @@ int cmd_bench(int argc, char **argv) {
                 } else if (cb_parse_int(chunks[c], 1, 1 << 20, &x)) {
                     cfg->engine.prefill_chunk = (int32_t)x;
                 } else {
-                    fprintf(stderr, "cobatch bench: --prefill-chunks takes token counts or none (got '%s')\n", chunks[c]);
+                    fprintf(stderr, "cobatch bench: --prefill-chunks takes token counts or none (got '%s')\n",
+                            chunks[c]);
                     return 2;
                 }
                 if (strcmp(layouts[l], "unified") && strcmp(layouts[l], "split")) {
@@ -201,7 +206,8 @@ int cmd_bench(int argc, char **argv) {
     }
     cb_workload_set_arrivals(&w, rate, burstiness, wo.seed);
     int64_t tin = 0, tout = 0;
-    for (int i = 0; i < w.n; i++) tin += w.items[i].n_in, tout += w.items[i].n_out;
+    for (int i = 0; i < w.n; i++)
+        tin += w.items[i].n_in, tout += w.items[i].n_out;
 
     FILE *trace = NULL;
     if (trace_path && !(trace = fopen(trace_path, "w"))) {
@@ -209,11 +215,15 @@ int cmd_bench(int argc, char **argv) {
         cb_workload_free(&w);
         return 1;
     }
-    if (trace) fprintf(trace, "config\tt_ms\tstep_ms\tdecode_rows\tprefill_tokens\trequests\trunning\twaiting\tkv_cells\tpreempted\n");
+    if (trace)
+        fprintf(
+            trace,
+            "config\tt_ms\tstep_ms\tdecode_rows\tprefill_tokens\trequests\trunning\twaiting\tkv_cells\tpreempted\n");
     static cb_bench_result res[MAX_CFG];
     cb_bench_result *runs = calloc((size_t)repeat, sizeof(*runs));
     for (int i = 0; i < n && rc == 0; i++) {
-        for (int k = 0; k < repeat && rc == 0; k++) rc = cb_bench_run(&cfgs[i], &w, (int)concurrency, true, &runs[k], err, sizeof(err));
+        for (int k = 0; k < repeat && rc == 0; k++)
+            rc = cb_bench_run(&cfgs[i], &w, (int)concurrency, true, &runs[k], err, sizeof(err));
         if (rc != 0) break;
         qsort(runs, (size_t)repeat, sizeof(*runs), cmp_wall);
         if (repeat > 1)
@@ -229,15 +239,16 @@ int cmd_bench(int argc, char **argv) {
     if (rc != 0) {
         fprintf(stderr, "cobatch bench: %s\n", err);
     } else {
-        printf("\nworkload %s: %d requests, %lld prompt + %lld output tokens, arrivals %s", w.name, w.n,
-               (long long)tin, (long long)tout, rate > 0 ? "" : "all at once");
+        printf("\nworkload %s: %d requests, %lld prompt + %lld output tokens, arrivals %s", w.name, w.n, (long long)tin,
+               (long long)tout, rate > 0 ? "" : "all at once");
         if (rate > 0) printf("%.2f req/s (burstiness %.2f)", rate, burstiness);
         if (concurrency > 0) printf(", at most %lld in flight", (long long)concurrency);
         printf("\nmodel %s (%s); max_num_seqs %d, max_num_batched_tokens %d, n_ctx %d\n\n", model_name, ep.model_path,
                ep.max_num_seqs, ep.max_num_batched_tokens, ep.n_ctx);
         cb_bench_print_table(stdout, cfgs, res, n, base);
     }
-    for (int i = 0; i < n; i++) cb_bench_result_free(&res[i]);
+    for (int i = 0; i < n; i++)
+        cb_bench_result_free(&res[i]);
     cb_workload_free(&w);
     return rc == 0 ? 0 : 1;
 }

@@ -48,8 +48,8 @@ int cmd_mkmodel(int argc, char **argv) {
     }
     const cb_synth_shape *shape = preset ? cb_synth_preset(preset) : NULL;
     if (!shape) {
-        fprintf(stderr, "cobatch mkmodel: --preset is one of %s%s%s\n", cb_synth_preset_names(),
-                preset ? ", not " : "", preset ? preset : "");
+        fprintf(stderr, "cobatch mkmodel: --preset is one of %s%s%s\n", cb_synth_preset_names(), preset ? ", not " : "",
+                preset ? preset : "");
         return 2;
     }
     int ftype = cb_synth_ftype(type);

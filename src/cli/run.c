@@ -115,11 +115,11 @@ int cmd_run(int argc, char **argv) {
             if (show_stats) {
                 double ttft = (double)(ev.timings.t_first_token_us - ev.timings.t_submit_us) / 1e3;
                 double total = (double)(ev.timings.t_finish_us - ev.timings.t_submit_us) / 1e6;
-                double tpot = ev.n_generated > 1
-                                  ? (double)(ev.timings.t_finish_us - ev.timings.t_first_token_us) / 1e3 /
-                                        (ev.n_generated - 1)
-                                  : 0;
-                fprintf(stderr, "finish=%s prompt_tokens=%d completion_tokens=%d ttft_ms=%.1f tpot_ms=%.2f total_s=%.2f\n",
+                double tpot = ev.n_generated > 1 ? (double)(ev.timings.t_finish_us - ev.timings.t_first_token_us) /
+                                                       1e3 / (ev.n_generated - 1)
+                                                 : 0;
+                fprintf(stderr,
+                        "finish=%s prompt_tokens=%d completion_tokens=%d ttft_ms=%.1f tpot_ms=%.2f total_s=%.2f\n",
                         cobatch_finish_reason_str(ev.reason), ev.n_prompt, ev.n_generated, ttft, tpot, total);
             }
         }

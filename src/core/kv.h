@@ -15,8 +15,8 @@ typedef struct cb_kv {
     int32_t per_seq_cap; /* most cells one sequence may hold (= capacity when unified) */
     int32_t n_seq;       /* sequence ids are 0 .. n_seq-1 */
     bool split;
-    int32_t *used;  /* (n_seq) cells held by each sequence */
-    bool *taken;    /* (n_seq) id handed out */
+    int32_t *used; /* (n_seq) cells held by each sequence */
+    bool *taken;   /* (n_seq) id handed out */
     int32_t total_used;
     int32_t peak_used;
 } cb_kv;

@@ -37,7 +37,7 @@ typedef struct cb_request {
 
     int32_t seq_id; /* KV sequence while running, else -1 */
     int32_t n_preemptions;
-    int32_t in_plan; /* tokens scheduled in the current (uncommitted) step */
+    int32_t in_plan;    /* tokens scheduled in the current (uncommitted) step */
     bool static_member; /* belongs to the current static group */
 
     int64_t t_submit_us, t_scheduled_us, t_first_token_us, t_finish_us;

@@ -38,7 +38,8 @@ static bool waiting_insert(cb_sched *s, cb_request *r) {
         s->waiting_cap = cap;
     }
     int32_t i = s->n_waiting;
-    while (i > 0 && ranks_before(r, s->waiting[i - 1])) i--;
+    while (i > 0 && ranks_before(r, s->waiting[i - 1]))
+        i--;
     memmove(&s->waiting[i + 1], &s->waiting[i], sizeof(*s->waiting) * (size_t)(s->n_waiting - i));
     s->waiting[i] = r;
     s->n_waiting++;
@@ -125,7 +126,8 @@ static void release_seq(cb_sched *s, cb_request *r) {
     if (r->seq_id < 0) return;
     cb_kv_seq_release(s->kv, r->seq_id);
     bool listed = false; /* an id can be freed, reused and freed again before the runner sees it */
-    for (int32_t i = 0; i < s->n_pending_free; i++) listed |= s->pending_free[i] == r->seq_id;
+    for (int32_t i = 0; i < s->n_pending_free; i++)
+        listed |= s->pending_free[i] == r->seq_id;
     if (!listed) s->pending_free[s->n_pending_free++] = r->seq_id;
     r->seq_id = -1;
 }
@@ -184,11 +186,12 @@ static int32_t chunk_for(const cb_sched *s, const cb_request *r, int32_t budget_
 static void schedule_decodes(cb_sched *s, cb_plan *plan, int32_t *budget_left) {
     for (;;) { /* preempt until every decode row has its cell */
         int32_t need = 0;
-        for (int32_t i = 0; i < s->n_running; i++) need += cb_request_pending(s->running[i]) == 1;
+        for (int32_t i = 0; i < s->n_running; i++)
+            need += cb_request_pending(s->running[i]) == 1;
         if (need <= cb_kv_free_cells(s->kv) || s->n_running == 0) break;
         preempt(s, pick_victim(s), plan);
     }
-    for (int32_t i = 0; i < s->n_running && *budget_left > 0; i++) {
+    for (int32_t i = 0; i < s->n_running && (*budget_left) > 0; i++) {
         cb_request *r = s->running[i];
         if (cb_request_pending(r) != 1 || cb_kv_room(s->kv, r->seq_id) < 1) continue;
         plan_add(s, plan, r, 1);
@@ -197,7 +200,7 @@ static void schedule_decodes(cb_sched *s, cb_plan *plan, int32_t *budget_left) {
 }
 
 static void schedule_prefills(cb_sched *s, cb_plan *plan, int32_t *budget_left) {
-    for (int32_t i = 0; i < s->n_running && *budget_left > 0; i++) {
+    for (int32_t i = 0; i < s->n_running && (*budget_left) > 0; i++) {
         cb_request *r = s->running[i];
         if (r->in_plan || cb_request_pending(r) < 2) continue;
         int32_t n = chunk_for(s, r, *budget_left);
@@ -227,7 +230,7 @@ static bool may_admit(cb_sched *s, const cb_request *r) {
 static void schedule_admissions(cb_sched *s, cb_plan *plan, int32_t *budget_left) {
     s->forming = s->group_left == 0;
     if (s->forming) s->group_size = 0;
-    while (s->n_waiting > 0 && s->n_running < s->cfg.max_num_seqs && *budget_left > 0) {
+    while (s->n_waiting > 0 && s->n_running < s->cfg.max_num_seqs && (*budget_left) > 0) {
         cb_request *r = s->waiting[0];
         if (!may_admit(s, r)) break;
         int32_t pending = cb_request_n_tokens(r);
@@ -263,7 +266,8 @@ int32_t cb_sched_step(cb_sched *s, cb_plan *plan, int32_t budget) {
     memcpy(plan->freed, s->pending_free, sizeof(int32_t) * (size_t)s->n_pending_free);
     plan->n_freed = s->n_pending_free;
     s->n_pending_free = 0;
-    for (int32_t i = 0; i < s->n_running; i++) s->running[i]->in_plan = 0;
+    for (int32_t i = 0; i < s->n_running; i++)
+        s->running[i]->in_plan = 0;
 
     int32_t full = budget > 0 && budget < s->cfg.max_batched_tokens ? budget : s->cfg.max_batched_tokens;
     for (;;) {

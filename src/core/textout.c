@@ -23,7 +23,8 @@ int cb_textout_init(cb_textout *t, const char *const *stops, size_t n_stops) {
 }
 
 void cb_textout_free(cb_textout *t) {
-    for (size_t i = 0; i < t->n_stops; i++) free(t->stops[i]);
+    for (size_t i = 0; i < t->n_stops; i++)
+        free(t->stops[i]);
     free(t->stops);
     free(t->buf);
     free(t->out);
@@ -33,7 +34,8 @@ void cb_textout_free(cb_textout *t) {
 static bool reserve(char **p, size_t *cap, size_t need) {
     if (need <= *cap) return true;
     size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
+    while (c < need)
+        c *= 2;
     char *q = realloc(*p, c);
     if (!q) return false;
     *p = q;

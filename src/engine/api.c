@@ -65,7 +65,8 @@ void engine_push_event(cobatch_engine *e, struct cobatch_event *ev) {
             cobatch_event_clear(ev);
             return;
         }
-        for (int i = 0; i < q->len; i++) v[i] = q->v[(q->head + i) % q->cap];
+        for (int i = 0; i < q->len; i++)
+            v[i] = q->v[(q->head + i) % q->cap];
         free(q->v);
         q->v = v;
         q->cap = cap;
@@ -85,7 +86,8 @@ int cobatch_poll(cobatch_engine *e, struct cobatch_event *out, int max, int time
     pthread_mutex_lock(&e->ev_mu);
     if (e->events.len == 0 && timeout_ms != 0) {
         if (timeout_ms < 0) {
-            while (e->events.len == 0) pthread_cond_wait(&e->ev_cond, &e->ev_mu);
+            while (e->events.len == 0)
+                pthread_cond_wait(&e->ev_cond, &e->ev_mu);
         } else {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
@@ -127,13 +129,14 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
     if (p.n_ctx <= 0) p.n_ctx = 4096;
     if (p.max_num_seqs <= 0 || p.max_num_batched_tokens <= 0 || p.prefill_chunk < 0 || p.kv_reserve < 0 ||
         p.max_queue <= 0) {
-        cb_set_err(err, errlen, "invalid engine parameters (max_num_seqs, max_num_batched_tokens, prefill_chunk, "
-                             "kv_reserve and max_queue must be positive)");
+        cb_set_err(err, errlen,
+                   "invalid engine parameters (max_num_seqs, max_num_batched_tokens, prefill_chunk, "
+                   "kv_reserve and max_queue must be positive)");
         return NULL;
     }
     if (p.max_num_batched_tokens < p.max_num_seqs) {
         cb_set_err(err, errlen, "max_num_batched_tokens (%d) must be at least max_num_seqs (%d)",
-                p.max_num_batched_tokens, p.max_num_seqs);
+                   p.max_num_batched_tokens, p.max_num_seqs);
         return NULL;
     }
     bool split = p.kv_layout == COBATCH_KV_SPLIT;
@@ -164,10 +167,9 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
                           .verbose = p.verbose};
     if (cb_model_load(&e->model, &mp, err, errlen) != 0) goto fail;
     e->n_ctx_seq = e->model.n_ctx_seq;
-    if (cb_kv_init(&e->kv, e->model.n_ctx, e->model.n_seq_max, split) != 0 ||
-        e->kv.per_seq_cap != e->model.n_ctx_seq) {
+    if (cb_kv_init(&e->kv, e->model.n_ctx, e->model.n_seq_max, split) != 0 || e->kv.per_seq_cap != e->model.n_ctx_seq) {
         cb_set_err(err, errlen, "KV accounting does not match the context (%d cells, %d per sequence)", e->model.n_ctx,
-                e->model.n_ctx_seq);
+                   e->model.n_ctx_seq);
         goto fail;
     }
     bool sequential = p.mode == COBATCH_MODE_SEQUENTIAL;
@@ -208,9 +210,11 @@ void cobatch_engine_free(cobatch_engine *e) {
         pthread_join(e->thread, NULL);
     }
     struct cobatch_event ev;
-    while (cobatch_poll(e, &ev, 1, 0) == 1) cobatch_event_clear(&ev);
+    while (cobatch_poll(e, &ev, 1, 0) == 1)
+        cobatch_event_clear(&ev);
     free(e->events.v);
-    for (int i = 0; i < e->inbox_len; i++) engine_free_request(e->inbox[i]);
+    for (int i = 0; i < e->inbox_len; i++)
+        engine_free_request(e->inbox[i]);
     free(e->inbox);
     free(e->cancels);
     free(e->live);
@@ -234,7 +238,8 @@ void cobatch_engine_free(cobatch_engine *e) {
 static bool grow(void **v, int *cap, int need, size_t elem) {
     if (need <= *cap) return true;
     int c = *cap ? *cap * 2 : 64;
-    while (c < need) c *= 2;
+    while (c < need)
+        c *= 2;
     void *n = realloc(*v, (size_t)c * elem);
     if (!n) return false;
     *v = n;
@@ -272,7 +277,7 @@ static int32_t *prompt_tokens(cobatch_engine *e, const struct cobatch_request_pa
         for (int32_t i = 0; i < p->n_prompt_tokens; i++) {
             if (p->prompt_tokens[i] < 0 || p->prompt_tokens[i] >= e->model.n_vocab) {
                 cb_set_err(err, errlen, "prompt token %d at index %d is outside the vocabulary (0..%d)",
-                        p->prompt_tokens[i], i, e->model.n_vocab - 1);
+                           p->prompt_tokens[i], i, e->model.n_vocab - 1);
                 return NULL;
             }
         }
@@ -331,8 +336,10 @@ cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_pa
     int32_t *toks = prompt_tokens(e, p, &n, err, errlen);
     if (!toks) return COBATCH_ERR_INVALID;
     if (!cb_sched_fits(e->sched, n)) {
-        cb_set_err(err, errlen, "the prompt has %d tokens; this engine's context holds %d per sequence (prompt plus "
-                             "at least one generated token)", n, e->n_ctx_seq);
+        cb_set_err(err, errlen,
+                   "the prompt has %d tokens; this engine's context holds %d per sequence (prompt plus "
+                   "at least one generated token)",
+                   n, e->n_ctx_seq);
         free(toks);
         return COBATCH_ERR_TOO_LONG;
     }

@@ -121,8 +121,8 @@ static void apply_cancels(cobatch_engine *e, cobatch_req_id *ids, int n) {
 
 /* ---------------------------------------------------------------- one step ------------------- */
 
-static void emit_token(cobatch_engine *e, cb_request *r, int32_t tok, float margin, const char *text,
-                       size_t len, int64_t now) {
+static void emit_token(cobatch_engine *e, cb_request *r, int32_t tok, float margin, const char *text, size_t len,
+                       int64_t now) {
     engine_req *er = r->rt;
     struct cobatch_event ev = {0};
     ev.type = COBATCH_EVENT_TOKEN;
@@ -145,8 +145,8 @@ static void postprocess(cobatch_engine *e, cb_plan *plan) {
         cb_request *r = plan->items[i].req;
         engine_req *er = r->rt;
         float margin = 0;
-        int32_t tok = cb_sampler_sample(er->smpl, &e->model, e->runner.logit_row[i],
-                                        er->logit_margins ? &margin : NULL);
+        int32_t tok =
+            cb_sampler_sample(er->smpl, &e->model, e->runner.logit_row[i], er->logit_margins ? &margin : NULL);
         if (!r->t_first_token_us) r->t_first_token_us = now;
         cb_request_append(r, tok);
         e->n_generated++;
@@ -169,13 +169,15 @@ static void postprocess(cobatch_engine *e, cb_plan *plan) {
 static void fail_plan(cobatch_engine *e, cb_plan *plan, int rc) {
     char msg[96];
     snprintf(msg, sizeof(msg), "llama_decode failed with code %d", rc);
-    for (int32_t i = 0; i < plan->n_items; i++) finish(e, plan->items[i].req, CB_FINISHED_ERROR, msg);
+    for (int32_t i = 0; i < plan->n_items; i++)
+        finish(e, plan->items[i].req, CB_FINISHED_ERROR, msg);
 }
 
 /* Cells llama.cpp itself holds, summed over sequences: a check on our accounting. O(n_seq). */
 static int32_t llama_cells(cobatch_engine *e) {
     int32_t n = 0;
-    for (int32_t s = 0; s < e->kv.n_seq; s++) n += cb_runner_seq_len(&e->runner, s);
+    for (int32_t s = 0; s < e->kv.n_seq; s++)
+        n += cb_runner_seq_len(&e->runner, s);
     return n;
 }
 
@@ -237,7 +239,7 @@ static void step(cobatch_engine *e) {
             report_step(e, &info);
             return;
         }
-        cb_sched_rollback(e->sched, plan); /* keeps plan->items for the failure path */
+        cb_sched_rollback(e->sched, plan);   /* keeps plan->items for the failure path */
         if (rc == 1 && plan->n_tokens > 1) { /* no KV slot: shrink the step and retry */
             e->n_retries++;
             budget = plan->n_tokens / 2;
@@ -295,7 +297,8 @@ void *engine_main(void *arg) {
         e->inbox[i]->state = CB_FINISHED_CANCELLED;
         finish(e, e->inbox[i], CB_FINISHED_CANCELLED, NULL);
     }
-    while (e->n_reqs > 0) finish(e, e->reqs[0], CB_FINISHED_CANCELLED, NULL);
+    while (e->n_reqs > 0)
+        finish(e, e->reqs[0], CB_FINISHED_CANCELLED, NULL);
     free(in);
     free(cancels);
     return NULL;

@@ -54,8 +54,8 @@ int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errle
     cp.no_perf = true;
     m->ctx = llama_init_from_model(m->model, cp);
     if (!m->ctx) {
-        cb_set_err(err, errlen, "failed to create a context (n_ctx %d, n_batch %d, n_seq_max %d)", p->n_ctx,
-                p->n_batch, p->n_seq_max);
+        cb_set_err(err, errlen, "failed to create a context (n_ctx %d, n_batch %d, n_seq_max %d)", p->n_ctx, p->n_batch,
+                   p->n_seq_max);
         llama_model_free(m->model);
         m->model = NULL;
         return -1;

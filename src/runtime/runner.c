@@ -30,7 +30,8 @@ int32_t cb_runner_seq_len(cb_runner *r, int32_t seq) {
 }
 
 int cb_runner_run(cb_runner *r, const cb_plan *plan) {
-    for (int32_t i = 0; i < plan->n_freed; i++) cb_runner_clear_seq(r, plan->freed[i]);
+    for (int32_t i = 0; i < plan->n_freed; i++)
+        cb_runner_clear_seq(r, plan->freed[i]);
     if (plan->n_tokens > r->n_batch) return -100;
     if (plan->n_items == 0) return 0;
     struct llama_batch *b = &r->batch;

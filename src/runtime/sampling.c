@@ -10,9 +10,10 @@ struct llama_sampler *cb_sampler_new(const cb_model *m, const struct cobatch_sam
     if (!c) return NULL;
     bool penalties = s->repetition_penalty != 1.0f || s->presence_penalty != 0.0f || s->frequency_penalty != 0.0f;
     if (penalties && s->penalty_last_n != 0) {
-        llama_sampler_chain_add(c, llama_sampler_init_penalties(m->n_vocab, s->penalty_last_n,
-                                                                s->repetition_penalty > 0 ? s->repetition_penalty : 1.0f,
-                                                                s->frequency_penalty, s->presence_penalty));
+        llama_sampler_chain_add(c,
+                                llama_sampler_init_penalties(m->n_vocab, s->penalty_last_n,
+                                                             s->repetition_penalty > 0 ? s->repetition_penalty : 1.0f,
+                                                             s->frequency_penalty, s->presence_penalty));
     }
     if (s->temperature <= 0.0f) {
         llama_sampler_chain_add(c, llama_sampler_init_greedy());

@@ -50,7 +50,8 @@ typedef struct {
 
 static uint64_t hash_str(const char *s) {
     uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
     return h;
 }
 
@@ -71,12 +72,13 @@ static void vocab_add(vocab *v, const char *text, float score, int32_t type) {
 }
 
 static const char *WORDS[] = {
-    "the", "of", "and", "to", "in", "is", "was", "that", "for", "on", "with", "as", "it", "by", "at", "from",
-    "his", "her", "an", "were", "are", "which", "this", "be", "or", "had", "not", "but", "first", "one", "their",
-    "its", "new", "after", "who", "they", "have", "has", "been", "also", "more", "into", "time", "world", "city",
-    "people", "year", "years", "made", "book", "books", "history", "word", "words", "story", "there", "would",
-    "about", "when", "what", "where", "how", "can", "will", "all", "some", "many", "other", "over", "such",
-    "Hello", "The", "A", "In", "It", "capital", "France", "Paris", "answer", "question", "model", "token"};
+    "the",   "of",   "and",   "to",      "in",     "is",    "was",    "that",     "for",   "on",     "with",  "as",
+    "it",    "by",   "at",    "from",    "his",    "her",   "an",     "were",     "are",   "which",  "this",  "be",
+    "or",    "had",  "not",   "but",     "first",  "one",   "their",  "its",      "new",   "after",  "who",   "they",
+    "have",  "has",  "been",  "also",    "more",   "into",  "time",   "world",    "city",  "people", "year",  "years",
+    "made",  "book", "books", "history", "word",   "words", "story",  "there",    "would", "about",  "when",  "what",
+    "where", "how",  "can",   "will",    "all",    "some",  "many",   "other",    "over",  "such",   "Hello", "The",
+    "A",     "In",   "It",    "capital", "France", "Paris", "answer", "question", "model", "token"};
 
 #define SPM_SPACE "\xE2\x96\x81" /* U+2581, SentencePiece's word boundary */
 
@@ -125,7 +127,8 @@ static int vocab_build(vocab *v, int32_t n_vocab) {
     for (int len = 2; len <= 5 && v->n < n_vocab; len++) {
         int idx[5] = {0};
         for (;;) {
-            for (int k = 0; k < len; k++) buf[k] = L[idx[k]];
+            for (int k = 0; k < len; k++)
+                buf[k] = L[idx[k]];
             buf[len] = '\0';
             char sp[80];
             snprintf(sp, sizeof(sp), SPM_SPACE "%s", buf);
@@ -133,7 +136,8 @@ static int vocab_build(vocab *v, int32_t n_vocab) {
             vocab_add(v, buf, (float)len - 0.6f, LLAMA_TOKEN_TYPE_NORMAL);
             if (v->n >= n_vocab) break;
             int k = len - 1;
-            while (k >= 0 && ++idx[k] == 26) idx[k--] = 0;
+            while (k >= 0 && ++idx[k] == 26)
+                idx[k--] = 0;
             if (k < 0) break;
         }
     }
@@ -146,7 +150,8 @@ static int vocab_build(vocab *v, int32_t n_vocab) {
 }
 
 static void vocab_free(vocab *v) {
-    for (int32_t i = 0; i < v->n; i++) free(v->text[i]);
+    for (int32_t i = 0; i < v->n; i++)
+        free(v->text[i]);
     free(v->text);
     free(v->score);
     free(v->type);
@@ -180,10 +185,12 @@ static struct ggml_tensor *make(struct ggml_context *ctx, const char *name, int6
     const float scale = 0.035f; /* uniform in +-scale: std 0.02, like a trained model's init */
     if (kind == 0) {
         ggml_fp16_t *d = t->data;
-        for (size_t i = 0; i < n; i++) d[i] = ggml_fp32_to_fp16(scale * rng_uniform(r));
+        for (size_t i = 0; i < n; i++)
+            d[i] = ggml_fp32_to_fp16(scale * rng_uniform(r));
     } else {
         float *d = t->data;
-        for (size_t i = 0; i < n; i++) d[i] = kind == 1 ? 1.0f : 0.01f * rng_uniform(r);
+        for (size_t i = 0; i < n; i++)
+            d[i] = kind == 1 ? 1.0f : 0.01f * rng_uniform(r);
     }
     return t;
 }

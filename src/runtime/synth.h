@@ -26,7 +26,7 @@ const char *cb_synth_preset_names(void);
 int cb_synth_ftype(const char *name);
 
 /* Writes the model to path with weights of type ftype. Returns 0, or -1 with a message in err. */
-int cb_synth_write(const cb_synth_shape *shape, int ftype, uint64_t seed, int n_threads, const char *path,
-                   char *err, size_t errlen);
+int cb_synth_write(const cb_synth_shape *shape, int ftype, uint64_t seed, int n_threads, const char *path, char *err,
+                   size_t errlen);
 
 #endif

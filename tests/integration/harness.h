@@ -89,7 +89,8 @@ static inline bool it_run(cobatch_engine *e, const struct cobatch_request_params
 }
 
 static inline void it_free(it_result *r, int n) {
-    for (int i = 0; i < n; i++) free(r[i].text);
+    for (int i = 0; i < n; i++)
+        free(r[i].text);
 }
 
 /* Batch invariance with a stated tolerance: outputs a and b (same prompt, greedy) must be equal,

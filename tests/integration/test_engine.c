@@ -139,7 +139,8 @@ static void preemption_keeps_outputs(void **state) {
     }
     compare_all(ref, tight, N, "preempted");
     cobatch_engine_free(e);
-    for (int i = 0; i < N; i++) free(prompts[i]);
+    for (int i = 0; i < N; i++)
+        free(prompts[i]);
     it_free(ref, N);
     it_free(tight, N);
 }
@@ -309,7 +310,8 @@ static void bad_requests_are_refused(void **state) {
     /* longer than the context */
     size_t n = 5000 * 6;
     char *big = malloc(n + 1);
-    for (size_t i = 0; i < n; i++) big[i] = "hello "[i % 6];
+    for (size_t i = 0; i < n; i++)
+        big[i] = "hello "[i % 6];
     big[n] = '\0';
     p.prompt_tokens = NULL;
     p.prompt = big;
@@ -360,10 +362,13 @@ static void cancel_frees_cells(void **state) {
 
 int main(void) {
     const struct CMUnitTest shared[] = {
-        cmocka_unit_test(knows_the_capital_of_france), cmocka_unit_test(seeds_decide_sampling),
-        cmocka_unit_test(max_tokens_is_exact),         cmocka_unit_test(stop_string_cuts_exactly),
+        cmocka_unit_test(knows_the_capital_of_france),
+        cmocka_unit_test(seeds_decide_sampling),
+        cmocka_unit_test(max_tokens_is_exact),
+        cmocka_unit_test(stop_string_cuts_exactly),
         cmocka_unit_test(penalties_change_greedy_output),
-        cmocka_unit_test(output_is_valid_utf8),        cmocka_unit_test(bad_requests_are_refused),
+        cmocka_unit_test(output_is_valid_utf8),
+        cmocka_unit_test(bad_requests_are_refused),
         cmocka_unit_test(cancel_frees_cells),
     };
     const struct CMUnitTest own[] = {

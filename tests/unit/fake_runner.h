@@ -49,7 +49,8 @@ static inline bool fake_run(fake_runner *f, const cb_plan *p) {
             return false;
         }
         if (it->pos0 != f->len[s]) {
-            snprintf(f->err, sizeof(f->err), "seq %d: batch starts at %d but the cache holds %d", s, it->pos0, f->len[s]);
+            snprintf(f->err, sizeof(f->err), "seq %d: batch starts at %d but the cache holds %d", s, it->pos0,
+                     f->len[s]);
             return false;
         }
         if (it->n_tokens < 1) {

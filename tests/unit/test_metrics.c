@@ -69,7 +69,8 @@ static int fake_prompt(void *ctx, uint64_t *rng, int32_t n, int32_t *out) {
     int *calls = ctx;
     (*calls)++;
     int32_t base = cb_rng_range(rng, 0, 100);
-    for (int32_t i = 0; i < n; i++) out[i] = base + i;
+    for (int32_t i = 0; i < n; i++)
+        out[i] = base + i;
     return 0;
 }
 

@@ -24,11 +24,12 @@ typedef struct {
 
 static int32_t gen_token(int64_t id, int32_t k) { return (int32_t)((id * 7919 + k * 31) % 50000); }
 
-static void h_init(harness *h, cb_mode mode, int32_t seqs, int32_t budget, int32_t chunk, int32_t capacity, bool split) {
+static void h_init(harness *h, cb_mode mode, int32_t seqs, int32_t budget, int32_t chunk, int32_t capacity,
+                   bool split) {
     memset(h, 0, sizeof(*h));
     assert_int_equal(cb_kv_init(&h->kv, capacity, seqs, split), 0);
-    h->cfg = (cb_sched_config){.mode = mode, .max_num_seqs = seqs, .max_batched_tokens = budget,
-                               .prefill_chunk = chunk, .kv_reserve = 4};
+    h->cfg = (cb_sched_config){
+        .mode = mode, .max_num_seqs = seqs, .max_batched_tokens = budget, .prefill_chunk = chunk, .kv_reserve = 4};
     h->s = cb_sched_new(&h->cfg, &h->kv);
     assert_non_null(h->s);
     assert_int_equal(cb_plan_init(&h->plan, seqs), 0);
@@ -36,7 +37,8 @@ static void h_init(harness *h, cb_mode mode, int32_t seqs, int32_t budget, int32
 }
 
 static void h_free(harness *h) {
-    for (int i = 0; i < h->n_req; i++) cb_request_free(h->req[i]);
+    for (int i = 0; i < h->n_req; i++)
+        cb_request_free(h->req[i]);
     cb_plan_free(&h->plan);
     cb_sched_free(h->s);
     cb_kv_free(&h->kv);
@@ -46,7 +48,8 @@ static void h_free(harness *h) {
 static cb_request *h_add(harness *h, int32_t n_prompt, int32_t n_out, int32_t priority) {
     assert_true(h->n_req < MAX_REQ);
     int32_t *p = malloc(sizeof(int32_t) * (size_t)n_prompt);
-    for (int32_t i = 0; i < n_prompt; i++) p[i] = h->n_req * 1000 + i;
+    for (int32_t i = 0; i < n_prompt; i++)
+        p[i] = h->n_req * 1000 + i;
     cb_request *r = cb_request_new(h->n_req + 1, p, n_prompt, n_out);
     free(p);
     assert_non_null(r);
@@ -88,7 +91,8 @@ static int32_t h_step(harness *h) {
     int lead = 0;
     for (int32_t i = 0; i < p->n_items; i++) {
         bool was_decoding = false;
-        for (int k = 0; k < n_dec; k++) was_decoding |= decoders[k] == p->items[i].req;
+        for (int k = 0; k < n_dec; k++)
+            was_decoding |= decoders[k] == p->items[i].req;
         if (was_decoding) {
             assert_int_equal(lead, i);
             assert_int_equal(p->items[i].n_tokens, 1);
@@ -110,8 +114,10 @@ static int32_t h_step(harness *h) {
         cb_request *r = p->items[i].req;
         int idx = (int)r->id - 1;
         assert_true(cb_request_append(r, gen_token(r->id, r->n_generated)));
-        if (r->n_generated >= h->target[idx]) h_finish(h, r, CB_FINISHED_STOP);
-        else if (cb_request_n_tokens(r) >= h->kv.per_seq_cap) h_finish(h, r, CB_FINISHED_LENGTH);
+        if (r->n_generated >= h->target[idx])
+            h_finish(h, r, CB_FINISHED_STOP);
+        else if (cb_request_n_tokens(r) >= h->kv.per_seq_cap)
+            h_finish(h, r, CB_FINISHED_LENGTH);
     }
     return n;
 }
@@ -137,8 +143,10 @@ static void h_check_outputs(harness *h) {
         assert_true(CB_STATE_FINISHED(r->state));
         if (r->state == CB_FINISHED_CANCELLED) continue;
         if (r->state == CB_FINISHED_STOP) assert_int_equal(r->n_generated, h->target[i]);
-        for (int32_t k = 0; k < r->n_generated; k++) assert_int_equal(r->tokens[r->n_prompt + k], gen_token(r->id, k));
-        for (int32_t k = 0; k < r->n_prompt; k++) assert_int_equal(r->tokens[k], i * 1000 + k);
+        for (int32_t k = 0; k < r->n_generated; k++)
+            assert_int_equal(r->tokens[r->n_prompt + k], gen_token(r->id, k));
+        for (int32_t k = 0; k < r->n_prompt; k++)
+            assert_int_equal(r->tokens[k], i * 1000 + k);
     }
 }
 
@@ -148,7 +156,8 @@ static void budget_and_decode_first(void **state) {
     (void)state;
     harness h;
     h_init(&h, CB_MODE_CONTINUOUS, 8, 64, 16, 4096, false);
-    for (int i = 0; i < 12; i++) h_add(&h, 10 + i * 13, 5 + i, 0);
+    for (int i = 0; i < 12; i++)
+        h_add(&h, 10 + i * 13, 5 + i, 0);
     int saw_mixed = 0;
     while (cb_sched_n_running(h.s) + cb_sched_n_waiting(h.s) > 0) {
         h_step(&h);
@@ -201,7 +210,8 @@ static void static_mode_waits_for_group(void **state) {
     harness h;
     h_init(&h, CB_MODE_STATIC, 4, 128, 32, 4096, false);
     int outs[10] = {3, 40, 5, 7, 9, 2, 30, 4, 4, 4};
-    for (int i = 0; i < 10; i++) h_add(&h, 20, outs[i], 0);
+    for (int i = 0; i < 10; i++)
+        h_add(&h, 20, outs[i], 0);
     h_step(&h);
     assert_int_equal(h.plan.n_items, 4); /* the whole group is admitted at once */
     h_drain(&h, 1000);
@@ -217,7 +227,8 @@ static void continuous_admits_while_others_run(void **state) {
     harness h;
     h_init(&h, CB_MODE_CONTINUOUS, 4, 128, 32, 4096, false);
     cb_request *a = h_add(&h, 20, 50, 0);
-    for (int i = 0; i < 5; i++) h_step(&h);
+    for (int i = 0; i < 5; i++)
+        h_step(&h);
     cb_request *b = h_add(&h, 20, 3, 0);
     h_step(&h);
     assert_int_equal(a->state, CB_RUNNING);
@@ -232,13 +243,15 @@ static void tiny_kv_preempts_and_everyone_finishes(void **state) {
     (void)state;
     harness h;
     h_init(&h, CB_MODE_CONTINUOUS, 8, 32, 8, 64, false);
-    for (int i = 0; i < 20; i++) h_add(&h, 10 + (i * 7) % 21, 5 + (i * 11) % 26, 0);
+    for (int i = 0; i < 20; i++)
+        h_add(&h, 10 + (i * 7) % 21, 5 + (i * 11) % 26, 0);
     h_drain(&h, 20000);
     h_check_outputs(&h);
     assert_true(cb_sched_get_stats(h.s)->preemptions > 0);
     assert_true(h.kv.peak_used <= 64);
     int preempted = 0;
-    for (int i = 0; i < h.n_req; i++) preempted += h.req[i]->n_preemptions > 0;
+    for (int i = 0; i < h.n_req; i++)
+        preempted += h.req[i]->n_preemptions > 0;
     assert_true(preempted > 0);
     h_free(&h);
 }
