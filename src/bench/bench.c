@@ -34,6 +34,7 @@ static void progress_line(const char *label, int done, int n, double t) {
 int cb_bench_run(const cb_bench_config *cfg, const cb_workload *w, int concurrency, bool progress, cb_bench_result *r,
                  char *err, size_t errlen) {
     memset(r, 0, sizeof(*r));
+    r->ideal_s = r->efficiency = -1;
     r->n = w->n;
     r->tl = calloc((size_t)w->n, sizeof(*r->tl));
     if (!r->tl) return cb_set_err(err, errlen, "out of memory"), -1;
@@ -111,6 +112,15 @@ out:
     return rc;
 }
 
+void cb_bench_efficiency(cb_bench_result *r, const struct cobatch_ceiling *c, int32_t max_seqs) {
+    int32_t b = max_seqs < r->n ? max_seqs : r->n;
+    double pf = cobatch_ceiling_prefill(c), dc = cobatch_ceiling_decode(c, b);
+    r->ideal_s = r->efficiency = -1;
+    if (pf <= 0 || dc <= 0 || r->wall_s <= 0) return;
+    r->ideal_s = (double)r->m.input_tokens / pf + (double)r->m.output_tokens / dc;
+    r->efficiency = r->ideal_s / r->wall_s;
+}
+
 void cb_bench_result_free(cb_bench_result *r) {
     for (int i = 0; i < r->n && r->tl; i++)
         free(r->tl[i].t_tokens_us);
@@ -132,17 +142,20 @@ void cb_bench_write_trace(FILE *f, const char *label, const cb_bench_result *r) 
 
 void cb_bench_print_table(FILE *f, const cb_bench_config *cfgs, const cb_bench_result *res, int n, int base) {
     fprintf(f, "| config | wall s | cpu s | speedup | req/s | out tok/s | total tok/s | TTFT p50 / p99 ms | "
-               "TPOT mean ms | ITL p50 / p99 ms | E2EL p50 / p99 ms | steps | preempt | peak KV | wasted slots |\n");
-    fprintf(f, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+               "TPOT mean ms | ITL p50 / p99 ms | E2EL p50 / p99 ms | sched eff | steps | preempt | peak KV | wasted "
+               "slots |\n");
+    fprintf(f, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (int i = 0; i < n; i++) {
         const cb_bench_result *r = &res[i];
         const cb_metrics *m = &r->m;
+        char eff[16] = "-";
+        if (r->efficiency >= 0) snprintf(eff, sizeof(eff), "%.0f%%", r->efficiency * 100);
         fprintf(f,
                 "| %s | %.2f | %.2f | %.2fx | %.2f | %.1f | %.1f | %.0f / %.0f | %.1f | %.1f / %.1f | %.0f / %.0f | "
-                "%lld | %lld | %d | %lld |\n",
+                "%s | %lld | %lld | %d | %lld |\n",
                 cfgs[i].label, r->wall_s, r->cpu_s, res[base].wall_s / r->wall_s, m->req_per_s, m->out_tok_per_s,
                 m->total_tok_per_s, m->ttft_ms.p50, m->ttft_ms.p99, m->tpot_ms.mean, m->itl_ms.p50, m->itl_ms.p99,
-                m->e2el_ms.p50, m->e2el_ms.p99, (long long)r->stats.steps, (long long)r->stats.preemptions,
+                m->e2el_ms.p50, m->e2el_ms.p99, eff, (long long)r->stats.steps, (long long)r->stats.preemptions,
                 r->stats.kv_peak, (long long)r->stats.wasted_decode_slots);
     }
     for (int i = 0; i < n; i++)

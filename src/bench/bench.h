@@ -20,15 +20,37 @@ typedef struct {
     struct cobatch_stats stats;
     cb_req_timeline *tl; /* (n) owned: free with cb_bench_result_free */
     int n;
+    double ideal_s, efficiency;      /* against the ceiling: see cb_bench_efficiency; < 0 when not known */
     struct cobatch_step_info *steps; /* (n_steps) the scheduling trace */
     int n_steps, steps_cap;
 } cb_bench_result;
+
+/* What a run was, for the JSON report. */
+typedef struct {
+    const char *workload, *model_name, *model_path;
+    int n_requests;
+    uint64_t seed;
+    double request_rate, burstiness;
+    int max_concurrency, repeat;
+} cb_bench_info;
+
+/* Writes every figure as JSON: the run, each configuration's engine parameters and metrics, the
+ * ceiling, the model (name, file, sha256, synthetic or real), the machine and llama.cpp's commit.
+ * Returns 0 or -1. */
+int cb_bench_write_json(const char *path, const cb_bench_info *info, const cb_bench_config *cfgs,
+                        const cb_bench_result *res, int n, const struct cobatch_ceiling *ceil);
 
 /* Runs the workload (arrival times as set; concurrency > 0 caps requests in flight, closed loop).
  * Returns 0, or -1 with a message. */
 int cb_bench_run(const cb_bench_config *cfg, const cb_workload *w, int concurrency, bool progress, cb_bench_result *out,
                  char *err, size_t errlen);
 void cb_bench_result_free(cb_bench_result *r);
+
+/* Scheduling efficiency = ideal time / wall time, where the ideal time for the workload's token
+ * mix is  prompt tokens / best prefill tok/s  +  output tokens / decode tok/s at batch B,
+ * B = min(sequences the configuration may run at once, requests). Only meaningful when every
+ * request arrives at once; sets r->ideal_s and r->efficiency. */
+void cb_bench_efficiency(cb_bench_result *r, const struct cobatch_ceiling *c, int32_t max_seqs);
 
 /* Writes the trace: one line per step (config label, ms since start, decode rows, prefill tokens,
  * requests in batch, running, waiting, KV cells, preempted). */

@@ -26,7 +26,9 @@ static void usage(void) {
            "  --kv-layouts LIST             of unified,split (default unified)\n"
            "  --repeat N                    run each configuration N times, report the median-wall run\n"
            "output:\n"
-           "  --trace FILE                  one line per engine step (tab-separated)\n",
+           "  --trace FILE                  one line per engine step (tab-separated)\n"
+           "  --json FILE                   every figure, the configurations, model and machine\n"
+           "  --no-ceiling                  skip measuring llama_decode alone (no scheduling efficiency)\n",
            cb_workload_names());
     cb_args_engine_help();
 }
@@ -83,6 +85,29 @@ static int make_prompt(void *vctx, uint64_t *rng, int32_t n, int32_t *out) {
     return rc;
 }
 
+static void print_ceiling(const struct cobatch_ceiling *c) {
+    printf("\nceiling (llama_decode alone, this machine):\n\n| prompt chunk | ");
+    for (int i = 0; i < c->n_chunk; i++)
+        printf("%d | ", c->chunk[i]);
+    printf("\n|---|");
+    for (int i = 0; i < c->n_chunk; i++)
+        printf("---:|");
+    printf("\n| prefill tok/s | ");
+    for (int i = 0; i < c->n_chunk; i++)
+        printf("%.0f | ", c->prefill_tps[i]);
+    printf("\n\n| decode batch (context %d) | ", c->context);
+    for (int i = 0; i < c->n_batch; i++)
+        printf("%d | ", c->batch[i]);
+    printf("\n|---|");
+    for (int i = 0; i < c->n_batch; i++)
+        printf("---:|");
+    printf("\n| decode tok/s | ");
+    for (int i = 0; i < c->n_batch; i++)
+        printf("%.0f | ", c->decode_tps[i]);
+    printf("\n\nsched eff = (prompt tokens / best prefill tok/s + output tokens / decode tok/s at "
+           "min(max_num_seqs, requests)) / wall time; all-at-once arrivals only\n");
+}
+
 static int cmp_wall(const void *a, const void *b) {
     double x = ((const cb_bench_result *)a)->wall_s, y = ((const cb_bench_result *)b)->wall_s;
     return (x > y) - (x < y);
@@ -91,7 +116,8 @@ static int cmp_wall(const void *a, const void *b) {
 int cmd_bench(int argc, char **argv) {
     struct cobatch_engine_params ep = cobatch_engine_default_params();
     cb_workload_opts wo = {.random_range_ratio = 0.0};
-    const char *workload = "mixed", *trace_path = NULL;
+    const char *workload = "mixed", *trace_path = NULL, *json_path = NULL;
+    bool ceiling_on = true;
     char modes_s[128] = "sequential,static,continuous", chunks_s[128] = "256", layouts_s[64] = "unified";
     double rate = 0, burstiness = 1;
     int64_t concurrency = 0, repeat = 1, x;
@@ -116,6 +142,10 @@ int cmd_bench(int argc, char **argv) {
             snprintf(layouts_s, sizeof(layouts_s), "%s", argv[++i]);
         } else if (!strcmp(a, "--trace") && has) {
             trace_path = argv[++i];
+        } else if (!strcmp(a, "--json") && has) {
+            json_path = argv[++i];
+        } else if (!strcmp(a, "--no-ceiling")) {
+            ceiling_on = false;
         } else if (!strcmp(a, "--num-prompts") && has && cb_parse_int(argv[i + 1], 1, 1000000, &x)) {
             wo.num_prompts = (int)x, i++;
         } else if (!strcmp(a, "--seed") && has && cb_parse_int(argv[i + 1], 0, INT64_MAX, &x)) {
@@ -205,9 +235,30 @@ int cmd_bench(int argc, char **argv) {
         return 2;
     }
     cb_workload_set_arrivals(&w, rate, burstiness, wo.seed);
+    cb_bench_info info = {.workload = w.name,
+                          .model_name = model_name,
+                          .model_path = ep.model_path,
+                          .n_requests = w.n,
+                          .seed = wo.seed,
+                          .request_rate = rate,
+                          .burstiness = burstiness,
+                          .max_concurrency = (int)concurrency,
+                          .repeat = (int)repeat};
     int64_t tin = 0, tout = 0;
     for (int i = 0; i < w.n; i++)
         tin += w.items[i].n_in, tout += w.items[i].n_out;
+
+    /* the ceiling, with the first configuration's threads, layout and flash attention */
+    struct cobatch_ceiling ceil = {0};
+    if (ceiling_on) {
+        int32_t ctx = (int32_t)(tin / (w.n ? w.n : 1));
+        if (ctx > 512) ctx = 512;
+        if (cobatch_ceiling_measure(&cfgs[0].engine, ctx, &ceil, err, sizeof(err)) != 0) {
+            fprintf(stderr, "cobatch bench: ceiling: %s\n", err);
+            cb_workload_free(&w);
+            return 1;
+        }
+    }
 
     FILE *trace = NULL;
     if (trace_path && !(trace = fopen(trace_path, "w"))) {
@@ -230,6 +281,9 @@ int cmd_bench(int argc, char **argv) {
             fprintf(stderr, "%s: wall %.2f s, median of %lld (min %.2f, max %.2f)\n", cfgs[i].label,
                     runs[repeat / 2].wall_s, (long long)repeat, runs[0].wall_s, runs[repeat - 1].wall_s);
         res[i] = runs[repeat / 2];
+        if (ceiling_on && rate <= 0 && concurrency <= 0)
+            cb_bench_efficiency(&res[i], &ceil,
+                                cfgs[i].engine.mode == COBATCH_MODE_SEQUENTIAL ? 1 : cfgs[i].engine.max_num_seqs);
         for (int k = 0; k < repeat; k++)
             if (k != repeat / 2) cb_bench_result_free(&runs[k]);
         if (trace) cb_bench_write_trace(trace, cfgs[i].label, &res[i]);
@@ -246,6 +300,11 @@ int cmd_bench(int argc, char **argv) {
         printf("\nmodel %s (%s); max_num_seqs %d, max_num_batched_tokens %d, n_ctx %d\n\n", model_name, ep.model_path,
                ep.max_num_seqs, ep.max_num_batched_tokens, ep.n_ctx);
         cb_bench_print_table(stdout, cfgs, res, n, base);
+        if (ceiling_on) print_ceiling(&ceil);
+        if (json_path && cb_bench_write_json(json_path, &info, cfgs, res, n, &ceil) != 0) {
+            fprintf(stderr, "cobatch bench: cannot write %s\n", json_path);
+            rc = -1;
+        }
     }
     for (int i = 0; i < n; i++)
         cb_bench_result_free(&res[i]);

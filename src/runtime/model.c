@@ -48,6 +48,9 @@ int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errle
     cp.n_ctx = (uint32_t)p->n_ctx;
     cp.n_batch = cp.n_ubatch = (uint32_t)p->n_batch;
     cp.n_seq_max = (uint32_t)p->n_seq_max;
+    /* One logits row per running request at most: without this the buffer is n_batch x n_vocab
+     * floats (2.5 GB for a 4096-token step of a 152k vocabulary). */
+    cp.n_outputs_max = (uint32_t)(p->n_outputs_max > 0 ? p->n_outputs_max : p->n_seq_max);
     cp.n_threads = cp.n_threads_batch = threads;
     cp.kv_unified = !p->split_kv;
     cp.flash_attn_type = p->flash_attn ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;

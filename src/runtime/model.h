@@ -17,7 +17,8 @@ typedef struct {
     int32_t n_ctx;     /* total cells */
     int32_t n_threads; /* 0 = cores */
     int32_t n_seq_max;
-    int32_t n_batch; /* = n_ubatch: one step is one graph run */
+    int32_t n_batch;       /* = n_ubatch: one step is one graph run */
+    int32_t n_outputs_max; /* logits rows one step can ask for (sizes the logits buffer) */
     bool split_kv;
     bool flash_attn;
     bool verbose;

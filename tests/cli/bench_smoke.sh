@@ -14,15 +14,33 @@ check() { # name, condition (evaluated)
 "$bin" mkmodel --preset tiny --type q4_0 -o "$dir/tiny.gguf" 2>"$dir/mk.err"
 check "mkmodel writes a model" '[ -s "$dir/tiny.gguf" ]'
 "$bin" bench -m "$dir/tiny.gguf" --workload mixed --num-prompts 6 --modes sequential,static,continuous \
-    --prefill-chunks none,16 --max-num-seqs 4 --trace "$dir/trace.tsv" >"$dir/out.md" 2>"$dir/err"
+    --prefill-chunks none,16 --max-num-seqs 4 --trace "$dir/trace.tsv" --json "$dir/out.json" >"$dir/out.md" 2>"$dir/err"
 rc=$?
 cat "$dir/out.md"
 check "bench exits 0" '[ $rc -eq 0 ]'
 check "six configurations in the table" '[ "$(grep -c "^| \(sequential\|static\|continuous\) chunk=" "$dir/out.md")" -eq 6 ]'
 check "no failed requests" '! grep -q "failed" "$dir/out.md"'
 check "workload line names 6 requests" 'grep -q "workload mixed: 6 requests, 1664 prompt + 216 output tokens" "$dir/out.md"'
+# wasted slots is the last column: $(NF-1) with -F"|"; a missing row must fail the check too
 check "static wastes slots, continuous does not" \
-    'grep "^| static chunk=16" "$dir/out.md" | awk -F"|" "{exit !(\$16+0 > 0)}" && grep "^| continuous chunk=16" "$dir/out.md" | awk -F"|" "{exit !(\$16+0 == 0)}"'
+    'grep "^| static chunk=16" "$dir/out.md" | awk -F"|" "{n++; w=\$(NF-1)+0} END {exit !(n == 1 && w > 0)}" &&
+     grep "^| continuous chunk=16" "$dir/out.md" | awk -F"|" "{n++; w=\$(NF-1)+0} END {exit !(n == 1 && w == 0)}"'
+check "ceiling table printed" 'grep -q "^| decode tok/s" "$dir/out.md" && grep -q "^| prefill tok/s" "$dir/out.md"'
+check "scheduling efficiency for every configuration" '[ "$(grep "^| \(sequential\|static\|continuous\) chunk=" "$dir/out.md" | grep -c "| [0-9]*% |")" -eq 6 ]'
+check "json report is complete" 'python3 - "$dir/out.json" "$dir/tiny.gguf" <<PY
+import json, sys, hashlib
+d = json.load(open(sys.argv[1]))
+assert d["model"]["synthetic"] is True
+assert d["model"]["sha256"] == hashlib.sha256(open(sys.argv[2], "rb").read()).hexdigest()
+assert d["machine"]["cores"] >= 1 and len(d["machine"]["llama_cpp_commit"]) == 40
+assert len(d["configurations"]) == 6
+for c in d["configurations"]:
+    r = c["result"]
+    assert r["completed"] == 6 and r["failed"] == 0 and r["output_tokens"] == 216
+    assert r["ttft_ms"]["p50"] <= r["ttft_ms"]["p99"] <= r["ttft_ms"]["max"]
+    assert 0 < r["scheduling_efficiency"]
+assert [x["batch"] for x in d["ceiling"]["decode"]] == [1, 2, 4]
+PY'
 check "trace has steps of every configuration" '[ "$(cut -f1 "$dir/trace.tsv" | sort -u | wc -l)" -eq 7 ]'
 check "trace never exceeds the step budget" 'awk -F"\t" "NR>1 && \$4+\$5 > 4096 {bad=1} END {exit bad}" "$dir/trace.tsv"'
 "$bin" bench -m "$dir/tiny.gguf" --workload nope >/dev/null 2>"$dir/e1"; rc=$?

@@ -1,0 +1,147 @@
+/* report.c — the JSON report of `cobatch bench --json`. */
+#include "../core/sha256.h"
+#include "bench.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef COBATCH_LLAMA_COMMIT
+#define COBATCH_LLAMA_COMMIT "unknown"
+#endif
+
+static cJSON *dist(const cb_dist *d) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "mean", d->mean);
+    cJSON_AddNumberToObject(o, "p50", d->p50);
+    cJSON_AddNumberToObject(o, "p90", d->p90);
+    cJSON_AddNumberToObject(o, "p99", d->p99);
+    cJSON_AddNumberToObject(o, "max", d->max);
+    cJSON_AddNumberToObject(o, "n", (double)d->n);
+    return o;
+}
+
+static const char *mode_name(enum cobatch_mode m) {
+    return m == COBATCH_MODE_SEQUENTIAL ? "sequential" : m == COBATCH_MODE_STATIC ? "static" : "continuous";
+}
+
+static cJSON *machine(void) {
+    cJSON *o = cJSON_CreateObject();
+    char cpu[256] = "unknown", line[512];
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    while (f && fgets(line, sizeof(line), f)) {
+        char *colon = strchr(line, ':');
+        if (!strncmp(line, "model name", 10) && colon) {
+            snprintf(cpu, sizeof(cpu), "%s", colon + 2);
+            cpu[strcspn(cpu, "\n")] = '\0';
+            break;
+        }
+    }
+    if (f) fclose(f);
+    cJSON_AddStringToObject(o, "cpu", cpu);
+    cJSON_AddNumberToObject(o, "cores", (double)sysconf(_SC_NPROCESSORS_ONLN));
+    cJSON_AddStringToObject(o, "llama_cpp_commit", COBATCH_LLAMA_COMMIT);
+    return o;
+}
+
+static cJSON *config(const cb_bench_config *c) {
+    const struct cobatch_engine_params *p = &c->engine;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "label", c->label);
+    cJSON_AddStringToObject(o, "mode", mode_name(p->mode));
+    cJSON_AddNumberToObject(o, "prefill_chunk", p->prefill_chunk);
+    cJSON_AddNumberToObject(o, "max_num_seqs", p->max_num_seqs);
+    cJSON_AddNumberToObject(o, "max_num_batched_tokens", p->max_num_batched_tokens);
+    cJSON_AddNumberToObject(o, "n_ctx", p->n_ctx);
+    cJSON_AddNumberToObject(o, "n_threads", p->n_threads);
+    cJSON_AddNumberToObject(o, "kv_reserve", p->kv_reserve);
+    cJSON_AddStringToObject(o, "kv_layout", p->kv_layout == COBATCH_KV_SPLIT ? "split" : "unified");
+    cJSON_AddBoolToObject(o, "flash_attn", p->flash_attn);
+    return o;
+}
+
+static cJSON *result(const cb_bench_result *r) {
+    const cb_metrics *m = &r->m;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "wall_s", r->wall_s);
+    cJSON_AddNumberToObject(o, "cpu_s", r->cpu_s);
+    cJSON_AddNumberToObject(o, "completed", m->completed);
+    cJSON_AddNumberToObject(o, "failed", m->failed);
+    cJSON_AddNumberToObject(o, "input_tokens", (double)m->input_tokens);
+    cJSON_AddNumberToObject(o, "output_tokens", (double)m->output_tokens);
+    cJSON_AddNumberToObject(o, "request_throughput", m->req_per_s);
+    cJSON_AddNumberToObject(o, "output_throughput", m->out_tok_per_s);
+    cJSON_AddNumberToObject(o, "total_token_throughput", m->total_tok_per_s);
+    cJSON_AddItemToObject(o, "ttft_ms", dist(&m->ttft_ms));
+    cJSON_AddItemToObject(o, "tpot_ms", dist(&m->tpot_ms));
+    cJSON_AddItemToObject(o, "itl_ms", dist(&m->itl_ms));
+    cJSON_AddItemToObject(o, "e2el_ms", dist(&m->e2el_ms));
+    if (r->efficiency >= 0) {
+        cJSON_AddNumberToObject(o, "ideal_s", r->ideal_s);
+        cJSON_AddNumberToObject(o, "scheduling_efficiency", r->efficiency);
+    }
+    cJSON_AddNumberToObject(o, "steps", (double)r->stats.steps);
+    cJSON_AddNumberToObject(o, "preemptions", (double)r->stats.preemptions);
+    cJSON_AddNumberToObject(o, "decode_retries", (double)r->stats.decode_retries);
+    cJSON_AddNumberToObject(o, "kv_peak_cells", r->stats.kv_peak);
+    cJSON_AddNumberToObject(o, "kv_total_cells", r->stats.kv_total);
+    cJSON_AddNumberToObject(o, "wasted_decode_slots", (double)r->stats.wasted_decode_slots);
+    return o;
+}
+
+static cJSON *ceiling(const struct cobatch_ceiling *c) {
+    cJSON *o = cJSON_CreateObject(), *pf = cJSON_CreateArray(), *dc = cJSON_CreateArray();
+    for (int i = 0; i < c->n_chunk; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "chunk", c->chunk[i]);
+        cJSON_AddNumberToObject(e, "tok_per_s", c->prefill_tps[i]);
+        cJSON_AddItemToArray(pf, e);
+    }
+    for (int i = 0; i < c->n_batch; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "batch", c->batch[i]);
+        cJSON_AddNumberToObject(e, "tok_per_s", c->decode_tps[i]);
+        cJSON_AddItemToArray(dc, e);
+    }
+    cJSON_AddItemToObject(o, "prefill", pf);
+    cJSON_AddItemToObject(o, "decode", dc);
+    cJSON_AddNumberToObject(o, "decode_context", c->context);
+    return o;
+}
+
+int cb_bench_write_json(const char *path, const cb_bench_info *info, const cb_bench_config *cfgs,
+                        const cb_bench_result *res, int n, const struct cobatch_ceiling *ceil) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON *run = cJSON_AddObjectToObject(root, "run");
+    cJSON_AddStringToObject(run, "workload", info->workload);
+    cJSON_AddNumberToObject(run, "requests", info->n_requests);
+    cJSON_AddNumberToObject(run, "seed", (double)info->seed);
+    cJSON_AddNumberToObject(run, "request_rate", info->request_rate); /* 0: all at once */
+    cJSON_AddNumberToObject(run, "burstiness", info->burstiness);
+    cJSON_AddNumberToObject(run, "max_concurrency", info->max_concurrency);
+    cJSON_AddNumberToObject(run, "repeat", info->repeat);
+    cJSON *model = cJSON_AddObjectToObject(root, "model");
+    cJSON_AddStringToObject(model, "name", info->model_name);
+    cJSON_AddStringToObject(model, "file", info->model_path);
+    char hex[65] = "";
+    if (cb_sha256_file(info->model_path, hex) == 0) cJSON_AddStringToObject(model, "sha256", hex);
+    /* cobatch mkmodel names its models "synthetic ..." */
+    cJSON_AddBoolToObject(model, "synthetic", strstr(info->model_name, "synthetic") != NULL);
+    cJSON_AddItemToObject(root, "machine", machine());
+    if (ceil && ceil->n_chunk) cJSON_AddItemToObject(root, "ceiling", ceiling(ceil));
+    cJSON *arr = cJSON_AddArrayToObject(root, "configurations");
+    for (int i = 0; i < n; i++) {
+        cJSON *c = config(&cfgs[i]);
+        cJSON_AddItemToObject(c, "result", result(&res[i]));
+        cJSON_AddItemToArray(arr, c);
+    }
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) return -1;
+    FILE *f = fopen(path, "w");
+    int rc = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF ? 0 : -1;
+    if (f && fclose(f) != 0) rc = -1;
+    free(text);
+    return rc;
+}

@@ -1,0 +1,103 @@
+#include "ceiling.h"
+#include "../core/util.h"
+#include "model.h"
+
+#include <llama.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One llama_decode of per_seq tokens for each of sequences [s0, s0 + n_seqs), at positions
+ * [pos, pos + per_seq); returns its seconds, or -1. */
+static double timed_decode(cb_model *m, struct llama_batch *b, int32_t s0, int32_t n_seqs, int32_t per_seq,
+                           int32_t pos) {
+    b->n_tokens = 0;
+    for (int32_t s = s0; s < s0 + n_seqs; s++) {
+        for (int32_t k = 0; k < per_seq; k++) {
+            int32_t row = b->n_tokens++;
+            b->token[row] = (100 + (row * 7919) % 1000) % m->n_vocab; /* arbitrary ordinary tokens */
+            b->pos[row] = pos + k;
+            b->n_seq_id[row] = 1;
+            b->seq_id[row][0] = s;
+            b->logits[row] = k == per_seq - 1;
+        }
+    }
+    int64_t t0 = cobatch_time_us();
+    if (llama_decode(m->ctx, *b) != 0) return -1;
+    llama_synchronize(m->ctx);
+    return (double)(cobatch_time_us() - t0) / 1e6;
+}
+
+int cb_ceiling_measure(const cb_ceiling_params *p, cb_ceiling *c, char *err, size_t errlen) {
+    memset(c, 0, sizeof(*c));
+    int32_t maxb = p->max_batch < 1 ? 1 : p->max_batch;
+    int32_t ctxlen = p->context < 16 ? 16 : p->context;
+    static const int32_t chunks[] = {32, 64, 128, 256, 512};
+    cb_model m;
+    cb_model_params mp = {.path = p->model_path,
+                          .n_ctx = (maxb * (ctxlen + 64) > 1024 ? maxb * (ctxlen + 64) : 1024),
+                          .n_threads = p->n_threads,
+                          .n_seq_max = maxb,
+                          .n_batch = 512 > ctxlen ? 512 : ctxlen,
+                          .n_outputs_max = maxb,
+                          .split_kv = p->split_kv,
+                          .flash_attn = p->flash_attn};
+    if (cb_model_load(&m, &mp, err, errlen) != 0) return -1;
+    struct llama_batch b = llama_batch_init(mp.n_batch, 0, 1);
+    llama_memory_t mem = llama_get_memory(m.ctx);
+    int rc = -1;
+    timed_decode(&m, &b, 0, 1, 32, 0); /* warm-up */
+    llama_memory_clear(mem, true);
+    for (size_t i = 0; i < sizeof(chunks) / sizeof(chunks[0]); i++) {
+        double best = 0;
+        for (int rep = 0; rep < 2; rep++) { /* best of two: the machine is shared */
+            llama_memory_clear(mem, true);
+            double t = timed_decode(&m, &b, 0, 1, chunks[i], 0);
+            if (t <= 0) goto done;
+            if (chunks[i] / t > best) best = chunks[i] / t;
+        }
+        c->chunk[c->n_chunk] = chunks[i];
+        c->prefill_tps[c->n_chunk++] = best;
+    }
+    for (int32_t bsz = 1; c->n_batch < COBATCH_CEIL_MAX; bsz *= 2) {
+        if (bsz > maxb) bsz = maxb;
+        llama_memory_clear(mem, true);
+        for (int32_t sq = 0; sq < bsz; sq++) /* every sequence gets its own context */
+            if (timed_decode(&m, &b, sq, 1, ctxlen, 0) < 0) goto done;
+        const int steps = 8;
+        double total = 0;
+        for (int s = 0; s < steps; s++) {
+            double t = timed_decode(&m, &b, 0, bsz, 1, ctxlen + s);
+            if (t < 0) goto done;
+            total += t;
+        }
+        c->batch[c->n_batch] = bsz;
+        c->decode_tps[c->n_batch++] = bsz * steps / total;
+        if (bsz == maxb) break;
+    }
+    c->context = ctxlen;
+    rc = 0;
+done:
+    if (rc != 0) cb_set_err(err, errlen, "llama_decode failed while measuring the ceiling");
+    llama_batch_free(b);
+    cb_model_free(&m);
+    return rc;
+}
+
+double cobatch_ceiling_prefill(const struct cobatch_ceiling *c) {
+    double best = 0;
+    for (int i = 0; i < c->n_chunk; i++)
+        if (c->prefill_tps[i] > best) best = c->prefill_tps[i];
+    return best;
+}
+
+double cobatch_ceiling_decode(const struct cobatch_ceiling *c, int32_t b) {
+    if (c->n_batch == 0) return 0;
+    if (b <= c->batch[0]) return c->decode_tps[0];
+    for (int i = 1; i < c->n_batch; i++) {
+        if (b <= c->batch[i]) {
+            double f = (double)(b - c->batch[i - 1]) / (c->batch[i] - c->batch[i - 1]);
+            return c->decode_tps[i - 1] + f * (c->decode_tps[i] - c->decode_tps[i - 1]);
+        }
+    }
+    return c->decode_tps[c->n_batch - 1];
+}
