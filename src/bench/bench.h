@@ -40,6 +40,10 @@ typedef struct {
 int cb_bench_write_json(const char *path, const cb_bench_info *info, const cb_bench_config *cfgs,
                         const cb_bench_result *res, int n, const struct cobatch_ceiling *ceil);
 
+/* Writes throughput.svg, ttft_cdf.svg, itl_cdf.svg and steps.svg into dir (which must exist).
+ * Returns 0 or -1. */
+int cb_bench_write_plots(const char *dir, const cb_bench_config *cfgs, const cb_bench_result *res, int n);
+
 /* Runs the workload (arrival times as set; concurrency > 0 caps requests in flight, closed loop).
  * Returns 0, or -1 with a message. */
 int cb_bench_run(const cb_bench_config *cfg, const cb_workload *w, int concurrency, bool progress, cb_bench_result *out,

@@ -21,7 +21,9 @@ int32_t cb_rng_range(uint64_t *rng, int32_t lo, int32_t hi) {
     return lo + (int32_t)(next(rng) % (uint64_t)(hi - lo + 1));
 }
 
-const char *cb_workload_names(void) { return "long, long16, mixed, mixed-small, decode-heavy, prefill-heavy, random"; }
+const char *cb_workload_names(void) {
+    return "long, long16, mixed, mixed-small, decode-heavy, prefill-heavy, random, shared-prefix";
+}
 
 /* Lengths of each workload, before prompts are made. */
 static int plan_lengths(const char *name, const cb_workload_opts *o, uint64_t *rng, int32_t **in, int32_t **out,
@@ -41,6 +43,8 @@ static int plan_lengths(const char *name, const cb_workload_opts *o, uint64_t *r
         count = 32;
     else if (!strcmp(name, "random"))
         count = 100;
+    else if (!strcmp(name, "shared-prefix"))
+        count = 32;
     else
         return -1;
     if (o->num_prompts > 0) count = o->num_prompts;
@@ -66,6 +70,9 @@ static int plan_lengths(const char *name, const cb_workload_opts *o, uint64_t *r
         } else if (!strcmp(name, "prefill-heavy")) {
             a = cb_rng_range(rng, 400, 800);
             b = cb_rng_range(rng, 4, 16);
+        } else if (!strcmp(name, "shared-prefix")) {
+            a = (o->prefix_len > 0 ? o->prefix_len : 1000) + (o->distinct_len > 0 ? o->distinct_len : 100);
+            b = o->output_len > 0 ? o->output_len : 50;
         } else { /* vLLM random: uniform in [len * (1 - r), len * (1 + r)] */
             double r = o->random_range_ratio;
             int32_t il = o->random_input_len > 0 ? o->random_input_len : 256;
@@ -78,6 +85,25 @@ static int plan_lengths(const char *name, const cb_workload_opts *o, uint64_t *r
     }
     *n = count;
     return 0;
+}
+
+/* Request i of a shared-prefix workload: the prefix of its group (made once, by the group's
+ * first request, and copied), then distinct tokens of its own: a fresh prompt's tokens after the
+ * first, so the distinct part carries no second BOS. */
+static int shared_prompt(const cb_workload_opts *o, int i, cb_prompt_fn fn, void *ctx, uint64_t *rng,
+                         const cb_workload *w, cb_work_item *it) {
+    int32_t p = o->prefix_len > 0 ? o->prefix_len : 1000, d = it->n_in - p;
+    int s = o->sharing_degree > 0 ? o->sharing_degree : 4;
+    if (i % s == 0) {
+        if (fn(ctx, rng, p, it->tokens) != 0) return -1;
+    } else {
+        memcpy(it->tokens, w->items[i - i % s].tokens, sizeof(int32_t) * (size_t)p);
+    }
+    int32_t *tmp = malloc(sizeof(int32_t) * (size_t)(d + 1));
+    int rc = tmp ? fn(ctx, rng, d + 1, tmp) : -1;
+    if (rc == 0) memcpy(it->tokens + p, tmp + 1, sizeof(int32_t) * (size_t)d);
+    free(tmp);
+    return rc;
 }
 
 int cb_workload_make(const char *name, const cb_workload_opts *o, cb_prompt_fn fn, void *ctx, cb_workload *w, char *err,
@@ -102,12 +128,14 @@ int cb_workload_make(const char *name, const cb_workload_opts *o, cb_prompt_fn f
         return -1;
     }
     w->n = n;
+    bool shared = !strcmp(name, "shared-prefix");
     for (int i = 0; i < n; i++) {
         cb_work_item *it = &w->items[i];
         it->n_in = in[i];
         it->n_out = out[i];
         it->tokens = malloc(sizeof(int32_t) * (size_t)in[i]);
-        if (!it->tokens || fn(ctx, &rng, in[i], it->tokens) != 0) {
+        if (!it->tokens ||
+            (shared ? shared_prompt(o, i, fn, ctx, &rng, w, it) : fn(ctx, &rng, in[i], it->tokens)) != 0) {
             cb_set_err(err, errlen, "cannot make a prompt of %d tokens", in[i]);
             free(in);
             free(out);
@@ -117,6 +145,14 @@ int cb_workload_make(const char *name, const cb_workload_opts *o, cb_prompt_fn f
     }
     free(in);
     free(out);
+    if (shared) { /* arrival order must not reveal the groups: Fisher-Yates shuffle */
+        for (int i = n - 1; i > 0; i--) {
+            int j = cb_rng_range(&rng, 0, i);
+            cb_work_item t = w->items[i];
+            w->items[i] = w->items[j];
+            w->items[j] = t;
+        }
+    }
     return 0;
 }
 

@@ -5,6 +5,7 @@
 #ifndef CB_WORKLOAD_H
 #define CB_WORKLOAD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,16 +27,29 @@ typedef struct {
     uint64_t seed;
     int32_t random_input_len, random_output_len; /* `random` */
     double random_range_ratio;
+    int32_t prefix_len, distinct_len, output_len, sharing_degree; /* `shared-prefix`; 0 = defaults */
 } cb_workload_opts;
 
 /* Fills out[0, n) with exactly n prompt tokens drawn with *rng. Returns 0 or -1. */
 typedef int (*cb_prompt_fn)(void *ctx, uint64_t *rng, int32_t n, int32_t *out);
 
-/* Names: long, long16, mixed, mixed-small, decode-heavy, prefill-heavy, random. Returns 0, or -1
- * with a message (unknown name, a prompt that could not be made). */
+/* Names: long, long16, mixed, mixed-small, decode-heavy, prefill-heavy, random, shared-prefix.
+ * shared-prefix (BatchLLM-style): groups of sharing_degree requests share a prefix of prefix_len
+ * tokens, each adds distinct_len tokens of its own and asks for output_len; requests are
+ * shuffled. Returns 0, or -1 with a message (unknown name, a prompt that could not be made). */
 int cb_workload_make(const char *name, const cb_workload_opts *opts, cb_prompt_fn fn, void *ctx, cb_workload *out,
                      char *err, size_t errlen);
 void cb_workload_free(cb_workload *w);
+
+/* Text to tokens (with BOS as the model wants): returns a malloc'd array and its length, or NULL. */
+typedef int32_t *(*cb_tokenize_fn)(void *ctx, const char *text, int32_t *n);
+
+/* Loads a workload from JSONL: one request per line, {"prompt": "text"} or
+ * {"prompt_tokens": [ids]}, with optional "max_tokens" (default 128), "arrival_s" and "priority".
+ * Blank lines are skipped. *has_arrivals tells whether any line gave an arrival time. Returns 0,
+ * or -1 with a message naming the line. */
+int cb_workload_load_jsonl(const char *path, cb_tokenize_fn fn, void *ctx, cb_workload *out, bool *has_arrivals,
+                           char *err, size_t errlen);
 const char *cb_workload_names(void);
 
 /* Sets arrival times: rate <= 0 means all at once; otherwise gamma(burstiness) inter-arrivals

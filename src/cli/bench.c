@@ -16,6 +16,10 @@ static void usage(void) {
            "  --num-prompts N               requests (default: the workload's own count)\n"
            "  --seed N                      workload seed (default 0)\n"
            "  --random-input-len N  --random-output-len N  --random-range-ratio R   (random)\n"
+           "  --prefix-len N  --distinct-len N  --output-len N  --sharing-degree S   (shared-prefix;\n"
+           "                                defaults 1000, 100, 50, 4)\n"
+           "  --workload-file FILE          JSONL: {\"prompt\": text | \"prompt_tokens\": [ids], \"max_tokens\",\n"
+           "                                \"arrival_s\", \"priority\"} per line\n"
            "arrivals:\n"
            "  --request-rate R              requests/s, open loop (default: all at once)\n"
            "  --burstiness B                gamma shape of inter-arrival times (default 1 = Poisson)\n"
@@ -28,6 +32,7 @@ static void usage(void) {
            "output:\n"
            "  --trace FILE                  one line per engine step (tab-separated)\n"
            "  --json FILE                   every figure, the configurations, model and machine\n"
+           "  --plot DIR                    SVG charts: throughput, TTFT and ITL CDFs, tokens per step\n"
            "  --no-ceiling                  skip measuring llama_decode alone (no scheduling efficiency)\n",
            cb_workload_names());
     cb_args_engine_help();
@@ -108,6 +113,33 @@ static void print_ceiling(const struct cobatch_ceiling *c) {
            "min(max_num_seqs, requests)) / wall time; all-at-once arrivals only\n");
 }
 
+static int32_t *tokenize_text(void *vctx, const char *text, int32_t *n) {
+    prompt_ctx *c = vctx;
+    int32_t cap = (int32_t)strlen(text) + 16;
+    int32_t *t = malloc(sizeof(int32_t) * (size_t)cap);
+    int32_t k = t ? cobatch_tokenize(c->e, text, t, cap) : -1;
+    if (k < 1 || k > cap) {
+        free(t);
+        return NULL;
+    }
+    *n = k;
+    return t;
+}
+
+/* Stable insertion sort: equal arrival times keep the file's order. O(n^2) worst case, fine for
+ * workload files of thousands of lines that are nearly sorted already. */
+static void sort_by_arrival(cb_workload *w) {
+    for (int i = 1; i < w->n; i++) {
+        cb_work_item it = w->items[i];
+        int j = i;
+        while (j > 0 && w->items[j - 1].arrival_s > it.arrival_s) {
+            w->items[j] = w->items[j - 1];
+            j--;
+        }
+        w->items[j] = it;
+    }
+}
+
 static int cmp_wall(const void *a, const void *b) {
     double x = ((const cb_bench_result *)a)->wall_s, y = ((const cb_bench_result *)b)->wall_s;
     return (x > y) - (x < y);
@@ -116,7 +148,7 @@ static int cmp_wall(const void *a, const void *b) {
 int cmd_bench(int argc, char **argv) {
     struct cobatch_engine_params ep = cobatch_engine_default_params();
     cb_workload_opts wo = {.random_range_ratio = 0.0};
-    const char *workload = "mixed", *trace_path = NULL, *json_path = NULL;
+    const char *workload = "mixed", *trace_path = NULL, *json_path = NULL, *plot_dir = NULL, *wfile = NULL;
     bool ceiling_on = true;
     char modes_s[128] = "sequential,static,continuous", chunks_s[128] = "256", layouts_s[64] = "unified";
     double rate = 0, burstiness = 1;
@@ -144,6 +176,18 @@ int cmd_bench(int argc, char **argv) {
             trace_path = argv[++i];
         } else if (!strcmp(a, "--json") && has) {
             json_path = argv[++i];
+        } else if (!strcmp(a, "--plot") && has) {
+            plot_dir = argv[++i];
+        } else if (!strcmp(a, "--workload-file") && has) {
+            wfile = argv[++i];
+        } else if (!strcmp(a, "--prefix-len") && has && cb_parse_int(argv[i + 1], 1, 1 << 20, &x)) {
+            wo.prefix_len = (int32_t)x, i++;
+        } else if (!strcmp(a, "--distinct-len") && has && cb_parse_int(argv[i + 1], 1, 1 << 20, &x)) {
+            wo.distinct_len = (int32_t)x, i++;
+        } else if (!strcmp(a, "--output-len") && has && cb_parse_int(argv[i + 1], 1, 1 << 20, &x)) {
+            wo.output_len = (int32_t)x, i++;
+        } else if (!strcmp(a, "--sharing-degree") && has && cb_parse_int(argv[i + 1], 1, 1 << 20, &x)) {
+            wo.sharing_degree = (int32_t)x, i++;
         } else if (!strcmp(a, "--no-ceiling")) {
             ceiling_on = false;
         } else if (!strcmp(a, "--num-prompts") && has && cb_parse_int(argv[i + 1], 1, 1000000, &x)) {
@@ -228,13 +272,16 @@ int cmd_bench(int argc, char **argv) {
     char model_name[128];
     snprintf(model_name, sizeof(model_name), "%s", cobatch_model_name(pc.e));
     cb_workload w;
-    int rc = cb_workload_make(workload, &wo, make_prompt, &pc, &w, err, sizeof(err));
+    bool file_arrivals = false;
+    int rc = wfile ? cb_workload_load_jsonl(wfile, tokenize_text, &pc, &w, &file_arrivals, err, sizeof(err))
+                   : cb_workload_make(workload, &wo, make_prompt, &pc, &w, err, sizeof(err));
     cobatch_engine_free(pc.e);
     if (rc != 0) {
         fprintf(stderr, "cobatch bench: %s\n", err);
         return 2;
     }
-    cb_workload_set_arrivals(&w, rate, burstiness, wo.seed);
+    if (!file_arrivals || rate > 0) cb_workload_set_arrivals(&w, rate, burstiness, wo.seed);
+    if (file_arrivals && rate <= 0) sort_by_arrival(&w); /* the client submits in this order */
     cb_bench_info info = {.workload = w.name,
                           .model_name = model_name,
                           .model_path = ep.model_path,
@@ -301,6 +348,10 @@ int cmd_bench(int argc, char **argv) {
                ep.max_num_seqs, ep.max_num_batched_tokens, ep.n_ctx);
         cb_bench_print_table(stdout, cfgs, res, n, base);
         if (ceiling_on) print_ceiling(&ceil);
+        if (plot_dir && cb_bench_write_plots(plot_dir, cfgs, res, n) != 0) {
+            fprintf(stderr, "cobatch bench: cannot write the charts into %s (does it exist?)\n", plot_dir);
+            rc = -1;
+        }
         if (json_path && cb_bench_write_json(json_path, &info, cfgs, res, n, &ceil) != 0) {
             fprintf(stderr, "cobatch bench: cannot write %s\n", json_path);
             rc = -1;

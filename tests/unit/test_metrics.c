@@ -5,8 +5,10 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../src/bench/metrics.h"
 #include "../../src/bench/workload.h"
@@ -76,17 +78,20 @@ static int fake_prompt(void *ctx, uint64_t *rng, int32_t n, int32_t *out) {
 
 static void workloads_hit_their_lengths(void **state) {
     (void)state;
-    const char *names[] = {"long", "long16", "mixed", "mixed-small", "decode-heavy", "prefill-heavy", "random"};
+    const char *names[] = {"long",         "long16",        "mixed",  "mixed-small",
+                           "decode-heavy", "prefill-heavy", "random", "shared-prefix"};
     for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
         cb_workload_opts o = {.seed = 3, .random_input_len = 100, .random_output_len = 20, .random_range_ratio = 0.5};
         int calls = 0;
         cb_workload w;
         char err[128];
         assert_int_equal(cb_workload_make(names[k], &o, fake_prompt, &calls, &w, err, sizeof(err)), 0);
-        assert_int_equal(calls, w.n);
+        /* one prompt each; shared-prefix makes one per group prefix and one per distinct part */
+        assert_int_equal(calls, strcmp(names[k], "shared-prefix") ? w.n : w.n + w.n / 4);
         for (int i = 0; i < w.n; i++) {
             assert_true(w.items[i].n_in >= 1 && w.items[i].n_out >= 1);
-            assert_int_equal(w.items[i].tokens[w.items[i].n_in - 1] - w.items[i].tokens[0], w.items[i].n_in - 1);
+            if (strcmp(names[k], "shared-prefix")) /* fake prompts count up from a random base */
+                assert_int_equal(w.items[i].tokens[w.items[i].n_in - 1] - w.items[i].tokens[0], w.items[i].n_in - 1);
         }
         if (!strcmp(names[k], "long")) {
             assert_int_equal(w.n, 186);
@@ -127,6 +132,82 @@ static void workloads_hit_their_lengths(void **state) {
     assert_non_null(strstr(err, "unknown workload"));
 }
 
+/* BatchLLM-style groups: S requests share P tokens exactly, then D tokens of their own. */
+static void shared_prefix_groups(void **state) {
+    (void)state;
+    int calls = 0;
+    cb_workload w;
+    char err[128];
+    cb_workload_opts o = {.num_prompts = 24, .prefix_len = 40, .distinct_len = 7, .output_len = 5, .sharing_degree = 4};
+    assert_int_equal(cb_workload_make("shared-prefix", &o, fake_prompt, &calls, &w, err, sizeof(err)), 0);
+    assert_int_equal(w.n, 24);
+    int groups = 0, in_order = 0;
+    for (int i = 0; i < w.n; i++) {
+        assert_int_equal(w.items[i].n_in, 47);
+        assert_int_equal(w.items[i].n_out, 5);
+        int same = 0;
+        for (int j = 0; j < w.n; j++)
+            same += !memcmp(w.items[i].tokens, w.items[j].tokens, sizeof(int32_t) * 40);
+        assert_int_equal(same, 4);    /* itself and three others */
+        for (int j = 0; j < w.n; j++) /* no two requests are the same prompt */
+            if (j != i) assert_true(memcmp(w.items[i].tokens, w.items[j].tokens, sizeof(int32_t) * 47) != 0);
+        if (i % 4 == 0) groups++;
+        if (i > 0) in_order += !memcmp(w.items[i].tokens, w.items[i - 1].tokens, sizeof(int32_t) * 40);
+    }
+    assert_int_equal(groups, 6);
+    assert_true(in_order < 12); /* shuffled: neighbours rarely share a group */
+    cb_workload_free(&w);
+}
+
+static int32_t *fake_tokenize(void *ctx, const char *text, int32_t *n) {
+    (void)ctx;
+    *n = (int32_t)strlen(text);
+    int32_t *t = malloc(sizeof(int32_t) * (size_t)*n);
+    for (int32_t i = 0; i < *n; i++)
+        t[i] = (unsigned char)text[i];
+    return t;
+}
+
+static void jsonl_workloads(void **state) {
+    (void)state;
+    char path[] = "/tmp/cobatch-wl-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs("{\"prompt\": \"abc\", \"max_tokens\": 5, \"arrival_s\": 1.5}\n\n"
+          "{\"prompt_tokens\": [7, 8, 9, 10], \"priority\": 2}\n",
+          f);
+    fclose(f);
+    cb_workload w;
+    bool arrivals;
+    char err[256];
+    assert_int_equal(cb_workload_load_jsonl(path, fake_tokenize, NULL, &w, &arrivals, err, sizeof(err)), 0);
+    assert_true(arrivals);
+    assert_int_equal(w.n, 2);
+    assert_int_equal(w.items[0].n_in, 3);
+    assert_int_equal(w.items[0].tokens[1], 'b');
+    assert_int_equal(w.items[0].n_out, 5);
+    assert_float_equal(w.items[0].arrival_s, 1.5, 1e-12);
+    assert_int_equal(w.items[1].n_in, 4);
+    assert_int_equal(w.items[1].n_out, 128);
+    assert_int_equal(w.items[1].priority, 2);
+    cb_workload_free(&w);
+    const char *bad[] = {"{\"prompt\": \"\"}\n",
+                         "{\"max_tokens\": 3}\n",
+                         "[1, 2]\n",
+                         "{\"prompt\": \"a\", \"max_tokens\": 0}\n",
+                         "{\"prompt_tokens\": [\"x\"]}\n",
+                         "{\"prompt\": \"a\"}\n{oops\n"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        f = fopen(path, "w");
+        fputs(bad[i], f);
+        fclose(f);
+        assert_int_equal(cb_workload_load_jsonl(path, fake_tokenize, NULL, &w, &arrivals, err, sizeof(err)), -1);
+        assert_non_null(strstr(err, i == 5 ? ":2:" : ":1:")); /* the message names the line */
+    }
+    unlink(path);
+}
+
 static void poisson_arrivals_have_the_asked_rate(void **state) {
     (void)state;
     int calls = 0;
@@ -160,6 +241,8 @@ int main(void) {
         cmocka_unit_test(percentiles_interpolate_like_numpy),
         cmocka_unit_test(vllm_definitions_on_a_known_timeline),
         cmocka_unit_test(workloads_hit_their_lengths),
+        cmocka_unit_test(shared_prefix_groups),
+        cmocka_unit_test(jsonl_workloads),
         cmocka_unit_test(poisson_arrivals_have_the_asked_rate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
