@@ -1,0 +1,120 @@
+#include "metrics.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const double TTFT_B[] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80};
+static const double ITL_B[] = {0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 1, 2.5, 5};
+static const double E2E_B[] = {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320};
+static const double QUEUE_B[] = {0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80};
+
+#define NB(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+void srv_metrics_init(srv_metrics *m) {
+    memset(m, 0, sizeof(*m));
+    m->ttft = (srv_hist){.bounds = TTFT_B, .n = NB(TTFT_B)};
+    m->itl = (srv_hist){.bounds = ITL_B, .n = NB(ITL_B)};
+    m->e2e = (srv_hist){.bounds = E2E_B, .n = NB(E2E_B)};
+    m->queue = (srv_hist){.bounds = QUEUE_B, .n = NB(QUEUE_B)};
+}
+
+void srv_hist_observe(srv_hist *h, double v) {
+    int i = 0;
+    while (i < h->n && v > h->bounds[i])
+        i++;
+    h->counts[i]++;
+    h->sum += v;
+    h->count++;
+}
+
+typedef struct {
+    char *s;
+    size_t len, cap;
+    int failed;
+} sbuf;
+
+static void put(sbuf *b, const char *fmt, ...) {
+    if (b->failed) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->failed = 1;
+            return;
+        }
+        if ((size_t)n < b->cap - b->len) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = b->cap * 2 + (size_t)n;
+        char *s = realloc(b->s, cap);
+        if (!s) {
+            b->failed = 1;
+            return;
+        }
+        b->s = s;
+        b->cap = cap;
+    }
+}
+
+static void gauge(sbuf *b, const char *name, const char *help, const char *model, double v) {
+    put(b, "# HELP %s %s\n# TYPE %s gauge\n%s{model_name=\"%s\"} %.17g\n", name, help, name, name, model, v);
+}
+
+static void counter(sbuf *b, const char *name, const char *help, const char *model, double v) {
+    put(b, "# HELP %s %s\n# TYPE %s counter\n%s{model_name=\"%s\"} %.17g\n", name, help, name, name, model, v);
+}
+
+static void hist(sbuf *b, const char *name, const char *help, const char *model, const srv_hist *h) {
+    put(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    uint64_t cum = 0;
+    for (int i = 0; i < h->n; i++) {
+        cum += h->counts[i];
+        put(b, "%s_bucket{model_name=\"%s\",le=\"%g\"} %llu\n", name, model, h->bounds[i], (unsigned long long)cum);
+    }
+    cum += h->counts[h->n];
+    put(b, "%s_bucket{model_name=\"%s\",le=\"+Inf\"} %llu\n", name, model, (unsigned long long)cum);
+    put(b, "%s_sum{model_name=\"%s\"} %.17g\n%s_count{model_name=\"%s\"} %llu\n", name, model, h->sum, name, model,
+        (unsigned long long)h->count);
+}
+
+char *srv_metrics_render(const srv_metrics *m, const struct cobatch_stats *st, const char *model) {
+    sbuf b = {malloc(8192), 0, 8192, 0};
+    if (!b.s) return NULL;
+    b.s[0] = '\0';
+    gauge(&b, "cobatch:num_requests_running", "Requests in the running batch.", model, st->running);
+    gauge(&b, "cobatch:num_requests_waiting", "Requests waiting to be scheduled.", model, st->waiting);
+    gauge(&b, "cobatch:kv_cache_used_cells", "KV cells in use.", model, st->kv_used);
+    gauge(&b, "cobatch:kv_cache_total_cells", "KV cells in the cache.", model, st->kv_total);
+    gauge(&b, "cobatch:kv_cache_usage_perc", "Fraction of KV cells in use.", model,
+          st->kv_total ? (double)st->kv_used / st->kv_total : 0);
+    counter(&b, "cobatch:num_preemptions_total", "Preemptions (recompute) so far.", model, (double)st->preemptions);
+    counter(&b, "cobatch:engine_steps_total", "Engine steps (forward passes) so far.", model, (double)st->steps);
+    counter(&b, "cobatch:prompt_tokens_total", "Prompt tokens of finished requests.", model, (double)m->prompt_tokens);
+    counter(&b, "cobatch:generation_tokens_total", "Generated tokens.", model, (double)m->generation_tokens);
+    put(&b, "# HELP cobatch:request_success_total Finished requests by reason.\n"
+            "# TYPE cobatch:request_success_total counter\n");
+    const char *names[] = {"stop", "length", "abort", "error"};
+    uint64_t vals[] = {m->finished_stop, m->finished_length, m->finished_cancelled, m->finished_error};
+    for (int i = 0; i < 4; i++)
+        put(&b, "cobatch:request_success_total{model_name=\"%s\",finished_reason=\"%s\"} %llu\n", model, names[i],
+            (unsigned long long)vals[i]);
+    counter(&b, "cobatch:http_requests_total", "HTTP requests received.", model, (double)m->http_requests);
+    counter(&b, "cobatch:http_client_errors_total", "HTTP 4xx answers.", model, (double)m->http_errors_4xx);
+    counter(&b, "cobatch:http_server_errors_total", "HTTP 5xx answers.", model, (double)m->http_errors_5xx);
+    counter(&b, "cobatch:rejected_queue_full_total", "Requests refused because the queue was full.", model,
+            (double)m->rejected_queue_full);
+    hist(&b, "cobatch:time_to_first_token_seconds", "Time to first token.", model, &m->ttft);
+    hist(&b, "cobatch:inter_token_latency_seconds", "Time between consecutive tokens.", model, &m->itl);
+    hist(&b, "cobatch:e2e_request_latency_seconds", "Submit to finish.", model, &m->e2e);
+    hist(&b, "cobatch:request_queue_time_seconds", "Submit to first scheduled step.", model, &m->queue);
+    if (b.failed) {
+        free(b.s);
+        return NULL;
+    }
+    return b.s;
+}

@@ -1,0 +1,341 @@
+#include "openai.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- errors -------------------- */
+
+static int bad(oai_error *e, const char *param, const char *fmt, ...) {
+    e->status = 400;
+    e->type = "invalid_request_error";
+    snprintf(e->param, sizeof(e->param), "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof(e->message), fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+char *oai_error_json(const oai_error *e) {
+    cJSON *root = cJSON_CreateObject(), *err = cJSON_AddObjectToObject(root, "error");
+    cJSON_AddStringToObject(err, "message", e->message);
+    cJSON_AddStringToObject(err, "type", e->type ? e->type : "invalid_request_error");
+    if (e->param[0])
+        cJSON_AddStringToObject(err, "param", e->param);
+    else
+        cJSON_AddNullToObject(err, "param");
+    cJSON_AddNullToObject(err, "code");
+    char *s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return s;
+}
+
+/* ---------------------------------------------------------------- parsing ------------------- */
+
+static char *keep(oai_request *r, const char *s) {
+    char **v = realloc(r->strings, sizeof(char *) * (r->n_strings + 1));
+    if (!v) return NULL;
+    r->strings = v;
+    char *c = strdup(s);
+    if (c) r->strings[r->n_strings++] = c;
+    return c;
+}
+
+/* A number field in [lo, hi] (integer when want_int); absent or null leaves *out alone. */
+static int num(cJSON *root, const char *key, double lo, double hi, bool want_int, double *out, oai_error *e) {
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        return bad(e, key, "'%s' must be a %s", key, want_int ? "integer" : "number");
+    if (want_int && v->valuedouble != floor(v->valuedouble)) return bad(e, key, "'%s' must be an integer", key);
+    if (v->valuedouble < lo || v->valuedouble > hi) return bad(e, key, "'%s' must be between %g and %g", key, lo, hi);
+    *out = v->valuedouble;
+    return 0;
+}
+
+static int boolean(cJSON *root, const char *key, bool *out, oai_error *e) {
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsBool(v)) return bad(e, key, "'%s' must be a boolean", key);
+    *out = cJSON_IsTrue(v);
+    return 0;
+}
+
+static int parse_prompt(cJSON *root, oai_request *r, oai_error *e) {
+    cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
+    if (!p) return bad(e, "prompt", "'prompt' is required");
+    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(cJSON_GetArrayItem(p, 0)))
+        p = cJSON_GetArrayItem(p, 0); /* a list of one string: the same request */
+    if (cJSON_IsString(p)) {
+        if (!p->valuestring[0]) return bad(e, "prompt", "the prompt is empty");
+        r->prompt = strdup(p->valuestring);
+        r->params.prompt = r->prompt;
+        return r->prompt ? 0 : bad(e, "prompt", "out of memory");
+    }
+    if (!cJSON_IsArray(p)) return bad(e, "prompt", "'prompt' must be a string or an array of token ids");
+    int n = cJSON_GetArraySize(p);
+    if (n == 0) return bad(e, "prompt", "the prompt is empty");
+    r->prompt_tokens = malloc(sizeof(int32_t) * (size_t)n);
+    if (!r->prompt_tokens) return bad(e, "prompt", "out of memory");
+    for (int i = 0; i < n; i++) {
+        cJSON *t = cJSON_GetArrayItem(p, i);
+        if (!cJSON_IsNumber(t) || t->valuedouble != floor(t->valuedouble) || t->valuedouble < 0 ||
+            t->valuedouble > INT32_MAX)
+            return bad(e, "prompt", "'prompt' must be a string or an array of token ids (one prompt per request)");
+        r->prompt_tokens[i] = (int32_t)t->valuedouble;
+    }
+    r->params.prompt_tokens = r->prompt_tokens;
+    r->params.n_prompt_tokens = n;
+    return 0;
+}
+
+/* content: a string, or an array of {"type": "text", "text": ...} parts (joined). */
+static const char *message_content(cJSON *c, oai_request *r) {
+    if (cJSON_IsString(c)) return keep(r, c->valuestring);
+    if (!cJSON_IsArray(c)) return NULL;
+    size_t len = 0;
+    cJSON *part;
+    cJSON_ArrayForEach(part, c) {
+        cJSON *t = cJSON_GetObjectItemCaseSensitive(part, "text");
+        if (!cJSON_IsString(t)) return NULL;
+        len += strlen(t->valuestring);
+    }
+    char *s = calloc(1, len + 1);
+    if (!s) return NULL;
+    size_t at = 0;
+    cJSON_ArrayForEach(part, c) {
+        const char *t = cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
+        size_t k = strlen(t);
+        memcpy(s + at, t, k);
+        at += k;
+    }
+    const char *k = keep(r, s);
+    free(s);
+    return k;
+}
+
+static int parse_messages(cJSON *root, oai_request *r, oai_error *e) {
+    cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "messages");
+    if (!m) return bad(e, "messages", "'messages' is required");
+    if (!cJSON_IsArray(m)) return bad(e, "messages", "'messages' must be an array");
+    int n = cJSON_GetArraySize(m);
+    if (n == 0) return bad(e, "messages", "'messages' is empty");
+    r->messages = calloc((size_t)n, sizeof(*r->messages));
+    if (!r->messages) return bad(e, "messages", "out of memory");
+    bool any = false;
+    for (int i = 0; i < n; i++) {
+        cJSON *msg = cJSON_GetArrayItem(m, i);
+        cJSON *role = cJSON_GetObjectItemCaseSensitive(msg, "role");
+        cJSON *content = cJSON_GetObjectItemCaseSensitive(msg, "content");
+        if (!cJSON_IsObject(msg) || !cJSON_IsString(role))
+            return bad(e, "messages", "messages[%d] needs a string 'role'", i);
+        const char *text = content && !cJSON_IsNull(content) ? message_content(content, r) : keep(r, "");
+        if (!text) return bad(e, "messages", "messages[%d].content must be a string or an array of text parts", i);
+        r->messages[i].role = keep(r, role->valuestring);
+        r->messages[i].content = text;
+        any |= text[0] != '\0';
+    }
+    if (!any) return bad(e, "messages", "the prompt is empty");
+    r->params.messages = r->messages;
+    r->params.n_messages = (size_t)n;
+    return 0;
+}
+
+static int parse_stop(cJSON *root, oai_request *r, oai_error *e) {
+    cJSON *s = cJSON_GetObjectItemCaseSensitive(root, "stop");
+    if (!s || cJSON_IsNull(s)) return 0;
+    if (cJSON_IsString(s)) {
+        r->stops[r->params.n_stop++] = keep(r, s->valuestring);
+    } else if (cJSON_IsArray(s)) {
+        if (cJSON_GetArraySize(s) > OAI_MAX_STOP) return bad(e, "stop", "at most %d stop strings", OAI_MAX_STOP);
+        cJSON *x;
+        cJSON_ArrayForEach(x, s) {
+            if (!cJSON_IsString(x)) return bad(e, "stop", "'stop' must be a string or an array of strings");
+            r->stops[r->params.n_stop++] = keep(r, x->valuestring);
+        }
+    } else {
+        return bad(e, "stop", "'stop' must be a string or an array of strings");
+    }
+    r->params.stop = r->stops;
+    return 0;
+}
+
+static int parse_sampling(cJSON *root, oai_request *r, oai_error *e) {
+    struct cobatch_sampling *s = &r->params.sampling;
+#define FIELD(key, lo, hi, isint, dst, type)                                                                           \
+    do {                                                                                                               \
+        double x_ = (double)(dst);                                                                                     \
+        if (num(root, key, lo, hi, isint, &x_, e)) return -1;                                                          \
+        dst = (type)x_;                                                                                                \
+    } while (0)
+    FIELD("temperature", 0, 2, false, s->temperature, float);
+    FIELD("top_p", 0, 1, false, s->top_p, float);
+    FIELD("top_k", -1, 1 << 20, true, s->top_k, int32_t);
+    FIELD("min_p", 0, 1, false, s->min_p, float);
+    FIELD("presence_penalty", -2, 2, false, s->presence_penalty, float);
+    FIELD("frequency_penalty", -2, 2, false, s->frequency_penalty, float);
+    FIELD("repetition_penalty", 0.01, 10, false, s->repetition_penalty, float);
+    double seed = -1;
+    if (num(root, "seed", -9.2e18, 9.2e18, true, &seed, e)) return -1;
+    if (seed >= 0 || seed < -1) s->seed = (uint32_t)(int64_t)seed;
+    if (s->top_k < 0) s->top_k = 0; /* -1 means off, as in vLLM */
+    if (s->top_p <= 0) return bad(e, "top_p", "'top_p' must be greater than 0");
+    double mt = -1, mct = -1;
+    FIELD("max_tokens", 1, 1 << 24, true, mt, double);
+    FIELD("max_completion_tokens", 1, 1 << 24, true, mct, double);
+    if (mct >= 1)
+        r->params.max_tokens = (int32_t)mct;
+    else if (mt >= 1)
+        r->params.max_tokens = (int32_t)mt;
+    double prio = 0;
+    FIELD("priority", -1000000, 1000000, true, prio, double);
+    r->params.priority = (int32_t)prio;
+    double n = 1;
+    FIELD("n", 1, 1, true, n, double); /* one choice per request */
+#undef FIELD
+    return 0;
+}
+
+int oai_parse(oai_kind kind, const char *body, size_t len, oai_request *r, oai_error *e) {
+    memset(r, 0, sizeof(*r));
+    memset(e, 0, sizeof(*e));
+    r->kind = kind;
+    r->params = cobatch_request_default_params();
+    /* OpenAI's defaults: 16 tokens for legacy completions, the rest of the context for chat */
+    r->params.max_tokens = kind == OAI_COMPLETION ? 16 : INT32_MAX / 2;
+    cJSON *root = cJSON_ParseWithLength(body, len);
+    if (!root) return bad(e, NULL, "the body is not valid JSON");
+    int rc = -1;
+    if (!cJSON_IsObject(root)) {
+        bad(e, NULL, "the body must be a JSON object");
+        goto out;
+    }
+    cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    if (model && !cJSON_IsNull(model)) {
+        if (!cJSON_IsString(model)) {
+            bad(e, "model", "'model' must be a string");
+            goto out;
+        }
+        r->model = strdup(model->valuestring);
+    }
+    cJSON *user = cJSON_GetObjectItemCaseSensitive(root, "user");
+    if (user && !cJSON_IsNull(user) && !cJSON_IsString(user)) {
+        bad(e, "user", "'user' must be a string");
+        goto out;
+    }
+    if ((kind == OAI_COMPLETION ? parse_prompt(root, r, e) : parse_messages(root, r, e)) != 0) goto out;
+    if (parse_sampling(root, r, e) != 0 || parse_stop(root, r, e) != 0) goto out;
+    if (boolean(root, "stream", &r->stream, e) || boolean(root, "ignore_eos", &r->params.ignore_eos, e)) goto out;
+    cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
+    if (so && !cJSON_IsNull(so)) {
+        if (!cJSON_IsObject(so)) {
+            bad(e, "stream_options", "'stream_options' must be an object");
+            goto out;
+        }
+        if (boolean(so, "include_usage", &r->include_usage, e)) goto out;
+    }
+    bool echo = false, logprobs = false;
+    if (boolean(root, "echo", &echo, e)) goto out;
+    if (echo) {
+        bad(e, "echo", "'echo' is not supported");
+        goto out;
+    }
+    cJSON *lp = cJSON_GetObjectItemCaseSensitive(root, "logprobs");
+    if (lp && (cJSON_IsTrue(lp) || (cJSON_IsNumber(lp) && lp->valuedouble > 0))) logprobs = true;
+    if (logprobs) {
+        bad(e, "logprobs", "'logprobs' is not supported");
+        goto out;
+    }
+    rc = 0;
+out:
+    cJSON_Delete(root);
+    return rc;
+}
+
+void oai_request_free(oai_request *r) {
+    for (size_t i = 0; i < r->n_strings; i++)
+        free(r->strings[i]);
+    free(r->strings);
+    free(r->prompt);
+    free(r->prompt_tokens);
+    free(r->messages);
+    free(r->model);
+    memset(r, 0, sizeof(*r));
+}
+
+/* ---------------------------------------------------------------- responses ----------------- */
+
+static cJSON *envelope(oai_kind kind, const char *id, long created, const char *model, bool chunk) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", id);
+    cJSON_AddStringToObject(
+        o, "object", kind == OAI_CHAT ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion");
+    cJSON_AddNumberToObject(o, "created", (double)created);
+    cJSON_AddStringToObject(o, "model", model);
+    return o;
+}
+
+static void add_usage(cJSON *o, int prompt_tokens, int completion_tokens) {
+    cJSON *u = cJSON_AddObjectToObject(o, "usage");
+    cJSON_AddNumberToObject(u, "prompt_tokens", prompt_tokens);
+    cJSON_AddNumberToObject(u, "completion_tokens", completion_tokens);
+    cJSON_AddNumberToObject(u, "total_tokens", prompt_tokens + completion_tokens);
+}
+
+static char *print(cJSON *o) {
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+char *oai_response_json(oai_kind kind, const char *id, long created, const char *model, const char *text,
+                        const char *finish, int prompt_tokens, int completion_tokens) {
+    cJSON *o = envelope(kind, id, created, model, false);
+    cJSON *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", 0);
+    if (kind == OAI_CHAT) {
+        cJSON *m = cJSON_AddObjectToObject(c, "message");
+        cJSON_AddStringToObject(m, "role", "assistant");
+        cJSON_AddStringToObject(m, "content", text);
+    } else {
+        cJSON_AddStringToObject(c, "text", text);
+    }
+    cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddStringToObject(c, "finish_reason", finish);
+    cJSON_AddItemToArray(choices, c);
+    add_usage(o, prompt_tokens, completion_tokens);
+    return print(o);
+}
+
+char *oai_chunk_json(oai_kind kind, const char *id, long created, const char *model, const char *text,
+                     const char *finish, bool role_first) {
+    cJSON *o = envelope(kind, id, created, model, true);
+    cJSON *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", 0);
+    if (kind == OAI_CHAT) {
+        cJSON *d = cJSON_AddObjectToObject(c, "delta");
+        if (role_first) cJSON_AddStringToObject(d, "role", "assistant");
+        if (role_first || (text && text[0]) || !finish) cJSON_AddStringToObject(d, "content", text ? text : "");
+    } else {
+        cJSON_AddStringToObject(c, "text", text ? text : "");
+    }
+    cJSON_AddNullToObject(c, "logprobs");
+    if (finish)
+        cJSON_AddStringToObject(c, "finish_reason", finish);
+    else
+        cJSON_AddNullToObject(c, "finish_reason");
+    cJSON_AddItemToArray(choices, c);
+    return print(o);
+}
+
+char *oai_usage_chunk_json(oai_kind kind, const char *id, long created, const char *model, int prompt_tokens,
+                           int completion_tokens) {
+    cJSON *o = envelope(kind, id, created, model, true);
+    cJSON_AddArrayToObject(o, "choices");
+    add_usage(o, prompt_tokens, completion_tokens);
+    return print(o);
+}

@@ -1,0 +1,55 @@
+/* openai.h — the OpenAI request and response shapes: parse and validate a JSON body into engine
+ * parameters, and format responses, stream chunks and error bodies. Pure: no sockets, no engine
+ * thread; used by the server thread. */
+#ifndef CB_OPENAI_H
+#define CB_OPENAI_H
+
+#include <cobatch.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define OAI_MAX_STOP 16
+
+typedef enum { OAI_COMPLETION, OAI_CHAT } oai_kind;
+
+/* A parsed request. Owns every string and array the engine params point to. */
+typedef struct {
+    oai_kind kind;
+    struct cobatch_request_params params;
+    bool stream, include_usage;
+    char *model; /* as the client named it, or NULL */
+    /* storage behind params */
+    char *prompt;
+    int32_t *prompt_tokens;
+    struct cobatch_chat_message *messages;
+    char **strings; /* (n_strings) every role/content/stop string, freed together */
+    size_t n_strings;
+    const char *stops[OAI_MAX_STOP];
+} oai_request;
+
+/* An error to return: HTTP status plus OpenAI's error fields. */
+typedef struct {
+    int status;
+    const char *type; /* invalid_request_error, authentication_error, ... */
+    char message[256];
+    char param[64]; /* the offending field, or "" */
+} oai_error;
+
+/* Parses body (len bytes) for kind. Returns 0 and fills r, or -1 and fills e (status 400). r is
+ * valid until oai_request_free either way. */
+int oai_parse(oai_kind kind, const char *body, size_t len, oai_request *r, oai_error *e);
+void oai_request_free(oai_request *r);
+
+/* All returned strings are malloc'd JSON; the caller frees them. NULL on allocation failure. */
+char *oai_error_json(const oai_error *e);
+/* id: "cmpl-..." or "chatcmpl-..."; finish: "stop" or "length". */
+char *oai_response_json(oai_kind kind, const char *id, long created, const char *model, const char *text,
+                        const char *finish, int prompt_tokens, int completion_tokens);
+/* A stream chunk. role_first: the chat chunk that opens the stream (role, empty content).
+ * finish: NULL while streaming. */
+char *oai_chunk_json(oai_kind kind, const char *id, long created, const char *model, const char *text,
+                     const char *finish, bool role_first);
+char *oai_usage_chunk_json(oai_kind kind, const char *id, long created, const char *model, int prompt_tokens,
+                           int completion_tokens);
+
+#endif
