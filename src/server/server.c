@@ -20,7 +20,8 @@ typedef struct srv srv;
 /* One accepted completion request, from submit to its FINISHED event. */
 typedef struct srv_req {
     srv *s;
-    struct evhttp_request *req; /* NULL once the client has gone */
+    struct evhttp_request *req; /* ours until the reply ends, even after the client has gone */
+    bool gone;                  /* the client closed the connection: write nothing more */
     cobatch_req_id id;
     oai_kind kind;
     bool stream, include_usage;
@@ -39,7 +40,7 @@ struct srv {
     struct event_base *base;
     struct evhttp *http;
     struct event *ev_engine, *ev_term, *ev_int, *ev_drain;
-    bool draining;
+    bool draining, stopping;
     int in_flight;
     srv_req *reqs; /* in flight, for the shutdown */
     uint64_t next_cid;
@@ -98,15 +99,18 @@ static void req_free(srv_req *r) {
     free(r);
 }
 
+/* libevent detaches an unfinished request from a connection that fails and leaves it to us: it
+ * is freed when we end it (evhttp_send_* on a request without a connection frees it). */
 static void on_client_close(struct evhttp_connection *conn, void *arg) {
     (void)conn;
     srv_req *r = arg;
-    r->req = NULL; /* libevent frees the request with the connection */
+    r->gone = true;
     cobatch_cancel(r->s->engine, r->id);
 }
 
 static void detach(srv_req *r) {
-    if (r->req) evhttp_connection_set_closecb(evhttp_request_get_connection(r->req), NULL, NULL);
+    struct evhttp_connection *c = evhttp_request_get_connection(r->req);
+    if (c) evhttp_connection_set_closecb(c, NULL, NULL);
 }
 
 static const char *finish_name(enum cobatch_finish_reason f) { return f == COBATCH_FINISH_LENGTH ? "length" : "stop"; }
@@ -129,7 +133,7 @@ static void on_token(srv *s, srv_req *r, const struct cobatch_event *ev) {
     s->m.generation_tokens++;
     if (r->t_last_token_us) srv_hist_observe(&s->m.itl, (double)(ev->t_us - r->t_last_token_us) / 1e6);
     r->t_last_token_us = ev->t_us;
-    if (!r->req || !ev->text_len) return;
+    if (r->gone || !ev->text_len) return;
     if (r->stream) {
         char *j = oai_chunk_json(r->kind, r->cid, r->created, s->model, ev->text, NULL, false);
         if (j) sse_send(r->req, j);
@@ -153,7 +157,12 @@ static void on_finished(srv *s, srv_req *r, const struct cobatch_event *ev) {
     if (t->t_first_token_us) srv_hist_observe(&s->m.ttft, (double)(t->t_first_token_us - t->t_submit_us) / 1e6);
     if (t->t_scheduled_us) srv_hist_observe(&s->m.queue, (double)(t->t_scheduled_us - t->t_submit_us) / 1e6);
     srv_hist_observe(&s->m.e2e, (double)(t->t_finish_us - t->t_submit_us) / 1e6);
-    if (r->req) {
+    if (r->gone) {
+        if (r->stream)
+            evhttp_send_reply_end(r->req); /* no connection: this frees the request */
+        else
+            evhttp_request_free(r->req);
+    } else {
         detach(r);
         bool ok = ev->reason == COBATCH_FINISH_STOP || ev->reason == COBATCH_FINISH_LENGTH;
         const char *why = ev->reason == COBATCH_FINISH_CANCELLED ? "the server is shutting down"
@@ -469,8 +478,13 @@ static void route(struct evhttp_request *req, void *arg) {
 
 /* ---------------------------------------------------------------- lifecycle ----------------- */
 
+/* Stops once drained, after a short grace so the last replies leave their socket buffers
+ * (evhttp_free drops unsent output). */
 static void maybe_stop(srv *s) {
-    if (s->draining && s->in_flight == 0) event_base_loopexit(s->base, NULL);
+    if (!s->draining || s->in_flight > 0 || s->stopping) return;
+    s->stopping = true;
+    struct timeval grace = {0, 300000};
+    event_base_loopexit(s->base, &grace);
 }
 
 static void on_drain_timeout(evutil_socket_t fd, short what, void *arg) {

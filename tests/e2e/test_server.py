@@ -1,0 +1,267 @@
+"""cobatch serve end to end, with real clients: curl, the OpenAI Python SDK, the OpenAI Node SDK.
+The model is the real default (SmolLM2-135M-Instruct Q4_1)."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+
+from conftest import Server
+
+PROMPT = "The capital of France is"
+CHAT = [{"role": "user", "content": "What is the capital of France?"}]
+
+
+def tokens_of(server, text):
+    return httpx.post(server.url + "/tokenize", json={"content": text}, timeout=30).json()["count"]
+
+
+def model_id(server):
+    return httpx.get(server.url + "/v1/models", timeout=30).json()["data"][0]["id"]
+
+
+def test_health_and_models(server):
+    assert httpx.get(server.url + "/health").json() == {"status": "ok"}
+    models = httpx.get(server.url + "/v1/models").json()
+    assert models["object"] == "list" and models["data"][0]["object"] == "model"
+    assert models["data"][0]["id"] == "SmolLM2-135M-Instruct.Q4_1"
+
+
+def test_curl_completion(server):
+    body = json.dumps({"model": "x", "prompt": PROMPT, "max_tokens": 5, "ignore_eos": True})
+    out = subprocess.run(["curl", "-sS", "-H", "Content-Type: application/json", "-d", body,
+                          server.url + "/v1/completions"], capture_output=True, text=True, timeout=60, check=True)
+    r = json.loads(out.stdout)
+    assert r["object"] == "text_completion" and r["id"].startswith("cmpl-")
+    assert r["choices"][0]["finish_reason"] == "length"
+    assert r["usage"] == {"prompt_tokens": tokens_of(server, PROMPT), "completion_tokens": 5, "total_tokens":
+                          tokens_of(server, PROMPT) + 5}
+    assert "Paris" in r["choices"][0]["text"]
+
+
+def test_curl_stream(server):
+    body = json.dumps({"prompt": PROMPT, "max_tokens": 6, "stream": True, "ignore_eos": True,
+                       "stream_options": {"include_usage": True}})
+    out = subprocess.run(["curl", "-sSN", "-d", body, server.url + "/v1/completions"], capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    events = [line[6:] for line in out.splitlines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert len({c["id"] for c in chunks}) == 1
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 6
+    assert chunks[-2]["choices"][0]["finish_reason"] == "length"
+    assert all(c["choices"][0]["finish_reason"] is None for c in chunks[:-2])
+
+
+def test_python_sdk(server):
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="none")
+    m = model_id(server)
+    r = client.completions.create(model=m, prompt=PROMPT, max_tokens=8, extra_body={"ignore_eos": True})
+    assert r.choices[0].finish_reason == "length" and r.usage.completion_tokens == 8
+    assert r.usage.prompt_tokens == tokens_of(server, PROMPT)
+    full = r.choices[0].text
+    text, finish, usage = "", None, None
+    for c in client.completions.create(model=m, prompt=PROMPT, max_tokens=8, stream=True,
+                                       stream_options={"include_usage": True}, extra_body={"ignore_eos": True}):
+        if c.usage:
+            usage = c.usage
+        for ch in c.choices:
+            text += ch.text
+            finish = ch.finish_reason or finish
+    assert text == full and finish == "length" and usage.completion_tokens == 8
+
+    r = client.chat.completions.create(model=m, messages=CHAT, max_tokens=40)
+    assert r.object == "chat.completion" and r.choices[0].message.role == "assistant"
+    assert "Paris" in r.choices[0].message.content and r.choices[0].finish_reason == "stop"
+    text, finish, roles = "", None, []
+    for c in client.chat.completions.create(model=m, messages=CHAT, max_tokens=40, stream=True):
+        for ch in c.choices:
+            if ch.delta.role:
+                roles.append(ch.delta.role)
+            text += ch.delta.content or ""
+            finish = ch.finish_reason or finish
+    assert roles == ["assistant"] and text == r.choices[0].message.content and finish == "stop"
+
+
+def test_node_sdk(server):
+    out = subprocess.run(["node", "node_client.mjs", server.url, model_id(server)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert r["completion"]["object"] == "text_completion" and r["completion"]["finish"] == "length"
+    assert r["completion"]["usage"]["completion_tokens"] == 12
+    assert r["completion_stream"]["text"] == r["completion"]["text"]
+    assert r["completion_stream"]["usage"]["completion_tokens"] == 12
+    assert r["chat"]["role"] == "assistant" and "Paris" in r["chat"]["text"] and r["chat"]["finish"] == "stop"
+    assert r["chat_stream"]["text"] == r["chat"]["text"] and r["chat_stream"]["finish"] == "stop"
+    assert r["chat_stream"]["usage"]["total_tokens"] == r["chat"]["usage"]["total_tokens"]
+
+
+def test_32_concurrent_streams(server):
+    results = [None] * 32
+
+    def run(i):
+        body = {"prompt": f"Request {i}: list the numbers after {i}:", "max_tokens": 12, "stream": True,
+                "ignore_eos": True, "stream_options": {"include_usage": True}}
+        with httpx.stream("POST", server.url + "/v1/completions", json=body, timeout=300) as resp:
+            events = [line[6:] for line in resp.iter_lines() if line.startswith("data: ")]
+        results[i] = (resp.status_code, events)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    ids = set()
+    for i, (status, events) in enumerate(results):
+        assert status == 200 and events[-1] == "[DONE]", i
+        chunks = [json.loads(e) for e in events[:-1]]
+        assert len({c["id"] for c in chunks}) == 1
+        ids.add(chunks[0]["id"])
+        assert chunks[-1]["usage"]["completion_tokens"] == 12
+        assert chunks[-1]["usage"]["prompt_tokens"] == tokens_of(server, f"Request {i}: list the numbers after {i}:")
+    assert len(ids) == 32  # every client got its own stream
+
+
+def wait_idle(server, timeout=20):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        m = server.metrics()
+        if m["cobatch:kv_cache_used_cells"] == 0 and m["cobatch:num_requests_running"] == 0:
+            return m
+        time.sleep(0.1)
+    return server.metrics()
+
+
+def test_disconnects_free_kv(server):
+    socks = []
+    for i in range(8):
+        s = socket.create_connection(("127.0.0.1", server.port))
+        body = json.dumps({"prompt": f"Tell a long story number {i}.", "max_tokens": 2000, "stream": True,
+                           "ignore_eos": True})
+        s.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+        socks.append(s)
+    for s in socks:  # wait until each stream is really flowing
+        got = b""
+        while got.count(b"data: ") < 2:
+            got += s.recv(4096)
+    assert server.metrics()["cobatch:kv_cache_used_cells"] > 0
+    for s in socks:
+        s.close()
+    m = wait_idle(server)
+    assert m["cobatch:kv_cache_used_cells"] == 0 and m["cobatch:num_requests_running"] == 0
+
+
+BAD = [
+    ("/v1/completions", "{not json", 400, "invalid_request_error", None),
+    ("/v1/completions", "[1, 2]", 400, "invalid_request_error", None),
+    ("/v1/completions", '{"prompt": 42}', 400, "invalid_request_error", "prompt"),
+    ("/v1/completions", '{"prompt": ""}', 400, "invalid_request_error", "prompt"),
+    ("/v1/completions", '{"max_tokens": 5}', 400, "invalid_request_error", "prompt"),
+    ("/v1/completions", '{"prompt": "hi", "max_tokens": 0}', 400, "invalid_request_error", "max_tokens"),
+    ("/v1/completions", '{"prompt": "hi", "max_tokens": "ten"}', 400, "invalid_request_error", "max_tokens"),
+    ("/v1/completions", '{"prompt": "hi", "temperature": "hot"}', 400, "invalid_request_error", "temperature"),
+    ("/v1/completions", '{"prompt": "hi", "top_p": 0}', 400, "invalid_request_error", "top_p"),
+    ("/v1/completions", '{"prompt": "hi", "stop": 3}', 400, "invalid_request_error", "stop"),
+    ("/v1/completions", '{"prompt": "hi", "stream": "yes"}', 400, "invalid_request_error", "stream"),
+    ("/v1/completions", '{"prompt": "hi", "n": 2}', 400, "invalid_request_error", "n"),
+    ("/v1/completions", '{"prompt": [1, -5]}', 400, "invalid_request_error", "prompt"),
+    ("/v1/completions", '{"prompt": [1, 99999999]}', 400, "invalid_request_error", "prompt"),
+    ("/v1/completions", json.dumps({"prompt": "word " * 5000}), 400, "invalid_request_error", "prompt"),
+    ("/v1/chat/completions", '{"messages": "hi"}', 400, "invalid_request_error", "messages"),
+    ("/v1/chat/completions", '{"messages": []}', 400, "invalid_request_error", "messages"),
+    ("/v1/chat/completions", '{"messages": [{"content": "hi"}]}', 400, "invalid_request_error", "messages"),
+    ("/v1/chat/completions", '{"messages": [{"role": "user", "content": ""}]}', 400, "invalid_request_error",
+     "messages"),
+    ("/v1/nope", "{}", 404, "invalid_request_error", None),
+]
+
+
+@pytest.mark.parametrize("path,body,status,etype,param", BAD)
+def test_bad_requests(server, path, body, status, etype, param):
+    r = httpx.post(server.url + path, content=body, timeout=30)
+    assert r.status_code == status, r.text
+    err = r.json()["error"]
+    assert err["type"] == etype and err["message"]
+    assert set(err) == {"message", "type", "param", "code"}
+    if param:
+        assert err["param"] == param
+
+
+def test_wrong_method_and_oversized_body(server):
+    r = httpx.get(server.url + "/v1/completions", timeout=30)
+    assert r.status_code == 405 and r.json()["error"]["type"] == "invalid_request_error"
+    r = httpx.post(server.url + "/v1/completions", content=b'{"prompt": "' + b"a" * (1536 * 1024) + b'"}',
+                   timeout=30)
+    assert r.status_code == 413 and "limit" in r.json()["error"]["message"]
+
+
+def test_api_key():
+    s = Server("--api-key", "sekret")
+    try:
+        r = httpx.post(s.url + "/v1/completions", json={"prompt": "hi", "max_tokens": 1})
+        assert r.status_code == 401 and r.json()["error"]["message"]
+        r = httpx.post(s.url + "/v1/completions", json={"prompt": "hi", "max_tokens": 1},
+                       headers={"Authorization": "Bearer wrong"})
+        assert r.status_code == 401
+        client = openai.OpenAI(base_url=s.url + "/v1", api_key="sekret")
+        assert client.completions.create(model="m", prompt="hi", max_tokens=2).usage.completion_tokens >= 1
+        assert httpx.get(s.url + "/health").status_code == 200  # health needs no key
+    finally:
+        assert s.stop() == 0
+
+
+def test_queue_full():
+    s = Server("--max-num-seqs", "1", "--max-queue", "2")
+    try:
+        results = []
+
+        def run(i):
+            r = httpx.post(s.url + "/v1/completions", timeout=300,
+                           json={"prompt": f"Story {i}", "max_tokens": 24, "ignore_eos": True})
+            results.append((r.status_code, r.headers.get("retry-after"), r.json()))
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(10)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+        ok = [r for r in results if r[0] == 200]
+        refused = [r for r in results if r[0] == 429]
+        assert len(ok) + len(refused) == 10 and refused and len(ok) >= 3
+        assert all(r[1] == "1" and r[2]["error"]["type"] == "rate_limit_error" for r in refused)
+        assert all(r[2]["usage"]["completion_tokens"] == 24 for r in ok)
+    finally:
+        assert s.stop() == 0
+
+
+def test_sigterm_drains():
+    s = Server()
+    out = {}
+
+    def run():
+        out["r"] = httpx.post(s.url + "/v1/completions", timeout=120,
+                              json={"prompt": "Once upon a time", "max_tokens": 64, "ignore_eos": True})
+
+    t = threading.Thread(target=run)
+    t.start()
+    deadline = time.time() + 30
+    while time.time() < deadline and s.metrics()["cobatch:num_requests_running"] == 0:
+        time.sleep(0.02)
+    s.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.2)
+    try:
+        h = httpx.get(s.url + "/health", timeout=5)
+        assert h.status_code == 503  # draining: still up, refusing new work
+    except httpx.ConnectError:
+        pass  # the request already finished and the server is gone: also a clean drain
+    t.join(120)
+    assert out["r"].status_code == 200 and out["r"].json()["usage"]["completion_tokens"] == 64
+    assert s.stop() == 0
