@@ -564,8 +564,10 @@ out:
     if (s->ev_int) event_free(s->ev_int);
     if (s->ev_drain) event_free(s->ev_drain);
     if (s->http) evhttp_free(s->http); /* closes connections: their requests are cancelled */
-    while (s->reqs)
-        req_free(s->reqs); /* cut short by the drain timeout: the engine cancels them */
+    while (s->reqs) {                  /* cut short by the drain timeout: the engine cancels them */
+        if (s->reqs->gone) evhttp_request_free(s->reqs->req); /* detached ones are ours to free */
+        req_free(s->reqs);
+    }
     if (s->base) event_base_free(s->base);
     free(s);
     return rc;
