@@ -195,3 +195,17 @@ void cb_workload_set_arrivals(cb_workload *w, double rate, double burstiness, ui
         }
     }
 }
+
+/* Stable insertion sort: equal arrival times keep the file's order. O(n^2) worst case, fine for
+ * workload files of thousands of lines that are nearly sorted already. */
+void cb_workload_sort_by_arrival(cb_workload *w) {
+    for (int i = 1; i < w->n; i++) {
+        cb_work_item it = w->items[i];
+        int j = i;
+        while (j > 0 && w->items[j - 1].arrival_s > it.arrival_s) {
+            w->items[j] = w->items[j - 1];
+            j--;
+        }
+        w->items[j] = it;
+    }
+}

@@ -56,6 +56,9 @@ const char *cb_workload_names(void);
  * with mean 1/rate, the first request at 0. */
 void cb_workload_set_arrivals(cb_workload *w, double rate, double burstiness, uint64_t seed);
 
+/* Sorts by arrival time, keeping the order of equal times (stable). */
+void cb_workload_sort_by_arrival(cb_workload *w);
+
 /* Deterministic generator shared by the workload code: uniform integer in [lo, hi]. */
 int32_t cb_rng_range(uint64_t *rng, int32_t lo, int32_t hi);
 double cb_rng_unit(uint64_t *rng); /* [0, 1) */

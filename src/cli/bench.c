@@ -2,6 +2,7 @@
 #include "../bench/bench.h"
 #include "args.h"
 #include "cli.h"
+#include "wargs.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,21 +11,9 @@
 #define MAX_CFG 64
 
 static void usage(void) {
-    printf("usage: cobatch bench [flags]   (no flags: the mixed workload in every mode, the main job)\n"
-           "workload:\n"
-           "  --workload NAME               %s (default mixed)\n"
-           "  --num-prompts N               requests (default: the workload's own count)\n"
-           "  --seed N                      workload seed (default 0)\n"
-           "  --random-input-len N  --random-output-len N  --random-range-ratio R   (random)\n"
-           "  --prefix-len N  --distinct-len N  --output-len N  --sharing-degree S   (shared-prefix;\n"
-           "                                defaults 1000, 100, 50, 4)\n"
-           "  --workload-file FILE          JSONL: {\"prompt\": text | \"prompt_tokens\": [ids], \"max_tokens\",\n"
-           "                                \"arrival_s\", \"priority\"} per line\n"
-           "arrivals:\n"
-           "  --request-rate R              requests/s, open loop (default: all at once)\n"
-           "  --burstiness B                gamma shape of inter-arrival times (default 1 = Poisson)\n"
-           "  --max-concurrency N           at most N requests in flight (closed loop)\n"
-           "configurations (each list is crossed with the others):\n"
+    printf("usage: cobatch bench [flags]   (no flags: the mixed workload in every mode, the main job)\n");
+    cb_wargs_help();
+    printf("configurations (each list is crossed with the others):\n"
            "  --modes LIST                  of sequential,static,continuous (default all three)\n"
            "  --prefill-chunks LIST         token counts or none (default 256)\n"
            "  --kv-layouts LIST             of unified,split (default unified)\n"
@@ -33,8 +22,7 @@ static void usage(void) {
            "  --trace FILE                  one line per engine step (tab-separated)\n"
            "  --json FILE                   every figure, the configurations, model and machine\n"
            "  --plot DIR                    SVG charts: throughput, TTFT and ITL CDFs, tokens per step\n"
-           "  --no-ceiling                  skip measuring llama_decode alone (no scheduling efficiency)\n",
-           cb_workload_names());
+           "  --no-ceiling                  skip measuring llama_decode alone (no scheduling efficiency)\n");
     cb_args_engine_help();
 }
 
@@ -46,48 +34,6 @@ static int split_list(char *s, char **out, int max) {
     for (char *tok = strtok(s, ","); tok && n < max; tok = strtok(NULL, ","))
         out[n++] = tok;
     return n;
-}
-
-typedef struct {
-    cobatch_engine *e;
-} prompt_ctx;
-
-static const char *WORDS[] = {
-    "the",     "history", "of",       "printing", "began",     "when",       "movable",   "type",    "changed",
-    "how",     "books",   "were",     "made",     "and",       "every",      "copy",      "was",     "written",
-    "by",      "hand",    "printers", "in",       "many",      "cities",     "set",       "up",      "workshops",
-    "price",   "fell",    "quickly",  "scholars", "could",     "compare",    "news",      "spread",  "faster",
-    "reading", "became",  "common",   "among",    "merchants", "over",       "centuries", "presses", "grew",
-    "larger",  "steam",   "power",    "replaced", "muscle",    "newspapers", "reached"};
-
-/* Exactly n tokens of English-like text: tokenize enough random words, keep the first n. */
-static int make_prompt(void *vctx, uint64_t *rng, int32_t n, int32_t *out) {
-    prompt_ctx *c = vctx;
-    size_t cap = (size_t)n * 12 + 64;
-    char *text = malloc(cap);
-    int32_t *toks = malloc(sizeof(int32_t) * ((size_t)n * 4 + 64));
-    if (!text || !toks) {
-        free(text);
-        free(toks);
-        return -1;
-    }
-    size_t len = 0;
-    int rc = -1;
-    for (int words = n; words <= n * 4 + 8; words += n / 2 + 4) {
-        while (len + 16 < cap && (int)(len / 6) < words) {
-            const char *w = WORDS[cb_rng_range(rng, 0, (int32_t)(sizeof(WORDS) / sizeof(WORDS[0])) - 1)];
-            len += (size_t)snprintf(text + len, cap - len, "%s%s", len ? " " : "", w);
-        }
-        int32_t k = cobatch_tokenize(c->e, text, toks, n * 4 + 64);
-        if (k >= n && k <= n * 4 + 64) {
-            memcpy(out, toks, sizeof(int32_t) * (size_t)n);
-            rc = 0;
-            break;
-        }
-    }
-    free(text);
-    free(toks);
-    return rc;
 }
 
 static void print_ceiling(const struct cobatch_ceiling *c) {
@@ -113,33 +59,6 @@ static void print_ceiling(const struct cobatch_ceiling *c) {
            "min(max_num_seqs, requests)) / wall time; all-at-once arrivals only\n");
 }
 
-static int32_t *tokenize_text(void *vctx, const char *text, int32_t *n) {
-    prompt_ctx *c = vctx;
-    int32_t cap = (int32_t)strlen(text) + 16;
-    int32_t *t = malloc(sizeof(int32_t) * (size_t)cap);
-    int32_t k = t ? cobatch_tokenize(c->e, text, t, cap) : -1;
-    if (k < 1 || k > cap) {
-        free(t);
-        return NULL;
-    }
-    *n = k;
-    return t;
-}
-
-/* Stable insertion sort: equal arrival times keep the file's order. O(n^2) worst case, fine for
- * workload files of thousands of lines that are nearly sorted already. */
-static void sort_by_arrival(cb_workload *w) {
-    for (int i = 1; i < w->n; i++) {
-        cb_work_item it = w->items[i];
-        int j = i;
-        while (j > 0 && w->items[j - 1].arrival_s > it.arrival_s) {
-            w->items[j] = w->items[j - 1];
-            j--;
-        }
-        w->items[j] = it;
-    }
-}
-
 static int cmp_wall(const void *a, const void *b) {
     double x = ((const cb_bench_result *)a)->wall_s, y = ((const cb_bench_result *)b)->wall_s;
     return (x > y) - (x < y);
@@ -147,25 +66,23 @@ static int cmp_wall(const void *a, const void *b) {
 
 int cmd_bench(int argc, char **argv) {
     struct cobatch_engine_params ep = cobatch_engine_default_params();
-    cb_workload_opts wo = {.random_range_ratio = 0.0};
-    const char *workload = "mixed", *trace_path = NULL, *json_path = NULL, *plot_dir = NULL, *wfile = NULL;
+    cb_wargs wa;
+    cb_wargs_init(&wa);
+    const char *trace_path = NULL, *json_path = NULL, *plot_dir = NULL;
     bool ceiling_on = true;
     char modes_s[128] = "sequential,static,continuous", chunks_s[128] = "256", layouts_s[64] = "unified";
-    double rate = 0, burstiness = 1;
-    int64_t concurrency = 0, repeat = 1, x;
-    double d;
+    int64_t repeat = 1, x;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has = i + 1 < argc;
         if (!strcmp(a, "--prefill-chunk")) a = "--prefill-chunks"; /* the engine flag, as a list here */
         int r = strcmp(a, "--prefill-chunks") ? cb_args_engine(argc, argv, &i, &ep) : 0;
+        if (r == 0) r = cb_wargs_parse(argc, argv, &i, &wa);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage();
             return 0;
-        } else if (!strcmp(a, "--workload") && has) {
-            workload = argv[++i];
         } else if (!strcmp(a, "--modes") && has) {
             snprintf(modes_s, sizeof(modes_s), "%s", argv[++i]);
         } else if (!strcmp(a, "--prefill-chunks") && has) {
@@ -178,34 +95,8 @@ int cmd_bench(int argc, char **argv) {
             json_path = argv[++i];
         } else if (!strcmp(a, "--plot") && has) {
             plot_dir = argv[++i];
-        } else if (!strcmp(a, "--workload-file") && has) {
-            wfile = argv[++i];
-        } else if (!strcmp(a, "--prefix-len") && has && cb_parse_int(argv[i + 1], 1, 1 << 20, &x)) {
-            wo.prefix_len = (int32_t)x, i++;
-        } else if (!strcmp(a, "--distinct-len") && has && cb_parse_int(argv[i + 1], 1, 1 << 20, &x)) {
-            wo.distinct_len = (int32_t)x, i++;
-        } else if (!strcmp(a, "--output-len") && has && cb_parse_int(argv[i + 1], 1, 1 << 20, &x)) {
-            wo.output_len = (int32_t)x, i++;
-        } else if (!strcmp(a, "--sharing-degree") && has && cb_parse_int(argv[i + 1], 1, 1 << 20, &x)) {
-            wo.sharing_degree = (int32_t)x, i++;
         } else if (!strcmp(a, "--no-ceiling")) {
             ceiling_on = false;
-        } else if (!strcmp(a, "--num-prompts") && has && cb_parse_int(argv[i + 1], 1, 1000000, &x)) {
-            wo.num_prompts = (int)x, i++;
-        } else if (!strcmp(a, "--seed") && has && cb_parse_int(argv[i + 1], 0, INT64_MAX, &x)) {
-            wo.seed = (uint64_t)x, i++;
-        } else if (!strcmp(a, "--random-input-len") && has && cb_parse_int(argv[i + 1], 1, 1 << 20, &x)) {
-            wo.random_input_len = (int32_t)x, i++;
-        } else if (!strcmp(a, "--random-output-len") && has && cb_parse_int(argv[i + 1], 1, 1 << 20, &x)) {
-            wo.random_output_len = (int32_t)x, i++;
-        } else if (!strcmp(a, "--random-range-ratio") && has && cb_parse_float(argv[i + 1], 0, 0.99, &d)) {
-            wo.random_range_ratio = d, i++;
-        } else if (!strcmp(a, "--request-rate") && has && cb_parse_float(argv[i + 1], 0, 1e6, &d)) {
-            rate = d, i++;
-        } else if (!strcmp(a, "--burstiness") && has && cb_parse_float(argv[i + 1], 1e-3, 1e3, &d)) {
-            burstiness = d, i++;
-        } else if (!strcmp(a, "--max-concurrency") && has && cb_parse_int(argv[i + 1], 1, 1 << 20, &x)) {
-            concurrency = x, i++;
         } else if (!strcmp(a, "--repeat") && has && cb_parse_int(argv[i + 1], 1, 100, &x)) {
             repeat = x, i++;
         } else {
@@ -215,6 +106,8 @@ int cmd_bench(int argc, char **argv) {
             return 2;
         }
     }
+    double rate = wa.rate, burstiness = wa.burstiness;
+    int64_t concurrency = wa.concurrency;
     if (!ep.model_path) ep.model_path = cb_default_model();
 
     /* configurations: modes x chunks x layouts */
@@ -258,35 +151,18 @@ int cmd_bench(int argc, char **argv) {
     }
 
     /* the workload, in tokens of this model */
-    char err[512] = "";
-    struct cobatch_engine_params tp = ep;
-    tp.n_ctx = 256;
-    tp.max_num_seqs = 1;
-    tp.prefill_chunk = 256;
-    tp.max_num_batched_tokens = 256;
-    prompt_ctx pc = {cobatch_engine_init(&tp, err, sizeof(err))};
-    if (!pc.e) {
-        fprintf(stderr, "cobatch bench: %s\n", err);
-        return 1;
-    }
-    char model_name[128];
-    snprintf(model_name, sizeof(model_name), "%s", cobatch_model_name(pc.e));
+    char err[512] = "", model_name[128] = "";
     cb_workload w;
-    bool file_arrivals = false;
-    int rc = wfile ? cb_workload_load_jsonl(wfile, tokenize_text, &pc, &w, &file_arrivals, err, sizeof(err))
-                   : cb_workload_make(workload, &wo, make_prompt, &pc, &w, err, sizeof(err));
-    cobatch_engine_free(pc.e);
-    if (rc != 0) {
+    if (cb_wargs_build(&wa, &ep, &w, model_name, sizeof(model_name), err, sizeof(err)) != 0) {
         fprintf(stderr, "cobatch bench: %s\n", err);
-        return 2;
+        return strstr(err, "unknown workload") ? 2 : 1;
     }
-    if (!file_arrivals || rate > 0) cb_workload_set_arrivals(&w, rate, burstiness, wo.seed);
-    if (file_arrivals && rate <= 0) sort_by_arrival(&w); /* the client submits in this order */
+    int rc = 0;
     cb_bench_info info = {.workload = w.name,
                           .model_name = model_name,
                           .model_path = ep.model_path,
                           .n_requests = w.n,
-                          .seed = wo.seed,
+                          .seed = wa.o.seed,
                           .request_rate = rate,
                           .burstiness = burstiness,
                           .max_concurrency = (int)concurrency,

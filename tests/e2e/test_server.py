@@ -265,3 +265,26 @@ def test_sigterm_drains():
     t.join(120)
     assert out["r"].status_code == 200 and out["r"].json()["usage"]["completion_tokens"] == 64
     assert s.stop() == 0
+
+
+def test_loadgen_measures_the_server(server, tmp_path):
+    out = tmp_path / "lg.json"
+    p = subprocess.run([os.environ["COBATCH_BIN"], "loadgen", "-m", os.environ["COBATCH_E2E_MODEL"], "--url",
+                        server.url, "--workload", "mixed-small", "--max-concurrency", "3", "--json", str(out),
+                        "--goodput", "e2el:600000"], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(out.read_text())
+    assert r["requests"] == 6 and r["failed"] == 0
+    assert r["output_tokens"] == 218  # mixed-small, seed 0: every output length exactly, ignore_eos
+    assert 0 < r["ttft_ms"]["p50"] <= r["ttft_ms"]["p99"] <= r["e2el_ms"]["max"]
+    assert r["goodput"] == pytest.approx(r["request_throughput"])
+    assert "| server |" in p.stdout
+
+
+def test_loadgen_refuses_bad_input():
+    p = subprocess.run([os.environ["COBATCH_BIN"], "loadgen", "--url", "ftp://x"], capture_output=True, text=True)
+    assert p.returncode == 2 and "--url http://HOST:PORT" in p.stderr
+    p = subprocess.run([os.environ["COBATCH_BIN"], "loadgen", "-m", os.environ["COBATCH_E2E_MODEL"], "--url",
+                        "http://127.0.0.1:9", "--workload", "mixed-small"], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 1  # nothing listens there: every request fails, and the exit says so

@@ -1,0 +1,33 @@
+/* loadgen.h — the client side of `vllm bench serve`: sends a workload to any OpenAI-compatible
+ * server (cobatch serve, llama-server, vLLM) over HTTP with streaming, and measures TTFT, TPOT,
+ * ITL and E2EL from the client. One libevent thread; keep it light, it shares the machine. */
+#ifndef CB_LOADGEN_H
+#define CB_LOADGEN_H
+
+#include "metrics.h"
+#include "workload.h"
+
+typedef struct {
+    const char *host;
+    int port;
+    const char *path;    /* /v1/completions */
+    const char *model;   /* "model" field; NULL = omitted */
+    const char *api_key; /* NULL = no Authorization header */
+    int concurrency;     /* > 0: closed loop with this many in flight; else arrival times */
+    int timeout_s;       /* per request; default 600 */
+} cb_loadgen_params;
+
+typedef struct {
+    cb_req_timeline *tl; /* (n) */
+    int n;
+    int *status;        /* (n) HTTP status, 0 if the connection failed */
+    int32_t *usage_out; /* (n) completion_tokens the server reported, -1 if none */
+    double wall_s, cpu_s;
+} cb_loadgen_result;
+
+/* Runs the workload against the server. Returns 0 (individual failures are in status), or -1 with
+ * a message when nothing could run. */
+int cb_loadgen_run(const cb_loadgen_params *p, const cb_workload *w, cb_loadgen_result *out, char *err, size_t errlen);
+void cb_loadgen_result_free(cb_loadgen_result *r);
+
+#endif

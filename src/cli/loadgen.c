@@ -1,0 +1,185 @@
+/* loadgen.c — `cobatch loadgen --url URL`: measures any OpenAI-compatible server the way
+ * `vllm bench serve` does. Prompts are sent as token ids made with the local model's tokenizer
+ * (-m), so the server must run the same model. */
+#include "../bench/loadgen.h"
+#include "../bench/metrics.h"
+#include "args.h"
+#include "cli.h"
+#include "wargs.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(void) {
+    printf("usage: cobatch loadgen --url http://HOST:PORT [flags]\n"
+           "  --url URL                     the server (http only)\n"
+           "  --endpoint PATH               default /v1/completions (token-id prompts, streaming)\n"
+           "  --served-model NAME           the \"model\" field to send (default: none)\n"
+           "  --api-key KEY                 sent as 'Authorization: Bearer KEY'\n"
+           "  -m, --model FILE              the model whose tokenizer makes the prompts (default: the fetched\n"
+           "                                SmolLM2-135M); the server must serve the same model\n"
+           "  --goodput SLOS                e.g. ttft:500,tpot:50,e2el:10000 (ms): requests meeting all of them\n"
+           "  --label TEXT                  the row's name in the table\n"
+           "  --json FILE                   every figure as JSON\n");
+    cb_wargs_help();
+}
+
+/* "ttft:500,tpot:50" -> limits in ms (<= 0: none). Returns false on a bad string. */
+static bool parse_slos(char *s, double *ttft, double *tpot, double *e2el) {
+    for (char *tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) {
+        char *colon = strchr(tok, ':');
+        double v;
+        if (!colon || !cb_parse_float(colon + 1, 0, 1e9, &v)) return false;
+        *colon = '\0';
+        if (!strcmp(tok, "ttft"))
+            *ttft = v;
+        else if (!strcmp(tok, "tpot"))
+            *tpot = v;
+        else if (!strcmp(tok, "e2el"))
+            *e2el = v;
+        else
+            return false;
+    }
+    return true;
+}
+
+static cJSON *dist_json(const cb_dist *d) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "mean", d->mean);
+    cJSON_AddNumberToObject(o, "p50", d->p50);
+    cJSON_AddNumberToObject(o, "p90", d->p90);
+    cJSON_AddNumberToObject(o, "p99", d->p99);
+    cJSON_AddNumberToObject(o, "max", d->max);
+    return o;
+}
+
+int cmd_loadgen(int argc, char **argv) {
+    struct cobatch_engine_params ep = cobatch_engine_default_params();
+    cb_wargs wa;
+    cb_wargs_init(&wa);
+    cb_loadgen_params lp = {.path = "/v1/completions"};
+    const char *url = NULL, *json_path = NULL, *label = "server";
+    char slos[256] = "";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool has = i + 1 < argc;
+        int r = cb_wargs_parse(argc, argv, &i, &wa);
+        if (r < 0) return 2;
+        if (r > 0) continue;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage();
+            return 0;
+        } else if (!strcmp(a, "--url") && has) {
+            url = argv[++i];
+        } else if (!strcmp(a, "--endpoint") && has) {
+            lp.path = argv[++i];
+        } else if (!strcmp(a, "--served-model") && has) {
+            lp.model = argv[++i];
+        } else if (!strcmp(a, "--api-key") && has) {
+            lp.api_key = argv[++i];
+        } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && has) {
+            ep.model_path = argv[++i];
+        } else if (!strcmp(a, "--goodput") && has) {
+            snprintf(slos, sizeof(slos), "%s", argv[++i]);
+        } else if (!strcmp(a, "--label") && has) {
+            label = argv[++i];
+        } else if (!strcmp(a, "--json") && has) {
+            json_path = argv[++i];
+        } else {
+            fprintf(stderr, "cobatch loadgen: unknown or incomplete option '%s' (see cobatch loadgen --help)\n", a);
+            return 2;
+        }
+    }
+    char host[256];
+    int port = 80;
+    if (!url || sscanf(url, "http://%255[^:/]:%d", host, &port) < 1 || port < 1 || port > 65535) {
+        fprintf(stderr, "cobatch loadgen: give the server as --url http://HOST:PORT\n");
+        return 2;
+    }
+    double slo_ttft = 0, slo_tpot = 0, slo_e2el = 0;
+    if (slos[0] && !parse_slos(slos, &slo_ttft, &slo_tpot, &slo_e2el)) {
+        fprintf(stderr, "cobatch loadgen: --goodput takes ttft:MS,tpot:MS,e2el:MS (any of them)\n");
+        return 2;
+    }
+    lp.host = host;
+    lp.port = port;
+    lp.concurrency = wa.concurrency;
+    if (!ep.model_path) ep.model_path = cb_default_model();
+    char err[512] = "", model_name[128];
+    cb_workload w;
+    if (cb_wargs_build(&wa, &ep, &w, model_name, sizeof(model_name), err, sizeof(err)) != 0) {
+        fprintf(stderr, "cobatch loadgen: %s\n", err);
+        return 2;
+    }
+    cb_loadgen_result r;
+    if (cb_loadgen_run(&lp, &w, &r, err, sizeof(err)) != 0) {
+        fprintf(stderr, "cobatch loadgen: %s\n", err);
+        cb_workload_free(&w);
+        return 1;
+    }
+    cb_metrics m;
+    cb_metrics_compute(r.tl, (size_t)r.n, r.wall_s, &m);
+    int64_t usage_tokens = 0, good = 0, failed = 0;
+    for (int i = 0; i < r.n; i++) {
+        const cb_req_timeline *t = &r.tl[i];
+        if (!t->ok) {
+            failed++;
+            continue;
+        }
+        usage_tokens += r.usage_out[i] >= 0 ? r.usage_out[i] : t->n_out;
+        double ttft = (double)(t->t_first_us - t->t_submit_us) / 1e3,
+               e2el = (double)(t->t_finish_us - t->t_submit_us) / 1e3;
+        double tpot = t->n_out > 1 ? (double)(t->t_finish_us - t->t_first_us) / 1e3 / (t->n_out - 1) : 0;
+        good += (!slo_ttft || ttft <= slo_ttft) && (!slo_tpot || tpot <= slo_tpot) && (!slo_e2el || e2el <= slo_e2el);
+    }
+    double out_tps = usage_tokens / r.wall_s;
+    printf("workload %s: %d requests to %s%s, %s", w.name, w.n, url, lp.path,
+           wa.concurrency > 0 ? "closed loop"
+           : wa.rate > 0      ? "open loop"
+                              : "all at once");
+    if (wa.concurrency > 0) printf(" (%d in flight)", wa.concurrency);
+    if (wa.rate > 0) printf(" (%.2f req/s, burstiness %.2f)", wa.rate, wa.burstiness);
+    printf("; prompts by %s\n\n", model_name);
+    printf("| server | wall s | loadgen cpu s | failed | req/s | out tok/s | total tok/s | TTFT p50 / p90 / p99 ms | "
+           "TPOT mean / p99 ms | ITL p50 / p99 ms | E2EL p50 / p99 ms | goodput req/s |\n");
+    printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    printf("| %s | %.2f | %.2f | %lld | %.2f | %.1f | %.1f | %.0f / %.0f / %.0f | %.1f / %.1f | %.1f / %.1f | %.0f / "
+           "%.0f | "
+           "%s%.2f |\n",
+           label, r.wall_s, r.cpu_s, (long long)failed, m.req_per_s, out_tps,
+           (m.input_tokens + usage_tokens) / r.wall_s, m.ttft_ms.p50, m.ttft_ms.p90, m.ttft_ms.p99, m.tpot_ms.mean,
+           m.tpot_ms.p99, m.itl_ms.p50, m.itl_ms.p99, m.e2el_ms.p50, m.e2el_ms.p99, slos[0] ? "" : "(no SLO) ",
+           good / r.wall_s);
+    int rc = 0;
+    if (json_path) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "label", label);
+        cJSON_AddStringToObject(o, "url", url);
+        cJSON_AddStringToObject(o, "workload", w.name);
+        cJSON_AddNumberToObject(o, "requests", w.n);
+        cJSON_AddNumberToObject(o, "request_rate", wa.rate);
+        cJSON_AddNumberToObject(o, "max_concurrency", wa.concurrency);
+        cJSON_AddNumberToObject(o, "wall_s", r.wall_s);
+        cJSON_AddNumberToObject(o, "loadgen_cpu_s", r.cpu_s);
+        cJSON_AddNumberToObject(o, "failed", (double)failed);
+        cJSON_AddNumberToObject(o, "output_tokens", (double)usage_tokens);
+        cJSON_AddNumberToObject(o, "request_throughput", m.req_per_s);
+        cJSON_AddNumberToObject(o, "output_throughput", out_tps);
+        cJSON_AddNumberToObject(o, "goodput", good / r.wall_s);
+        cJSON_AddItemToObject(o, "ttft_ms", dist_json(&m.ttft_ms));
+        cJSON_AddItemToObject(o, "tpot_ms", dist_json(&m.tpot_ms));
+        cJSON_AddItemToObject(o, "itl_ms", dist_json(&m.itl_ms));
+        cJSON_AddItemToObject(o, "e2el_ms", dist_json(&m.e2el_ms));
+        char *text = cJSON_Print(o);
+        cJSON_Delete(o);
+        FILE *f = fopen(json_path, "w");
+        if (!f || !text || fputs(text, f) < 0) rc = 1;
+        if (f) fclose(f);
+        free(text);
+    }
+    cb_loadgen_result_free(&r);
+    cb_workload_free(&w);
+    return rc ? 1 : failed ? 1 : 0;
+}

@@ -1,0 +1,26 @@
+/* wargs.h — workload and arrival flags shared by `cobatch bench` and `cobatch loadgen`. */
+#ifndef CB_WARGS_H
+#define CB_WARGS_H
+
+#include "../bench/workload.h"
+
+#include <cobatch.h>
+
+typedef struct {
+    const char *workload; /* a generator's name (default mixed) */
+    const char *file;     /* --workload-file: JSONL instead of a generator */
+    cb_workload_opts o;
+    double rate, burstiness; /* --request-rate (0 = all at once), --burstiness */
+    int concurrency;         /* --max-concurrency (0 = open loop) */
+} cb_wargs;
+
+void cb_wargs_init(cb_wargs *a);
+/* 1: argv[*i] was a workload flag (consumed); 0: not one; -1: bad value (message printed). */
+int cb_wargs_parse(int argc, char **argv, int *i, cb_wargs *a);
+void cb_wargs_help(void);
+/* Makes the workload in tokens of ep's model (loads its vocabulary), sets arrival times. Writes
+ * the model's name into model_name. Returns 0, or -1 with a message. */
+int cb_wargs_build(const cb_wargs *a, const struct cobatch_engine_params *ep, cb_workload *w, char *model_name,
+                   size_t name_len, char *err, size_t errlen);
+
+#endif
