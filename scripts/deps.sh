@@ -13,6 +13,9 @@ if command -v pip3 >/dev/null 2>&1 || command -v pip >/dev/null 2>&1; then
   missing=("${missing[@]/python3-pip}")
 fi
 command -v npm >/dev/null 2>&1 || missing+=(npm)
+command -v curl >/dev/null 2>&1 || missing+=(curl)
+# the end-to-end tests make a venv for the pinned OpenAI SDK
+python3 -c "import venv, ensurepip" >/dev/null 2>&1 || missing+=(python3-venv)
 missing=($(printf '%s\n' "${missing[@]}" | grep -v '^$' || true))
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

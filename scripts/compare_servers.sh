@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# cobatch serve vs llama.cpp's llama-server on the same model, threads and workloads, measured by
+# `cobatch loadgen`. Results go to $OUT (default bench-results/servers). Takes tens of minutes.
+# usage: scripts/compare_servers.sh [WORKLOAD...]   (default: mixed decode-heavy)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-bench-results/servers}"
+BIN="${BIN:-build/cobatch}"
+MODEL="${MODEL:-$PWD/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
+THREADS="${THREADS:-$(nproc)}"
+CONC="${CONC:-16}"
+LLAMA_SERVER="$(bash scripts/llama_server.sh | tail -n 1)"
+mkdir -p "$OUT"
+workloads=("${@:-mixed decode-heavy}")
+read -r -a workloads <<<"${workloads[*]}"
+
+wait_port() { # url
+    for _ in $(seq 600); do curl -sf "$1/health" >/dev/null 2>&1 && return 0; sleep 0.2; done
+    echo "server at $1 did not come up" >&2
+    return 1
+}
+
+run_server() { # label, command...
+    local label="$1"
+    shift
+    "$@" >"$OUT/$label.server.log" 2>&1 &
+    local pid=$!
+    wait_port "http://127.0.0.1:$PORT"
+    for wl in "${workloads[@]}"; do
+        for c in $CONC; do
+            echo "== $label $wl concurrency $c" >&2
+            "$BIN" loadgen -m "$MODEL" --url "http://127.0.0.1:$PORT" --workload "$wl" --max-concurrency "$c" \
+                --label "$label" --json "$OUT/$label-$wl-c$c.json" | tee "$OUT/$label-$wl-c$c.md" | tail -n 1 >&2
+        done
+    done
+    kill -TERM "$pid"
+    wait "$pid" || true
+}
+
+PORT=18080 run_server cobatch "$BIN" serve -m "$MODEL" --port 18080 --threads "$THREADS"
+PORT=18081 run_server llama-server-np16 "$LLAMA_SERVER" -m "$MODEL" --port 18081 -t "$THREADS" -np 16 -c 16384 -fa on --no-webui
+PORT=18082 run_server llama-server-np16-kvu "$LLAMA_SERVER" -m "$MODEL" --port 18082 -t "$THREADS" -np 16 -c 16384 -kvu -fa on --no-webui
