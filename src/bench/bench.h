@@ -34,6 +34,10 @@ typedef struct {
     int max_concurrency, repeat;
 } cb_bench_info;
 
+struct cJSON;
+/* {mean, p50, p90, p99, max, n} as a new cJSON object (the caller owns it). */
+struct cJSON *cb_dist_json(const cb_dist *d);
+
 /* Writes every figure as JSON: the run, each configuration's engine parameters and metrics, the
  * ceiling, the model (name, file, sha256, synthetic or real), the machine and llama.cpp's commit.
  * Returns 0 or -1. */

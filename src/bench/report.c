@@ -11,7 +11,7 @@
 #define COBATCH_LLAMA_COMMIT "unknown"
 #endif
 
-static cJSON *dist(const cb_dist *d) {
+cJSON *cb_dist_json(const cb_dist *d) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "mean", d->mean);
     cJSON_AddNumberToObject(o, "p50", d->p50);
@@ -73,10 +73,10 @@ static cJSON *result(const cb_bench_result *r) {
     cJSON_AddNumberToObject(o, "request_throughput", m->req_per_s);
     cJSON_AddNumberToObject(o, "output_throughput", m->out_tok_per_s);
     cJSON_AddNumberToObject(o, "total_token_throughput", m->total_tok_per_s);
-    cJSON_AddItemToObject(o, "ttft_ms", dist(&m->ttft_ms));
-    cJSON_AddItemToObject(o, "tpot_ms", dist(&m->tpot_ms));
-    cJSON_AddItemToObject(o, "itl_ms", dist(&m->itl_ms));
-    cJSON_AddItemToObject(o, "e2el_ms", dist(&m->e2el_ms));
+    cJSON_AddItemToObject(o, "ttft_ms", cb_dist_json(&m->ttft_ms));
+    cJSON_AddItemToObject(o, "tpot_ms", cb_dist_json(&m->tpot_ms));
+    cJSON_AddItemToObject(o, "itl_ms", cb_dist_json(&m->itl_ms));
+    cJSON_AddItemToObject(o, "e2el_ms", cb_dist_json(&m->e2el_ms));
     if (r->efficiency >= 0) {
         cJSON_AddNumberToObject(o, "ideal_s", r->ideal_s);
         cJSON_AddNumberToObject(o, "scheduling_efficiency", r->efficiency);

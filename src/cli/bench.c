@@ -174,7 +174,9 @@ int cmd_bench(int argc, char **argv) {
     /* the ceiling, with the first configuration's threads, layout and flash attention */
     struct cobatch_ceiling ceil = {0};
     if (ceiling_on) {
-        int32_t ctx = (int32_t)(tin / (w.n ? w.n : 1));
+        /* decode cost grows with context: measure at the workload's mean context over a request's
+         * decode (prompt + half the output), not at its prompt alone */
+        int32_t ctx = (int32_t)((tin + tout / 2) / (w.n ? w.n : 1));
         if (ctx > 512) ctx = 512;
         if (cobatch_ceiling_measure(&cfgs[0].engine, ctx, &ceil, err, sizeof(err)) != 0) {
             fprintf(stderr, "cobatch bench: ceiling: %s\n", err);

@@ -1,6 +1,7 @@
 /* loadgen.c — `cobatch loadgen --url URL`: measures any OpenAI-compatible server the way
  * `vllm bench serve` does. Prompts are sent as token ids made with the local model's tokenizer
  * (-m), so the server must run the same model. */
+#include "../bench/bench.h"
 #include "../bench/loadgen.h"
 #include "../bench/metrics.h"
 #include "args.h"
@@ -43,16 +44,6 @@ static bool parse_slos(char *s, double *ttft, double *tpot, double *e2el) {
             return false;
     }
     return true;
-}
-
-static cJSON *dist_json(const cb_dist *d) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "mean", d->mean);
-    cJSON_AddNumberToObject(o, "p50", d->p50);
-    cJSON_AddNumberToObject(o, "p90", d->p90);
-    cJSON_AddNumberToObject(o, "p99", d->p99);
-    cJSON_AddNumberToObject(o, "max", d->max);
-    return o;
 }
 
 int cmd_loadgen(int argc, char **argv) {
@@ -168,10 +159,10 @@ int cmd_loadgen(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "request_throughput", m.req_per_s);
         cJSON_AddNumberToObject(o, "output_throughput", out_tps);
         cJSON_AddNumberToObject(o, "goodput", good / r.wall_s);
-        cJSON_AddItemToObject(o, "ttft_ms", dist_json(&m.ttft_ms));
-        cJSON_AddItemToObject(o, "tpot_ms", dist_json(&m.tpot_ms));
-        cJSON_AddItemToObject(o, "itl_ms", dist_json(&m.itl_ms));
-        cJSON_AddItemToObject(o, "e2el_ms", dist_json(&m.e2el_ms));
+        cJSON_AddItemToObject(o, "ttft_ms", cb_dist_json(&m.ttft_ms));
+        cJSON_AddItemToObject(o, "tpot_ms", cb_dist_json(&m.tpot_ms));
+        cJSON_AddItemToObject(o, "itl_ms", cb_dist_json(&m.itl_ms));
+        cJSON_AddItemToObject(o, "e2el_ms", cb_dist_json(&m.e2el_ms));
         char *text = cJSON_Print(o);
         cJSON_Delete(o);
         FILE *f = fopen(json_path, "w");

@@ -230,7 +230,9 @@ static bool may_admit(cb_sched *s, const cb_request *r) {
 static void schedule_admissions(cb_sched *s, cb_plan *plan, int32_t *budget_left) {
     s->forming = s->group_left == 0;
     if (s->forming) s->group_size = 0;
-    while (s->n_waiting > 0 && s->n_running < s->cfg.max_num_seqs && (*budget_left) > 0) {
+    /* A static group is formed whole, up to max_num_seqs, even past this step's budget: its
+     * members wait for prompt budget in later steps, but nobody else joins until it is done. */
+    while (s->n_waiting > 0 && s->n_running < s->cfg.max_num_seqs && ((*budget_left) > 0 || s->forming)) {
         cb_request *r = s->waiting[0];
         if (!may_admit(s, r)) break;
         int32_t pending = cb_request_n_tokens(r);
@@ -238,7 +240,7 @@ static void schedule_admissions(cb_sched *s, cb_plan *plan, int32_t *budget_left
         int32_t need = pending + (s->n_running > 0 ? s->cfg.kv_reserve : 0);
         if (need > s->kv->per_seq_cap) need = s->kv->per_seq_cap;
         if (free_eff < need) break; /* FCFS: the head waits, nobody overtakes it */
-        if (s->cfg.prefill_chunk == 0 && pending > *budget_left) break;
+        if (s->cfg.prefill_chunk == 0 && pending > *budget_left && !s->forming) break;
         int32_t seq = cb_kv_seq_acquire(s->kv);
         if (seq < 0) break;
         remove_at(s->waiting, &s->n_waiting, 0);

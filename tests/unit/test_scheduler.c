@@ -222,6 +222,26 @@ static void static_mode_waits_for_group(void **state) {
     h_free(&h);
 }
 
+/* A static group is max_num_seqs requests even when their prompts exceed one step's budget. */
+static void static_group_is_whole_past_the_budget(void **state) {
+    (void)state;
+    for (int chunk = 0; chunk <= 64; chunk += 64) {
+        harness h;
+        h_init(&h, CB_MODE_STATIC, 4, chunk ? 128 : 256, chunk, 4096, false);
+        for (int i = 0; i < 8; i++)
+            h_add(&h, 200, 3 + i, 0);
+        h_step(&h);
+        int members = 0;
+        for (int i = 0; i < h.n_req; i++)
+            members += h.req[i]->static_member;
+        assert_int_equal(members, 4);
+        assert_int_equal(cb_sched_n_running(h.s), 4);
+        h_drain(&h, 1000);
+        h_check_outputs(&h);
+        h_free(&h);
+    }
+}
+
 static void continuous_admits_while_others_run(void **state) {
     (void)state;
     harness h;
@@ -368,6 +388,7 @@ int main(void) {
         cmocka_unit_test(chunk_cap_and_logits_only_at_end),
         cmocka_unit_test(no_chunking_takes_whole_prompts),
         cmocka_unit_test(static_mode_waits_for_group),
+        cmocka_unit_test(static_group_is_whole_past_the_budget),
         cmocka_unit_test(continuous_admits_while_others_run),
         cmocka_unit_test(tiny_kv_preempts_and_everyone_finishes),
         cmocka_unit_test(victim_is_lowest_priority_youngest),
