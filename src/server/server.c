@@ -78,6 +78,17 @@ static void reply_error(srv *s, struct evhttp_request *req, int status, const ch
     free(j);
 }
 
+/* 200 with a cJSON object as the body; takes ownership of o. */
+static void reply_cjson(srv *s, struct evhttp_request *req, cJSON *o) {
+    char *j = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (j)
+        reply_json(s, req, 200, j);
+    else
+        reply_error(s, req, 500, "server_error", NULL, "out of memory");
+    free(j);
+}
+
 static void sse_send(struct evhttp_request *req, const char *json) {
     struct evbuffer *b = evbuffer_new();
     if (!b) return;
@@ -323,10 +334,7 @@ static void handle_models(srv *s, struct evhttp_request *req) {
     cJSON_AddStringToObject(m, "owned_by", "cobatch");
     cJSON_AddNumberToObject(m, "max_model_len", cobatch_n_ctx_seq(s->engine));
     cJSON_AddItemToArray(data, m);
-    char *j = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    reply_json(s, req, 200, j);
-    free(j);
+    reply_cjson(s, req, root);
 }
 
 static void handle_tokenize(srv *s, struct evhttp_request *req) {
@@ -355,10 +363,7 @@ static void handle_tokenize(srv *s, struct evhttp_request *req) {
     cJSON_AddNumberToObject(out, "count", n);
     cJSON_AddNumberToObject(out, "max_model_len", cobatch_n_ctx_seq(s->engine));
     free(toks);
-    char *j = cJSON_PrintUnformatted(out);
-    cJSON_Delete(out);
-    reply_json(s, req, 200, j);
-    free(j);
+    reply_cjson(s, req, out);
 }
 
 static void handle_detokenize(srv *s, struct evhttp_request *req) {
@@ -397,10 +402,7 @@ static void handle_detokenize(srv *s, struct evhttp_request *req) {
     cJSON_AddStringToObject(out, "content", text);
     cJSON_AddStringToObject(out, "prompt", text);
     free(text);
-    char *j = cJSON_PrintUnformatted(out);
-    cJSON_Delete(out);
-    reply_json(s, req, 200, j);
-    free(j);
+    reply_cjson(s, req, out);
 }
 
 static void handle_metrics(srv *s, struct evhttp_request *req) {
