@@ -45,7 +45,8 @@ static void axes(FILE *f, double xmax, double ymax, const char *xlabel, const ch
         double yv = ymax * k / 4;
         int y = H - MB - ph * k / 4;
         fprintf(f, "<line x1='%d' y1='%d' x2='%d' y2='%d' stroke='#ddd'/>\n", ML, y, ML + pw, y);
-        fprintf(f, "<text x='%d' y='%d' text-anchor='end'>%g</text>\n", ML - 6, y + 4, yv);
+        if (ymax > 0) /* a bar chart (ymax 0) has names, not numbers, on its y axis */
+            fprintf(f, "<text x='%d' y='%d' text-anchor='end'>%g</text>\n", ML - 6, y + 4, yv);
         double xv = xlog ? pow(10, log10(xmax) * k / 4) : xmax * k / 4;
         int x = ML + pw * k / 4;
         fprintf(f, "<text x='%d' y='%d' text-anchor='middle'>%.3g</text>\n", x, H - MB + 18, xv);
