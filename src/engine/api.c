@@ -61,7 +61,7 @@ void engine_push_event(cobatch_engine *e, struct cobatch_event *ev) {
     if (q->len == q->cap) {
         int cap = q->cap ? q->cap * 2 : 256;
         struct cobatch_event *v = malloc(sizeof(*v) * (size_t)cap);
-        if (!v) { /* cannot queue: drop the piece, but never a FINISHED event's slot */
+        if (!v) { /* out of memory: the event is lost, a FINISHED one too (see the session-1 note) */
             pthread_mutex_unlock(&e->ev_mu);
             cobatch_event_clear(ev);
             return;

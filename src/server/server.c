@@ -337,13 +337,21 @@ static void handle_models(srv *s, struct evhttp_request *req) {
     reply_cjson(s, req, root);
 }
 
-static void handle_tokenize(srv *s, struct evhttp_request *req) {
+/* The body parsed as JSON (caller deletes), or NULL with a 413/400 reply sent. */
+static cJSON *body_json(srv *s, struct evhttp_request *req) {
     size_t len;
     char *body = body_of(s, req, &len);
-    if (!body) return;
+    if (!body) return NULL;
     cJSON *root = cJSON_ParseWithLength(body, len);
-    cJSON *c = root ? cJSON_GetObjectItemCaseSensitive(root, "content") : NULL;
-    if (!c && root) c = cJSON_GetObjectItemCaseSensitive(root, "prompt");
+    if (!root) reply_error(s, req, 400, "invalid_request_error", NULL, "the body is not valid JSON");
+    return root;
+}
+
+static void handle_tokenize(srv *s, struct evhttp_request *req) {
+    cJSON *root = body_json(s, req);
+    if (!root) return;
+    cJSON *c = cJSON_GetObjectItemCaseSensitive(root, "content");
+    if (!c) c = cJSON_GetObjectItemCaseSensitive(root, "prompt");
     if (!cJSON_IsString(c)) {
         cJSON_Delete(root);
         reply_error(s, req, 400, "invalid_request_error", "content", "give the text as a string in 'content'");
@@ -367,11 +375,9 @@ static void handle_tokenize(srv *s, struct evhttp_request *req) {
 }
 
 static void handle_detokenize(srv *s, struct evhttp_request *req) {
-    size_t len;
-    char *body = body_of(s, req, &len);
-    if (!body) return;
-    cJSON *root = cJSON_ParseWithLength(body, len);
-    cJSON *t = root ? cJSON_GetObjectItemCaseSensitive(root, "tokens") : NULL;
+    cJSON *root = body_json(s, req);
+    if (!root) return;
+    cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "tokens");
     int n = cJSON_IsArray(t) ? cJSON_GetArraySize(t) : -1;
     int32_t *toks = n >= 0 ? malloc(sizeof(int32_t) * (size_t)(n + 1)) : NULL;
     for (int i = 0; toks && i < n; i++) {

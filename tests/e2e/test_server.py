@@ -288,3 +288,14 @@ def test_loadgen_refuses_bad_input():
                         "http://127.0.0.1:9", "--workload", "mixed-small"], capture_output=True, text=True,
                        timeout=120)
     assert p.returncode == 1  # nothing listens there: every request fails, and the exit says so
+
+
+def test_tokenize_round_trip_and_bad_bodies(server):
+    toks = httpx.post(server.url + "/tokenize", json={"content": "Hello world"}).json()["tokens"]
+    text = httpx.post(server.url + "/detokenize", json={"tokens": toks}).json()["content"]
+    assert text.strip() == "Hello world"
+    for path in ("/tokenize", "/detokenize"):
+        r = httpx.post(server.url + path, content="{oops")
+        assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
+    r = httpx.post(server.url + "/detokenize", json={"tokens": [1, 99999999]})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "tokens"
