@@ -8,5 +8,6 @@ int cmd_mkmodel(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_loadgen(int argc, char **argv);
+int cmd_batch(int argc, char **argv);
 
 #endif

@@ -11,6 +11,7 @@ static void usage(FILE *f) {
           "  run       stream one completion to stdout\n"
           "  serve     an OpenAI-compatible HTTP server (completions, chat, streaming)\n"
           "  loadgen   measure an OpenAI-compatible server (cobatch serve, llama-server) like vllm bench serve\n"
+          "  batch     run an OpenAI Batch API JSONL file offline, prefix-sharing requests together\n"
           "  bench     run one workload through several engine configurations and compare them\n"
           "  mkmodel   write a random-weight GGUF model with a real model's shapes\n",
           f);
@@ -24,6 +25,7 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(cmd, "batch")) return cmd_batch(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "loadgen")) return cmd_loadgen(argc - 1, argv + 1);
     if (!strcmp(cmd, "mkmodel")) return cmd_mkmodel(argc - 1, argv + 1);

@@ -201,14 +201,24 @@ static int parse_sampling(cJSON *root, oai_request *r, oai_error *e) {
 }
 
 int oai_parse(oai_kind kind, const char *body, size_t len, oai_request *r, oai_error *e) {
+    cJSON *root = cJSON_ParseWithLength(body, len);
+    if (!root) {
+        memset(r, 0, sizeof(*r));
+        memset(e, 0, sizeof(*e));
+        return bad(e, NULL, "the body is not valid JSON");
+    }
+    int rc = oai_parse_json(kind, root, r, e);
+    cJSON_Delete(root);
+    return rc;
+}
+
+int oai_parse_json(oai_kind kind, cJSON *root, oai_request *r, oai_error *e) {
     memset(r, 0, sizeof(*r));
     memset(e, 0, sizeof(*e));
     r->kind = kind;
     r->params = cobatch_request_default_params();
     /* OpenAI's defaults: 16 tokens for legacy completions, the rest of the context for chat */
     r->params.max_tokens = kind == OAI_COMPLETION ? 16 : INT32_MAX / 2;
-    cJSON *root = cJSON_ParseWithLength(body, len);
-    if (!root) return bad(e, NULL, "the body is not valid JSON");
     int rc = -1;
     if (!cJSON_IsObject(root)) {
         bad(e, NULL, "the body must be a JSON object");
@@ -252,7 +262,6 @@ int oai_parse(oai_kind kind, const char *body, size_t len, oai_request *r, oai_e
     }
     rc = 0;
 out:
-    cJSON_Delete(root);
     return rc;
 }
 

@@ -1,6 +1,6 @@
 /* openai.h — the OpenAI request and response shapes: parse and validate a JSON body into engine
  * parameters, and format responses, stream chunks and error bodies. Pure: no sockets, no engine
- * thread; used by the server thread. */
+ * thread; used by the server thread and the batch runner. */
 #ifndef CB_OPENAI_H
 #define CB_OPENAI_H
 
@@ -38,6 +38,10 @@ typedef struct {
 /* Parses body (len bytes) for kind. Returns 0 and fills r, or -1 and fills e (status 400). r is
  * valid until oai_request_free either way. */
 int oai_parse(oai_kind kind, const char *body, size_t len, oai_request *r, oai_error *e);
+/* The same for a body already parsed (the batch runner's JSONL lines); root is only read and
+ * stays the caller's. */
+struct cJSON;
+int oai_parse_json(oai_kind kind, struct cJSON *root, oai_request *r, oai_error *e);
 void oai_request_free(oai_request *r);
 
 /* All returned strings are malloc'd JSON; the caller frees them. NULL on allocation failure. */

@@ -1,0 +1,179 @@
+/* input.c — JSONL request lines in, validated items out. */
+#include "input.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/util.h"
+
+/* A line's envelope, checked before its body: custom_id, method, url. Returns the error code to
+ * report ("" when the envelope is fine) and fills msg. */
+static const char *check_envelope(cJSON *root, oai_kind *kind, char *msg, size_t len) {
+    cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "method");
+    cJSON *u = cJSON_GetObjectItemCaseSensitive(root, "url");
+    if (!cJSON_IsString(m) || strcmp(m->valuestring, "POST") != 0) {
+        cb_set_err(msg, len, "'method' must be \"POST\"");
+        return "invalid_method";
+    }
+    if (cJSON_IsString(u) && !strcmp(u->valuestring, "/v1/completions")) {
+        *kind = OAI_COMPLETION;
+    } else if (cJSON_IsString(u) && !strcmp(u->valuestring, "/v1/chat/completions")) {
+        *kind = OAI_CHAT;
+    } else {
+        cb_set_err(msg, len, "'url' must be \"/v1/completions\" or \"/v1/chat/completions\"%s%s%s",
+                   cJSON_IsString(u) ? " (got \"" : "", cJSON_IsString(u) ? u->valuestring : "",
+                   cJSON_IsString(u) ? "\")" : "");
+        return "invalid_url";
+    }
+    if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "body"))) {
+        cb_set_err(msg, len, "'body' must be a JSON object");
+        return "invalid_request";
+    }
+    return "";
+}
+
+static int push(cb_batch_input *in, cb_batch_item *it) {
+    if (in->n == in->cap) {
+        size_t cap = in->cap ? in->cap * 2 : 256;
+        cb_batch_item **v = realloc(in->items, cap * sizeof(*v));
+        if (!v) return -1;
+        in->items = v;
+        in->cap = cap;
+    }
+    in->items[in->n++] = it;
+    return 0;
+}
+
+/* Makes the item of a line whose envelope is fine; returns -1 only when out of memory. */
+static int accept(cb_batch_input *in, cb_batch_out *o, cJSON *root, const char *cid, oai_kind kind, int32_t line) {
+    cb_batch_item *it = calloc(1, sizeof(*it));
+    if (!it) return -1;
+    oai_error e;
+    if (oai_parse_json(kind, cJSON_GetObjectItemCaseSensitive(root, "body"), &it->req, &e) != 0) {
+        cb_batch_out_error(o, line, cid, "invalid_request", "body: %s", e.message);
+        in->refused++;
+        oai_request_free(&it->req);
+        free(it);
+        return 0;
+    }
+    it->line = line;
+    it->kind = kind;
+    it->custom_id = strdup(cid);
+    if (!it->custom_id || push(in, it) != 0) {
+        cb_batch_item_release(it);
+        free(it->custom_id);
+        free(it);
+        return -1;
+    }
+    return 0;
+}
+
+/* One non-blank line. Returns -1 only when out of memory. */
+static int parse_line(cb_batch_input *in, cb_batch_out *o, const cb_idset *done, cb_idset *seen, int32_t line,
+                      const char *s, size_t len) {
+    cJSON *root = cJSON_ParseWithLength(s, len);
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        in->refused++;
+        cb_batch_out_error(o, line, NULL, "invalid_json", "%s",
+                           root ? "a line must be a JSON object" : "not valid JSON");
+        return 0;
+    }
+    char msg[256];
+    const char *code = "";
+    int rc = 0;
+    oai_kind kind = OAI_COMPLETION;
+    cJSON *cid = cJSON_GetObjectItemCaseSensitive(root, "custom_id");
+    if (!cid || cJSON_IsNull(cid)) {
+        code = "missing_custom_id";
+        cb_set_err(msg, sizeof(msg), "'custom_id' is required");
+    } else if (!cJSON_IsString(cid) || !cid->valuestring[0]) {
+        code = "invalid_custom_id";
+        cb_set_err(msg, sizeof(msg), "'custom_id' must be a non-empty string");
+        cid = NULL;
+    } else {
+        int added = cb_idset_add(seen, cid->valuestring);
+        if (added < 0) rc = -1;
+        if (added == 0) {
+            code = "duplicate_custom_id";
+            cb_set_err(msg, sizeof(msg), "custom_id \"%.200s\" is already used by an earlier line", cid->valuestring);
+        } else if (cb_idset_has(done, cid->valuestring)) {
+            in->skipped++;
+            code = NULL;
+        } else {
+            code = check_envelope(root, &kind, msg, sizeof(msg));
+        }
+    }
+    if (rc == 0 && code && code[0]) {
+        in->refused++;
+        cb_batch_out_error(o, line, cid ? cid->valuestring : NULL, code, "%s", msg);
+    } else if (rc == 0 && code) {
+        rc = accept(in, o, root, cid->valuestring, kind, line);
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
+static bool blank(const char *s) {
+    for (; *s; s++)
+        if (!isspace((unsigned char)*s)) return false;
+    return true;
+}
+
+int cb_batch_input_read(FILE *f, const cb_idset *done, cb_batch_out *o, cb_batch_input *in, char *err, size_t errlen) {
+    memset(in, 0, sizeof(*in));
+    cb_idset seen;
+    cb_idset_init(&seen);
+    char *buf = NULL;
+    size_t cap = 0;
+    bool too_long, complete;
+    long n;
+    int rc = 0;
+    for (int32_t line = 1; (n = cb_batch_read_line(f, &buf, &cap, CB_BATCH_LINE_MAX, &too_long, &complete)) >= 0;
+         line++) {
+        if (too_long) {
+            in->lines++;
+            in->refused++;
+            cb_batch_out_error(o, line, NULL, "line_too_long", "longer than %u bytes", CB_BATCH_LINE_MAX);
+            continue;
+        }
+        if (blank(buf)) continue;
+        in->lines++;
+        if (parse_line(in, o, done, &seen, line, buf, (size_t)n) != 0) {
+            cb_set_err(err, errlen, "out of memory at line %d", line);
+            rc = -1;
+            break;
+        }
+        if (o->failed) {
+            cb_set_err(err, errlen, "cannot write the error file");
+            rc = -1;
+            break;
+        }
+    }
+    if (rc == 0 && ferror(f)) {
+        cb_set_err(err, errlen, "read error");
+        rc = -1;
+    }
+    free(buf);
+    cb_idset_free(&seen);
+    return rc;
+}
+
+void cb_batch_item_release(cb_batch_item *it) {
+    oai_request_free(&it->req);
+    free(it->tokens);
+    it->tokens = NULL;
+}
+
+void cb_batch_input_free(cb_batch_input *in) {
+    for (size_t i = 0; i < in->n; i++) {
+        cb_batch_item_release(in->items[i]);
+        free(in->items[i]->custom_id);
+        free(in->items[i]->text);
+        free(in->items[i]);
+    }
+    free(in->items);
+    memset(in, 0, sizeof(*in));
+}

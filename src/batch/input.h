@@ -1,0 +1,53 @@
+/* input.h — the OpenAI Batch API input: one request per line,
+ *   {"custom_id": "...", "method": "POST", "url": "/v1/completions" | "/v1/chat/completions",
+ *    "body": {... as the server takes it ...}}
+ * Every line is checked on its own; a bad one becomes an error line (with its line number) and
+ * never stops the others. One thread (the runner's). */
+#ifndef CB_BATCH_INPUT_H
+#define CB_BATCH_INPUT_H
+
+#include "../server/openai.h"
+#include "idset.h"
+#include "output.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define CB_BATCH_LINE_MAX (16u << 20) /* bytes; a longer line is refused */
+
+/* One accepted request, from its line to its result line. Items are allocated one by one and
+ * never move: req.params points into req. */
+typedef struct {
+    int32_t line; /* 1-based line number in the input */
+    char *custom_id;
+    oai_kind kind;
+    oai_request req; /* the parsed body; freed once submitted */
+    /* filled by the runner: */
+    int32_t *tokens; /* (n_tokens) the prompt as the engine will queue it; freed once submitted */
+    int32_t n_tokens;
+    int32_t max_tokens; /* what the engine will allow: min(body's max_tokens, context - prompt) */
+    cobatch_req_id id;  /* > 0 once submitted */
+    bool finished;
+    char *text; /* (cap) the output so far */
+    size_t len, cap;
+    bool text_lost; /* a piece could not be kept (out of memory): the request fails */
+} cb_batch_item;
+
+typedef struct {
+    cb_batch_item **items; /* (n) accepted requests not already done, in input order */
+    size_t n, cap;
+    int64_t lines;   /* non-blank lines */
+    int64_t skipped; /* lines whose custom_id is already in the output */
+    int64_t refused; /* lines written to the error file */
+} cb_batch_input;
+
+/* Reads every line of f. Lines whose custom_id is in done are counted and skipped; refused lines
+ * go to o as error lines. Returns 0, or -1 with a message on a read error or allocation failure
+ * (in is then still valid to free). */
+int cb_batch_input_read(FILE *f, const cb_idset *done, cb_batch_out *o, cb_batch_input *in, char *err, size_t errlen);
+
+/* Frees an item's body and tokens (after submission), or the whole input. */
+void cb_batch_item_release(cb_batch_item *it);
+void cb_batch_input_free(cb_batch_input *in);
+
+#endif

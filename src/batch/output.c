@@ -1,0 +1,194 @@
+/* output.c — result and error lines, resume. */
+#include "output.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../core/util.h"
+
+/* ---------------------------------------------------------------- lines --------------------- */
+
+static int put(char **buf, size_t *cap, size_t at, int c) {
+    if (at + 2 > *cap) {
+        size_t ncap = *cap ? *cap * 2 : 4096;
+        char *b = realloc(*buf, ncap);
+        if (!b) return -1;
+        *buf = b;
+        *cap = ncap;
+    }
+    (*buf)[at] = (char)c;
+    return 0;
+}
+
+long cb_batch_read_line(FILE *f, char **buf, size_t *cap, size_t max, bool *too_long, bool *complete) {
+    size_t n = 0;
+    int c = EOF;
+    *too_long = false;
+    *complete = false;
+    while ((c = getc(f)) != EOF && c != '\n') {
+        if (n >= max) {
+            *too_long = true;
+            continue;
+        }
+        if (put(buf, cap, n, c) != 0) { /* out of memory: treat as too long */
+            *too_long = true;
+            continue;
+        }
+        n++;
+    }
+    if (c == EOF && n == 0 && !*too_long) return -1;
+    *complete = c == '\n';
+    if (n > 0 && (*buf)[n - 1] == '\r') n--;
+    if (put(buf, cap, n, '\0') != 0) return -1;
+    (*buf)[n] = '\0';
+    return (long)n;
+}
+
+/* ---------------------------------------------------------------- resume -------------------- */
+
+#define RESULT_LINE_MAX (64u << 20) /* a result line longer than this is not one we wrote */
+
+static int note_done(cb_idset *done, const char *line, size_t len) {
+    cJSON *root = cJSON_ParseWithLength(line, len);
+    cJSON *cid = root ? cJSON_GetObjectItemCaseSensitive(root, "custom_id") : NULL;
+    int rc = cJSON_IsString(cid) && cb_idset_add(done, cid->valuestring) < 0 ? -1 : 0;
+    cJSON_Delete(root);
+    return rc;
+}
+
+int cb_batch_out_load_done(const char *path, cb_idset *done, char *err, size_t errlen) {
+    FILE *f = fopen(path, "r+");
+    if (!f) {
+        if (errno == ENOENT) return 0;
+        cb_set_err(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    char *buf = NULL;
+    size_t cap = 0;
+    bool too_long, complete;
+    long n, kept = 0; /* bytes up to the end of the last complete line */
+    int rc = 0;
+    while ((n = cb_batch_read_line(f, &buf, &cap, RESULT_LINE_MAX, &too_long, &complete)) >= 0) {
+        if (!complete) break;
+        kept = ftell(f);
+        if (!too_long && note_done(done, buf, (size_t)n) != 0) {
+            cb_set_err(err, errlen, "out of memory reading %s", path);
+            rc = -1;
+            break;
+        }
+    }
+    if (rc == 0 && ferror(f)) {
+        cb_set_err(err, errlen, "cannot read %s", path);
+        rc = -1;
+    }
+    if (rc == 0 && fseek(f, 0, SEEK_END) == 0 && ftell(f) > kept && ftruncate(fileno(f), (off_t)kept) != 0) {
+        cb_set_err(err, errlen, "cannot cut the unfinished last line of %s: %s", path, strerror(errno));
+        rc = -1;
+    }
+    free(buf);
+    fclose(f);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- writing ------------------- */
+
+int cb_batch_out_open(cb_batch_out *o, const char *out_path, const char *err_path, const char *model_path, char *err,
+                      size_t errlen) {
+    memset(o, 0, sizeof(*o));
+    const char *slash = strrchr(model_path, '/'); /* like the server: the model is named by its file */
+    snprintf(o->model, sizeof(o->model), "%s", slash ? slash + 1 : model_path);
+    o->created = (long)time(NULL);
+    o->out = fopen(out_path, "a");
+    if (!o->out) {
+        cb_set_err(err, errlen, "cannot write %s: %s", out_path, strerror(errno));
+        return -1;
+    }
+    o->err = fopen(err_path, "w");
+    if (!o->err) {
+        cb_set_err(err, errlen, "cannot write %s: %s", err_path, strerror(errno));
+        fclose(o->out);
+        o->out = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* Prints o as one line to f, flushed; takes ownership of o. */
+static int write_line(cb_batch_out *o, FILE *f, cJSON *line) {
+    char *s = line ? cJSON_PrintUnformatted(line) : NULL;
+    cJSON_Delete(line);
+    if (!s || fputs(s, f) == EOF || fputc('\n', f) == EOF || fflush(f) != 0) o->failed = true;
+    free(s);
+    return o->failed ? -1 : 0;
+}
+
+static void next_id(cb_batch_out *o, char *out, size_t len, const char *prefix) {
+    snprintf(out, len, "%s%lx%06llx", prefix, (unsigned long)o->created, (unsigned long long)++o->seq);
+}
+
+int cb_batch_out_result(cb_batch_out *o, const char *custom_id, oai_kind kind, const char *text, const char *finish,
+                        int n_prompt, int n_generated) {
+    char id[64], suffix[48], body_id[64], req_id[64];
+    next_id(o, suffix, sizeof(suffix), "");
+    snprintf(id, sizeof(id), "batch_req_%s", suffix);
+    snprintf(req_id, sizeof(req_id), "req_%s", suffix);
+    snprintf(body_id, sizeof(body_id), "%s-%s", kind == OAI_CHAT ? "chatcmpl" : "cmpl", suffix);
+    char *body = oai_response_json(kind, body_id, o->created, o->model, text, finish, n_prompt, n_generated);
+    cJSON *b = body ? cJSON_Parse(body) : NULL;
+    free(body);
+    cJSON *line = cJSON_CreateObject(), *resp = cJSON_CreateObject();
+    if (!b || !line || !resp) {
+        cJSON_Delete(b);
+        cJSON_Delete(line);
+        cJSON_Delete(resp);
+        o->failed = true;
+        return -1;
+    }
+    cJSON_AddStringToObject(line, "id", id);
+    cJSON_AddStringToObject(line, "custom_id", custom_id);
+    cJSON_AddNumberToObject(resp, "status_code", 200);
+    cJSON_AddStringToObject(resp, "request_id", req_id);
+    cJSON_AddItemToObject(resp, "body", b);
+    cJSON_AddItemToObject(line, "response", resp);
+    cJSON_AddNullToObject(line, "error");
+    o->n_result++;
+    return write_line(o, o->out, line);
+}
+
+int cb_batch_out_error(cb_batch_out *o, int32_t line_no, const char *custom_id, const char *code, const char *fmt,
+                       ...) {
+    char id[64], msg[512];
+    next_id(o, id, sizeof(id), "batch_req_");
+    int k = snprintf(msg, sizeof(msg), "line %d: ", line_no);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg + k, sizeof(msg) - (size_t)k, fmt, ap);
+    va_end(ap);
+    cJSON *line = cJSON_CreateObject();
+    if (!line) {
+        o->failed = true;
+        return -1;
+    }
+    cJSON_AddStringToObject(line, "id", id);
+    if (custom_id)
+        cJSON_AddStringToObject(line, "custom_id", custom_id);
+    else
+        cJSON_AddNullToObject(line, "custom_id");
+    cJSON_AddNullToObject(line, "response");
+    cJSON *e = cJSON_AddObjectToObject(line, "error");
+    cJSON_AddStringToObject(e, "code", code);
+    cJSON_AddStringToObject(e, "message", msg);
+    o->n_error++;
+    return write_line(o, o->err, line);
+}
+
+void cb_batch_out_close(cb_batch_out *o) {
+    if (o->out) fclose(o->out);
+    if (o->err) fclose(o->err);
+    o->out = o->err = NULL;
+}

@@ -1,0 +1,54 @@
+/* output.h — the OpenAI Batch API output: one result line per finished request, one error line
+ * per refused line or failed request, each flushed as soon as it is written so that an
+ * interrupted job keeps everything it finished. Also reads back an earlier output to resume.
+ * One thread (the runner's). */
+#ifndef CB_BATCH_OUTPUT_H
+#define CB_BATCH_OUTPUT_H
+
+#include "../server/openai.h"
+#include "idset.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct {
+    FILE *out, *err;  /* results (appended to), errors (rewritten each run) */
+    char model[128];  /* the model's name in response bodies */
+    long created;     /* unix time of the run, in ids and bodies */
+    uint64_t seq;     /* id counter */
+    int64_t n_result; /* lines written */
+    int64_t n_error;
+    bool failed; /* a write failed (disk full, ...): the job must stop */
+} cb_batch_out;
+
+/* Adds to done the custom_id of every complete result line already in path (a missing file adds
+ * nothing). A last line without its newline (a write cut short) is cut off the file, so appending
+ * starts on a fresh line. Lines that are not JSON objects with a string custom_id are ignored.
+ * Returns 0, or -1 with a message (unreadable file, out of memory). */
+int cb_batch_out_load_done(const char *path, cb_idset *done, char *err, size_t errlen);
+
+/* Opens out_path for appending and err_path anew (truncated). model_path names the model the way
+ * the server does (its file name). Returns 0, or -1 with a message and nothing open. */
+int cb_batch_out_open(cb_batch_out *o, const char *out_path, const char *err_path, const char *model_path, char *err,
+                      size_t errlen);
+
+/* A result line: status 200 and the body a non-streaming /v1/completions or /v1/chat/completions
+ * reply has. finish: "stop" or "length". Returns 0, or -1 when the write failed (o->failed). */
+int cb_batch_out_result(cb_batch_out *o, const char *custom_id, oai_kind kind, const char *text, const char *finish,
+                        int n_prompt, int n_generated);
+
+/* An error line: {"id", "custom_id" (or null), "response": null, "error": {"code", "message"}};
+ * the message is "line N: " and the formatted text. Returns 0 or -1 as above. */
+int cb_batch_out_error(cb_batch_out *o, int32_t line, const char *custom_id, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+void cb_batch_out_close(cb_batch_out *o);
+
+/* Reads one line of f, without its newline (or "\r\n"), into *buf (grown as needed, NUL-terminated).
+ * Keeps at most max bytes: a longer line is still consumed to its end, and *too_long is set.
+ * Returns the length kept, or -1 at end of file (or on a read error: check ferror). Sets *complete
+ * to whether the line ended with a newline. */
+long cb_batch_read_line(FILE *f, char **buf, size_t *cap, size_t max, bool *too_long, bool *complete);
+
+#endif

@@ -1,0 +1,346 @@
+/* runner.c — the batch job: plan (tokenize, group, order), then submit and collect. */
+#include "runner.h"
+#include "group.h"
+#include "input.h"
+#include "output.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define POLL_MS 100
+#define EVENTS_AT_ONCE 64
+
+static volatile sig_atomic_t g_stop;
+
+static void on_signal(int sig) {
+    (void)sig;
+    g_stop = 1; /* SA_RESETHAND: a second signal gets the default action */
+}
+
+typedef struct {
+    cobatch_engine *e;
+    cb_batch_out *out;
+    cb_batch_input *in;
+    cb_batch_report *rep;
+    int32_t *plan; /* (n_plan) item indices in submission order */
+    int32_t n_plan, next;
+    int32_t inflight, window;
+    int64_t done;        /* planned items dealt with (finished, or refused at submission) */
+    int64_t live_tokens; /* tokens seen in events, for the progress line */
+    bool cancelling;
+    bool progress, tty;
+    int64_t t0_us, t_drawn_us;
+} run;
+
+/* ---------------------------------------------------------------- plan ---------------------- */
+
+/* Tokenizes every item as the engine will; items that cannot run become error lines. Fills idx
+ * with the indices of the others. */
+static int32_t tokenize_all(run *r, int32_t *idx) {
+    int32_t n_ctx_seq = cobatch_n_ctx_seq(r->e), n_ok = 0;
+    for (size_t i = 0; i < r->in->n; i++) {
+        cb_batch_item *it = r->in->items[i];
+        char err[256] = "";
+        int32_t n = 0;
+        it->tokens = cobatch_prompt_tokens(r->e, &it->req.params, &n, err, sizeof(err));
+        if (!it->tokens || n >= n_ctx_seq) {
+            if (!it->tokens)
+                cb_batch_out_error(r->out, it->line, it->custom_id, "invalid_request", "%s", err);
+            else
+                cb_batch_out_error(r->out, it->line, it->custom_id, "context_length_exceeded",
+                                   "the prompt has %d tokens; the context holds %d per sequence (prompt plus at "
+                                   "least one generated token)",
+                                   n, n_ctx_seq);
+            r->rep->refused++;
+            it->finished = true;
+            cb_batch_item_release(it);
+            continue;
+        }
+        it->n_tokens = n;
+        it->max_tokens = it->req.params.max_tokens < n_ctx_seq - n ? it->req.params.max_tokens : n_ctx_seq - n;
+        idx[n_ok++] = (int32_t)i;
+    }
+    return n_ok;
+}
+
+/* The submission order: groups by decode/prefill ratio, members together (grouping), or the
+ * input order. The prefix tree is built either way, for the report's bounds. */
+static int make_plan(run *r, bool grouping) {
+    size_t cap = r->in->n ? r->in->n : 1;
+    int32_t *idx = malloc(cap * sizeof(*idx));
+    r->plan = malloc(cap * sizeof(*r->plan));
+    cb_group_prompt *gp = malloc(cap * sizeof(*gp));
+    int rc = -1;
+    if (!idx || !r->plan || !gp) goto out;
+    int32_t n = tokenize_all(r, idx);
+    for (int32_t k = 0; k < n; k++) {
+        const cb_batch_item *it = r->in->items[idx[k]];
+        gp[k] = (cb_group_prompt){it->tokens, it->n_tokens, it->max_tokens};
+    }
+    cb_grouping g;
+    if (cb_group_build(gp, n, true, &g) != 0) goto out;
+    if (grouping) cb_group_sort_by_ratio(&g);
+    for (int32_t k = 0, at = 0; k < g.n_groups && grouping; k++)
+        for (int32_t j = 0; j < g.groups[k].n; j++)
+            r->plan[at++] = idx[g.order[g.groups[k].first + j]];
+    if (!grouping) memcpy(r->plan, idx, (size_t)n * sizeof(*idx));
+    r->n_plan = n;
+    r->rep->requests = n;
+    r->rep->n_groups = g.n_groups;
+    r->rep->plan_tokens = g.logical_tokens;
+    r->rep->tree_tokens = g.tree_tokens;
+    r->rep->group_tokens = g.group_tokens;
+    cb_grouping_free(&g);
+    rc = 0;
+out:
+    free(idx);
+    free(gp);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- submit and collect -------- */
+
+/* Returns 1 when the engine's queue is full (try again after some events), else 0. */
+static int submit_one(run *r, cb_batch_item *it) {
+    struct cobatch_request_params p = it->req.params;
+    p.prompt = NULL; /* the tokens we grouped on are exactly what the engine would queue */
+    p.messages = NULL;
+    p.n_messages = 0;
+    p.prompt_tokens = it->tokens;
+    p.n_prompt_tokens = it->n_tokens;
+    p.max_tokens = it->max_tokens;
+    p.user_data = it;
+    char err[256] = "";
+    cobatch_req_id id = cobatch_submit(r->e, &p, err, sizeof(err));
+    if (id == COBATCH_ERR_QUEUE_FULL) return 1;
+    if (id < 0) {
+        const char *code = id == COBATCH_ERR_TOO_LONG  ? "context_length_exceeded"
+                           : id == COBATCH_ERR_INVALID ? "invalid_request"
+                                                       : "engine_error";
+        cb_batch_out_error(r->out, it->line, it->custom_id, code, "%s", err);
+        r->rep->refused++;
+        r->done++;
+        it->finished = true;
+    } else {
+        it->id = id;
+        r->inflight++;
+    }
+    cb_batch_item_release(it);
+    return 0;
+}
+
+static void submit_more(run *r) {
+    while (r->inflight < r->window && r->next < r->n_plan && !r->out->failed) {
+        if (submit_one(r, r->in->items[r->plan[r->next]]) != 0) return;
+        r->next++;
+    }
+}
+
+static bool append(cb_batch_item *it, const char *s, size_t n) {
+    if (it->len + n + 1 > it->cap) {
+        size_t cap = (it->cap + n) * 2 + 64;
+        char *t = realloc(it->text, cap);
+        if (!t) return false;
+        it->text = t;
+        it->cap = cap;
+    }
+    memcpy(it->text + it->len, s, n);
+    it->len += n;
+    it->text[it->len] = '\0';
+    return true;
+}
+
+static void finish(run *r, cb_batch_item *it, const struct cobatch_event *ev) {
+    cb_batch_report *rep = r->rep;
+    bool ok = ev->reason == COBATCH_FINISH_STOP || ev->reason == COBATCH_FINISH_LENGTH;
+    if (!(ev->reason == COBATCH_FINISH_CANCELLED && r->cancelling)) { /* cut short: not the job's tokens */
+        rep->prompt_tokens += ev->n_prompt;
+        rep->output_tokens += ev->n_generated;
+    }
+    if (ok && !it->text_lost) {
+        cb_batch_out_result(r->out, it->custom_id, it->kind, it->text ? it->text : "",
+                            ev->reason == COBATCH_FINISH_LENGTH ? "length" : "stop", ev->n_prompt, ev->n_generated);
+        rep->ok++;
+    } else if (ev->reason == COBATCH_FINISH_CANCELLED && r->cancelling) {
+        rep->not_run++; /* a rerun picks it up */
+    } else {
+        cb_batch_out_error(r->out, it->line, it->custom_id, "engine_error", "%s",
+                           it->text_lost             ? "out of memory collecting the output"
+                           : ev->error && *ev->error ? ev->error
+                                                     : cobatch_finish_reason_str(ev->reason));
+        rep->failed++;
+    }
+    it->finished = true;
+    free(it->text);
+    it->text = NULL;
+    it->len = it->cap = 0;
+    r->inflight--;
+    r->done++;
+}
+
+static void on_event(run *r, const struct cobatch_event *ev) {
+    cb_batch_item *it = ev->user_data;
+    if (ev->text_len && !it->text_lost && !append(it, ev->text, ev->text_len)) {
+        it->text_lost = true;
+        cobatch_cancel(r->e, it->id);
+    }
+    if (ev->type == COBATCH_EVENT_TOKEN)
+        r->live_tokens++;
+    else
+        finish(r, it, ev);
+}
+
+/* Stops the job: nothing more is submitted, what runs is cancelled (and not written). */
+static void cancel_all(run *r) {
+    r->cancelling = true;
+    r->rep->not_run += r->n_plan - r->next;
+    for (int32_t k = 0; k < r->next; k++) {
+        cb_batch_item *it = r->in->items[r->plan[k]];
+        if (it->id > 0 && !it->finished) cobatch_cancel(r->e, it->id);
+    }
+}
+
+/* ---------------------------------------------------------------- progress ------------------ */
+
+static void fmt_duration(char *out, size_t len, double s) {
+    if (s < 0) {
+        snprintf(out, len, "--:--");
+        return;
+    }
+    long t = (long)(s + 0.5);
+    if (t >= 3600)
+        snprintf(out, len, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else
+        snprintf(out, len, "%02ld:%02ld", t / 60, t % 60);
+}
+
+/* "  412/1000 [########------------]  41%  523 tok/s  ETA 01:05", redrawn in place on a terminal,
+ * a line every few seconds elsewhere. */
+static void progress(run *r, bool final) {
+    if (!r->progress) return;
+    int64_t now = cobatch_time_us();
+    if (!final && now - r->t_drawn_us < (r->tty ? 200000 : 5000000)) return;
+    r->t_drawn_us = now;
+    double elapsed = (double)(now - r->t0_us) / 1e6, frac = r->n_plan ? (double)r->done / r->n_plan : 1;
+    char bar[21], eta[32];
+    for (int i = 0; i < 20; i++)
+        bar[i] = i < (int)(frac * 20) ? '#' : '-';
+    bar[20] = '\0';
+    fmt_duration(eta, sizeof(eta), r->done ? elapsed * (double)(r->n_plan - r->done) / (double)r->done : -1);
+    fprintf(stderr, "%s%lld/%d [%s] %3.0f%%  %.0f tok/s  ETA %s%s", r->tty ? "\r" : "", (long long)r->done, r->n_plan,
+            bar, frac * 100, elapsed > 0 ? (double)r->live_tokens / elapsed : 0.0, eta, r->tty ? "\033[K" : "\n");
+    if (final && r->tty) fputc('\n', stderr);
+}
+
+static void loop(run *r) {
+    struct cobatch_event ev[EVENTS_AT_ONCE];
+    r->t0_us = cobatch_time_us();
+    while (r->inflight > 0 || (r->next < r->n_plan && !r->cancelling)) {
+        if ((g_stop || r->out->failed) && !r->cancelling) cancel_all(r);
+        if (!r->cancelling) submit_more(r);
+        if (r->inflight == 0) continue;
+        int k = cobatch_poll(r->e, ev, EVENTS_AT_ONCE, POLL_MS);
+        for (int i = 0; i < k; i++) {
+            on_event(r, &ev[i]);
+            cobatch_event_clear(&ev[i]);
+        }
+        progress(r, false);
+    }
+    progress(r, true);
+    r->rep->wall_s = (double)(cobatch_time_us() - r->t0_us) / 1e6;
+}
+
+/* ---------------------------------------------------------------- the job ------------------- */
+
+/* Engine up, plan, loop, engine down. Returns 0 or -1 (message printed). */
+static int execute(run *r, const cb_batch_params *bp, const struct cobatch_engine_params *ep) {
+    char err[512] = "";
+    r->e = cobatch_engine_init(ep, err, sizeof(err));
+    if (!r->e) {
+        fprintf(stderr, "cobatch batch: %s\n", err);
+        return -1;
+    }
+    if (make_plan(r, bp->grouping) != 0) {
+        fprintf(stderr, "cobatch batch: out of memory planning %zu requests\n", r->in->n);
+        cobatch_engine_free(r->e);
+        return -1;
+    }
+    loop(r);
+    struct cobatch_stats st;
+    cobatch_engine_stats(r->e, &st);
+    r->rep->processed_prefill = st.prompt_tokens;
+    r->rep->prefix_hits = st.prefix_hit_tokens;
+    cobatch_engine_free(r->e);
+    return 0;
+}
+
+/* Resume set, output files, input lines. Returns 0, or -1 with a message printed. */
+static int read_job(const cb_batch_params *bp, const struct cobatch_engine_params *ep, cb_batch_out *o,
+                    cb_batch_input *in) {
+    char err[512] = "";
+    FILE *f = fopen(bp->input_path, "r");
+    if (!f) {
+        fprintf(stderr, "cobatch batch: cannot read %s: %s\n", bp->input_path, strerror(errno));
+        return -1;
+    }
+    cb_idset done;
+    cb_idset_init(&done);
+    int rc = cb_batch_out_load_done(bp->output_path, &done, err, sizeof(err));
+    if (rc == 0) rc = cb_batch_out_open(o, bp->output_path, bp->errors_path, ep->model_path, err, sizeof(err));
+    if (rc != 0) {
+        fprintf(stderr, "cobatch batch: %s\n", err);
+    } else if (cb_batch_input_read(f, &done, o, in, err, sizeof(err)) != 0) {
+        fprintf(stderr, "cobatch batch: %s: %s\n", bp->input_path, err);
+        cb_batch_input_free(in);
+        cb_batch_out_close(o);
+        rc = -1;
+    }
+    fclose(f);
+    cb_idset_free(&done);
+    return rc;
+}
+
+int cb_batch_run(const cb_batch_params *bp, const struct cobatch_engine_params *ep) {
+    cb_batch_report rep = {0};
+    cb_batch_out o;
+    cb_batch_input in;
+    if (read_job(bp, ep, &o, &in) != 0) return 1;
+    rep.lines = in.lines;
+    rep.skipped = in.skipped;
+    rep.refused = in.refused;
+    int32_t window = bp->window > 0 ? bp->window : 4 * (ep->max_num_seqs > 0 ? ep->max_num_seqs : 16);
+    int32_t max_queue = ep->max_queue > 0 ? ep->max_queue : cobatch_engine_default_params().max_queue;
+    rep.window = window < max_queue ? window : max_queue; /* waiting <= in flight: never QUEUE_FULL */
+    run r = {.out = &o,
+             .in = &in,
+             .rep = &rep,
+             .window = rep.window,
+             .progress = bp->progress,
+             .tty = isatty(STDERR_FILENO)};
+    struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESETHAND}, old_int, old_term;
+    sigemptyset(&sa.sa_mask);
+    g_stop = 0;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    int rc = in.n > 0 ? execute(&r, bp, ep) : 0; /* nothing left to run: no model to load */
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    rep.interrupted = g_stop != 0;
+    bool write_failed = o.failed;
+    cb_batch_out_close(&o);
+    free(r.plan);
+    cb_batch_input_free(&in);
+    if (rc != 0) return 1;
+    cb_batch_report_print(&rep, bp);
+    if (bp->json_path && cb_batch_report_json(&rep, bp, ep, bp->json_path) != 0)
+        fprintf(stderr, "cobatch batch: cannot write %s\n", bp->json_path);
+    if (write_failed) {
+        fprintf(stderr, "cobatch batch: writing %s or %s failed; the job stopped\n", bp->output_path, bp->errors_path);
+        return 1;
+    }
+    return rep.interrupted ? 130 : 0;
+}

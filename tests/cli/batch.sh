@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# `cobatch batch` end to end on the real default model: one result line per good request with the
+# server's response shape, error lines with the right line numbers, prefix groups submitted
+# decode-heavy first (input order with --no-prefix-grouping), resume, bad command lines.
+# usage: batch.sh BUILD/cobatch MODEL
+set -u
+bin="$1"
+model="$2"
+dir="$(mktemp -d)"
+trap 'rm -rf "$dir"' EXIT
+pass=0
+fail=0
+check() { # name, condition (evaluated)
+    if eval "$2"; then pass=$((pass + 1)); echo "ok   $1"; else fail=$((fail + 1)); echo "FAIL $1"; fi
+}
+# One decode thread: on a busy 2-core machine llama.cpp's spinning threads wait on each other.
+# --max-num-seqs 1: requests finish in submission order, so the output shows the order.
+flags=(-m "$model" -t 1 -c 1024 --max-num-seqs 1 --no-progress)
+
+# Group A: 4 completions behind a long shared document, 2 tokens each (prefill-heavy).
+# Group B: 4 chats behind a short shared system prompt, 6 tokens each (decode-heavy: goes first).
+# Interleaved in the input, with bad lines between; expected.json says what each line should give.
+python3 - "$dir" <<'PY'
+import json, sys
+d = sys.argv[1]
+doc = ("The Amazon rainforest covers much of the Amazon basin of South America. The basin spans seven "
+       "million square kilometres, five and a half million of them forest, across nine nations. ") * 3
+sysmsg = "You are a terse assistant who answers with one word."
+good, lines, errors = [], [], []
+def add(obj=None, raw=None, err=None, cid=None):
+    lines.append(raw if raw is not None else json.dumps(obj))
+    if err: errors.append({"line": len(lines), "code": err, "custom_id": cid})
+for i in range(4):
+    add({"custom_id": f"a{i}", "method": "POST", "url": "/v1/completions",
+         "body": {"prompt": doc + f"Question {i}: which continent? Answer:", "max_tokens": 2}})
+    good.append({"id": f"a{i}", "kind": "text_completion", "max": 2})
+    add({"custom_id": f"b{i}", "method": "POST", "url": "/v1/chat/completions",
+         "body": {"messages": [{"role": "system", "content": sysmsg},
+                               {"role": "user", "content": f"Name colour number {i}."}],
+                  "max_completion_tokens": 6, "temperature": 0.7, "seed": i}})
+    good.append({"id": f"b{i}", "kind": "chat.completion", "max": 6})
+    if i == 0:
+        add(raw='{"custom_id": "broken", ', err="invalid_json")
+        add(raw="")  # blank lines are skipped, but counted in line numbers
+        add({"method": "POST", "url": "/v1/completions", "body": {"prompt": "x"}}, err="missing_custom_id")
+    if i == 1:
+        add({"custom_id": "a0", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x"}},
+            err="duplicate_custom_id", cid="a0")
+        add({"custom_id": "emb", "method": "POST", "url": "/v1/embeddings", "body": {"input": "x"}},
+            err="invalid_url", cid="emb")
+    if i == 2:
+        add({"custom_id": "get", "method": "GET", "url": "/v1/completions", "body": {"prompt": "x"}},
+            err="invalid_method", cid="get")
+        add({"custom_id": "hot", "method": "POST", "url": "/v1/completions",
+             "body": {"prompt": "x", "temperature": "hot"}}, err="invalid_request", cid="hot")
+        add({"custom_id": "long", "method": "POST", "url": "/v1/completions",
+             "body": {"prompt": "word " * 1500}}, err="context_length_exceeded", cid="long")
+open(f"{d}/job.jsonl", "w").write("\n".join(lines) + "\n")
+json.dump({"good": good, "errors": errors}, open(f"{d}/expected.json", "w"))
+PY
+
+# Checks an output file against expected.json; ORDER: "grouped" (all b before all a) or "input".
+verify() { # out, order
+    python3 - "$dir/expected.json" "$1" "$2" <<'PY'
+import json, sys
+exp = json.load(open(sys.argv[1]))
+good = {g["id"]: g for g in exp["good"]}
+rows = [json.loads(l) for l in open(sys.argv[2])]
+ids = [r["custom_id"] for r in rows]
+assert sorted(ids) == sorted(good), f"custom_ids {ids}"
+for r in rows:
+    g, resp = good[r["custom_id"]], r["response"]
+    assert r["id"].startswith("batch_req_") and r["error"] is None, r
+    assert resp["status_code"] == 200 and resp["request_id"], r
+    b = resp["body"]
+    assert b["object"] == g["kind"] and b["id"] and b["model"], b
+    c = b["choices"][0]
+    text = c["message"]["content"] if g["kind"] == "chat.completion" else c["text"]
+    assert isinstance(text, str) and c["finish_reason"] in ("stop", "length"), c
+    u = b["usage"]
+    assert u["prompt_tokens"] > 0 and 1 <= u["completion_tokens"] <= g["max"], u
+    assert u["total_tokens"] == u["prompt_tokens"] + u["completion_tokens"], u
+if sys.argv[3] == "grouped":
+    assert ids == sorted(ids, key=lambda i: i[0] == "a"), f"decode-heavy group first, contiguous: {ids}"
+else:
+    assert ids == [g["id"] for g in exp["good"]], f"input order: {ids}"
+PY
+}
+
+"$bin" batch "${flags[@]}" -i "$dir/job.jsonl" -o "$dir/out.jsonl" --errors "$dir/err.jsonl" \
+    --json "$dir/report.json" 2>"$dir/log"
+rc=$?
+cat "$dir/log"
+check "batch exits 0 with bad lines in the job" '[ $rc -eq 0 ]'
+check "one result line per good request, shapes right, decode-heavy group first" 'verify "$dir/out.jsonl" grouped'
+check "error lines: right codes, line numbers and custom_ids" 'python3 - "$dir/expected.json" "$dir/err.jsonl" <<PY
+import json, sys
+want = json.load(open(sys.argv[1]))["errors"]
+got = [json.loads(l) for l in open(sys.argv[2])]
+assert len(got) == len(want), (len(got), len(want))
+for w, g in zip(sorted(want, key=lambda e: e["line"]), sorted(got, key=lambda e: int(e["error"]["message"].split(":")[0][5:]))):
+    assert g["response"] is None and g["id"].startswith("batch_req_"), g
+    assert g["error"]["code"] == w["code"], (g, w)
+    assert g["error"]["message"].startswith("line %d: " % w["line"]), (g, w)
+    assert g["custom_id"] == w["custom_id"], (g, w)
+PY'
+check "report: counts, two groups, a real bound, logical prompt tokens" 'python3 - "$dir/report.json" "$dir/out.jsonl" <<PY
+import json, sys
+r = json.load(open(sys.argv[1]))
+rows = [json.loads(l) for l in open(sys.argv[2])]
+assert (r["lines"], r["requests"], r["ok"], r["failed"], r["refused"], r["skipped"]) == (15, 8, 8, 0, 7, 0), r
+assert r["groups"] == 2, r
+assert r["prompt_tokens"] == sum(x["response"]["body"]["usage"]["prompt_tokens"] for x in rows), r
+assert r["output_tokens"] == sum(x["response"]["body"]["usage"]["completion_tokens"] for x in rows), r
+assert 0.5 < r["token_saving_bound"] < 1 and r["group_saving_bound"] <= r["token_saving_bound"], r
+assert r["processed_prefill_tokens"] >= r["prompt_tokens"] * (1 - r["token_saving_bound"]) - 1, r
+PY'
+check "stderr report has the saving ratio and its bound" 'grep -q "token saving .*bound" "$dir/log"'
+
+"$bin" batch "${flags[@]}" -i "$dir/job.jsonl" -o "$dir/plain.jsonl" --no-prefix-grouping 2>"$dir/log2"
+check "--no-prefix-grouping submits in input order" 'verify "$dir/plain.jsonl" input'
+check "errors default to OUTPUT_errors.jsonl" '[ "$(wc -l <"$dir/plain_errors.jsonl")" -eq 7 ]'
+
+# Resume: everything is there, nothing is added; a lost line comes back, alone.
+cp "$dir/out.jsonl" "$dir/first.jsonl"
+"$bin" batch "${flags[@]}" -i "$dir/job.jsonl" -o "$dir/out.jsonl" --errors "$dir/err.jsonl" 2>"$dir/log3"
+rc=$?
+check "rerun exits 0 and adds nothing" '[ $rc -eq 0 ] && cmp -s "$dir/out.jsonl" "$dir/first.jsonl"'
+check "rerun reports 8 already done" 'grep -q "8 already in" "$dir/log3"'
+grep -v '"custom_id":"b2"' "$dir/first.jsonl" >"$dir/out.jsonl"
+"$bin" batch "${flags[@]}" -i "$dir/job.jsonl" -o "$dir/out.jsonl" --errors "$dir/err.jsonl" 2>"$dir/log4"
+check "a deleted line comes back, exactly once, the rest untouched" \
+    '[ "$(wc -l <"$dir/out.jsonl")" -eq 8 ] && [ "$(grep -c "\"custom_id\":\"b2\"" "$dir/out.jsonl")" -eq 1 ] &&
+     [ "$(tail -n 1 "$dir/out.jsonl" | grep -c "\"custom_id\":\"b2\"")" -eq 1 ] &&
+     head -n 7 "$dir/out.jsonl" | cmp -s - <(grep -v "\"custom_id\":\"b2\"" "$dir/first.jsonl")'
+head -c 60 "$dir/first.jsonl" >>"$dir/out.jsonl" # a write cut short by a crash
+"$bin" batch "${flags[@]}" -i "$dir/job.jsonl" -o "$dir/out.jsonl" --errors "$dir/err.jsonl" 2>"$dir/log5"
+check "a cut-off last line is dropped on resume" \
+    '[ "$(wc -l <"$dir/out.jsonl")" -eq 8 ] && python3 -c "import json,sys; [json.loads(l) for l in open(sys.argv[1])]" "$dir/out.jsonl"'
+
+# Bad command lines: a message and a non-zero exit, never a crash.
+expect() { # name, expected exit code, text the message must contain, command...
+    local name="$1" code="$2" text="$3"
+    shift 3
+    local err rc
+    err="$("$@" 2>&1 >/dev/null)"
+    rc=$?
+    check "$name (exit $rc: $err)" '[ "$rc" -eq "$code" ] && grep -qi -- "$text" <<<"$err"'
+}
+expect "missing --input" 2 "--input is required" "$bin" batch -m "$model" -o "$dir/x.jsonl"
+expect "missing --output" 2 "--output is required" "$bin" batch -m "$model" -i "$dir/job.jsonl"
+expect "unreadable input" 1 "cannot read" "$bin" batch -m "$model" -i "$dir/nope.jsonl" -o "$dir/x.jsonl"
+expect "unwritable output" 1 "cannot" "$bin" batch -m "$model" -i "$dir/job.jsonl" -o "$dir/no/such/dir.jsonl"
+expect "bad --window" 2 "invalid option '--window'" "$bin" batch -i "$dir/job.jsonl" -o "$dir/x.jsonl" --window 0
+expect "bad engine flag" 2 "--max-num-seqs takes" "$bin" batch -i "$dir/job.jsonl" -o "$dir/x.jsonl" --max-num-seqs x
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
