@@ -18,9 +18,10 @@ void cb_batch_report_print(const cb_batch_report *r, const cb_batch_params *bp) 
             (long long)r->lines, bp->errors_path, (long long)r->skipped, bp->output_path);
     if (r->requests == 0 || r->prompt_tokens == 0) return;
     fprintf(stderr,
-            "  wall %.2f s: prompt %lld tokens (logical), output %lld tokens; %.1f output tok/s, %.1f total tok/s\n",
-            r->wall_s, (long long)r->prompt_tokens, (long long)r->output_tokens, per_s(r->output_tokens, r->wall_s),
-            per_s(r->prompt_tokens + r->output_tokens, r->wall_s));
+            "  wall %.2f s (after %.2f s loading, tokenizing, grouping): prompt %lld tokens (logical), output %lld "
+            "tokens; %.1f output tok/s, %.1f total tok/s\n",
+            r->wall_s, r->prep_s, (long long)r->prompt_tokens, (long long)r->output_tokens,
+            per_s(r->output_tokens, r->wall_s), per_s(r->prompt_tokens + r->output_tokens, r->wall_s));
     fprintf(stderr, "  prefix: %d groups (%s), window %d requests\n", r->n_groups,
             bp->grouping ? "submitted group by group, decode-heavy first" : "grouping off: input order", r->window);
     if (r->interrupted) return; /* cancelled requests computed part of their prompts: no honest ratio */
@@ -52,6 +53,7 @@ int cb_batch_report_json(const cb_batch_report *r, const cb_batch_params *bp, co
     cJSON_AddNumberToObject(o, "not_run", (double)r->not_run);
     cJSON_AddBoolToObject(o, "interrupted", r->interrupted);
     cJSON_AddNumberToObject(o, "wall_s", r->wall_s);
+    cJSON_AddNumberToObject(o, "prep_s", r->prep_s);
     cJSON_AddNumberToObject(o, "prompt_tokens", (double)r->prompt_tokens);
     cJSON_AddNumberToObject(o, "output_tokens", (double)r->output_tokens);
     cJSON_AddNumberToObject(o, "output_tok_s", per_s(r->output_tokens, r->wall_s));

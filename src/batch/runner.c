@@ -259,6 +259,7 @@ static void loop(run *r) {
 /* Engine up, plan, loop, engine down. Returns 0 or -1 (message printed). */
 static int execute(run *r, const cb_batch_params *bp, const struct cobatch_engine_params *ep) {
     char err[512] = "";
+    int64_t t0 = cobatch_time_us();
     r->e = cobatch_engine_init(ep, err, sizeof(err));
     if (!r->e) {
         fprintf(stderr, "cobatch batch: %s\n", err);
@@ -269,6 +270,7 @@ static int execute(run *r, const cb_batch_params *bp, const struct cobatch_engin
         cobatch_engine_free(r->e);
         return -1;
     }
+    r->rep->prep_s = (double)(cobatch_time_us() - t0) / 1e6;
     loop(r);
     struct cobatch_stats st;
     cobatch_engine_stats(r->e, &st);

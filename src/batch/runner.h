@@ -30,7 +30,8 @@ typedef struct {
 typedef struct {
     int64_t lines, requests, ok, failed, refused, skipped, not_run;
     bool interrupted;
-    double wall_s;
+    double wall_s;                                  /* first submission to last result */
+    double prep_s;                                  /* before that: loading the model, tokenizing, grouping */
     int64_t prompt_tokens, output_tokens;           /* of finished requests: logical (sum of n_prompt), sampled */
     int64_t processed_prefill, prefix_hits;         /* from the engine: prompt tokens computed, taken from its cache */
     int64_t plan_tokens, tree_tokens, group_tokens; /* over the planned requests: see cb_grouping */
