@@ -77,6 +77,7 @@ struct cobatch_engine_params {
     enum cobatch_mode mode;
     enum cobatch_kv_layout kv_layout;
     bool flash_attn;         /* default true */
+    bool prefix_caching;     /* share resident prompt prefixes across requests; default true (unified only) */
     bool verbose;            /* let llama.cpp log to stderr */
     cobatch_step_fn on_step; /* called on the engine thread after each step; keep it short */
     void *on_step_user;
@@ -149,12 +150,18 @@ struct cobatch_event {
 
 struct cobatch_stats {
     int32_t running, waiting;
-    int32_t kv_used, kv_total, kv_peak; /* cells, by cobatch's accounting */
-    int32_t kv_cells_llama;             /* cells llama.cpp reports in use (should equal kv_used) */
+    int32_t kv_used, kv_total, kv_peak; /* cells, by cobatch's accounting; kv_used includes kv_cached */
+    int32_t kv_cells_llama;             /* cells llama.cpp shows the running requests' sequences, summed over them (a
+                                           shared cell counts once per request); 0 when nothing runs */
     int64_t steps, preemptions, decode_retries;
     int64_t prompt_tokens, generated_tokens; /* tokens computed (prompt incl. recompute) and sampled */
     int64_t wasted_decode_slots;             /* static mode: group slots idle while the group runs */
     int64_t requests_finished;
+    /* prefix cache (unified layout, enable_prefix_caching): */
+    int32_t kv_cached;           /* of kv_used, cells the prefix cache keeps that no running request uses: free on
+                                    demand (kv_used - kv_cached is what the requests hold) */
+    int64_t prefix_query_tokens; /* prompt tokens of admitted requests (each admission, recomputes too) */
+    int64_t prefix_hit_tokens;   /* of those, tokens taken from the cache instead of computed */
 };
 
 struct cobatch_engine_params cobatch_engine_default_params(void);
@@ -172,6 +179,13 @@ void cobatch_engine_free(cobatch_engine *engine);
  * message in err. A request that got an id ends in exactly one FINISHED event. */
 cobatch_req_id cobatch_submit(cobatch_engine *engine, const struct cobatch_request_params *params, char *err,
                               size_t errlen);
+
+/* The prompt tokens cobatch_submit would queue for params (text tokenized, token ids checked
+ * against the vocabulary, or messages rendered with the chat template). Returns a malloc'd array
+ * the caller frees, its length in *n; NULL with a message in err when the prompt is invalid.
+ * Thread-safe. */
+int32_t *cobatch_prompt_tokens(cobatch_engine *engine, const struct cobatch_request_params *params, int32_t *n,
+                               char *err, size_t errlen);
 
 /* Asks the engine to stop a request; its cells are freed at the next step and it finishes with
  * CANCELLED (or with its natural reason if it finished first). Returns COBATCH_OK or

@@ -143,20 +143,24 @@ void cb_bench_write_trace(FILE *f, const char *label, const cb_bench_result *r) 
 void cb_bench_print_table(FILE *f, const cb_bench_config *cfgs, const cb_bench_result *res, int n, int base) {
     fprintf(f, "| config | wall s | cpu s | speedup | req/s | out tok/s | total tok/s | TTFT p50 / p99 ms | "
                "TPOT mean ms | ITL p50 / p99 ms | E2EL p50 / p99 ms | sched eff | steps | preempt | peak KV | wasted "
-               "slots |\n");
-    fprintf(f, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+               "slots | prefix hit | prompt computed |\n");
+    fprintf(f, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (int i = 0; i < n; i++) {
         const cb_bench_result *r = &res[i];
         const cb_metrics *m = &r->m;
         char eff[16] = "-";
         if (r->efficiency >= 0) snprintf(eff, sizeof(eff), "%.0f%%", r->efficiency * 100);
+        char hit[16] = "-"; /* share of the admitted prompt tokens the prefix cache supplied */
+        if (r->stats.prefix_query_tokens > 0)
+            snprintf(hit, sizeof(hit), "%.0f%%",
+                     100.0 * (double)r->stats.prefix_hit_tokens / r->stats.prefix_query_tokens);
         fprintf(f,
                 "| %s | %.2f | %.2f | %.2fx | %.2f | %.1f | %.1f | %.0f / %.0f | %.1f | %.1f / %.1f | %.0f / %.0f | "
-                "%s | %lld | %lld | %d | %lld |\n",
+                "%s | %lld | %lld | %d | %lld | %s | %lld |\n",
                 cfgs[i].label, r->wall_s, r->cpu_s, res[base].wall_s / r->wall_s, m->req_per_s, m->out_tok_per_s,
                 m->total_tok_per_s, m->ttft_ms.p50, m->ttft_ms.p99, m->tpot_ms.mean, m->itl_ms.p50, m->itl_ms.p99,
                 m->e2el_ms.p50, m->e2el_ms.p99, eff, (long long)r->stats.steps, (long long)r->stats.preemptions,
-                r->stats.kv_peak, (long long)r->stats.wasted_decode_slots);
+                r->stats.kv_peak, (long long)r->stats.wasted_decode_slots, hit, (long long)r->stats.prompt_tokens);
     }
     for (int i = 0; i < n; i++)
         if (res[i].m.failed) fprintf(f, "\n%s: %d requests failed\n", cfgs[i].label, res[i].m.failed);

@@ -134,6 +134,10 @@ int cb_args_engine(int argc, char **argv, int *i, struct cobatch_engine_params *
         p->flash_attn = false;
         return 1;
     }
+    if (!strcmp(a, "--enable-prefix-caching") || !strcmp(a, "--no-prefix-caching")) {
+        p->prefix_caching = a[2] == 'e';
+        return 1;
+    }
     if (!strcmp(a, "--verbose")) {
         p->verbose = true;
         return 1;
@@ -179,6 +183,8 @@ void cb_args_engine_help(void) {
           "  --kv-reserve N                cells an admission leaves free, default 32\n"
           "  --max-queue N                 waiting requests before refusing, default 1024\n"
           "  --no-flash-attn               disable flash attention\n"
+          "  --no-prefix-caching           do not share cached prompt prefixes across requests\n"
+          "                                (--enable-prefix-caching: the default, unified layout only)\n"
           "  --verbose                     show llama.cpp's log\n",
           stdout);
 }

@@ -17,6 +17,7 @@ static void usage(void) {
            "  --modes LIST                  of sequential,static,continuous (default all three)\n"
            "  --prefill-chunks LIST         token counts or none (default 256)\n"
            "  --kv-layouts LIST             of unified,split (default unified)\n"
+           "  --prefix-caching LIST         of on,off (default on; on needs the unified layout)\n"
            "  --repeat N                    run each configuration N times, report the median-wall run\n"
            "output:\n"
            "  --trace FILE                  one line per engine step (tab-separated)\n"
@@ -70,7 +71,8 @@ int cmd_bench(int argc, char **argv) {
     cb_wargs_init(&wa);
     const char *trace_path = NULL, *json_path = NULL, *plot_dir = NULL;
     bool ceiling_on = true;
-    char modes_s[128] = "sequential,static,continuous", chunks_s[128] = "256", layouts_s[64] = "unified";
+    char modes_s[128] = "sequential,static,continuous", chunks_s[128] = "256", layouts_s[64] = "unified",
+         caching_s[16] = "on";
     int64_t repeat = 1, x;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -89,6 +91,8 @@ int cmd_bench(int argc, char **argv) {
             snprintf(chunks_s, sizeof(chunks_s), "%s", argv[++i]);
         } else if (!strcmp(a, "--kv-layouts") && has) {
             snprintf(layouts_s, sizeof(layouts_s), "%s", argv[++i]);
+        } else if (!strcmp(a, "--prefix-caching") && has) {
+            snprintf(caching_s, sizeof(caching_s), "%s", argv[++i]);
         } else if (!strcmp(a, "--trace") && has) {
             trace_path = argv[++i];
         } else if (!strcmp(a, "--json") && has) {
@@ -110,45 +114,56 @@ int cmd_bench(int argc, char **argv) {
     int64_t concurrency = wa.concurrency;
     if (!ep.model_path) ep.model_path = cb_default_model();
 
-    /* configurations: modes x chunks x layouts */
+    /* configurations: prefix caching x layouts x modes x chunks */
     static cb_bench_config cfgs[MAX_CFG];
-    char *modes[8], *chunks[8], *layouts[4];
+    char *modes[8], *chunks[8], *layouts[4], *caching[2];
     int nm = split_list(modes_s, modes, 8), nc = split_list(chunks_s, chunks, 8),
-        nl = split_list(layouts_s, layouts, 4);
+        nl = split_list(layouts_s, layouts, 4), npc = split_list(caching_s, caching, 2);
     int n = 0, base = 0;
-    for (int l = 0; l < nl; l++) {
-        for (int m = 0; m < nm; m++) {
-            for (int c = 0; c < nc; c++) {
-                cb_bench_config *cfg = &cfgs[n];
-                cfg->engine = ep;
-                int mode = -1;
-                for (int k = 0; k < 3; k++)
-                    if (!strcmp(modes[m], MODE_NAMES[k])) mode = k;
-                if (mode < 0) {
-                    fprintf(stderr, "cobatch bench: unknown mode '%s' (sequential, static, continuous)\n", modes[m]);
-                    return 2;
-                }
-                cfg->engine.mode = (enum cobatch_mode)mode;
-                if (!strcmp(chunks[c], "none")) {
-                    cfg->engine.prefill_chunk = 0;
-                } else if (cb_parse_int(chunks[c], 1, 1 << 20, &x)) {
-                    cfg->engine.prefill_chunk = (int32_t)x;
-                } else {
-                    fprintf(stderr, "cobatch bench: --prefill-chunks takes token counts or none (got '%s')\n",
-                            chunks[c]);
-                    return 2;
-                }
-                if (strcmp(layouts[l], "unified") && strcmp(layouts[l], "split")) {
-                    fprintf(stderr, "cobatch bench: unknown KV layout '%s' (unified, split)\n", layouts[l]);
-                    return 2;
-                }
-                cfg->engine.kv_layout = strcmp(layouts[l], "split") ? COBATCH_KV_UNIFIED : COBATCH_KV_SPLIT;
-                snprintf(cfg->label, sizeof(cfg->label), "%s chunk=%s %s", modes[m], chunks[c], layouts[l]);
-                if (mode == COBATCH_MODE_SEQUENTIAL && cfgs[base].engine.mode != COBATCH_MODE_SEQUENTIAL) base = n;
-                if (++n == MAX_CFG) break;
-            }
+    for (int pc = 0; pc < npc; pc++) {
+        if (strcmp(caching[pc], "on") && strcmp(caching[pc], "off")) {
+            fprintf(stderr, "cobatch bench: --prefix-caching takes on, off or on,off (got '%s')\n", caching[pc]);
+            return 2;
         }
     }
+    for (int pc = 0; pc < npc; pc++)
+        for (int l = 0; l < nl; l++) {
+            for (int m = 0; m < nm; m++) {
+                for (int c = 0; c < nc; c++) {
+                    cb_bench_config *cfg = &cfgs[n];
+                    cfg->engine = ep;
+                    int mode = -1;
+                    for (int k = 0; k < 3; k++)
+                        if (!strcmp(modes[m], MODE_NAMES[k])) mode = k;
+                    if (mode < 0) {
+                        fprintf(stderr, "cobatch bench: unknown mode '%s' (sequential, static, continuous)\n",
+                                modes[m]);
+                        return 2;
+                    }
+                    cfg->engine.mode = (enum cobatch_mode)mode;
+                    if (!strcmp(chunks[c], "none")) {
+                        cfg->engine.prefill_chunk = 0;
+                    } else if (cb_parse_int(chunks[c], 1, 1 << 20, &x)) {
+                        cfg->engine.prefill_chunk = (int32_t)x;
+                    } else {
+                        fprintf(stderr, "cobatch bench: --prefill-chunks takes token counts or none (got '%s')\n",
+                                chunks[c]);
+                        return 2;
+                    }
+                    if (strcmp(layouts[l], "unified") && strcmp(layouts[l], "split")) {
+                        fprintf(stderr, "cobatch bench: unknown KV layout '%s' (unified, split)\n", layouts[l]);
+                        return 2;
+                    }
+                    cfg->engine.kv_layout = strcmp(layouts[l], "split") ? COBATCH_KV_UNIFIED : COBATCH_KV_SPLIT;
+                    cfg->engine.prefix_caching = !strcmp(caching[pc], "on");
+                    bool uncached = !cfg->engine.prefix_caching && cfg->engine.kv_layout == COBATCH_KV_UNIFIED;
+                    snprintf(cfg->label, sizeof(cfg->label), "%s chunk=%s %s%s", modes[m], chunks[c], layouts[l],
+                             uncached ? " no-prefix-cache" : "");
+                    if (mode == COBATCH_MODE_SEQUENTIAL && cfgs[base].engine.mode != COBATCH_MODE_SEQUENTIAL) base = n;
+                    if (++n == MAX_CFG) break;
+                }
+            }
+        }
 
     /* the workload, in tokens of this model */
     char err[512] = "", model_name[128] = "";

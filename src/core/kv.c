@@ -1,5 +1,6 @@
 #include "kv.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,8 +59,39 @@ bool cb_kv_grow(cb_kv *kv, int32_t seq, int32_t n) {
     return true;
 }
 
+void cb_kv_share(cb_kv *kv, int32_t seq, int32_t n) {
+    kv->used[seq] -= n;
+    kv->shared += n;
+}
+
+void cb_kv_unshare(cb_kv *kv, int32_t n) {
+    kv->shared -= n;
+    kv->total_used -= n;
+}
+
+void cb_kv_ops_push(cb_kv_ops *o, int32_t seq, int32_t src, int32_t p0, int32_t p1) {
+    if (o->n == o->cap) {
+        int32_t cap = o->cap ? o->cap * 2 : 64;
+        cb_kv_op *v = realloc(o->v, sizeof(*v) * (size_t)cap);
+        if (!v) {
+            fputs("cobatch: out of memory queueing a KV operation\n", stderr);
+            abort();
+        }
+        o->v = v;
+        o->cap = cap;
+    }
+    o->v[o->n++] = (cb_kv_op){.seq = seq, .src = src, .p0 = p0, .p1 = p1};
+}
+
+void cb_kv_ops_free(cb_kv_ops *o) {
+    free(o->v);
+    o->v = NULL;
+    o->n = o->cap = 0;
+}
+
 bool cb_kv_check(const cb_kv *kv) {
-    int64_t sum = 0;
+    int64_t sum = kv->shared;
+    if (kv->shared < 0) return false;
     for (int32_t s = 0; s < kv->n_seq; s++) {
         if (kv->used[s] < 0 || kv->used[s] > kv->per_seq_cap) return false;
         if (!kv->taken[s] && kv->used[s] != 0) return false;

@@ -15,11 +15,31 @@ typedef struct cb_kv {
     int32_t per_seq_cap; /* most cells one sequence may hold (= capacity when unified) */
     int32_t n_seq;       /* sequence ids are 0 .. n_seq-1 */
     bool split;
-    int32_t *used; /* (n_seq) cells held by each sequence */
-    bool *taken;   /* (n_seq) id handed out */
-    int32_t total_used;
+    int32_t *used;      /* (n_seq) cells held by each sequence alone (its private cells) */
+    bool *taken;        /* (n_seq) id handed out */
+    int32_t shared;     /* cells owned by the prefix cache (see prefix.h), counted once however many use them */
+    int32_t total_used; /* sum of used[] + shared: physical cells in use */
     int32_t peak_used;
 } cb_kv;
+
+/* One change to llama.cpp's cells, queued by the scheduler and the prefix cache and applied by the
+ * runner in order before the next batch: src < 0 removes seq's cells with positions in [p0, p1);
+ * src >= 0 tags src's cells in [p0, p1) with seq as well (unified layout: no copy). p1 < 0 means
+ * "to the end". */
+typedef struct {
+    int32_t seq, src, p0, p1;
+} cb_kv_op;
+
+typedef struct {
+    cb_kv_op *v; /* (cap) */
+    int32_t n, cap;
+} cb_kv_ops;
+
+/* Appends an op. The list only grows (it is reused step after step), so this allocates only
+ * until it reaches the largest step; on allocation failure it aborts: a lost op would leave
+ * llama.cpp's cells out of step with the accounting, which nothing could repair. */
+void cb_kv_ops_push(cb_kv_ops *o, int32_t seq, int32_t src, int32_t p0, int32_t p1);
+void cb_kv_ops_free(cb_kv_ops *o);
 
 /* unified: capacity cells shared; split: capacity / n_seq cells per sequence.
  * Returns 0, or -1 on bad sizes or allocation failure (kv is left zeroed). */
@@ -39,7 +59,12 @@ static inline int32_t cb_kv_free_cells(const cb_kv *kv) { return kv->capacity - 
  * cells are not there. */
 bool cb_kv_grow(cb_kv *kv, int32_t seq, int32_t n);
 
-/* Debug invariant: used[] sums to total_used, no sequence exceeds its cap, no free id holds cells. */
+/* Moves n of seq's private cells to the prefix cache (they stay in use, now shared). */
+void cb_kv_share(cb_kv *kv, int32_t seq, int32_t n);
+/* The prefix cache gave back n cells (evicted): they are free. */
+void cb_kv_unshare(cb_kv *kv, int32_t n);
+
+/* Debug invariant: used[] plus shared sums to total_used, no sequence exceeds its cap, no free id holds cells. */
 bool cb_kv_check(const cb_kv *kv);
 
 #endif

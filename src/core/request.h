@@ -36,6 +36,11 @@ typedef struct cb_request {
     int32_t max_tokens;
 
     int32_t seq_id; /* KV sequence while running, else -1 */
+    /* prefix cache (prefix.h): tokens [0, pref_len) are cached cells the request shares, on the
+     * path it locked down to pref_node; pref_dead once it cannot publish (duplicate cells) */
+    int32_t pref_len;
+    struct cb_pnode *pref_node;
+    bool pref_dead;
     int32_t n_preemptions;
     int32_t in_plan;    /* tokens scheduled in the current (uncommitted) step */
     bool static_member; /* belongs to the current static group */

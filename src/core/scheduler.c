@@ -10,8 +10,9 @@ struct cb_sched {
     int32_t n_running;
     cb_request **waiting; /* (waiting_cap) in run order: see ranks_before */
     int32_t n_waiting, waiting_cap;
-    int32_t *pending_free; /* (max_num_seqs) ids released since the last plan */
-    int32_t n_pending_free;
+    cb_prefix *px;                  /* prefix cache, or NULL */
+    cb_kv_ops pending;              /* cell changes made between steps (finish, commit), for the next plan */
+    cb_kv_ops *cur;                 /* where changes go now: the plan's ops while planning, else pending */
     int32_t group_size, group_left; /* static mode: the current group */
     bool forming;                   /* static mode: this step's admissions start a new group */
     cb_sched_stats stats;
@@ -68,8 +69,8 @@ cb_sched *cb_sched_new(const cb_sched_config *cfg, cb_kv *kv) {
     s->cfg = *cfg;
     s->kv = kv;
     s->running = calloc((size_t)cfg->max_num_seqs, sizeof(*s->running));
-    s->pending_free = calloc((size_t)kv->n_seq, sizeof(int32_t));
-    if (!s->running || !s->pending_free) {
+    s->cur = &s->pending;
+    if (!s->running) {
         cb_sched_free(s);
         return NULL;
     }
@@ -80,16 +81,15 @@ void cb_sched_free(cb_sched *s) {
     if (!s) return;
     free(s->running);
     free(s->waiting);
-    free(s->pending_free);
+    cb_kv_ops_free(&s->pending);
     free(s);
 }
 
 int cb_plan_init(cb_plan *plan, int32_t max_num_seqs) {
     memset(plan, 0, sizeof(*plan));
     plan->items = calloc((size_t)max_num_seqs, sizeof(*plan->items));
-    plan->freed = calloc((size_t)max_num_seqs * 2, sizeof(int32_t));
     plan->preempted = calloc((size_t)max_num_seqs, sizeof(*plan->preempted));
-    if (!plan->items || !plan->freed || !plan->preempted) {
+    if (!plan->items || !plan->preempted) {
         cb_plan_free(plan);
         return -1;
     }
@@ -98,15 +98,22 @@ int cb_plan_init(cb_plan *plan, int32_t max_num_seqs) {
 
 void cb_plan_free(cb_plan *plan) {
     free(plan->items);
-    free(plan->freed);
+    cb_kv_ops_free(&plan->ops);
     free(plan->preempted);
     memset(plan, 0, sizeof(*plan));
 }
+
+void cb_sched_set_prefix(cb_sched *s, cb_prefix *px) { s->px = px; }
+
+int32_t cb_sched_drop_cache(cb_sched *s) { return s->px ? cb_prefix_evict(s->px, INT32_MAX, s->cur) : 0; }
 
 void cb_sched_add(cb_sched *s, cb_request *r, int64_t arrival) {
     r->arrival = arrival;
     r->state = CB_WAITING;
     r->seq_id = -1;
+    r->pref_len = 0;
+    r->pref_node = NULL;
+    r->pref_dead = false;
     r->static_member = false;
     if (!waiting_insert(s, r)) {
         /* Out of memory for the queue: the request ends at once rather than being lost. */
@@ -122,13 +129,33 @@ bool cb_sched_fits(const cb_sched *s, int32_t n_prompt) {
 
 /* ---------------------------------------------------------------- one step ------------------- */
 
+/* ---------------------------------------------------------------- prefix cache ------------- */
+
+/* Hands r's computed tokens [pref_len, to) to the cache. A request that finds its tokens already
+ * published by another (it computed duplicates) stops publishing. */
+static void publish(cb_sched *s, cb_request *r, int32_t to) {
+    if (!s->px || !r->pref_node || r->pref_dead || r->seq_id < 0 || to <= r->pref_len) return;
+    if (cb_prefix_insert(s->px, &r->pref_node, r->tokens, r->pref_len, to, r->seq_id, s->cur))
+        r->pref_len = to;
+    else
+        r->pref_dead = true;
+}
+
+/* Frees cached cells until n are free; the cache gives way before anyone is preempted. */
+static void make_room(cb_sched *s, int32_t n) {
+    int32_t short_by = n - cb_kv_free_cells(s->kv);
+    if (s->px && short_by > 0) cb_prefix_evict(s->px, short_by, s->cur);
+}
+
 static void release_seq(cb_sched *s, cb_request *r) {
     if (r->seq_id < 0) return;
+    publish(s, r, r->n_computed); /* what it computed stays as cache (a preempted one finds it) */
+    if (r->pref_node) cb_prefix_unlock(s->px, r->pref_node);
+    r->pref_node = NULL;
+    r->pref_len = 0;
+    r->pref_dead = false;
+    cb_kv_ops_push(s->cur, r->seq_id, -1, 0, -1);
     cb_kv_seq_release(s->kv, r->seq_id);
-    bool listed = false; /* an id can be freed, reused and freed again before the runner sees it */
-    for (int32_t i = 0; i < s->n_pending_free; i++)
-        listed |= s->pending_free[i] == r->seq_id;
-    if (!listed) s->pending_free[s->n_pending_free++] = r->seq_id;
     r->seq_id = -1;
 }
 
@@ -166,17 +193,18 @@ static void plan_add(cb_sched *s, cb_plan *plan, cb_request *r, int32_t n) {
     it->logits = r->n_computed + n == cb_request_n_tokens(r);
     r->in_plan = n;
     plan->n_tokens += n;
-    if (n == 1 && it->logits && cb_request_pending(r) == 1)
+    if (n == 1 && it->logits && r->n_computed >= r->n_prompt) /* a generated token, not a prompt one */
         plan->n_decode++;
     else
         plan->n_prefill_tokens += n;
 }
 
 /* Tokens of r's pending prompt to put in this step, 0 for none. */
-static int32_t chunk_for(const cb_sched *s, const cb_request *r, int32_t budget_left) {
+static int32_t chunk_for(cb_sched *s, const cb_request *r, int32_t budget_left) {
     int32_t pending = cb_request_pending(r);
     int32_t n = pending < budget_left ? pending : budget_left;
     if (s->cfg.prefill_chunk > 0 && n > s->cfg.prefill_chunk) n = s->cfg.prefill_chunk;
+    make_room(s, n);
     int32_t room = cb_kv_room(s->kv, r->seq_id);
     if (n > room) n = room;
     if (s->cfg.prefill_chunk == 0 && n < pending) return 0; /* no chunking: all or nothing */
@@ -184,10 +212,11 @@ static int32_t chunk_for(const cb_sched *s, const cb_request *r, int32_t budget_
 }
 
 static void schedule_decodes(cb_sched *s, cb_plan *plan, int32_t *budget_left) {
-    for (;;) { /* preempt until every decode row has its cell */
+    for (;;) { /* evict cache, then preempt, until every decode row has its cell */
         int32_t need = 0;
         for (int32_t i = 0; i < s->n_running; i++)
             need += cb_request_pending(s->running[i]) == 1;
+        make_room(s, need);
         if (need <= cb_kv_free_cells(s->kv) || s->n_running == 0) break;
         preempt(s, pick_victim(s), plan);
     }
@@ -227,33 +256,92 @@ static bool may_admit(cb_sched *s, const cb_request *r) {
     return true;
 }
 
+/* Tokens r can share from the cache now (all but its last token at most: that one is computed
+ * again for its logits), and the node the match ends in. */
+static int32_t cache_match(const cb_sched *s, const cb_request *r, cb_pnode **node) {
+    *node = NULL;
+    if (!s->px) return 0;
+    return cb_prefix_match(s->px, r->tokens, cb_request_n_tokens(r) - 1, node);
+}
+
+/* Continuous mode: r shares more tokens than it finds cached with a prompt a running request is
+ * still computing (and will publish chunk by chunk). Admitting r now would compute them twice; it
+ * waits for those cells instead (seed 004 §4.3.1: the prefix before the distinct parts), a step
+ * or a few. O(running x prompt), only for requests at the head of the queue. */
+static bool prefix_in_flight(const cb_sched *s, const cb_request *r, int32_t cached) {
+    if (!s->px || s->cfg.mode != CB_MODE_CONTINUOUS) return false;
+    int32_t n = cb_request_n_tokens(r);
+    for (int32_t i = 0; i < s->n_running; i++) {
+        const cb_request *q = s->running[i];
+        if (q->pref_dead || q->n_computed >= q->n_prompt) continue;
+        int32_t lim = n < q->n_prompt ? n : q->n_prompt, l = 0;
+        while (l < lim && r->tokens[l] == q->tokens[l])
+            l++;
+        if (l > cached) return true;
+    }
+    return false;
+}
+
+/* Makes r running on sequence seq with its first `cached` tokens shared from the cache. */
+static void start_request(cb_sched *s, cb_request *r, int32_t seq, cb_pnode *node, int32_t cached) {
+    r->seq_id = seq;
+    r->n_computed = cached;
+    r->state = CB_RUNNING;
+    s->running[s->n_running++] = r;
+    s->stats.admitted++;
+    if (s->px) {
+        r->pref_node = node; /* locked by the caller */
+        r->pref_len = cached;
+        r->pref_dead = false;
+        cb_prefix_share(s->px, node, cached, seq, s->cur);
+        s->px->query_tokens += cb_request_n_tokens(r);
+        s->px->hit_tokens += cached;
+    }
+    if (s->cfg.mode == CB_MODE_STATIC && !r->static_member) {
+        r->static_member = true;
+        s->group_size++;
+        s->group_left++;
+    }
+}
+
+/* A sequence id, and the cells r needs beyond what it shares (evicting cache for them); -1 when
+ * r cannot start now. */
+static int32_t admit_seq(cb_sched *s, const cb_request *r, int32_t cached, int32_t budget_left) {
+    int32_t pending = cb_request_n_tokens(r) - cached;
+    int32_t need = pending + (s->n_running > 0 ? s->cfg.kv_reserve : 0);
+    if (need > s->kv->per_seq_cap) need = s->kv->per_seq_cap;
+    if (s->cfg.prefill_chunk == 0 && pending > budget_left && !s->forming) return -1;
+    int32_t outstanding = outstanding_cells(s);
+    make_room(s, need + outstanding);
+    if (cb_kv_free_cells(s->kv) - outstanding < need) return -1;
+    int32_t seq = cb_kv_seq_acquire(s->kv);
+    if (seq < 0 && s->px && cb_prefix_evict_for_id(s->px, s->cur)) seq = cb_kv_seq_acquire(s->kv);
+    return seq;
+}
+
 static void schedule_admissions(cb_sched *s, cb_plan *plan, int32_t *budget_left) {
     s->forming = s->group_left == 0;
     if (s->forming) s->group_size = 0;
     /* A static group is formed whole, up to max_num_seqs, even past this step's budget: its
      * members wait for prompt budget in later steps, but nobody else joins until it is done. */
-    while (s->n_waiting > 0 && s->n_running < s->cfg.max_num_seqs && ((*budget_left) > 0 || s->forming)) {
-        cb_request *r = s->waiting[0];
+    int32_t w = 0;
+    while (w < s->n_waiting && s->n_running < s->cfg.max_num_seqs && ((*budget_left) > 0 || s->forming)) {
+        cb_request *r = s->waiting[w];
         if (!may_admit(s, r)) break;
-        int32_t pending = cb_request_n_tokens(r);
-        int32_t free_eff = cb_kv_free_cells(s->kv) - outstanding_cells(s);
-        int32_t need = pending + (s->n_running > 0 ? s->cfg.kv_reserve : 0);
-        if (need > s->kv->per_seq_cap) need = s->kv->per_seq_cap;
-        if (free_eff < need) break; /* FCFS: the head waits, nobody overtakes it */
-        if (s->cfg.prefill_chunk == 0 && pending > *budget_left && !s->forming) break;
-        int32_t seq = cb_kv_seq_acquire(s->kv);
-        if (seq < 0) break;
-        remove_at(s->waiting, &s->n_waiting, 0);
-        r->seq_id = seq;
-        r->n_computed = 0;
-        r->state = CB_RUNNING;
-        s->running[s->n_running++] = r;
-        s->stats.admitted++;
-        if (s->cfg.mode == CB_MODE_STATIC && !r->static_member) {
-            r->static_member = true;
-            s->group_size++;
-            s->group_left++;
+        cb_pnode *node;
+        int32_t cached = cache_match(s, r, &node);
+        if (prefix_in_flight(s, r, cached)) { /* it waits for cells in the making: others go by */
+            if (++w >= 2 * s->cfg.max_num_seqs) break;
+            continue;
         }
+        if (node) cb_prefix_lock(s->px, node); /* making room must not evict the match */
+        int32_t seq = admit_seq(s, r, cached, *budget_left);
+        if (seq < 0) { /* FCFS: the first that does not fit waits, nobody overtakes it */
+            if (node) cb_prefix_unlock(s->px, node);
+            break;
+        }
+        remove_at(s->waiting, &s->n_waiting, w);
+        start_request(s, r, seq, node, cached);
         int32_t n = chunk_for(s, r, *budget_left);
         if (n > 0) {
             plan_add(s, plan, r, n);
@@ -265,9 +353,12 @@ static void schedule_admissions(cb_sched *s, cb_plan *plan, int32_t *budget_left
 int32_t cb_sched_step(cb_sched *s, cb_plan *plan, int32_t budget) {
     plan->n_items = plan->n_tokens = plan->n_decode = plan->n_prefill_tokens = 0;
     plan->n_preempted = 0;
-    memcpy(plan->freed, s->pending_free, sizeof(int32_t) * (size_t)s->n_pending_free);
-    plan->n_freed = s->n_pending_free;
-    s->n_pending_free = 0;
+    /* the plan starts with the changes made since the last one; this step's follow them */
+    cb_kv_ops done = plan->ops;
+    plan->ops = s->pending;
+    s->pending = done;
+    s->pending.n = 0;
+    s->cur = &plan->ops;
     for (int32_t i = 0; i < s->n_running; i++)
         s->running[i]->in_plan = 0;
 
@@ -282,10 +373,7 @@ int32_t cb_sched_step(cb_sched *s, cb_plan *plan, int32_t budget) {
         if (plan->n_items > 0 || s->n_running == 0) break;
         preempt(s, pick_victim(s), plan);
     }
-    /* ids freed by preemption in this very step go in this plan's freed list too */
-    memcpy(plan->freed + plan->n_freed, s->pending_free, sizeof(int32_t) * (size_t)s->n_pending_free);
-    plan->n_freed += s->n_pending_free;
-    s->n_pending_free = 0;
+    s->cur = &s->pending;
     return plan->n_items;
 }
 
@@ -295,6 +383,8 @@ void cb_sched_commit(cb_sched *s, cb_plan *plan, int64_t now_us) {
         r->n_computed += plan->items[i].n_tokens;
         r->in_plan = 0;
         if (!r->t_scheduled_us) r->t_scheduled_us = now_us;
+        /* prompt cells go to the cache as they are made, so a request sharing them can start */
+        publish(s, r, r->n_computed < r->n_prompt ? r->n_computed : r->n_prompt);
     }
     if (plan->n_items > 0) {
         s->stats.steps++;

@@ -10,6 +10,7 @@
 #define CB_SCHEDULER_H
 
 #include "kv.h"
+#include "prefix.h"
 #include "request.h"
 
 typedef enum { CB_MODE_CONTINUOUS = 0, CB_MODE_STATIC = 1 } cb_mode;
@@ -33,11 +34,11 @@ typedef struct {
     cb_plan_item *items; /* (max_num_seqs) */
     int32_t n_items;
     int32_t n_tokens;         /* batch rows */
-    int32_t n_decode;         /* items of one token that complete their request (decode rows) */
+    int32_t n_decode;         /* items of one generated token (decode rows); a prompt token is prefill */
     int32_t n_prefill_tokens; /* the other rows */
-    int32_t *freed;           /* (max_num_seqs * 2) sequence ids whose cells must be cleared first */
-    int32_t n_freed;
-    cb_request **preempted; /* (max_num_seqs) requests preempted by this step, for events */
+    cb_kv_ops ops;            /* changes to the cells to apply, in order, before the batch (releases, shares,
+                                 publications, evictions); owned by the plan */
+    cb_request **preempted;   /* (max_num_seqs) requests preempted by this step, for events */
     int32_t n_preempted;
 } cb_plan;
 
@@ -51,6 +52,14 @@ typedef struct {
  * scheduler keeps pointers to kv and to every added request but owns neither. */
 cb_sched *cb_sched_new(const cb_sched_config *cfg, cb_kv *kv);
 void cb_sched_free(cb_sched *s);
+
+/* Shares cached prefixes through px (unified layout; NULL = off, the default). Call before the
+ * first step; the scheduler does not own px. */
+void cb_sched_set_prefix(cb_sched *s, cb_prefix *px);
+
+/* Evicts every cached prefix no running request uses (the removals go in the next plan's ops).
+ * Returns the cells freed. */
+int32_t cb_sched_drop_cache(cb_sched *s);
 
 /* Queues a request (state WAITING). The caller checks it can ever fit (cb_sched_fits). */
 void cb_sched_add(cb_sched *s, cb_request *r, int64_t arrival);
@@ -66,8 +75,9 @@ void cb_sched_commit(cb_sched *s, cb_plan *plan, int64_t now_us);
  * readable until the next step). */
 void cb_sched_rollback(cb_sched *s, cb_plan *plan);
 
-/* Takes a running or waiting request out with a final state; its sequence id (or -1) is returned
- * so its cells can be cleared; it is also queued for the next plan's freed list. */
+/* Takes a running or waiting request out with a final state; its sequence id (or -1) is returned.
+ * Its computed tokens go to the prefix cache (when on) and the removal of its cells is queued for
+ * the next plan's ops. */
 int32_t cb_sched_finish(cb_sched *s, cb_request *r, cb_state final_state);
 
 int32_t cb_sched_n_running(const cb_sched *s);

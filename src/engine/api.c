@@ -40,6 +40,7 @@ struct cobatch_engine_params cobatch_engine_default_params(void) {
     p.mode = COBATCH_MODE_CONTINUOUS;
     p.kv_layout = COBATCH_KV_UNIFIED;
     p.flash_attn = true;
+    p.prefix_caching = true;
     return p;
 }
 
@@ -158,10 +159,18 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
     e->model_path = p.model_path ? strdup(p.model_path) : NULL;
     e->params.model_path = e->model_path;
 
+    /* The prefix cache holds cells under sequence ids of its own (prefix.h): llama.cpp allows
+     * LLAMA_MAX_SEQ (256) ids, requests keep max_num_seqs of them. */
+    int32_t holders = 0;
+    if (p.prefix_caching && !split) {
+        holders = 2 * p.max_num_seqs < 32 ? 32 : 2 * p.max_num_seqs;
+        if (holders > 256 - p.max_num_seqs) holders = 256 - p.max_num_seqs;
+        if (holders < 1) holders = 0;
+    }
     cb_model_params mp = {.path = e->model_path,
                           .n_ctx = p.n_ctx,
                           .n_threads = p.n_threads,
-                          .n_seq_max = p.max_num_seqs,
+                          .n_seq_max = p.max_num_seqs + holders,
                           .n_batch = budget,
                           .split_kv = split,
                           .flash_attn = p.flash_attn,
@@ -186,6 +195,14 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
                           .prefill_chunk = p.prefill_chunk,
                           .kv_reserve = p.kv_reserve};
     e->sched = cb_sched_new(&sc, &e->kv);
+    if (e->sched && holders > 0) {
+        if (cb_prefix_init(&e->prefix, &e->kv, holders) != 0) {
+            cb_set_err(err, errlen, "out of memory");
+            goto fail;
+        }
+        e->prefix_on = true;
+        cb_sched_set_prefix(e->sched, &e->prefix);
+    }
     if (!e->sched || cb_plan_init(&e->plan, p.max_num_seqs) != 0 ||
         cb_runner_init(&e->runner, &e->model, p.max_num_seqs) != 0) {
         cb_set_err(err, errlen, "out of memory");
@@ -229,6 +246,7 @@ void cobatch_engine_free(cobatch_engine *e) {
     cb_runner_free(&e->runner);
     cb_plan_free(&e->plan);
     cb_sched_free(e->sched);
+    if (e->prefix_on) cb_prefix_free(&e->prefix);
     cb_kv_free(&e->kv);
     cb_model_free(&e->model);
     if (e->event_fd >= 0) close(e->event_fd);
@@ -326,6 +344,12 @@ static int32_t *prompt_tokens(cobatch_engine *e, const struct cobatch_request_pa
     free(text);
     if (!t) cb_set_err(err, errlen, "cannot tokenize the prompt");
     return t;
+}
+
+int32_t *cobatch_prompt_tokens(cobatch_engine *e, const struct cobatch_request_params *p, int32_t *n, char *err,
+                               size_t errlen) {
+    if (!e || !p || !n) return NULL;
+    return prompt_tokens(e, p, n, err, errlen);
 }
 
 cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_params *p, char *err, size_t errlen) {

@@ -173,11 +173,12 @@ static void fail_plan(cobatch_engine *e, cb_plan *plan, int rc) {
         finish(e, plan->items[i].req, CB_FINISHED_ERROR, msg);
 }
 
-/* Cells llama.cpp itself holds, summed over sequences: a check on our accounting. O(n_seq). */
+/* Cells llama.cpp shows the running requests, summed over them (a cell shared by k of them is
+ * counted k times): a check that their sequences hold what the scheduler thinks. O(running). */
 static int32_t llama_cells(cobatch_engine *e) {
     int32_t n = 0;
-    for (int32_t s = 0; s < e->kv.n_seq; s++)
-        n += cb_runner_seq_len(&e->runner, s);
+    for (int32_t i = 0; i < cb_sched_n_running(e->sched); i++)
+        n += cb_runner_seq_len(&e->runner, cb_sched_running_at(e->sched, i)->seq_id);
     return n;
 }
 
@@ -197,6 +198,11 @@ static void update_stats(cobatch_engine *e) {
     e->stats.prompt_tokens = e->n_prompt_computed;
     e->stats.generated_tokens = e->n_generated;
     e->stats.decode_retries = e->n_retries;
+    if (e->prefix_on) {
+        e->stats.kv_cached = cb_prefix_idle_cells(&e->prefix);
+        e->stats.prefix_query_tokens = e->prefix.query_tokens;
+        e->stats.prefix_hit_tokens = e->prefix.hit_tokens;
+    }
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -219,7 +225,7 @@ static void step(cobatch_engine *e) {
             if (plan->preempted[i]->state == CB_FINISHED_ERROR)
                 finish(e, plan->preempted[i], CB_FINISHED_ERROR, "out of memory");
         if (n == 0) {
-            cb_runner_run(&e->runner, plan); /* clears freed sequences */
+            cb_runner_run(&e->runner, plan); /* applies the cell changes (a cancel's release) */
             /* Nothing runnable with nobody running: the queue head can never fit. End it rather
              * than spin (cb_sched_fits at submit should make this unreachable). */
             if (cb_sched_n_running(e->sched) == 0 && cb_sched_n_waiting(e->sched) > 0)

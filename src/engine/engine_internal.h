@@ -36,6 +36,8 @@ struct cobatch_engine {
     cb_runner runner;
     cb_kv kv;
     cb_sched *sched;
+    cb_prefix prefix; /* when prefix_on */
+    bool prefix_on;
     cb_plan plan;
     int32_t n_ctx_seq;
 

@@ -30,8 +30,14 @@ int32_t cb_runner_seq_len(cb_runner *r, int32_t seq) {
 }
 
 int cb_runner_run(cb_runner *r, const cb_plan *plan) {
-    for (int32_t i = 0; i < plan->n_freed; i++)
-        cb_runner_clear_seq(r, plan->freed[i]);
+    llama_memory_t mem = llama_get_memory(r->model->ctx);
+    for (int32_t i = 0; i < plan->ops.n; i++) {
+        const cb_kv_op *op = &plan->ops.v[i];
+        if (op->src < 0)
+            llama_memory_seq_rm(mem, op->seq, op->p0, op->p1);
+        else
+            llama_memory_seq_cp(mem, op->src, op->seq, op->p0, op->p1);
+    }
     if (plan->n_tokens > r->n_batch) return -100;
     if (plan->n_items == 0) return 0;
     struct llama_batch *b = &r->batch;

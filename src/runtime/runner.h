@@ -1,5 +1,5 @@
 /* runner.h — turns a scheduler plan into one llama_batch and one llama_decode.
- * Engine thread only. Cells of freed sequences are cleared before the batch runs. */
+ * Engine thread only. The plan's cell changes (cb_kv_op) are applied, in order, before the batch. */
 #ifndef CB_RUNNER_H
 #define CB_RUNNER_H
 
@@ -18,7 +18,7 @@ typedef struct {
 int cb_runner_init(cb_runner *r, cb_model *m, int32_t max_items);
 void cb_runner_free(cb_runner *r);
 
-/* Clears the plan's freed sequences, then decodes its items. Returns llama_decode's code:
+/* Applies the plan's cell changes, then decodes its items. Returns llama_decode's code:
  * 0 ok; 1 no KV slot (the cache is as before the call: roll back and retry smaller);
  * 2 aborted; < 0 error. Returns -100 for a plan larger than the batch. */
 int cb_runner_run(cb_runner *r, const cb_plan *plan);

@@ -88,10 +88,18 @@ char *srv_metrics_render(const srv_metrics *m, const struct cobatch_stats *st, c
     b.s[0] = '\0';
     gauge(&b, "cobatch:num_requests_running", "Requests in the running batch.", model, st->running);
     gauge(&b, "cobatch:num_requests_waiting", "Requests waiting to be scheduled.", model, st->waiting);
-    gauge(&b, "cobatch:kv_cache_used_cells", "KV cells in use.", model, st->kv_used);
+    /* As vLLM counts them: cached cells no request uses are free (evicted on demand). */
+    int32_t used = st->kv_used - st->kv_cached;
+    gauge(&b, "cobatch:kv_cache_used_cells", "KV cells the requests hold (shared cells once).", model, used);
+    gauge(&b, "cobatch:kv_cache_cached_cells", "KV cells of cached prefixes no request uses (free on demand).", model,
+          st->kv_cached);
     gauge(&b, "cobatch:kv_cache_total_cells", "KV cells in the cache.", model, st->kv_total);
-    gauge(&b, "cobatch:kv_cache_usage_perc", "Fraction of KV cells in use.", model,
-          st->kv_total ? (double)st->kv_used / st->kv_total : 0);
+    gauge(&b, "cobatch:kv_cache_usage_perc", "Fraction of KV cells the requests hold.", model,
+          st->kv_total ? (double)used / st->kv_total : 0);
+    counter(&b, "cobatch:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", model,
+            (double)st->prefix_query_tokens);
+    counter(&b, "cobatch:prefix_cache_hits_total", "Prompt tokens found in the prefix cache (not computed).", model,
+            (double)st->prefix_hit_tokens);
     counter(&b, "cobatch:num_preemptions_total", "Preemptions (recompute) so far.", model, (double)st->preemptions);
     counter(&b, "cobatch:engine_steps_total", "Engine steps (forward passes) so far.", model, (double)st->steps);
     counter(&b, "cobatch:prompt_tokens_total", "Prompt tokens of finished requests.", model, (double)m->prompt_tokens);

@@ -21,10 +21,10 @@ check "bench exits 0" '[ $rc -eq 0 ]'
 check "six configurations in the table" '[ "$(grep -c "^| \(sequential\|static\|continuous\) chunk=" "$dir/out.md")" -eq 6 ]'
 check "no failed requests" '! grep -q "failed" "$dir/out.md"'
 check "workload line names 6 requests" 'grep -q "workload mixed: 6 requests, 1664 prompt + 216 output tokens" "$dir/out.md"'
-# wasted slots is the last column: $(NF-1) with -F"|"; a missing row must fail the check too
+# wasted slots is the third column from the end: $(NF-3) with -F"|"; a missing row must fail the check too
 check "static wastes slots, continuous does not" \
-    'grep "^| static chunk=16" "$dir/out.md" | awk -F"|" "{n++; w=\$(NF-1)+0} END {exit !(n == 1 && w > 0)}" &&
-     grep "^| continuous chunk=16" "$dir/out.md" | awk -F"|" "{n++; w=\$(NF-1)+0} END {exit !(n == 1 && w == 0)}"'
+    'grep "^| static chunk=16" "$dir/out.md" | awk -F"|" "{n++; w=\$(NF-3)+0} END {exit !(n == 1 && w > 0)}" &&
+     grep "^| continuous chunk=16" "$dir/out.md" | awk -F"|" "{n++; w=\$(NF-3)+0} END {exit !(n == 1 && w == 0)}"'
 check "ceiling table printed" 'grep -q "^| decode tok/s" "$dir/out.md" && grep -q "^| prefill tok/s" "$dir/out.md"'
 check "scheduling efficiency for every configuration" '[ "$(grep "^| \(sequential\|static\|continuous\) chunk=" "$dir/out.md" | grep -c "| [0-9]*% |")" -eq 6 ]'
 check "json report is complete" 'python3 - "$dir/out.json" "$dir/tiny.gguf" <<PY

@@ -68,20 +68,45 @@ static void batch_invariance(void **state) {
         ps[i].max_tokens = 24 + (i % 3) * 8;
         ps[i].logit_margins = true;
     }
-    static it_result seq[N], cont[N], split[N];
-    cobatch_engine *e = it_engine(engine_params(COBATCH_MODE_SEQUENTIAL, 8, 32));
+    static it_result seq[N], cont[N], cached[N], split[N];
+    /* the reference: one request at a time, nothing shared */
+    struct cobatch_engine_params rp = engine_params(COBATCH_MODE_SEQUENTIAL, 8, 32);
+    rp.prefix_caching = false;
+    cobatch_engine *e = it_engine(rp);
     assert_non_null(e);
     assert_true(it_run(e, ps, seq, N));
     cobatch_engine_free(e);
 
-    e = it_engine(engine_params(COBATCH_MODE_CONTINUOUS, 8, 32));
+    struct cobatch_engine_params cp = engine_params(COBATCH_MODE_CONTINUOUS, 8, 32);
+    cp.prefix_caching = false;
+    e = it_engine(cp);
     assert_non_null(e);
     assert_true(it_run(e, ps, cont, N));
     struct cobatch_stats st;
     cobatch_engine_stats(e, &st);
     assert_true(st.steps < 16 * 40); /* it batched: far fewer steps than one request at a time */
+    assert_int_equal(st.prefix_hit_tokens, 0);
     cobatch_engine_free(e);
     compare_all(seq, cont, N, "continuous/unified");
+
+    /* every prompt here is a prefix of the longer ones: the cache shares them */
+    e = it_engine(engine_params(COBATCH_MODE_CONTINUOUS, 8, 32));
+    assert_non_null(e);
+    assert_true(it_run(e, ps, cached, N));
+    cobatch_engine_stats(e, &st);
+    printf("# prefix cache: %lld of %lld prompt tokens shared, %lld computed\n", (long long)st.prefix_hit_tokens,
+           (long long)st.prefix_query_tokens, (long long)st.prompt_tokens);
+    assert_true(st.prefix_hit_tokens > st.prefix_query_tokens / 2);
+    assert_int_equal(st.decode_retries, 0);
+    compare_all(seq, cached, N, "continuous/unified + prefix cache");
+    /* the same requests again: every prompt is resident, only its last token is computed */
+    int64_t computed = st.prompt_tokens;
+    it_free(cached, N);
+    assert_true(it_run(e, ps, cached, N));
+    cobatch_engine_stats(e, &st);
+    assert_int_equal(st.prompt_tokens - computed, N);
+    cobatch_engine_free(e);
+    compare_all(seq, cached, N, "prefix cache, second round");
 
     struct cobatch_engine_params sp = engine_params(COBATCH_MODE_CONTINUOUS, 8, 32);
     sp.kv_layout = COBATCH_KV_SPLIT;
@@ -98,6 +123,7 @@ static void batch_invariance(void **state) {
     }
     it_free(seq, N);
     it_free(cont, N);
+    it_free(cached, N);
     it_free(split, N);
 }
 
@@ -117,7 +143,9 @@ static void preemption_keeps_outputs(void **state) {
         ps[i].logit_margins = true;
     }
     static it_result ref[N], tight[N];
-    cobatch_engine *e = it_engine(engine_params(COBATCH_MODE_SEQUENTIAL, 8, 64));
+    struct cobatch_engine_params rp = engine_params(COBATCH_MODE_SEQUENTIAL, 8, 64);
+    rp.prefix_caching = false;
+    cobatch_engine *e = it_engine(rp);
     assert_true(it_run(e, ps, ref, N));
     cobatch_engine_free(e);
 
@@ -133,6 +161,7 @@ static void preemption_keeps_outputs(void **state) {
            st.kv_peak, st.kv_total, (long long)st.decode_retries);
     assert_true(st.preemptions > 0);
     assert_true(st.kv_peak <= st.kv_total);
+    assert_int_equal(st.decode_retries, 0); /* llama.cpp never found the cache fuller than we counted */
     for (int i = 0; i < N; i++) {
         assert_int_equal(tight[i].reason, COBATCH_FINISH_LENGTH);
         assert_int_equal(tight[i].n_generated, 48);
@@ -352,10 +381,11 @@ static void cancel_frees_cells(void **state) {
     struct cobatch_stats st;
     for (int i = 0; i < 100; i++) { /* the stats snapshot follows within a step */
         cobatch_engine_stats(shared_engine, &st);
-        if (st.kv_used == 0 && st.kv_cells_llama == 0) break;
+        if (st.kv_used == st.kv_cached && st.kv_cells_llama == 0) break;
         usleep(10000);
     }
-    assert_int_equal(st.kv_used, 0);
+    assert_int_equal(st.kv_used, st.kv_cached); /* what it computed stays only as cache */
+    assert_true(st.kv_cached >= 10);
     assert_int_equal(st.kv_cells_llama, 0);
     assert_int_equal(st.running, 0);
 }

@@ -1,7 +1,9 @@
-/* fake_runner.h — stands in for llama.cpp under the scheduler tests: it keeps its own cells per
- * sequence, checks every plan the way llama_decode would (no gaps in positions, a sequence's
- * first position is its length, the batch fits, the cache is never over capacity), and produces
- * a deterministic "sampled" token for every row that asked for logits. */
+/* fake_runner.h — stands in for llama.cpp under the scheduler tests. It models the cache cell by
+ * cell as llama.cpp's unified layout does (each cell: a position, the token computed there, and a
+ * set of sequence ids; free when the set is empty), applies the plan's cell changes in order,
+ * checks every batch the way llama_decode would (a sequence's first position is its length, the
+ * batch fits, a free cell exists for every token), and lets the tests check what each sequence
+ * really sees: positions 0..n-1 once each, holding the right tokens. */
 #ifndef FAKE_RUNNER_H
 #define FAKE_RUNNER_H
 
@@ -12,12 +14,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define FAKE_MAX_SEQ 256
+
+typedef struct {
+    int32_t pos, tok;
+    uint64_t tag[FAKE_MAX_SEQ / 64];
+} fake_cell;
+
 typedef struct {
     int32_t n_seq, capacity, per_seq_cap, budget;
-    int32_t *len; /* (n_seq) cells held, as llama.cpp would */
-    int32_t total;
+    fake_cell *cell; /* (capacity) */
+    int32_t *cnt;    /* (n_seq) cells tagged with each sequence */
+    int32_t total;   /* cells with any tag: the physical use */
+    int32_t head;    /* where the search for a free cell starts (llama.cpp keeps one too) */
     char err[256];
 } fake_runner;
+
+static inline bool fake_has(const fake_cell *c, int32_t s) { return (c->tag[s / 64] >> (s % 64)) & 1; }
+static inline bool fake_empty(const fake_cell *c) {
+    for (int i = 0; i < FAKE_MAX_SEQ / 64; i++)
+        if (c->tag[i]) return false;
+    return true;
+}
 
 static inline void fake_init(fake_runner *f, int32_t n_seq, int32_t capacity, int32_t per_seq_cap, int32_t budget) {
     memset(f, 0, sizeof(*f));
@@ -25,17 +43,49 @@ static inline void fake_init(fake_runner *f, int32_t n_seq, int32_t capacity, in
     f->capacity = capacity;
     f->per_seq_cap = per_seq_cap;
     f->budget = budget;
-    f->len = calloc((size_t)n_seq, sizeof(int32_t));
+    f->cell = calloc((size_t)capacity, sizeof(fake_cell));
+    f->cnt = calloc((size_t)n_seq, sizeof(int32_t));
 }
 
-static inline void fake_free(fake_runner *f) { free(f->len); }
+static inline void fake_free(fake_runner *f) {
+    free(f->cell);
+    free(f->cnt);
+}
 
-/* Returns true when the plan is one llama_decode would accept; else false with f->err set. */
-static inline bool fake_run(fake_runner *f, const cb_plan *p) {
-    for (int32_t i = 0; i < p->n_freed; i++) {
-        f->total -= f->len[p->freed[i]];
-        f->len[p->freed[i]] = 0;
+static inline void fake_untag(fake_runner *f, fake_cell *c, int32_t s) {
+    c->tag[s / 64] &= ~(1ULL << (s % 64));
+    f->cnt[s]--;
+    if (fake_empty(c)) f->total--;
+}
+
+static inline void fake_tag(fake_runner *f, fake_cell *c, int32_t s) {
+    if (fake_empty(c)) f->total++;
+    c->tag[s / 64] |= 1ULL << (s % 64);
+    f->cnt[s]++;
+}
+
+/* Applies the plan's cell changes, as llama_memory_seq_rm / seq_cp would. */
+static inline bool fake_apply_ops(fake_runner *f, const cb_plan *p) {
+    for (int32_t i = 0; i < p->ops.n; i++) {
+        const cb_kv_op *op = &p->ops.v[i];
+        int32_t p1 = op->p1 < 0 ? INT32_MAX : op->p1;
+        if (op->seq < 0 || op->seq >= f->n_seq || op->src >= f->n_seq) {
+            snprintf(f->err, sizeof(f->err), "op %d names sequence %d/%d", i, op->seq, op->src);
+            return false;
+        }
+        for (int32_t k = 0; k < f->capacity; k++) {
+            fake_cell *c = &f->cell[k];
+            if (c->pos < op->p0 || c->pos >= p1) continue;
+            if (op->src < 0 && fake_has(c, op->seq)) fake_untag(f, c, op->seq);
+            if (op->src >= 0 && fake_has(c, op->src) && !fake_has(c, op->seq)) fake_tag(f, c, op->seq);
+        }
     }
+    return true;
+}
+
+/* Decodes the plan's tokens into free cells. Returns false (f->err set) where llama_decode would
+ * refuse the batch or find no free cell. */
+static inline bool fake_decode(fake_runner *f, const cb_plan *p) {
     if (p->n_tokens > f->budget) {
         snprintf(f->err, sizeof(f->err), "batch of %d tokens over budget %d", p->n_tokens, f->budget);
         return false;
@@ -48,32 +98,61 @@ static inline bool fake_run(fake_runner *f, const cb_plan *p) {
             snprintf(f->err, sizeof(f->err), "item %d has no sequence", i);
             return false;
         }
-        if (it->pos0 != f->len[s]) {
+        if (it->pos0 != f->cnt[s]) {
             snprintf(f->err, sizeof(f->err), "seq %d: batch starts at %d but the cache holds %d", s, it->pos0,
-                     f->len[s]);
+                     f->cnt[s]);
             return false;
         }
         if (it->n_tokens < 1) {
             snprintf(f->err, sizeof(f->err), "empty item");
             return false;
         }
-        f->len[s] += it->n_tokens;
-        f->total += it->n_tokens;
-        sum += it->n_tokens;
-        if (f->len[s] > f->per_seq_cap) {
+        if (f->cnt[s] + it->n_tokens > f->per_seq_cap) {
             snprintf(f->err, sizeof(f->err), "seq %d over its %d cells", s, f->per_seq_cap);
             return false;
         }
+        for (int32_t k = 0; k < it->n_tokens; k++) {
+            int32_t tries = 0;
+            while (tries < f->capacity && !fake_empty(&f->cell[f->head])) {
+                f->head = (f->head + 1) % f->capacity;
+                tries++;
+            }
+            if (tries == f->capacity) {
+                snprintf(f->err, sizeof(f->err), "cache over capacity: %d cells all in use", f->capacity);
+                return false;
+            }
+            fake_cell *c = &f->cell[f->head];
+            c->pos = it->pos0 + k;
+            c->tok = it->req->tokens[it->pos0 + k];
+            fake_tag(f, c, s);
+        }
+        sum += it->n_tokens;
     }
     if (sum != p->n_tokens) {
         snprintf(f->err, sizeof(f->err), "plan says %d tokens, items hold %d", p->n_tokens, sum);
         return false;
     }
-    if (f->total > f->capacity) {
-        snprintf(f->err, sizeof(f->err), "cache over capacity: %d > %d", f->total, f->capacity);
-        return false;
-    }
     return true;
+}
+
+static inline bool fake_run(fake_runner *f, const cb_plan *p) { return fake_apply_ops(f, p) && fake_decode(f, p); }
+
+/* Sequence s holds positions 0..cnt-1 once each and, where toks is given, toks[pos] in each. */
+static inline bool fake_seq_ok(fake_runner *f, int32_t s, const int32_t *toks) {
+    int32_t n = f->cnt[s];
+    unsigned char *seen = calloc((size_t)n + 1, 1);
+    bool ok = seen != NULL;
+    for (int32_t k = 0; ok && k < f->capacity; k++) {
+        const fake_cell *c = &f->cell[k];
+        if (!fake_has(c, s)) continue;
+        ok = c->pos >= 0 && c->pos < n && !seen[c->pos] && (!toks || toks[c->pos] == c->tok);
+        if (ok)
+            seen[c->pos] = 1;
+        else
+            snprintf(f->err, sizeof(f->err), "seq %d: cell at position %d (token %d) is wrong", s, c->pos, c->tok);
+    }
+    free(seen);
+    return ok;
 }
 
 #endif

@@ -11,12 +11,15 @@
 
 typedef struct {
     cb_kv kv;
+    cb_prefix px;
+    bool px_on;
     cb_sched *s;
     cb_plan plan;
     fake_runner f;
     cb_sched_config cfg;
     cb_request *req[MAX_REQ];
-    int32_t target[MAX_REQ]; /* tokens each request generates before it stops */
+    int32_t target[MAX_REQ];  /* tokens each request generates before it stops */
+    int32_t *prompt[MAX_REQ]; /* copy of each prompt */
     int n_req, n_finished, n_cancelled;
     int64_t arrivals;
     uint64_t rng;
@@ -24,41 +27,101 @@ typedef struct {
 
 static int32_t gen_token(int64_t id, int32_t k) { return (int32_t)((id * 7919 + k * 31) % 50000); }
 
-static void h_init(harness *h, cb_mode mode, int32_t seqs, int32_t budget, int32_t chunk, int32_t capacity,
-                   bool split) {
+/* holders > 0: prefix cache on, with that many sequence ids of its own (unified only). */
+static void h_init_px(harness *h, cb_mode mode, int32_t seqs, int32_t budget, int32_t chunk, int32_t capacity,
+                      bool split, int32_t holders) {
     memset(h, 0, sizeof(*h));
-    assert_int_equal(cb_kv_init(&h->kv, capacity, seqs, split), 0);
+    assert_int_equal(cb_kv_init(&h->kv, capacity, seqs + holders, split), 0);
     h->cfg = (cb_sched_config){
         .mode = mode, .max_num_seqs = seqs, .max_batched_tokens = budget, .prefill_chunk = chunk, .kv_reserve = 4};
     h->s = cb_sched_new(&h->cfg, &h->kv);
     assert_non_null(h->s);
+    if (holders > 0) {
+        assert_int_equal(cb_prefix_init(&h->px, &h->kv, holders), 0);
+        h->px_on = true;
+        cb_sched_set_prefix(h->s, &h->px);
+    }
     assert_int_equal(cb_plan_init(&h->plan, seqs), 0);
-    fake_init(&h->f, seqs, h->kv.capacity, h->kv.per_seq_cap, budget);
+    fake_init(&h->f, h->kv.n_seq, h->kv.capacity, h->kv.per_seq_cap, budget);
+}
+
+static void h_init(harness *h, cb_mode mode, int32_t seqs, int32_t budget, int32_t chunk, int32_t capacity,
+                   bool split) {
+    h_init_px(h, mode, seqs, budget, chunk, capacity, split, 0);
 }
 
 static void h_free(harness *h) {
-    for (int i = 0; i < h->n_req; i++)
+    for (int i = 0; i < h->n_req; i++) {
         cb_request_free(h->req[i]);
+        free(h->prompt[i]);
+    }
     cb_plan_free(&h->plan);
     cb_sched_free(h->s);
+    if (h->px_on) cb_prefix_free(&h->px);
     cb_kv_free(&h->kv);
     fake_free(&h->f);
 }
 
-static cb_request *h_add(harness *h, int32_t n_prompt, int32_t n_out, int32_t priority) {
+/* Queues a request with this prompt (copied). */
+static cb_request *h_add_tokens(harness *h, const int32_t *p, int32_t n_prompt, int32_t n_out, int32_t priority) {
     assert_true(h->n_req < MAX_REQ);
-    int32_t *p = malloc(sizeof(int32_t) * (size_t)n_prompt);
-    for (int32_t i = 0; i < n_prompt; i++)
-        p[i] = h->n_req * 1000 + i;
     cb_request *r = cb_request_new(h->n_req + 1, p, n_prompt, n_out);
-    free(p);
     assert_non_null(r);
+    h->prompt[h->n_req] = malloc(sizeof(int32_t) * (size_t)n_prompt);
+    memcpy(h->prompt[h->n_req], p, sizeof(int32_t) * (size_t)n_prompt);
     assert_true(cb_sched_fits(h->s, n_prompt));
     r->priority = priority;
     h->target[h->n_req] = n_out;
     h->req[h->n_req++] = r;
     cb_sched_add(h->s, r, h->arrivals++);
     return r;
+}
+
+/* A prompt of tokens nobody else has. */
+static cb_request *h_add(harness *h, int32_t n_prompt, int32_t n_out, int32_t priority) {
+    int32_t *p = malloc(sizeof(int32_t) * (size_t)n_prompt);
+    for (int32_t i = 0; i < n_prompt; i++)
+        p[i] = h->n_req * 1000 + i;
+    cb_request *r = h_add_tokens(h, p, n_prompt, n_out, priority);
+    free(p);
+    return r;
+}
+
+/* Every cached node's cells hold its tokens under its holder. */
+static void h_check_tree(harness *h, const cb_pnode *x) {
+    for (int32_t i = 0; i < x->n_kids; i++) {
+        const cb_pnode *k = x->kids[i];
+        for (int32_t c = 0; c < h->f.capacity; c++) {
+            const fake_cell *cell = &h->f.cell[c];
+            if (fake_has(cell, k->holder) && cell->pos >= k->start && cell->pos < k->start + k->len)
+                assert_int_equal(cell->tok, k->tok[cell->pos - k->start]);
+        }
+        h_check_tree(h, k);
+    }
+}
+
+/* What llama.cpp would hold is what the accounting says: the physical cells in use, each running
+ * request's positions and tokens, and nothing held by a sequence that is neither running nor a
+ * cache holder. Called with the ops applied and the batch not yet decoded. */
+static void h_check_cells(harness *h, const cb_plan *p) {
+    assert_int_equal(h->f.total, h->kv.total_used - p->n_tokens);
+    bool *running = calloc((size_t)h->kv.n_seq, sizeof(bool));
+    for (int32_t i = 0; i < cb_sched_n_running(h->s); i++) {
+        cb_request *r = cb_sched_running_at(h->s, i);
+        running[r->seq_id] = true;
+        assert_int_equal(h->f.cnt[r->seq_id], r->n_computed);
+        if (!fake_seq_ok(&h->f, r->seq_id, r->tokens)) fail_msg("%s", h->f.err);
+    }
+    for (int32_t s = 0; s < h->kv.n_seq; s++) {
+        if (running[s] || h->f.cnt[s] == 0) continue;
+        assert_true(h->px_on && h->px.held[s] > 0); /* a leaked sequence otherwise */
+        if (!fake_seq_ok(&h->f, s, NULL)) fail_msg("%s", h->f.err);
+    }
+    free(running);
+    if (h->px_on) {
+        assert_true(cb_prefix_check(&h->px));
+        h_check_tree(h, &h->px.root);
+    }
 }
 
 static void h_finish(harness *h, cb_request *r, cb_state st) {
@@ -107,7 +170,9 @@ static int32_t h_step(harness *h) {
         for (int32_t i = 0; i < p->n_items; i++)
             if (p->items[i].pos0 == 0) assert_true(member_before[p->items[i].req->id - 1]);
     }
-    if (!fake_run(&h->f, p)) fail_msg("fake runner refused the plan: %s", h->f.err);
+    if (!fake_apply_ops(&h->f, p)) fail_msg("fake runner refused the ops: %s", h->f.err);
+    h_check_cells(h, p);
+    if (!fake_decode(&h->f, p)) fail_msg("fake runner refused the plan: %s", h->f.err);
     cb_sched_commit(h->s, p, 1);
     for (int32_t i = 0; i < p->n_items; i++) {
         if (!p->items[i].logits) continue;
@@ -128,11 +193,18 @@ static void h_drain(harness *h, int max_steps) {
         h_step(h);
         assert_true(++steps < max_steps);
     }
-    /* one empty step hands the last freed ids to the runner */
+    /* one empty step hands the last releases to the runner: what is left is cache */
+    assert_int_equal(cb_sched_step(h->s, &h->plan, 0), 0);
+    assert_true(fake_run(&h->f, &h->plan));
+    h_check_cells(h, &h->plan);
+    assert_int_equal(h->kv.total_used, h->kv.shared);
+    /* dropping the cache frees every cell */
+    cb_sched_drop_cache(h->s);
     assert_int_equal(cb_sched_step(h->s, &h->plan, 0), 0);
     assert_true(fake_run(&h->f, &h->plan));
     assert_int_equal(h->kv.total_used, 0);
     assert_int_equal(h->f.total, 0);
+    if (h->px_on) assert_int_equal(h->px.n_nodes, 0);
 }
 
 /* Every request ended once, and its output is exactly what was "sampled" for it. */
@@ -146,7 +218,7 @@ static void h_check_outputs(harness *h) {
         for (int32_t k = 0; k < r->n_generated; k++)
             assert_int_equal(r->tokens[r->n_prompt + k], gen_token(r->id, k));
         for (int32_t k = 0; k < r->n_prompt; k++)
-            assert_int_equal(r->tokens[k], i * 1000 + k);
+            assert_int_equal(r->tokens[k], h->prompt[i][k]);
     }
 }
 
@@ -329,6 +401,77 @@ static void split_layout_caps_sequences(void **state) {
     h_free(&h);
 }
 
+/* ---------------------------------------------------------------- prefix cache ------------- */
+
+/* prefix (tokens 500000 + k) then n_own tokens of the request's own */
+static cb_request *h_add_shared(harness *h, int32_t n_prefix, int32_t n_own, int32_t n_out) {
+    int32_t n = n_prefix + n_own, *p = malloc(sizeof(int32_t) * (size_t)n);
+    for (int32_t i = 0; i < n; i++)
+        p[i] = i < n_prefix ? 500000 + i : h->n_req * 1000 + i;
+    cb_request *r = h_add_tokens(h, p, n, n_out, 0);
+    free(p);
+    return r;
+}
+
+/* Requests arriving together with one prefix: the first computes it, the others wait for its
+ * cells and compute only their own parts. */
+static void prefix_computed_once(void **state) {
+    (void)state;
+    harness h;
+    h_init_px(&h, CB_MODE_CONTINUOUS, 8, 64, 32, 2048, false, 16);
+    for (int i = 0; i < 8; i++)
+        h_add_shared(&h, 100, 10, 5);
+    int64_t prompt_rows = 0;
+    while (cb_sched_n_running(h.s) + cb_sched_n_waiting(h.s) > 0) {
+        h_step(&h);
+        prompt_rows += h.plan.n_tokens;
+    }
+    assert_int_equal(h.px.hit_tokens, 7 * 100);
+    assert_int_equal(h.px.query_tokens, 8 * 110);
+    /* 100 + 8 x 10 prompt tokens and 8 x 4 decode rows: nothing computed twice */
+    assert_int_equal(prompt_rows, 100 + 8 * 10 + 8 * 4);
+    h_drain(&h, 10);
+    h_check_outputs(&h);
+    h_free(&h);
+}
+
+/* A prompt found whole in the cache still computes its last token (for the logits). */
+static void prefix_full_hit_recomputes_last_token(void **state) {
+    (void)state;
+    harness h;
+    h_init_px(&h, CB_MODE_CONTINUOUS, 1, 64, 16, 1024, false, 4);
+    h_add_shared(&h, 50, 0, 5);
+    while (cb_sched_n_running(h.s) + cb_sched_n_waiting(h.s) > 0)
+        h_step(&h);
+    cb_request *b = h_add_shared(&h, 50, 0, 5);
+    h_step(&h);
+    assert_int_equal(h.plan.n_items, 1);
+    assert_ptr_equal(h.plan.items[0].req, b);
+    assert_int_equal(h.plan.items[0].pos0, 49);
+    assert_int_equal(h.plan.items[0].n_tokens, 1);
+    assert_int_equal(h.px.hit_tokens, 49);
+    h_drain(&h, 100);
+    h_check_outputs(&h);
+    h_free(&h);
+}
+
+/* The cache fills the KV budget with finished requests' cells, and gives them back to new
+ * requests: never a preemption because of it. */
+static void prefix_cache_gives_way(void **state) {
+    (void)state;
+    harness h;
+    h_init_px(&h, CB_MODE_CONTINUOUS, 2, 64, 16, 128, false, 8);
+    for (int i = 0; i < 12; i++) {
+        h_add(&h, 40, 10, 0);
+        if (i % 2) h_drain(&h, 200);
+    }
+    h_drain(&h, 500);
+    h_check_outputs(&h);
+    assert_int_equal(cb_sched_get_stats(h.s)->preemptions, 0);
+    assert_true(h.px.evicted_cells > 0);
+    h_free(&h);
+}
+
 static uint32_t rnd(harness *h, uint32_t n) {
     h->rng = h->rng * 6364136223846793005ULL + 1442695040888963407ULL;
     return (uint32_t)(h->rng >> 33) % n;
@@ -337,8 +480,9 @@ static uint32_t rnd(harness *h, uint32_t n) {
 /* Random configurations, arrivals, priorities and cancels in every state; thousands of steps. */
 static void randomized_traces(void **state) {
     (void)state;
-    int64_t total_steps = 0, total_preempt = 0;
+    int64_t total_steps = 0, total_preempt = 0, total_hits = 0, total_evicted = 0;
     for (uint64_t seed = 1; seed <= 40; seed++) {
+        if (getenv("TRACE_SEEDS")) fprintf(stderr, "seed %d\n", (int)seed);
         harness h;
         uint64_t rng = seed * 0x9E3779B97F4A7C15ULL;
         harness tmp = {.rng = rng};
@@ -349,15 +493,23 @@ static void randomized_traces(void **state) {
         int32_t capacity = split ? seqs * (24 + (int32_t)rnd(&tmp, 64)) : 48 + (int32_t)rnd(&tmp, 400);
         cb_mode mode = rnd(&tmp, 3) == 0 ? CB_MODE_STATIC : CB_MODE_CONTINUOUS;
         if (chunk == 0 && budget < capacity) budget = capacity; /* as the engine does */
-        h_init(&h, mode, seqs, budget, chunk, capacity, split);
+        int32_t holders = !split && rnd(&tmp, 2) == 0 ? 1 + (int32_t)rnd(&tmp, 12) : 0;
+        int32_t family_len[4];
+        for (int f = 0; f < 4; f++)
+            family_len[f] = 1 + (int32_t)rnd(&tmp, 50);
+        h_init_px(&h, mode, seqs, budget, chunk, capacity, split, holders);
         h.rng = tmp.rng;
         int to_add = 30 + (int)rnd(&h, 60), steps = 0;
         while (to_add > 0 || cb_sched_n_running(h.s) + cb_sched_n_waiting(h.s) > 0) {
             if (to_add > 0 && rnd(&h, 3) == 0) {
                 int32_t maxp = h.kv.per_seq_cap - 1;
                 if (chunk == 0 && maxp > budget) maxp = budget;
-                h_add(&h, 1 + (int32_t)rnd(&h, (uint32_t)(maxp < 60 ? maxp : 60)), 1 + (int32_t)rnd(&h, 40),
-                      (int32_t)rnd(&h, 3));
+                int32_t np = 1 + (int32_t)rnd(&h, (uint32_t)(maxp < 60 ? maxp : 60));
+                int32_t prompt[64];
+                int f = (int)rnd(&h, 5); /* 4: a prompt of its own; else one of 4 shared prefixes */
+                for (int32_t k = 0; k < np; k++)
+                    prompt[k] = f < 4 && k < family_len[f] ? 900000 + f * 1000 + k : h.n_req * 1000 + k;
+                h_add_tokens(&h, prompt, np, 1 + (int32_t)rnd(&h, 40), (int32_t)rnd(&h, 3));
                 to_add--;
             }
             if (rnd(&h, 25) == 0) { /* cancel someone, in whatever state */
@@ -376,10 +528,13 @@ static void randomized_traces(void **state) {
         h_check_outputs(&h);
         total_steps += steps;
         total_preempt += cb_sched_get_stats(h.s)->preemptions;
+        total_hits += h.px.hit_tokens;
+        total_evicted += h.px.evicted_cells;
         h_free(&h);
     }
     assert_true(total_steps > 2000);
     assert_true(total_preempt > 0);
+    assert_true(total_hits > 0 && total_evicted > 0); /* the cache was exercised, evictions included */
 }
 
 int main(void) {
@@ -394,6 +549,9 @@ int main(void) {
         cmocka_unit_test(victim_is_lowest_priority_youngest),
         cmocka_unit_test(priority_then_fcfs_admission),
         cmocka_unit_test(split_layout_caps_sequences),
+        cmocka_unit_test(prefix_computed_once),
+        cmocka_unit_test(prefix_full_hit_recomputes_last_token),
+        cmocka_unit_test(prefix_cache_gives_way),
         cmocka_unit_test(randomized_traces),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
