@@ -23,7 +23,9 @@ static void usage(void) {
            "  --trace FILE                  one line per engine step (tab-separated)\n"
            "  --json FILE                   every figure, the configurations, model and machine\n"
            "  --plot DIR                    SVG charts: throughput, TTFT and ITL CDFs, tokens per step\n"
-           "  --no-ceiling                  skip measuring llama_decode alone (no scheduling efficiency)\n");
+           "  --no-ceiling                  skip measuring llama_decode alone (no scheduling efficiency)\n"
+           "  --write-batch FILE            write the workload as an OpenAI Batch API job (JSONL for\n"
+           "                                `cobatch batch`: token-id prompts, ignore_eos) and run nothing\n");
     cb_args_engine_help();
 }
 
@@ -35,6 +37,24 @@ static int split_list(char *s, char **out, int max) {
     for (char *tok = strtok(s, ","); tok && n < max; tok = strtok(NULL, ","))
         out[n++] = tok;
     return n;
+}
+
+/* The workload as OpenAI Batch API lines: the same requests `cobatch batch` (or any server) runs. */
+static int write_batch(const char *path, const cb_workload *w) {
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    for (int i = 0; i < w->n; i++) {
+        const cb_work_item *it = &w->items[i];
+        fprintf(f,
+                "{\"custom_id\": \"req-%d\", \"method\": \"POST\", \"url\": \"/v1/completions\", \"body\": "
+                "{\"prompt\": [",
+                i);
+        for (int32_t k = 0; k < it->n_in; k++)
+            fprintf(f, k ? ",%d" : "%d", it->tokens[k]);
+        fprintf(f, "], \"max_tokens\": %d, \"temperature\": 0, \"ignore_eos\": true}}\n", it->n_out);
+    }
+    int bad = ferror(f);
+    return fclose(f) == 0 && !bad ? 0 : -1;
 }
 
 static void print_ceiling(const struct cobatch_ceiling *c) {
@@ -69,7 +89,7 @@ int cmd_bench(int argc, char **argv) {
     struct cobatch_engine_params ep = cobatch_engine_default_params();
     cb_wargs wa;
     cb_wargs_init(&wa);
-    const char *trace_path = NULL, *json_path = NULL, *plot_dir = NULL;
+    const char *trace_path = NULL, *json_path = NULL, *plot_dir = NULL, *batch_path = NULL;
     bool ceiling_on = true;
     char modes_s[128] = "sequential,static,continuous", chunks_s[128] = "256", layouts_s[64] = "unified",
          caching_s[16] = "on";
@@ -99,6 +119,8 @@ int cmd_bench(int argc, char **argv) {
             json_path = argv[++i];
         } else if (!strcmp(a, "--plot") && has) {
             plot_dir = argv[++i];
+        } else if (!strcmp(a, "--write-batch") && has) {
+            batch_path = argv[++i];
         } else if (!strcmp(a, "--no-ceiling")) {
             ceiling_on = false;
         } else if (!strcmp(a, "--repeat") && has && cb_parse_int(argv[i + 1], 1, 100, &x)) {
@@ -171,6 +193,12 @@ int cmd_bench(int argc, char **argv) {
     if (cb_wargs_build(&wa, &ep, &w, model_name, sizeof(model_name), err, sizeof(err)) != 0) {
         fprintf(stderr, "cobatch bench: %s\n", err);
         return strstr(err, "unknown workload") ? 2 : 1;
+    }
+    if (batch_path) {
+        int wrc = write_batch(batch_path, &w);
+        if (wrc != 0) fprintf(stderr, "cobatch bench: cannot write %s\n", batch_path);
+        cb_workload_free(&w);
+        return wrc == 0 ? 0 : 1;
     }
     int rc = 0;
     cb_bench_info info = {.workload = w.name,
