@@ -159,6 +159,23 @@ def test_disconnects_free_kv(server):
     assert m["cobatch:kv_cache_used_cells"] == 0 and m["cobatch:num_requests_running"] == 0
 
 
+def test_prefix_cache_shares_a_repeated_prefix(server):
+    system = ("You are a careful assistant. Answer briefly and never invent facts. " * 8).strip()
+    m0 = server.metrics()
+    texts = []
+    for question in ["What is the capital of France?", "What is the capital of Italy?"]:
+        r = httpx.post(server.url + "/v1/chat/completions", timeout=60, json={
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": question}],
+            "max_tokens": 8}).json()
+        texts.append(r["choices"][0]["message"]["content"])
+    m1 = server.metrics()
+    shared = tokens_of(server, system)  # the second request finds at least the system prompt cached
+    hits = m1["cobatch:prefix_cache_hits_total"] - m0["cobatch:prefix_cache_hits_total"]
+    assert hits >= shared - 2, (hits, shared)
+    assert m1["cobatch:prefix_cache_queries_total"] > m0["cobatch:prefix_cache_queries_total"] + hits
+    assert "Paris" in texts[0] and "Rome" in texts[1]
+
+
 BAD = [
     ("/v1/completions", "{not json", 400, "invalid_request_error", None),
     ("/v1/completions", "[1, 2]", 400, "invalid_request_error", None),
