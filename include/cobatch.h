@@ -145,6 +145,7 @@ struct cobatch_event {
     int32_t n_prompt;
     int32_t n_generated;
     int32_t n_preemptions;
+    int32_t n_cached; /* prompt tokens taken from the prefix cache instead of computed (last admission) */
     struct cobatch_timings timings;
 };
 
@@ -191,6 +192,11 @@ int32_t *cobatch_prompt_tokens(cobatch_engine *engine, const struct cobatch_requ
  * CANCELLED (or with its natural reason if it finished first). Returns COBATCH_OK or
  * COBATCH_ERR_NOT_FOUND. */
 int cobatch_cancel(cobatch_engine *engine, cobatch_req_id id);
+
+/* Asks the engine to evict, before its next step, every cached prefix no running request uses
+ * (an offline job calls it when a group of requests sharing a prefix is done). Running and
+ * waiting requests are not affected; a later request with such a prefix computes it again. */
+void cobatch_drop_cached_prefixes(cobatch_engine *engine);
 
 /* Moves up to max events into out, waiting up to timeout_ms (-1 = forever, 0 = no wait) for at
  * least one. Returns the number moved (0 on timeout). Each event's strings belong to the caller:

@@ -2,6 +2,8 @@
 # cobatch serve vs llama.cpp's llama-server on the same model, threads and workloads, measured by
 # `cobatch loadgen`. Results go to $OUT (default bench-results/servers). Takes tens of minutes.
 # usage: scripts/compare_servers.sh [WORKLOAD...]   (default: mixed decode-heavy)
+# env: CONC="1 4 16 32" (concurrencies), LOADGEN_ARGS="--sharing-degree 16" (workload flags),
+#      LLAMA_CTX=16384 (llama-server's total context: -np 16 splits it), ONLY_SERVERS="cobatch ...".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-bench-results/servers}"
@@ -9,6 +11,8 @@ BIN="${BIN:-build/cobatch}"
 MODEL="${MODEL:-$PWD/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
 THREADS="${THREADS:-$(nproc)}"
 CONC="${CONC:-16}"
+LLAMA_CTX="${LLAMA_CTX:-16384}"
+read -r -a LOADGEN_EXTRA <<<"${LOADGEN_ARGS:-}"
 LLAMA_SERVER="$(bash scripts/llama_server.sh | tail -n 1)"
 mkdir -p "$OUT"
 workloads=("${@:-mixed decode-heavy}")
@@ -23,6 +27,7 @@ wait_port() { # url
 run_server() { # label, command...
     local label="$1"
     shift
+    if [ -n "${ONLY_SERVERS:-}" ] && ! grep -qw -- "$label" <<<"$ONLY_SERVERS"; then return 0; fi
     "$@" >"$OUT/$label.server.log" 2>&1 &
     local pid=$!
     wait_port "http://127.0.0.1:$PORT"
@@ -30,7 +35,7 @@ run_server() { # label, command...
         for c in $CONC; do
             echo "== $label $wl concurrency $c" >&2
             "$BIN" loadgen -m "$MODEL" --url "http://127.0.0.1:$PORT" --workload "$wl" --max-concurrency "$c" \
-                --label "$label" --json "$OUT/$label-$wl-c$c.json" | tee "$OUT/$label-$wl-c$c.md" | tail -n 1 >&2
+                "${LOADGEN_EXTRA[@]}" --label "$label" --json "$OUT/$label-$wl-c$c.json" | tee "$OUT/$label-$wl-c$c.md" | tail -n 1 >&2
         done
     done
     kill -TERM "$pid"
@@ -38,5 +43,5 @@ run_server() { # label, command...
 }
 
 PORT=18080 run_server cobatch "$BIN" serve -m "$MODEL" --port 18080 --threads "$THREADS"
-PORT=18081 run_server llama-server-np16 "$LLAMA_SERVER" -m "$MODEL" --port 18081 -t "$THREADS" -np 16 -c 16384 -fa on --no-webui
-PORT=18082 run_server llama-server-np16-kvu "$LLAMA_SERVER" -m "$MODEL" --port 18082 -t "$THREADS" -np 16 -c 16384 -kvu -fa on --no-webui
+PORT=18081 run_server llama-server-np16 "$LLAMA_SERVER" -m "$MODEL" --port 18081 -t "$THREADS" -np 16 -c "$LLAMA_CTX" -fa on --no-webui
+PORT=18082 run_server llama-server-np16-kvu "$LLAMA_SERVER" -m "$MODEL" --port 18082 -t "$THREADS" -np 16 -c "$LLAMA_CTX" -kvu -fa on --no-webui

@@ -27,6 +27,7 @@ typedef struct {
     int32_t n_tokens;
     int32_t max_tokens; /* what the engine will allow: min(body's max_tokens, context - prompt) */
     cobatch_req_id id;  /* > 0 once submitted */
+    int32_t group;      /* its prefix group in the plan, -1 without grouping */
     bool finished;
     char *text; /* (cap) the output so far */
     size_t len, cap;

@@ -138,7 +138,7 @@ int cb_batch_out_result(cb_batch_out *o, const char *custom_id, oai_kind kind, c
     snprintf(id, sizeof(id), "batch_req_%s", suffix);
     snprintf(req_id, sizeof(req_id), "req_%s", suffix);
     snprintf(body_id, sizeof(body_id), "%s-%s", kind == OAI_CHAT ? "chatcmpl" : "cmpl", suffix);
-    char *body = oai_response_json(kind, body_id, o->created, o->model, text, finish, n_prompt, n_generated);
+    char *body = oai_response_json(kind, body_id, o->created, o->model, text, finish, n_prompt, n_generated, -1);
     cJSON *b = body ? cJSON_Parse(body) : NULL;
     free(body);
     cJSON *line = cJSON_CreateObject(), *resp = cJSON_CreateObject();

@@ -26,7 +26,8 @@ typedef struct {
     cb_batch_out *out;
     cb_batch_input *in;
     cb_batch_report *rep;
-    int32_t *plan; /* (n_plan) item indices in submission order */
+    int32_t *plan;       /* (n_plan) item indices in submission order */
+    int32_t *group_left; /* (n_groups) members of each prefix group not finished yet; NULL without grouping */
     int32_t n_plan, next;
     int32_t inflight, window;
     int64_t done;        /* planned items dealt with (finished, or refused at submission) */
@@ -84,9 +85,19 @@ static int make_plan(run *r, bool grouping) {
     cb_grouping g;
     if (cb_group_build(gp, n, true, &g) != 0) goto out;
     if (grouping) cb_group_sort_by_ratio(&g);
-    for (int32_t k = 0, at = 0; k < g.n_groups && grouping; k++)
-        for (int32_t j = 0; j < g.groups[k].n; j++)
-            r->plan[at++] = idx[g.order[g.groups[k].first + j]];
+    if (grouping && !(r->group_left = calloc((size_t)g.n_groups + 1, sizeof(int32_t)))) {
+        cb_grouping_free(&g);
+        goto out;
+    }
+    for (int32_t k = 0; k < n; k++)
+        r->in->items[idx[k]]->group = -1;
+    for (int32_t k = 0, at = 0; k < g.n_groups && grouping; k++) {
+        r->group_left[k] = g.groups[k].n;
+        for (int32_t j = 0; j < g.groups[k].n; j++) {
+            r->plan[at] = idx[g.order[g.groups[k].first + j]];
+            r->in->items[r->plan[at++]]->group = k;
+        }
+    }
     if (!grouping) memcpy(r->plan, idx, (size_t)n * sizeof(*idx));
     r->n_plan = n;
     r->rep->requests = n;
@@ -103,6 +114,15 @@ out:
 }
 
 /* ---------------------------------------------------------------- submit and collect -------- */
+
+/* An item is done. When it was the last of its prefix group, the group's prefix is released at
+ * once (seed 004 §4.3: a group's prefix lives as long as the group): later groups share nothing
+ * with it, and a cache kept compact keeps every step's attention span short. Prefixes that
+ * running requests use are not touched. */
+static void item_done(run *r, cb_batch_item *it) {
+    it->finished = true;
+    if (r->group_left && it->group >= 0 && --r->group_left[it->group] == 0) cobatch_drop_cached_prefixes(r->e);
+}
 
 /* Returns 1 when the engine's queue is full (try again after some events), else 0. */
 static int submit_one(run *r, cb_batch_item *it) {
@@ -124,7 +144,7 @@ static int submit_one(run *r, cb_batch_item *it) {
         cb_batch_out_error(r->out, it->line, it->custom_id, code, "%s", err);
         r->rep->refused++;
         r->done++;
-        it->finished = true;
+        item_done(r, it);
     } else {
         it->id = id;
         r->inflight++;
@@ -174,7 +194,7 @@ static void finish(run *r, cb_batch_item *it, const struct cobatch_event *ev) {
                                                      : cobatch_finish_reason_str(ev->reason));
         rep->failed++;
     }
-    it->finished = true;
+    item_done(r, it);
     free(it->text);
     it->text = NULL;
     it->len = it->cap = 0;
@@ -335,6 +355,7 @@ int cb_batch_run(const cb_batch_params *bp, const struct cobatch_engine_params *
     bool write_failed = o.failed;
     cb_batch_out_close(&o);
     free(r.plan);
+    free(r.group_left);
     cb_batch_input_free(&in);
     if (rc != 0) return 1;
     cb_batch_report_print(&rep, bp);

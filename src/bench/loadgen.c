@@ -18,8 +18,9 @@ typedef struct {
     struct evhttp_connection *conn;
     char *line; /* (cap) SSE bytes not yet ending in a newline */
     size_t len, cap;
-    int32_t usage_out; /* completion_tokens from the usage chunk, or -1 */
-    int chunks;        /* content chunks seen */
+    int32_t usage_out;    /* completion_tokens from the usage chunk, or -1 */
+    int32_t usage_cached; /* usage.prompt_tokens_details.cached_tokens, or -1 */
+    int chunks;           /* content chunks seen */
 } lg_req;
 
 struct lg {
@@ -49,6 +50,9 @@ static void on_data(lg_req *q, const char *json) {
     cJSON *usage = cJSON_GetObjectItemCaseSensitive(j, "usage");
     cJSON *ct = usage ? cJSON_GetObjectItemCaseSensitive(usage, "completion_tokens") : NULL;
     if (cJSON_IsNumber(ct)) q->usage_out = (int32_t)ct->valuedouble;
+    cJSON *det = usage ? cJSON_GetObjectItemCaseSensitive(usage, "prompt_tokens_details") : NULL;
+    cJSON *cached = det ? cJSON_GetObjectItemCaseSensitive(det, "cached_tokens") : NULL;
+    if (cJSON_IsNumber(cached)) q->usage_cached = (int32_t)cached->valuedouble;
     cJSON *choices = cJSON_GetObjectItemCaseSensitive(j, "choices");
     cJSON *c0 = cJSON_IsArray(choices) ? cJSON_GetArrayItem(choices, 0) : NULL;
     if (c0) {
@@ -108,6 +112,7 @@ static void on_done(struct evhttp_request *req, void *arg) {
     g->r->status[q->idx] = status;
     t->ok = status == 200 && t->t_first_us != 0;
     g->r->usage_out[q->idx] = q->usage_out; /* n_out counts chunks (token arrivals), this the tokens */
+    g->r->usage_cached[q->idx] = q->usage_cached;
     g->done++;
     g->in_flight--;
     /* the connection cannot be freed inside its own callback */
@@ -140,6 +145,7 @@ static void send_one(lg *g, int idx) {
     q->g = g;
     q->idx = idx;
     q->usage_out = -1;
+    q->usage_cached = -1;
     g->r->tl[idx].t_submit_us = now_us();
     g->r->tl[idx].n_in = g->w->items[idx].n_in;
     g->in_flight++;
@@ -196,9 +202,10 @@ int cb_loadgen_run(const cb_loadgen_params *p, const cb_workload *w, cb_loadgen_
     r->tl = calloc((size_t)w->n, sizeof(*r->tl));
     r->status = calloc((size_t)w->n, sizeof(int));
     r->usage_out = calloc((size_t)w->n, sizeof(int32_t));
+    r->usage_cached = calloc((size_t)w->n, sizeof(int32_t));
     g.reqs = calloc((size_t)w->n, sizeof(*g.reqs));
     g.base = event_base_new();
-    if (!r->tl || !r->status || !r->usage_out || !g.reqs || !g.base) {
+    if (!r->tl || !r->status || !r->usage_out || !r->usage_cached || !g.reqs || !g.base) {
         cb_set_err(err, errlen, "out of memory");
         goto fail;
     }
@@ -242,5 +249,6 @@ void cb_loadgen_result_free(cb_loadgen_result *r) {
     free(r->tl);
     free(r->status);
     free(r->usage_out);
+    free(r->usage_cached);
     memset(r, 0, sizeof(*r));
 }

@@ -20,8 +20,10 @@ typedef struct {
 typedef struct {
     cb_req_timeline *tl; /* (n) */
     int n;
-    int *status;        /* (n) HTTP status, 0 if the connection failed */
-    int32_t *usage_out; /* (n) completion_tokens the server reported, -1 if none */
+    int *status;           /* (n) HTTP status, 0 if the connection failed */
+    int32_t *usage_out;    /* (n) completion_tokens the server reported, -1 if none */
+    int32_t *usage_cached; /* (n) prompt tokens it served from a prefix cache (usage.prompt_tokens_details.
+                              cached_tokens), -1 if it did not say */
     double wall_s, cpu_s;
 } cb_loadgen_result;
 

@@ -112,7 +112,7 @@ int cmd_loadgen(int argc, char **argv) {
     }
     cb_metrics m;
     cb_metrics_compute(r.tl, (size_t)r.n, r.wall_s, &m);
-    int64_t usage_tokens = 0, good = 0, failed = 0;
+    int64_t usage_tokens = 0, good = 0, failed = 0, cached = 0, cached_of = 0;
     for (int i = 0; i < r.n; i++) {
         const cb_req_timeline *t = &r.tl[i];
         if (!t->ok) {
@@ -120,6 +120,7 @@ int cmd_loadgen(int argc, char **argv) {
             continue;
         }
         usage_tokens += r.usage_out[i] >= 0 ? r.usage_out[i] : t->n_out;
+        if (r.usage_cached[i] >= 0) cached += r.usage_cached[i], cached_of += w.items[i].n_in;
         double ttft = (double)(t->t_first_us - t->t_submit_us) / 1e3,
                e2el = (double)(t->t_finish_us - t->t_submit_us) / 1e3;
         double tpot = t->n_out > 1 ? (double)(t->t_finish_us - t->t_first_us) / 1e3 / (t->n_out - 1) : 0;
@@ -134,15 +135,17 @@ int cmd_loadgen(int argc, char **argv) {
     if (wa.rate > 0) printf(" (%.2f req/s, burstiness %.2f)", wa.rate, wa.burstiness);
     printf("; prompts by %s\n\n", model_name);
     printf("| server | wall s | loadgen cpu s | failed | req/s | out tok/s | total tok/s | TTFT p50 / p90 / p99 ms | "
-           "TPOT mean / p99 ms | ITL p50 / p99 ms | E2EL p50 / p99 ms | goodput req/s |\n");
-    printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+           "TPOT mean / p99 ms | ITL p50 / p99 ms | E2EL p50 / p99 ms | goodput req/s | prefix hit |\n");
+    printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    char hit[24] = "-"; /* share of the prompt tokens the server said it had cached; - if it never said */
+    if (cached_of > 0) snprintf(hit, sizeof(hit), "%.0f%%", 100.0 * (double)cached / (double)cached_of);
     printf("| %s | %.2f | %.2f | %lld | %.2f | %.1f | %.1f | %.0f / %.0f / %.0f | %.1f / %.1f | %.1f / %.1f | %.0f / "
            "%.0f | "
-           "%s%.2f |\n",
+           "%s%.2f | %s |\n",
            label, r.wall_s, r.cpu_s, (long long)failed, m.req_per_s, out_tps,
            (m.input_tokens + usage_tokens) / r.wall_s, m.ttft_ms.p50, m.ttft_ms.p90, m.ttft_ms.p99, m.tpot_ms.mean,
            m.tpot_ms.p99, m.itl_ms.p50, m.itl_ms.p99, m.e2el_ms.p50, m.e2el_ms.p99, slos[0] ? "" : "(no SLO) ",
-           good / r.wall_s);
+           good / r.wall_s, hit);
     int rc = 0;
     if (json_path) {
         cJSON *o = cJSON_CreateObject();
@@ -156,6 +159,8 @@ int cmd_loadgen(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "loadgen_cpu_s", r.cpu_s);
         cJSON_AddNumberToObject(o, "failed", (double)failed);
         cJSON_AddNumberToObject(o, "output_tokens", (double)usage_tokens);
+        cJSON_AddNumberToObject(o, "prefix_cached_tokens", (double)cached); /* of the requests that reported it */
+        cJSON_AddNumberToObject(o, "prefix_cached_of_prompt_tokens", (double)cached_of);
         cJSON_AddNumberToObject(o, "request_throughput", m.req_per_s);
         cJSON_AddNumberToObject(o, "output_throughput", out_tps);
         cJSON_AddNumberToObject(o, "goodput", good / r.wall_s);

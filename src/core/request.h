@@ -41,6 +41,7 @@ typedef struct cb_request {
     int32_t pref_len;
     struct cb_pnode *pref_node;
     bool pref_dead;
+    int32_t n_cached; /* prompt tokens shared from the cache at its last admission */
     int32_t n_preemptions;
     int32_t in_plan;    /* tokens scheduled in the current (uncommitted) step */
     bool static_member; /* belongs to the current static group */

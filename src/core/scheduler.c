@@ -296,6 +296,7 @@ static void start_request(cb_sched *s, cb_request *r, int32_t seq, cb_pnode *nod
         cb_prefix_share(s->px, node, cached, seq, s->cur);
         s->px->query_tokens += cb_request_n_tokens(r);
         s->px->hit_tokens += cached;
+        r->n_cached = cached < r->n_prompt ? cached : r->n_prompt;
     }
     if (s->cfg.mode == CB_MODE_STATIC && !r->static_member) {
         r->static_member = true;

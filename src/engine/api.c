@@ -420,6 +420,13 @@ cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_pa
     return id;
 }
 
+void cobatch_drop_cached_prefixes(cobatch_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    e->drop_cache = true;
+    pthread_cond_signal(&e->cond);
+    pthread_mutex_unlock(&e->mu);
+}
+
 int cobatch_cancel(cobatch_engine *e, cobatch_req_id id) {
     int rc = COBATCH_ERR_NOT_FOUND;
     pthread_mutex_lock(&e->mu);

@@ -72,6 +72,7 @@ static void finish(cobatch_engine *e, cb_request *r, cb_state st, const char *er
     ev.n_prompt = r->n_prompt;
     ev.n_generated = r->n_generated;
     ev.n_preemptions = r->n_preemptions;
+    ev.n_cached = r->n_cached;
     ev.timings.t_submit_us = r->t_submit_us;
     ev.timings.t_scheduled_us = r->t_scheduled_us;
     ev.timings.t_first_token_us = r->t_first_token_us;
@@ -266,7 +267,7 @@ void *engine_main(void *arg) {
     int in_cap = 0, cancel_cap = 0;
     for (;;) {
         pthread_mutex_lock(&e->mu);
-        while (!e->stop && e->inbox_len == 0 && e->n_cancels == 0 && e->n_reqs == 0)
+        while (!e->stop && e->inbox_len == 0 && e->n_cancels == 0 && e->n_reqs == 0 && !e->drop_cache)
             pthread_cond_wait(&e->cond, &e->mu);
         if (e->stop) {
             pthread_mutex_unlock(&e->mu);
@@ -287,10 +288,13 @@ void *engine_main(void *arg) {
         e->cancels = tc;
         e->cancel_cap = tc_cap;
         e->n_cancels = 0;
+        bool drop = e->drop_cache;
+        e->drop_cache = false;
         pthread_mutex_unlock(&e->mu);
 
         intake(e, in, n_in);
         apply_cancels(e, cancels, n_cancel);
+        if (drop) cb_sched_drop_cache(e->sched); /* the removals run with this step's plan */
         step(e); /* with nothing to run it still clears freed sequences (a cancel's cells) */
         update_stats(e);
     }

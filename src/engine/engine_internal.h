@@ -52,6 +52,7 @@ struct cobatch_engine {
     cobatch_req_id *live; /* (live_cap) ids with no FINISHED event queued yet */
     int n_live, live_cap;
     bool stop;
+    bool drop_cache; /* cobatch_drop_cached_prefixes was called */
     int64_t next_id;
     struct cobatch_stats stats; /* snapshot, updated after every step */
 

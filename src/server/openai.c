@@ -288,11 +288,13 @@ static cJSON *envelope(oai_kind kind, const char *id, long created, const char *
     return o;
 }
 
-static void add_usage(cJSON *o, int prompt_tokens, int completion_tokens) {
+static void add_usage(cJSON *o, int prompt_tokens, int completion_tokens, int cached_tokens) {
     cJSON *u = cJSON_AddObjectToObject(o, "usage");
     cJSON_AddNumberToObject(u, "prompt_tokens", prompt_tokens);
     cJSON_AddNumberToObject(u, "completion_tokens", completion_tokens);
     cJSON_AddNumberToObject(u, "total_tokens", prompt_tokens + completion_tokens);
+    if (cached_tokens >= 0) /* OpenAI's place for prompt tokens served from a prefix cache */
+        cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "prompt_tokens_details"), "cached_tokens", cached_tokens);
 }
 
 static char *print(cJSON *o) {
@@ -302,7 +304,7 @@ static char *print(cJSON *o) {
 }
 
 char *oai_response_json(oai_kind kind, const char *id, long created, const char *model, const char *text,
-                        const char *finish, int prompt_tokens, int completion_tokens) {
+                        const char *finish, int prompt_tokens, int completion_tokens, int cached_tokens) {
     cJSON *o = envelope(kind, id, created, model, false);
     cJSON *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
     cJSON_AddNumberToObject(c, "index", 0);
@@ -316,7 +318,7 @@ char *oai_response_json(oai_kind kind, const char *id, long created, const char 
     cJSON_AddNullToObject(c, "logprobs");
     cJSON_AddStringToObject(c, "finish_reason", finish);
     cJSON_AddItemToArray(choices, c);
-    add_usage(o, prompt_tokens, completion_tokens);
+    add_usage(o, prompt_tokens, completion_tokens, cached_tokens);
     return print(o);
 }
 
@@ -342,9 +344,9 @@ char *oai_chunk_json(oai_kind kind, const char *id, long created, const char *mo
 }
 
 char *oai_usage_chunk_json(oai_kind kind, const char *id, long created, const char *model, int prompt_tokens,
-                           int completion_tokens) {
+                           int completion_tokens, int cached_tokens) {
     cJSON *o = envelope(kind, id, created, model, true);
     cJSON_AddArrayToObject(o, "choices");
-    add_usage(o, prompt_tokens, completion_tokens);
+    add_usage(o, prompt_tokens, completion_tokens, cached_tokens);
     return print(o);
 }

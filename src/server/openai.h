@@ -47,13 +47,14 @@ void oai_request_free(oai_request *r);
 /* All returned strings are malloc'd JSON; the caller frees them. NULL on allocation failure. */
 char *oai_error_json(const oai_error *e);
 /* id: "cmpl-..." or "chatcmpl-..."; finish: "stop" or "length". */
+/* cached_tokens >= 0 adds usage.prompt_tokens_details.cached_tokens (prefix cache hits); < 0 omits it. */
 char *oai_response_json(oai_kind kind, const char *id, long created, const char *model, const char *text,
-                        const char *finish, int prompt_tokens, int completion_tokens);
+                        const char *finish, int prompt_tokens, int completion_tokens, int cached_tokens);
 /* A stream chunk. role_first: the chat chunk that opens the stream (role, empty content).
  * finish: NULL while streaming. */
 char *oai_chunk_json(oai_kind kind, const char *id, long created, const char *model, const char *text,
                      const char *finish, bool role_first);
 char *oai_usage_chunk_json(oai_kind kind, const char *id, long created, const char *model, int prompt_tokens,
-                           int completion_tokens);
+                           int completion_tokens, int cached_tokens);
 
 #endif

@@ -190,7 +190,8 @@ static void on_finished(srv *s, srv_req *r, const struct cobatch_event *ev) {
             if (j) sse_send(r->req, j);
             free(j);
             if (ok && r->include_usage) {
-                j = oai_usage_chunk_json(r->kind, r->cid, r->created, s->model, ev->n_prompt, ev->n_generated);
+                j = oai_usage_chunk_json(r->kind, r->cid, r->created, s->model, ev->n_prompt, ev->n_generated,
+                                         ev->n_cached);
                 if (j) sse_send(r->req, j);
                 free(j);
             }
@@ -204,7 +205,7 @@ static void on_finished(srv *s, srv_req *r, const struct cobatch_event *ev) {
         } else if (ok) {
             append(r, ev->text, ev->text_len);
             char *j = oai_response_json(r->kind, r->cid, r->created, s->model, r->text ? r->text : "",
-                                        finish_name(ev->reason), ev->n_prompt, ev->n_generated);
+                                        finish_name(ev->reason), ev->n_prompt, ev->n_generated, ev->n_cached);
             if (j)
                 reply_json(s, r->req, 200, j);
             else

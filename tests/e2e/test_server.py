@@ -40,6 +40,8 @@ def test_curl_completion(server):
     r = json.loads(out.stdout)
     assert r["object"] == "text_completion" and r["id"].startswith("cmpl-")
     assert r["choices"][0]["finish_reason"] == "length"
+    cached = r["usage"].pop("prompt_tokens_details")["cached_tokens"]  # prefix cache hits, OpenAI's field
+    assert 0 <= cached < tokens_of(server, PROMPT)
     assert r["usage"] == {"prompt_tokens": tokens_of(server, PROMPT), "completion_tokens": 5, "total_tokens":
                           tokens_of(server, PROMPT) + 5}
     assert "Paris" in r["choices"][0]["text"]
@@ -162,16 +164,18 @@ def test_disconnects_free_kv(server):
 def test_prefix_cache_shares_a_repeated_prefix(server):
     system = ("You are a careful assistant. Answer briefly and never invent facts. " * 8).strip()
     m0 = server.metrics()
-    texts = []
+    texts, cached = [], []
     for question in ["What is the capital of France?", "What is the capital of Italy?"]:
         r = httpx.post(server.url + "/v1/chat/completions", timeout=60, json={
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": question}],
             "max_tokens": 8}).json()
         texts.append(r["choices"][0]["message"]["content"])
+        cached.append(r["usage"]["prompt_tokens_details"]["cached_tokens"])
     m1 = server.metrics()
     shared = tokens_of(server, system)  # the second request finds at least the system prompt cached
     hits = m1["cobatch:prefix_cache_hits_total"] - m0["cobatch:prefix_cache_hits_total"]
     assert hits >= shared - 2, (hits, shared)
+    assert cached[1] >= shared - 2 and cached[1] <= hits, (cached, shared, hits)  # OpenAI's usage field
     assert m1["cobatch:prefix_cache_queries_total"] > m0["cobatch:prefix_cache_queries_total"] + hits
     assert "Paris" in texts[0] and "Rome" in texts[1]
 

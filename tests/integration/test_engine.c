@@ -105,6 +105,15 @@ static void batch_invariance(void **state) {
     assert_true(it_run(e, ps, cached, N));
     cobatch_engine_stats(e, &st);
     assert_int_equal(st.prompt_tokens - computed, N);
+    /* dropping the cache gives every cell back */
+    assert_true(st.kv_cached > 0);
+    cobatch_drop_cached_prefixes(e);
+    for (int i = 0; i < 200 && (st.kv_used != 0 || st.kv_cached != 0); i++) {
+        usleep(10000);
+        cobatch_engine_stats(e, &st);
+    }
+    assert_int_equal(st.kv_used, 0);
+    assert_int_equal(st.kv_cached, 0);
     cobatch_engine_free(e);
     compare_all(seq, cached, N, "prefix cache, second round");
 
