@@ -127,8 +127,6 @@ bool cb_sched_fits(const cb_sched *s, int32_t n_prompt) {
     return true;
 }
 
-/* ---------------------------------------------------------------- one step ------------------- */
-
 /* ---------------------------------------------------------------- prefix cache ------------- */
 
 /* Hands r's computed tokens [pref_len, to) to the cache. A request that finds its tokens already
@@ -146,6 +144,8 @@ static void make_room(cb_sched *s, int32_t n) {
     int32_t short_by = n - cb_kv_free_cells(s->kv);
     if (s->px && short_by > 0) cb_prefix_evict(s->px, short_by, s->cur);
 }
+
+/* ---------------------------------------------------------------- one step ------------------- */
 
 static void release_seq(cb_sched *s, cb_request *r) {
     if (r->seq_id < 0) return;
