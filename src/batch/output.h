@@ -34,9 +34,10 @@ int cb_batch_out_open(cb_batch_out *o, const char *out_path, const char *err_pat
                       size_t errlen);
 
 /* A result line: status 200 and the body a non-streaming /v1/completions or /v1/chat/completions
- * reply has. finish: "stop" or "length". Returns 0, or -1 when the write failed (o->failed). */
+ * reply has (n_cached: usage.prompt_tokens_details.cached_tokens). finish: "stop" or "length".
+ * Returns 0, or -1 when the write failed (o->failed). */
 int cb_batch_out_result(cb_batch_out *o, const char *custom_id, oai_kind kind, const char *text, const char *finish,
-                        int n_prompt, int n_generated);
+                        int n_prompt, int n_generated, int n_cached);
 
 /* An error line: {"id", "custom_id" (or null), "response": null, "error": {"code", "message"}};
  * the message is "line N: " and the formatted text. Returns 0 or -1 as above. */

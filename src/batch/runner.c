@@ -183,7 +183,8 @@ static void finish(run *r, cb_batch_item *it, const struct cobatch_event *ev) {
     }
     if (ok && !it->text_lost) {
         cb_batch_out_result(r->out, it->custom_id, it->kind, it->text ? it->text : "",
-                            ev->reason == COBATCH_FINISH_LENGTH ? "length" : "stop", ev->n_prompt, ev->n_generated);
+                            ev->reason == COBATCH_FINISH_LENGTH ? "length" : "stop", ev->n_prompt, ev->n_generated,
+                            ev->n_cached);
         rep->ok++;
     } else if (ev->reason == COBATCH_FINISH_CANCELLED && r->cancelling) {
         rep->not_run++; /* a rerun picks it up */

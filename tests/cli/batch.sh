@@ -80,7 +80,9 @@ for r in rows:
     u = b["usage"]
     assert u["prompt_tokens"] > 0 and 1 <= u["completion_tokens"] <= g["max"], u
     assert u["total_tokens"] == u["prompt_tokens"] + u["completion_tokens"], u
-if sys.argv[3] == "grouped":
+    assert 0 <= u["prompt_tokens_details"]["cached_tokens"] < u["prompt_tokens"], u
+if sys.argv[3] == "grouped":  # members of a group find their shared prefix in the prefix cache
+    assert sum(r["response"]["body"]["usage"]["prompt_tokens_details"]["cached_tokens"] for r in rows) > 0
     assert ids == sorted(ids, key=lambda i: i[0] == "a"), f"decode-heavy group first, contiguous: {ids}"
 else:
     assert ids == [g["id"] for g in exp["good"]], f"input order: {ids}"
