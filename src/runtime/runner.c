@@ -21,10 +21,6 @@ void cb_runner_free(cb_runner *r) {
     r->logit_row = NULL;
 }
 
-void cb_runner_clear_seq(cb_runner *r, int32_t seq) {
-    llama_memory_seq_rm(llama_get_memory(r->model->ctx), seq, -1, -1);
-}
-
 int32_t cb_runner_seq_len(cb_runner *r, int32_t seq) {
     return llama_memory_seq_pos_max(llama_get_memory(r->model->ctx), seq) + 1;
 }

@@ -23,8 +23,6 @@ void cb_runner_free(cb_runner *r);
  * 2 aborted; < 0 error. Returns -100 for a plan larger than the batch. */
 int cb_runner_run(cb_runner *r, const cb_plan *plan);
 
-/* Clears every cell of seq. */
-void cb_runner_clear_seq(cb_runner *r, int32_t seq);
 /* Cells llama.cpp holds for seq (pos_max + 1, or 0): to check our accounting against. */
 int32_t cb_runner_seq_len(cb_runner *r, int32_t seq);
 

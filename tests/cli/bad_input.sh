@@ -4,22 +4,7 @@
 set -u
 bin="$1"
 model="$2"
-pass=0
-fail=0
-expect() { # name, expected exit code, text the message must contain, command...
-    local name="$1" code="$2" text="$3"
-    shift 3
-    local err rc
-    err="$("$@" 2>&1 >/dev/null)"
-    rc=$?
-    if [ "$rc" -eq "$code" ] && grep -qi -- "$text" <<<"$err"; then
-        pass=$((pass + 1))
-        echo "ok   $name: exit $rc: $err"
-    else
-        fail=$((fail + 1))
-        echo "FAIL $name: exit $rc (want $code), message: '$err' (want '$text')"
-    fi
-}
+source "$(dirname "$0")/lib.sh"
 long="$(python3 -c 'print("word " * 3000)')"
 expect "empty prompt" 2 "prompt is empty" "$bin" run -m "$model" -p ""
 expect "no prompt" 2 "no prompt" "$bin" run -m "$model"
@@ -34,5 +19,4 @@ expect "bad mode" 2 "--mode is continuous" "$bin" run -m "$model" -p hi --mode f
 expect "flag without value" 2 "needs a value" "$bin" run -m "$model" -p hi --top-k
 expect "unknown command" 2 "unknown command" "$bin" frobnicate
 expect "budget below seqs" 1 "must be at least max_num_seqs" "$bin" run -m "$model" -p hi --max-num-seqs 8 --max-num-batched-tokens 4
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

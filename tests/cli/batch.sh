@@ -8,11 +8,7 @@ bin="$1"
 model="$2"
 dir="$(mktemp -d)"
 trap 'rm -rf "$dir"' EXIT
-pass=0
-fail=0
-check() { # name, condition (evaluated)
-    if eval "$2"; then pass=$((pass + 1)); echo "ok   $1"; else fail=$((fail + 1)); echo "FAIL $1"; fi
-}
+source "$(dirname "$0")/lib.sh"
 # One decode thread: on a busy 2-core machine llama.cpp's spinning threads wait on each other.
 # --max-num-seqs 1: requests finish in submission order, so the output shows the order.
 flags=(-m "$model" -t 1 -c 1024 --max-num-seqs 1 --no-progress)
@@ -141,19 +137,10 @@ check "a cut-off last line is dropped on resume" \
     '[ "$(wc -l <"$dir/out.jsonl")" -eq 8 ] && python3 -c "import json,sys; [json.loads(l) for l in open(sys.argv[1])]" "$dir/out.jsonl"'
 
 # Bad command lines: a message and a non-zero exit, never a crash.
-expect() { # name, expected exit code, text the message must contain, command...
-    local name="$1" code="$2" text="$3"
-    shift 3
-    local err rc
-    err="$("$@" 2>&1 >/dev/null)"
-    rc=$?
-    check "$name (exit $rc: $err)" '[ "$rc" -eq "$code" ] && grep -qi -- "$text" <<<"$err"'
-}
 expect "missing --input" 2 "--input is required" "$bin" batch -m "$model" -o "$dir/x.jsonl"
 expect "missing --output" 2 "--output is required" "$bin" batch -m "$model" -i "$dir/job.jsonl"
 expect "unreadable input" 1 "cannot read" "$bin" batch -m "$model" -i "$dir/nope.jsonl" -o "$dir/x.jsonl"
 expect "unwritable output" 1 "cannot" "$bin" batch -m "$model" -i "$dir/job.jsonl" -o "$dir/no/such/dir.jsonl"
 expect "bad --window" 2 "invalid option '--window'" "$bin" batch -i "$dir/job.jsonl" -o "$dir/x.jsonl" --window 0
 expect "bad engine flag" 2 "--max-num-seqs takes" "$bin" batch -i "$dir/job.jsonl" -o "$dir/x.jsonl" --max-num-seqs x
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -6,11 +6,7 @@ set -u
 bin="$1"
 dir="$(mktemp -d)"
 trap 'rm -rf "$dir"' EXIT
-pass=0
-fail=0
-check() { # name, condition (evaluated)
-    if eval "$2"; then pass=$((pass + 1)); echo "ok   $1"; else fail=$((fail + 1)); echo "FAIL $1"; fi
-}
+source "$(dirname "$0")/lib.sh"
 "$bin" mkmodel --preset tiny --type q4_0 -o "$dir/tiny.gguf" 2>"$dir/mk.err"
 check "mkmodel writes a model" '[ -s "$dir/tiny.gguf" ]'
 "$bin" bench -m "$dir/tiny.gguf" --workload mixed --num-prompts 6 --modes sequential,static,continuous \
@@ -49,5 +45,4 @@ check "unknown workload refused" '[ $rc -eq 2 ] && grep -q "unknown workload" "$
 check "unknown mode refused" '[ $rc -eq 2 ] && grep -q "unknown mode" "$dir/e2"'
 "$bin" mkmodel --preset huge -o "$dir/x.gguf" 2>"$dir/e3"; rc=$?
 check "unknown preset refused" '[ $rc -eq 2 ] && grep -q "preset is one of" "$dir/e3"'
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish
