@@ -16,6 +16,8 @@ static void usage(void) {
     printf("configurations (each list is crossed with the others):\n"
            "  --modes LIST                  of sequential,static,continuous (default all three)\n"
            "  --prefill-chunks LIST         token counts or none (default 256)\n"
+           "  --max-num-batched-tokens LIST step budgets (default 512; chunk none runs once, at the\n"
+           "                                largest: without chunking a prompt needs room to go in whole)\n"
            "  --kv-layouts LIST             of unified,split (default unified)\n"
            "  --prefix-caching LIST         of on,off (default on; on needs the unified layout)\n"
            "  --repeat N                    run each configuration N times, report the median-wall run\n"
@@ -92,13 +94,14 @@ int cmd_bench(int argc, char **argv) {
     const char *trace_path = NULL, *json_path = NULL, *plot_dir = NULL, *batch_path = NULL;
     bool ceiling_on = true;
     char modes_s[128] = "sequential,static,continuous", chunks_s[128] = "256", layouts_s[64] = "unified",
-         caching_s[16] = "on";
+         caching_s[16] = "on", budgets_s[128] = "";
     int64_t repeat = 1, x;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has = i + 1 < argc;
         if (!strcmp(a, "--prefill-chunk")) a = "--prefill-chunks"; /* the engine flag, as a list here */
-        int r = strcmp(a, "--prefill-chunks") ? cb_args_engine(argc, argv, &i, &ep) : 0;
+        bool listed = !strcmp(a, "--prefill-chunks") || !strcmp(a, "--max-num-batched-tokens");
+        int r = listed ? 0 : cb_args_engine(argc, argv, &i, &ep);
         if (r == 0) r = cb_wargs_parse(argc, argv, &i, &wa);
         if (r < 0) return 2;
         if (r > 0) continue;
@@ -109,6 +112,8 @@ int cmd_bench(int argc, char **argv) {
             snprintf(modes_s, sizeof(modes_s), "%s", argv[++i]);
         } else if (!strcmp(a, "--prefill-chunks") && has) {
             snprintf(chunks_s, sizeof(chunks_s), "%s", argv[++i]);
+        } else if (!strcmp(a, "--max-num-batched-tokens") && has) {
+            snprintf(budgets_s, sizeof(budgets_s), "%s", argv[++i]);
         } else if (!strcmp(a, "--kv-layouts") && has) {
             snprintf(layouts_s, sizeof(layouts_s), "%s", argv[++i]);
         } else if (!strcmp(a, "--prefix-caching") && has) {
@@ -136,11 +141,29 @@ int cmd_bench(int argc, char **argv) {
     int64_t concurrency = wa.concurrency;
     if (!ep.model_path) ep.model_path = cb_default_model();
 
-    /* configurations: prefix caching x layouts x modes x chunks */
+    /* configurations: prefix caching x layouts x modes x chunks x budgets */
     static cb_bench_config cfgs[MAX_CFG];
-    char *modes[8], *chunks[8], *layouts[4], *caching[2];
+    char *modes[8], *chunks[8], *layouts[4], *caching[2], *budgets[8];
     int nm = split_list(modes_s, modes, 8), nc = split_list(chunks_s, chunks, 8),
-        nl = split_list(layouts_s, layouts, 4), npc = split_list(caching_s, caching, 2);
+        nl = split_list(layouts_s, layouts, 4), npc = split_list(caching_s, caching, 2),
+        nb = budgets_s[0] ? split_list(budgets_s, budgets, 8) : 0;
+    int32_t budget_v[8];
+    for (int b = 0; b < nb; b++) {
+        if (!cb_parse_int(budgets[b], 1, 1 << 20, &x)) {
+            fprintf(stderr, "cobatch bench: --max-num-batched-tokens takes token counts (got '%s')\n", budgets[b]);
+            return 2;
+        }
+        budget_v[b] = (int32_t)x;
+    }
+    if (nb == 0) { /* the engine's default, one configuration */
+        budget_v[0] = ep.max_num_batched_tokens;
+        nb = 1;
+    }
+    bool budget_label = nb > 1;
+    int32_t budget_max = 0;
+    int first_max = 0;
+    for (int b = 0; b < nb; b++)
+        if (budget_v[b] > budget_max) budget_max = budget_v[b], first_max = b;
     int n = 0, base = 0;
     for (int pc = 0; pc < npc; pc++) {
         if (strcmp(caching[pc], "on") && strcmp(caching[pc], "off")) {
@@ -151,8 +174,9 @@ int cmd_bench(int argc, char **argv) {
     for (int pc = 0; pc < npc; pc++)
         for (int l = 0; l < nl; l++) {
             for (int m = 0; m < nm; m++) {
-                for (int c = 0; c < nc; c++) {
+                for (int c = 0; c < nc * nb; c++) {
                     cb_bench_config *cfg = &cfgs[n];
+                    int bi = c % nb;
                     cfg->engine = ep;
                     int mode = -1;
                     for (int k = 0; k < 3; k++)
@@ -163,13 +187,17 @@ int cmd_bench(int argc, char **argv) {
                         return 2;
                     }
                     cfg->engine.mode = (enum cobatch_mode)mode;
-                    if (!strcmp(chunks[c], "none")) {
+                    const char *chunk = chunks[c / nb];
+                    /* without chunking a prompt goes in whole: run it once, at the largest budget */
+                    if (!strcmp(chunk, "none") && bi != first_max) continue;
+                    cfg->engine.max_num_batched_tokens = budget_v[bi];
+                    if (!strcmp(chunk, "none")) {
                         cfg->engine.prefill_chunk = 0;
-                    } else if (cb_parse_int(chunks[c], 1, 1 << 20, &x)) {
+                    } else if (cb_parse_int(chunk, 1, 1 << 20, &x)) {
                         cfg->engine.prefill_chunk = (int32_t)x;
                     } else {
                         fprintf(stderr, "cobatch bench: --prefill-chunks takes token counts or none (got '%s')\n",
-                                chunks[c]);
+                                chunk);
                         return 2;
                     }
                     if (strcmp(layouts[l], "unified") && strcmp(layouts[l], "split")) {
@@ -179,7 +207,9 @@ int cmd_bench(int argc, char **argv) {
                     cfg->engine.kv_layout = strcmp(layouts[l], "split") ? COBATCH_KV_UNIFIED : COBATCH_KV_SPLIT;
                     cfg->engine.prefix_caching = !strcmp(caching[pc], "on");
                     bool uncached = !cfg->engine.prefix_caching && cfg->engine.kv_layout == COBATCH_KV_UNIFIED;
-                    snprintf(cfg->label, sizeof(cfg->label), "%s chunk=%s %s%s", modes[m], chunks[c], layouts[l],
+                    char bl[32] = "";
+                    if (budget_label) snprintf(bl, sizeof(bl), " budget=%d", budget_v[bi]);
+                    snprintf(cfg->label, sizeof(cfg->label), "%s chunk=%s%s %s%s", modes[m], chunk, bl, layouts[l],
                              uncached ? " no-prefix-cache" : "");
                     if (mode == COBATCH_MODE_SEQUENTIAL && cfgs[base].engine.mode != COBATCH_MODE_SEQUENTIAL) base = n;
                     if (++n == MAX_CFG) break;

@@ -76,6 +76,14 @@ void engine_push_event(cobatch_engine *e, struct cobatch_event *ev) {
     }
     q->v[(q->head + q->len) % q->cap] = *ev;
     q->len++;
+    pthread_mutex_unlock(&e->ev_mu);
+    e->ev_unsignalled = true;
+}
+
+void engine_wake_pollers(cobatch_engine *e) {
+    if (!e->ev_unsignalled) return;
+    e->ev_unsignalled = false;
+    pthread_mutex_lock(&e->ev_mu);
     pthread_cond_broadcast(&e->ev_cond);
     pthread_mutex_unlock(&e->ev_mu);
     uint64_t one = 1;

@@ -297,6 +297,7 @@ void *engine_main(void *arg) {
         if (drop) cb_sched_drop_cache(e->sched); /* the removals run with this step's plan */
         step(e); /* with nothing to run it still clears freed sequences (a cancel's cells) */
         update_stats(e);
+        engine_wake_pollers(e);
     }
     /* shutting down: whatever is left ends as cancelled, inbox included */
     pthread_mutex_lock(&e->mu);
@@ -309,6 +310,7 @@ void *engine_main(void *arg) {
     }
     while (e->n_reqs > 0)
         finish(e, e->reqs[0], CB_FINISHED_CANCELLED, NULL);
+    engine_wake_pollers(e);
     free(in);
     free(cancels);
     return NULL;

@@ -66,11 +66,15 @@ struct cobatch_engine {
     pthread_cond_t ev_cond;
     event_queue events;
     int event_fd;
+    bool ev_unsignalled; /* engine thread only: events queued since the last engine_wake_pollers */
 };
 
 void *engine_main(void *arg);
 void engine_free_request(cb_request *r);
-/* Queues an event (takes ownership of its strings) and wakes pollers. */
+/* Queues an event (takes ownership of its strings). Pollers are woken by engine_wake_pollers,
+ * once per engine iteration: one wake-up per step, not one per token (on a 2-core machine every
+ * wake-up of the server thread takes a core from llama.cpp's threads mid-graph). */
 void engine_push_event(cobatch_engine *e, struct cobatch_event *ev);
+void engine_wake_pollers(cobatch_engine *e);
 
 #endif

@@ -39,6 +39,19 @@ assert [x["batch"] for x in d["ceiling"]["decode"]] == [1, 2, 4]
 PY'
 check "trace has steps of every configuration" '[ "$(cut -f1 "$dir/trace.tsv" | sort -u | wc -l)" -eq 7 ]'
 check "trace never exceeds the step budget" 'awk -F"\t" "NR>1 && \$4+\$5 > 4096 {bad=1} END {exit bad}" "$dir/trace.tsv"'
+# budgets are a list too: chunk none runs once, at the largest budget; chunked rows at each budget
+"$bin" bench -m "$dir/tiny.gguf" --workload mixed --num-prompts 4 --modes continuous --no-ceiling \
+    --prefill-chunks none,16 --max-num-batched-tokens 24,512 --max-num-seqs 4 --trace "$dir/tb.tsv" \
+    --json "$dir/b.json" >"$dir/b.md" 2>"$dir/b.err"
+rc=$?
+check "budget list: exits 0" '[ $rc -eq 0 ]'
+check "budget list: none once at 512, chunk 16 at 24 and 512" \
+    '[ "$(grep -c "^| continuous chunk=" "$dir/b.md")" -eq 3 ] && grep -q "^| continuous chunk=none budget=512 " "$dir/b.md" &&
+     grep -q "^| continuous chunk=16 budget=24 " "$dir/b.md" && grep -q "^| continuous chunk=16 budget=512 " "$dir/b.md"'
+check "budget list: the 24-token budget holds in every step" \
+    'awk -F"\t" "\$1 ~ /budget=24 / {n++; if (\$4+\$5 > 24) bad=1} END {exit bad || !n}" "$dir/tb.tsv"'
+"$bin" bench -m "$dir/tiny.gguf" --max-num-batched-tokens 64,x >/dev/null 2>"$dir/e4"; rc=$?
+check "bad budget refused" '[ $rc -eq 2 ] && grep -q "max-num-batched-tokens takes" "$dir/e4"'
 "$bin" bench -m "$dir/tiny.gguf" --workload nope >/dev/null 2>"$dir/e1"; rc=$?
 check "unknown workload refused" '[ $rc -eq 2 ] && grep -q "unknown workload" "$dir/e1"'
 "$bin" bench -m "$dir/tiny.gguf" --modes fast >/dev/null 2>"$dir/e2"; rc=$?
