@@ -76,8 +76,12 @@ struct cobatch_engine_params {
     int32_t max_queue;              /* waiting requests beyond which submit fails; default 1024 */
     enum cobatch_mode mode;
     enum cobatch_kv_layout kv_layout;
-    bool flash_attn;         /* default true */
-    bool prefix_caching;     /* share resident prompt prefixes across requests; default true (unified only) */
+    bool flash_attn;     /* default true */
+    bool prefix_caching; /* share resident prompt prefixes across requests; default true (unified only) */
+    /* Idle cached cells kept (held by no running request); beyond it the least recently used
+     * leaves go at the next step, the last one only in part. 0 = no limit (default): a 1024-cell
+     * cap measured no faster on this project's CPUs (BENCHMARKS.md, session 3). */
+    int32_t prefix_cache_max_idle;
     bool verbose;            /* let llama.cpp log to stderr */
     cobatch_step_fn on_step; /* called on the engine thread after each step; keep it short */
     void *on_step_user;

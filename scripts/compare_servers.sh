@@ -24,22 +24,25 @@ wait_port() { # url
     return 1
 }
 
+# A fresh server for every (workload, concurrency): both servers keep prompt caches (cobatch's
+# prefix cache, llama-server's per-slot prompts), and the same seeded workload run twice would hit
+# what the previous run left behind.
 run_server() { # label, command...
     local label="$1"
     shift
     if [ -n "${ONLY_SERVERS:-}" ] && ! grep -qw -- "$label" <<<"$ONLY_SERVERS"; then return 0; fi
-    "$@" >"$OUT/$label.server.log" 2>&1 &
-    local pid=$!
-    wait_port "http://127.0.0.1:$PORT"
     for wl in "${workloads[@]}"; do
         for c in $CONC; do
+            "$@" >"$OUT/$label-$wl-c$c.server.log" 2>&1 &
+            local pid=$!
+            wait_port "http://127.0.0.1:$PORT"
             echo "== $label $wl concurrency $c" >&2
             "$BIN" loadgen -m "$MODEL" --url "http://127.0.0.1:$PORT" --workload "$wl" --max-concurrency "$c" \
                 "${LOADGEN_EXTRA[@]}" --label "$label" --json "$OUT/$label-$wl-c$c.json" | tee "$OUT/$label-$wl-c$c.md" | tail -n 1 >&2
+            kill -TERM "$pid"
+            wait "$pid" || true
         done
     done
-    kill -TERM "$pid"
-    wait "$pid" || true
 }
 
 PORT=18080 run_server cobatch "$BIN" serve -m "$MODEL" --port 18080 --threads "$THREADS"

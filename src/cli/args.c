@@ -88,6 +88,7 @@ int cb_args_engine(int argc, char **argv, int *i, struct cobatch_engine_params *
     INT_FLAG("--max-num-batched-tokens", 1, 1 << 20, p->max_num_batched_tokens)
     INT_FLAG("--kv-reserve", 0, 1 << 20, p->kv_reserve)
     INT_FLAG("--max-queue", 1, 1 << 24, p->max_queue)
+    INT_FLAG("--prefix-cache-max-idle", 0, 1 << 24, p->prefix_cache_max_idle)
     if (!strcmp(a, "--prefill-chunk")) {
         const char *v = value(argc, argv, i);
         int64_t x;
@@ -185,6 +186,7 @@ void cb_args_engine_help(void) {
           "  --no-flash-attn               disable flash attention\n"
           "  --no-prefix-caching           do not share cached prompt prefixes across requests\n"
           "                                (--enable-prefix-caching: the default, unified layout only)\n"
+          "  --prefix-cache-max-idle N     idle cached cells kept (LRU beyond); default 0: no limit\n"
           "  --verbose                     show llama.cpp's log\n",
           stdout);
 }

@@ -163,6 +163,28 @@ int32_t cb_prefix_evict(cb_prefix *px, int32_t n, cb_kv_ops *ops) {
     return freed;
 }
 
+int32_t cb_prefix_trim(cb_prefix *px, int32_t n, cb_kv_ops *ops) {
+    int32_t freed = 0;
+    while (freed < n) {
+        cb_pnode *x = NULL;
+        lru_leaf(&px->root, &x);
+        if (!x) break;
+        int32_t want = n - freed;
+        if (x->len <= want) {
+            freed += evict_one(px, ops);
+            continue;
+        }
+        /* the leaf keeps its head: its holder's chain still ends at x, now shorter */
+        int32_t keep = x->len - want;
+        cb_kv_ops_push(ops, x->holder, -1, x->start + keep, -1);
+        cb_kv_unshare(px->kv, want);
+        x->len = keep;
+        px->evicted_cells += want;
+        freed += want;
+    }
+    return freed;
+}
+
 static bool has_free_id(const cb_kv *kv) {
     for (int32_t s = 0; s < kv->n_seq; s++)
         if (!kv->taken[s]) return true;

@@ -363,6 +363,12 @@ int32_t cb_sched_step(cb_sched *s, cb_plan *plan, int32_t budget) {
     for (int32_t i = 0; i < s->n_running; i++)
         s->running[i]->in_plan = 0;
 
+    /* idle cache beyond its cap goes first (in the unified layout every cell in play costs every
+     * row of every step its mask scan) */
+    if (s->px && s->cfg.cache_max_idle > 0) {
+        int32_t over = cb_prefix_idle_cells(s->px) - s->cfg.cache_max_idle;
+        if (over > 0) cb_prefix_trim(s->px, over, s->cur);
+    }
     int32_t full = budget > 0 && budget < s->cfg.max_batched_tokens ? budget : s->cfg.max_batched_tokens;
     for (;;) {
         int32_t budget_left = full;

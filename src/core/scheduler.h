@@ -21,6 +21,7 @@ typedef struct {
     int32_t max_batched_tokens; /* token budget of one step (>= max_num_seqs) */
     int32_t prefill_chunk;      /* per-request prompt tokens per step; 0 = whole prompt at once */
     int32_t kv_reserve;         /* cells an admission leaves free for decode growth */
+    int32_t cache_max_idle;     /* idle prefix-cache cells kept, LRU leaves beyond go; 0 = no limit */
 } cb_sched_config;
 
 typedef struct {

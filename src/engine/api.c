@@ -201,7 +201,8 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
                           .max_num_seqs = sequential ? 1 : p.max_num_seqs,
                           .max_batched_tokens = budget,
                           .prefill_chunk = p.prefill_chunk,
-                          .kv_reserve = p.kv_reserve};
+                          .kv_reserve = p.kv_reserve,
+                          .cache_max_idle = p.prefix_cache_max_idle};
     e->sched = cb_sched_new(&sc, &e->kv);
     if (e->sched && holders > 0) {
         if (cb_prefix_init(&e->prefix, &e->kv, holders) != 0) {

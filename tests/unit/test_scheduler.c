@@ -27,13 +27,19 @@ typedef struct {
 
 static int32_t gen_token(int64_t id, int32_t k) { return (int32_t)((id * 7919 + k * 31) % 50000); }
 
+static int32_t g_cache_max_idle; /* the next h_init's cb_sched_config.cache_max_idle */
+
 /* holders > 0: prefix cache on, with that many sequence ids of its own (unified only). */
 static void h_init_px(harness *h, cb_mode mode, int32_t seqs, int32_t budget, int32_t chunk, int32_t capacity,
                       bool split, int32_t holders) {
     memset(h, 0, sizeof(*h));
     assert_int_equal(cb_kv_init(&h->kv, capacity, seqs + holders, split), 0);
-    h->cfg = (cb_sched_config){
-        .mode = mode, .max_num_seqs = seqs, .max_batched_tokens = budget, .prefill_chunk = chunk, .kv_reserve = 4};
+    h->cfg = (cb_sched_config){.mode = mode,
+                               .max_num_seqs = seqs,
+                               .max_batched_tokens = budget,
+                               .prefill_chunk = chunk,
+                               .kv_reserve = 4,
+                               .cache_max_idle = g_cache_max_idle};
     h->s = cb_sched_new(&h->cfg, &h->kv);
     assert_non_null(h->s);
     if (holders > 0) {
@@ -156,6 +162,10 @@ static int32_t h_step(harness *h) {
         bool was_decoding = false;
         for (int k = 0; k < n_dec; k++)
             was_decoding |= decoders[k] == p->items[i].req;
+        /* a request preempted by this plan (when nobody could move) may be admitted again in it:
+         * it starts over from what the cache kept of it, not as a decode row */
+        for (int32_t k = 0; k < p->n_preempted; k++)
+            if (p->preempted[k] == p->items[i].req) was_decoding = false;
         if (was_decoding) {
             assert_int_equal(lead, i);
             assert_int_equal(p->items[i].n_tokens, 1);
@@ -455,6 +465,31 @@ static void prefix_full_hit_recomputes_last_token(void **state) {
     h_free(&h);
 }
 
+/* Idle cache beyond cache_max_idle goes, least recently used leaves first and the last one only
+ * in part: the distinct tails of finished requests go, the prefix they share stays and is hit. */
+static void prefix_idle_cap_keeps_the_trunk(void **state) {
+    (void)state;
+    harness h;
+    g_cache_max_idle = 50; /* under one request's 64 cells: only a trim keeps the 40 shared */
+    h_init_px(&h, CB_MODE_CONTINUOUS, 1, 64, 32, 1024, false, 8);
+    g_cache_max_idle = 0;
+    for (int i = 0; i < 3; i++) {
+        h_add_shared(&h, 40, 20, 5); /* leaves 40 shared + 20 own + 4 generated cells behind */
+        while (cb_sched_n_running(h.s) + cb_sched_n_waiting(h.s) > 0) {
+            h_step(&h);
+            assert_true(cb_prefix_idle_cells(&h.px) <= 50 + 64); /* over the cap for one step at most */
+        }
+    }
+    assert_int_equal(cb_sched_step(h.s, &h.plan, 0), 0); /* an empty step applies the cap */
+    assert_true(fake_run(&h.f, &h.plan));
+    h_check_cells(&h, &h.plan);
+    assert_int_equal(cb_prefix_idle_cells(&h.px), 50); /* trimmed to the cell, not a whole leaf */
+    assert_int_equal(h.px.hit_tokens, 2 * 40);
+    h_drain(&h, 10);
+    h_check_outputs(&h);
+    h_free(&h);
+}
+
 /* The cache fills the KV budget with finished requests' cells, and gives them back to new
  * requests: never a preemption because of it. */
 static void prefix_cache_gives_way(void **state) {
@@ -497,7 +532,9 @@ static void randomized_traces(void **state) {
         int32_t family_len[4];
         for (int f = 0; f < 4; f++)
             family_len[f] = 1 + (int32_t)rnd(&tmp, 50);
+        g_cache_max_idle = holders > 0 && rnd(&tmp, 2) == 0 ? 1 + (int32_t)rnd(&tmp, 60) : 0; /* trims */
         h_init_px(&h, mode, seqs, budget, chunk, capacity, split, holders);
+        g_cache_max_idle = 0;
         h.rng = tmp.rng;
         int to_add = 30 + (int)rnd(&h, 60), steps = 0;
         while (to_add > 0 || cb_sched_n_running(h.s) + cb_sched_n_waiting(h.s) > 0) {
@@ -552,6 +589,7 @@ int main(void) {
         cmocka_unit_test(prefix_computed_once),
         cmocka_unit_test(prefix_full_hit_recomputes_last_token),
         cmocka_unit_test(prefix_cache_gives_way),
+        cmocka_unit_test(prefix_idle_cap_keeps_the_trunk),
         cmocka_unit_test(randomized_traces),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
