@@ -79,8 +79,9 @@ struct cobatch_engine_params {
     bool flash_attn;     /* default true */
     bool prefix_caching; /* share resident prompt prefixes across requests; default true (unified only) */
     /* Idle cached cells kept (held by no running request); beyond it the least recently used
-     * leaves go at the next step, the last one only in part. 0 = no limit (default): a 1024-cell
-     * cap measured no faster on this project's CPUs (BENCHMARKS.md, session 3). */
+     * leaves go at the next step, the last one only in part. 0 = no limit (default). At one
+     * sequence a 256-cell cap recovers the ~20% idle cells cost, 1024 does not (BENCHMARKS.md,
+     * session 3); off until what a small cap loses in cache hits is measured too. */
     int32_t prefix_cache_max_idle;
     bool verbose;            /* let llama.cpp log to stderr */
     cobatch_step_fn on_step; /* called on the engine thread after each step; keep it short */
