@@ -131,11 +131,8 @@ static void lru_leaf(cb_pnode *x, cb_pnode **best) {
         lru_leaf(x->kids[i], best);
 }
 
-/* Evicts the least recently used unlocked leaf. Returns its cells, 0 when there is none. */
-static int32_t evict_one(cb_prefix *px, cb_kv_ops *ops) {
-    cb_pnode *x = NULL;
-    lru_leaf(&px->root, &x);
-    if (!x) return 0;
+/* Evicts the unlocked leaf x. Returns its cells. */
+static int32_t evict_leaf(cb_prefix *px, cb_pnode *x, cb_kv_ops *ops) {
     int32_t h = x->holder, len = x->len;
     if (--px->held[h] == 0) { /* h held nothing else: drop all its tags and give its id back */
         cb_kv_ops_push(ops, h, -1, 0, -1);
@@ -153,17 +150,14 @@ static int32_t evict_one(cb_prefix *px, cb_kv_ops *ops) {
     return len;
 }
 
-int32_t cb_prefix_evict(cb_prefix *px, int32_t n, cb_kv_ops *ops) {
-    int32_t freed = 0;
-    while (freed < n) {
-        int32_t got = evict_one(px, ops);
-        if (got == 0) break;
-        freed += got;
-    }
-    return freed;
+/* Evicts the least recently used unlocked leaf. Returns its cells, 0 when there is none. */
+static int32_t evict_one(cb_prefix *px, cb_kv_ops *ops) {
+    cb_pnode *x = NULL;
+    lru_leaf(&px->root, &x);
+    return x ? evict_leaf(px, x, ops) : 0;
 }
 
-int32_t cb_prefix_trim(cb_prefix *px, int32_t n, cb_kv_ops *ops) {
+int32_t cb_prefix_evict(cb_prefix *px, int32_t n, cb_kv_ops *ops) {
     int32_t freed = 0;
     while (freed < n) {
         cb_pnode *x = NULL;
@@ -171,7 +165,7 @@ int32_t cb_prefix_trim(cb_prefix *px, int32_t n, cb_kv_ops *ops) {
         if (!x) break;
         int32_t want = n - freed;
         if (x->len <= want) {
-            freed += evict_one(px, ops);
+            freed += evict_leaf(px, x, ops);
             continue;
         }
         /* the leaf keeps its head: its holder's chain still ends at x, now shorter */

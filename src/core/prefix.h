@@ -75,15 +75,12 @@ void cb_prefix_share(const cb_prefix *px, const cb_pnode *node, int32_t n, int32
 bool cb_prefix_insert(cb_prefix *px, cb_pnode **node, const int32_t *toks, int32_t from, int32_t to, int32_t seq,
                       cb_kv_ops *ops);
 
-/* Evicts unlocked leaves, least recently used first, until at least n cells were freed or none
- * is left. Returns the cells freed. O(nodes) per leaf: eviction only runs when cells run out. */
+/* Frees exactly min(n, idle cells): unlocked leaves, least recently used first, go whole while
+ * they fit in what is left to free, and the last one loses only the tail it must (its head, often
+ * a prompt others share, stays). Returns the cells freed. O(nodes) per leaf. */
 int32_t cb_prefix_evict(cb_prefix *px, int32_t n, cb_kv_ops *ops);
 /* Evicts until a sequence id is free in kv. Returns false when no unlocked leaf is left. */
 bool cb_prefix_evict_for_id(cb_prefix *px, cb_kv_ops *ops);
-/* Frees exactly min(n, idle cells): LRU unlocked leaves go whole while they fit in what is left
- * to free, and the last one loses only the tail it must (its head, often a prompt others share,
- * stays). Returns the cells freed. */
-int32_t cb_prefix_trim(cb_prefix *px, int32_t n, cb_kv_ops *ops);
 
 /* Cells held by the cache (= kv->shared), and those of them no running request uses: free on
  * demand, so they count as free to a user (vLLM counts cached blocks nobody references so). */

@@ -367,7 +367,7 @@ int32_t cb_sched_step(cb_sched *s, cb_plan *plan, int32_t budget) {
      * row of every step its mask scan) */
     if (s->px && s->cfg.cache_max_idle > 0) {
         int32_t over = cb_prefix_idle_cells(s->px) - s->cfg.cache_max_idle;
-        if (over > 0) cb_prefix_trim(s->px, over, s->cur);
+        if (over > 0) cb_prefix_evict(s->px, over, s->cur);
     }
     int32_t full = budget > 0 && budget < s->cfg.max_batched_tokens ? budget : s->cfg.max_batched_tokens;
     for (;;) {

@@ -33,9 +33,9 @@ int cb_ceiling_measure(const cb_ceiling_params *p, cb_ceiling *c, char *err, siz
     int32_t ctxlen = p->context < 16 ? 16 : p->context;
     static const int32_t chunks[] = {32, 64, 128, 256, 512};
     /* split layout: every sequence has n_ctx / maxb cells and the largest prompt chunk runs in one */
+    const int32_t max_chunk = chunks[sizeof(chunks) / sizeof(chunks[0]) - 1];
     int32_t per_seq = ctxlen + 64;
-    if (p->split_kv && per_seq < chunks[sizeof(chunks) / sizeof(chunks[0]) - 1] + 64)
-        per_seq = chunks[sizeof(chunks) / sizeof(chunks[0]) - 1] + 64;
+    if (p->split_kv && per_seq < max_chunk + 64) per_seq = max_chunk + 64;
     cb_model m;
     cb_model_params mp = {.path = p->model_path,
                           .n_ctx = (maxb * per_seq > 1024 ? maxb * per_seq : 1024),
