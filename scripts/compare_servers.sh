@@ -2,17 +2,21 @@
 # cobatch serve vs llama.cpp's llama-server on the same model, threads and workloads, measured by
 # `cobatch loadgen`. Results go to $OUT (default bench-results/servers). Takes tens of minutes.
 # usage: scripts/compare_servers.sh [WORKLOAD...]   (default: mixed decode-heavy)
-# env: CONC="1 4 16 32" (concurrencies), LOADGEN_ARGS="--sharing-degree 16" (workload flags),
-#      LLAMA_CTX=16384 (llama-server's total context: -np 16 splits it), ONLY_SERVERS="cobatch ...".
+# env: CONC="1 4 16 32" (closed-loop concurrencies), RATES="0.5 1 2" (open-loop Poisson request
+#      rates, each run after the concurrencies), LOADGEN_ARGS="--sharing-degree 16" (workload
+#      flags), LLAMA_CTX=16384 (llama-server's total context: -np 16 splits it),
+#      ONLY_SERVERS="cobatch ...", COBATCH_ARGS="--kv-layout split" (extra flags for cobatch serve).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-bench-results/servers}"
 BIN="${BIN:-build/cobatch}"
 MODEL="${MODEL:-$PWD/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
 THREADS="${THREADS:-$(nproc)}"
-CONC="${CONC:-16}"
+CONC="${CONC-16}"
+RATES="${RATES:-}"
 LLAMA_CTX="${LLAMA_CTX:-16384}"
 read -r -a LOADGEN_EXTRA <<<"${LOADGEN_ARGS:-}"
+read -r -a COBATCH_EXTRA <<<"${COBATCH_ARGS:-}"
 LLAMA_SERVER="$(bash scripts/llama_server.sh | tail -n 1)"
 mkdir -p "$OUT"
 workloads=("${@:-mixed decode-heavy}")
@@ -31,20 +35,25 @@ run_server() { # label, command...
     local label="$1"
     shift
     if [ -n "${ONLY_SERVERS:-}" ] && ! grep -qw -- "$label" <<<"$ONLY_SERVERS"; then return 0; fi
+    local arrivals=()
+    for c in $CONC; do arrivals+=("c$c"); done
+    for r in $RATES; do arrivals+=("r$r"); done
     for wl in "${workloads[@]}"; do
-        for c in $CONC; do
-            "$@" >"$OUT/$label-$wl-c$c.server.log" 2>&1 &
+        for a in "${arrivals[@]}"; do
+            local how=(--max-concurrency "${a#c}")
+            [ "${a:0:1}" = r ] && how=(--request-rate "${a#r}")
+            "$@" >"$OUT/$label-$wl-$a.server.log" 2>&1 &
             local pid=$!
             wait_port "http://127.0.0.1:$PORT"
-            echo "== $label $wl concurrency $c" >&2
-            "$BIN" loadgen -m "$MODEL" --url "http://127.0.0.1:$PORT" --workload "$wl" --max-concurrency "$c" \
-                "${LOADGEN_EXTRA[@]}" --label "$label" --json "$OUT/$label-$wl-c$c.json" | tee "$OUT/$label-$wl-c$c.md" | tail -n 1 >&2
+            echo "== $label $wl ${how[*]}" >&2
+            "$BIN" loadgen -m "$MODEL" --url "http://127.0.0.1:$PORT" --workload "$wl" "${how[@]}" \
+                "${LOADGEN_EXTRA[@]}" --label "$label" --json "$OUT/$label-$wl-$a.json" | tee "$OUT/$label-$wl-$a.md" | tail -n 1 >&2
             kill -TERM "$pid"
             wait "$pid" || true
         done
     done
 }
 
-PORT=18080 run_server cobatch "$BIN" serve -m "$MODEL" --port 18080 --threads "$THREADS"
+PORT=18080 run_server cobatch "$BIN" serve -m "$MODEL" --port 18080 --threads "$THREADS" "${COBATCH_EXTRA[@]}"
 PORT=18081 run_server llama-server-np16 "$LLAMA_SERVER" -m "$MODEL" --port 18081 -t "$THREADS" -np 16 -c "$LLAMA_CTX" -fa on --no-webui
 PORT=18082 run_server llama-server-np16-kvu "$LLAMA_SERVER" -m "$MODEL" --port 18082 -t "$THREADS" -np 16 -c "$LLAMA_CTX" -kvu -fa on --no-webui

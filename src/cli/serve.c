@@ -15,6 +15,7 @@ static void usage(void) {
           "  --max-body-bytes N            largest request body (default 1048576)\n"
           "  --drain-timeout S             after SIGTERM, seconds running requests may finish (default 30)\n"
           "  --port-file FILE              write the port there once listening\n"
+          "  --trace FILE                  one line per engine step, as `cobatch bench --trace` writes\n"
           "The server's step budget defaults to 128 tokens, not 512: a step's length is the gap every\n"
           "running stream waits between two tokens (about 0.5 s for 128 prompt tokens on 2 cores).\n",
           stdout);
@@ -26,10 +27,27 @@ static void usage(void) {
  * 512 for the same throughput. */
 #define SERVE_STEP_BUDGET 128
 
+typedef struct {
+    FILE *f;
+    int64_t t0;
+} serve_trace;
+
+/* Engine thread: one line per step, the columns of `cobatch bench --trace` (config "serve"). */
+static void trace_step(const struct cobatch_step_info *s, void *user) {
+    serve_trace *t = user;
+    if (!t->t0) t->t0 = s->t_start_us;
+    fprintf(t->f, "serve\t%.3f\t%.3f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", (double)(s->t_start_us - t->t0) / 1e3,
+            (double)(s->t_end_us - s->t_start_us) / 1e3, s->decode_rows, s->prefill_tokens, s->n_requests, s->running,
+            s->waiting, s->kv_used, s->preempted);
+    fflush(t->f); /* readable while the server runs (tail -f); one write a step */
+}
+
 int cmd_serve(int argc, char **argv) {
     struct cobatch_engine_params ep = cobatch_engine_default_params();
     ep.max_num_batched_tokens = SERVE_STEP_BUDGET;
     srv_params sp = {.port = 8080};
+    serve_trace trace = {0};
+    const char *trace_path = NULL;
     int64_t x;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -54,6 +72,8 @@ int cmd_serve(int argc, char **argv) {
             sp.drain_timeout_s = (int)x, i++;
         } else if (!strcmp(a, "--port-file") && has) {
             sp.port_file = argv[++i];
+        } else if (!strcmp(a, "--trace") && has) {
+            trace_path = argv[++i];
         } else {
             fprintf(stderr,
                     "cobatch serve: unknown, incomplete or invalid option '%s'%s%s (see cobatch serve --help)\n", a,
@@ -63,13 +83,25 @@ int cmd_serve(int argc, char **argv) {
     }
     if (!ep.model_path) ep.model_path = cb_default_model();
     sp.model_path = ep.model_path;
+    if (trace_path) {
+        if (!(trace.f = fopen(trace_path, "w"))) {
+            fprintf(stderr, "cobatch serve: cannot write %s\n", trace_path);
+            return 1;
+        }
+        fputs("config\tt_ms\tstep_ms\tdecode_rows\tprefill_tokens\trequests\trunning\twaiting\tkv_cells\tpreempted\n",
+              trace.f);
+        ep.on_step = trace_step;
+        ep.on_step_user = &trace;
+    }
     char err[512] = "";
     cobatch_engine *e = cobatch_engine_init(&ep, err, sizeof(err));
     if (!e) {
         fprintf(stderr, "cobatch serve: %s\n", err);
+        if (trace.f) fclose(trace.f);
         return 1;
     }
     int rc = srv_run(e, &sp);
-    cobatch_engine_free(e);
+    cobatch_engine_free(e); /* joins the engine thread: the trace is complete */
+    if (trace.f) fclose(trace.f);
     return rc == 0 ? 0 : 1;
 }

@@ -302,6 +302,30 @@ def test_loadgen_measures_the_server(server, tmp_path):
     assert "| server |" in p.stdout
 
 
+def test_trace_accounts_for_every_token(tmp_path):
+    trace = tmp_path / "steps.tsv"
+    s = Server("--trace", str(trace), "--max-num-batched-tokens", "16")
+    prompts = ["The capital of France is", "One, two, three, four, five, six, seven, eight,"]
+    usages = []
+    for i, prompt in enumerate(prompts):
+        r = httpx.post(s.url + "/v1/completions", json={"prompt": prompt, "max_tokens": 5 + i, "ignore_eos": True},
+                       timeout=120)
+        assert r.status_code == 200
+        usages.append(r.json()["usage"])
+    assert s.stop() == 0, s.logs()
+    lines = trace.read_text().splitlines()
+    assert lines[0].split("\t")[:5] == ["config", "t_ms", "step_ms", "decode_rows", "prefill_tokens"]
+    rows = [line.split("\t") for line in lines[1:]]
+    assert rows and all(r[0] == "serve" and len(r) == 10 for r in rows)
+    # every prompt token not taken from the cache was computed in some step, and every generated
+    # token but each request's first (sampled after its last prompt chunk) took one decode row
+    computed = sum(u["prompt_tokens"] - u.get("prompt_tokens_details", {}).get("cached_tokens", 0) for u in usages)
+    assert sum(int(r[4]) for r in rows) == computed
+    assert sum(int(r[3]) for r in rows) == sum(u["completion_tokens"] - 1 for u in usages)
+    assert all(int(r[4]) + int(r[3]) <= 16 for r in rows)  # the step budget holds
+    assert [float(r[1]) for r in rows] == sorted(float(r[1]) for r in rows)
+
+
 def test_loadgen_refuses_bad_input():
     p = subprocess.run([os.environ["COBATCH_BIN"], "loadgen", "--url", "ftp://x"], capture_output=True, text=True)
     assert p.returncode == 2 and "--url http://HOST:PORT" in p.stderr
