@@ -50,6 +50,15 @@ check "budget list: none once at 512, chunk 16 at 24 and 512" \
      grep -q "^| continuous chunk=16 budget=24 " "$dir/b.md" && grep -q "^| continuous chunk=16 budget=512 " "$dir/b.md"'
 check "budget list: the 24-token budget holds in every step" \
     'awk -F"\t" "\$1 ~ /budget=24 / {n++; if (\$4+\$5 > 24) bad=1} END {exit bad || !n}" "$dir/tb.tsv"'
+# --repeat: the reported run is the median; of two runs the faster one (its wall is the min)
+"$bin" bench -m "$dir/tiny.gguf" --workload mixed --num-prompts 4 --modes continuous --no-ceiling --repeat 2 \
+    >"$dir/r.md" 2>"$dir/r.err"
+rc=$?
+check "repeat 2: exits 0" '[ $rc -eq 0 ]'
+check "repeat 2: reports the faster run, in the table too" \
+    'line=$(tr "\r" "\n" <"$dir/r.err" | grep "median of 2") &&
+     w=$(sed -E "s/.*wall ([0-9.]+) s.*/\1/" <<<"$line") && lo=$(sed -E "s/.*min ([0-9.]+),.*/\1/" <<<"$line") &&
+     [ "$w" = "$lo" ] && grep "^| continuous chunk=" "$dir/r.md" | awk -F"|" -v w="$w" "{exit !(\$3+0 == w+0)}"'
 "$bin" bench -m "$dir/tiny.gguf" --max-num-batched-tokens 64,x >/dev/null 2>"$dir/e4"; rc=$?
 check "bad budget refused" '[ $rc -eq 2 ] && grep -q "max-num-batched-tokens takes" "$dir/e4"'
 "$bin" bench -m "$dir/tiny.gguf" --workload nope >/dev/null 2>"$dir/e1"; rc=$?
