@@ -129,15 +129,19 @@ void cb_bench_result_free(cb_bench_result *r) {
     memset(r, 0, sizeof(*r));
 }
 
+void cb_trace_write_header(FILE *f) {
+    fputs("config\tt_ms\tstep_ms\tdecode_rows\tprefill_tokens\trequests\trunning\twaiting\tkv_cells\tpreempted\n", f);
+}
+
+void cb_trace_write_step(FILE *f, const char *label, int64_t t0_us, const struct cobatch_step_info *s) {
+    fprintf(f, "%s\t%.3f\t%.3f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", label, (double)(s->t_start_us - t0_us) / 1e3,
+            (double)(s->t_end_us - s->t_start_us) / 1e3, s->decode_rows, s->prefill_tokens, s->n_requests, s->running,
+            s->waiting, s->kv_used, s->preempted);
+}
+
 void cb_bench_write_trace(FILE *f, const char *label, const cb_bench_result *r) {
-    if (r->n_steps == 0) return;
-    int64_t t0 = r->steps[0].t_start_us;
-    for (int i = 0; i < r->n_steps; i++) {
-        const struct cobatch_step_info *s = &r->steps[i];
-        fprintf(f, "%s\t%.3f\t%.3f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", label, (double)(s->t_start_us - t0) / 1e3,
-                (double)(s->t_end_us - s->t_start_us) / 1e3, s->decode_rows, s->prefill_tokens, s->n_requests,
-                s->running, s->waiting, s->kv_used, s->preempted);
-    }
+    for (int i = 0; i < r->n_steps; i++)
+        cb_trace_write_step(f, label, r->steps[0].t_start_us, &r->steps[i]);
 }
 
 void cb_bench_print_table(FILE *f, const cb_bench_config *cfgs, const cb_bench_result *res, int n, int base) {

@@ -63,6 +63,10 @@ void cb_bench_efficiency(cb_bench_result *r, const struct cobatch_ceiling *c, in
 /* Writes the trace: one line per step (config label, ms since start, decode rows, prefill tokens,
  * requests in batch, running, waiting, KV cells, preempted). */
 void cb_bench_write_trace(FILE *f, const char *label, const cb_bench_result *r);
+/* The trace's format, shared with `cobatch serve --trace`: a header line, then one tab-separated
+ * line per step (t_ms counts from t0_us). */
+void cb_trace_write_header(FILE *f);
+void cb_trace_write_step(FILE *f, const char *label, int64_t t0_us, const struct cobatch_step_info *s);
 
 /* Prints a Markdown table of the results; speedups are against results[base]. */
 void cb_bench_print_table(FILE *f, const cb_bench_config *cfgs, const cb_bench_result *res, int n, int base);

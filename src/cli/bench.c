@@ -265,10 +265,7 @@ int cmd_bench(int argc, char **argv) {
         cb_workload_free(&w);
         return 1;
     }
-    if (trace)
-        fprintf(
-            trace,
-            "config\tt_ms\tstep_ms\tdecode_rows\tprefill_tokens\trequests\trunning\twaiting\tkv_cells\tpreempted\n");
+    if (trace) cb_trace_write_header(trace);
     static cb_bench_result res[MAX_CFG];
     cb_bench_result *runs = calloc((size_t)repeat, sizeof(*runs));
     for (int i = 0; i < n && rc == 0; i++) {

@@ -1,4 +1,5 @@
 /* serve.c — `cobatch serve`: the OpenAI-compatible server. */
+#include "../bench/bench.h"
 #include "../server/server.h"
 #include "args.h"
 #include "cli.h"
@@ -36,9 +37,7 @@ typedef struct {
 static void trace_step(const struct cobatch_step_info *s, void *user) {
     serve_trace *t = user;
     if (!t->t0) t->t0 = s->t_start_us;
-    fprintf(t->f, "serve\t%.3f\t%.3f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", (double)(s->t_start_us - t->t0) / 1e3,
-            (double)(s->t_end_us - s->t_start_us) / 1e3, s->decode_rows, s->prefill_tokens, s->n_requests, s->running,
-            s->waiting, s->kv_used, s->preempted);
+    cb_trace_write_step(t->f, "serve", t->t0, s);
     fflush(t->f); /* readable while the server runs (tail -f); one write a step */
 }
 
@@ -88,8 +87,7 @@ int cmd_serve(int argc, char **argv) {
             fprintf(stderr, "cobatch serve: cannot write %s\n", trace_path);
             return 1;
         }
-        fputs("config\tt_ms\tstep_ms\tdecode_rows\tprefill_tokens\trequests\trunning\twaiting\tkv_cells\tpreempted\n",
-              trace.f);
+        cb_trace_write_header(trace.f);
         ep.on_step = trace_step;
         ep.on_step_user = &trace;
     }
