@@ -28,32 +28,42 @@ wait_port() { # url
     return 1
 }
 
-# A fresh server for every (workload, concurrency): both servers keep prompt caches (cobatch's
+# A fresh server for every (workload, arrival) run: both servers keep prompt caches (cobatch's
 # prefix cache, llama-server's per-slot prompts), and the same seeded workload run twice would hit
-# what the previous run left behind.
-run_server() { # label, command...
-    local label="$1"
-    shift
-    if [ -n "${ONLY_SERVERS:-}" ] && ! grep -qw -- "$label" <<<"$ONLY_SERVERS"; then return 0; fi
-    local arrivals=()
-    for c in $CONC; do arrivals+=("c$c"); done
-    for r in $RATES; do arrivals+=("r$r"); done
-    for wl in "${workloads[@]}"; do
-        for a in "${arrivals[@]}"; do
-            local how=(--max-concurrency "${a#c}")
-            [ "${a:0:1}" = r ] && how=(--request-rate "${a#r}")
-            "$@" >"$OUT/$label-$wl-$a.server.log" 2>&1 &
-            local pid=$!
-            wait_port "http://127.0.0.1:$PORT"
-            echo "== $label $wl ${how[*]}" >&2
-            "$BIN" loadgen -m "$MODEL" --url "http://127.0.0.1:$PORT" --workload "$wl" "${how[@]}" \
-                "${LOADGEN_EXTRA[@]}" --label "$label" --json "$OUT/$label-$wl-$a.json" | tee "$OUT/$label-$wl-$a.md" | tail -n 1 >&2
-            kill -TERM "$pid"
-            wait "$pid" || true
-        done
-    done
+# what the previous run left behind. The servers take turns on each (workload, arrival), so the
+# two sides of a comparison run minutes apart on a host whose speed drifts, and a chain cut short
+# leaves whole pairs.
+server_cmd() { # label -> sets PORT and CMD
+    case "$1" in
+    cobatch) PORT=18080 CMD=("$BIN" serve -m "$MODEL" --port 18080 --threads "$THREADS" "${COBATCH_EXTRA[@]}") ;;
+    llama-server-np16) PORT=18081 CMD=("$LLAMA_SERVER" -m "$MODEL" --port 18081 -t "$THREADS" -np 16 -c "$LLAMA_CTX" -fa on --no-webui) ;;
+    llama-server-np16-kvu) PORT=18082 CMD=("$LLAMA_SERVER" -m "$MODEL" --port 18082 -t "$THREADS" -np 16 -c "$LLAMA_CTX" -kvu -fa on --no-webui) ;;
+    esac
 }
 
-PORT=18080 run_server cobatch "$BIN" serve -m "$MODEL" --port 18080 --threads "$THREADS" "${COBATCH_EXTRA[@]}"
-PORT=18081 run_server llama-server-np16 "$LLAMA_SERVER" -m "$MODEL" --port 18081 -t "$THREADS" -np 16 -c "$LLAMA_CTX" -fa on --no-webui
-PORT=18082 run_server llama-server-np16-kvu "$LLAMA_SERVER" -m "$MODEL" --port 18082 -t "$THREADS" -np 16 -c "$LLAMA_CTX" -kvu -fa on --no-webui
+run_one() { # label, workload, arrival (cN or rR)
+    local label="$1" wl="$2" a="$3"
+    server_cmd "$label"
+    local how=(--max-concurrency "${a#c}")
+    [ "${a:0:1}" = r ] && how=(--request-rate "${a#r}")
+    "${CMD[@]}" >"$OUT/$label-$wl-$a.server.log" 2>&1 &
+    local pid=$!
+    wait_port "http://127.0.0.1:$PORT"
+    echo "== $label $wl ${how[*]}" >&2
+    "$BIN" loadgen -m "$MODEL" --url "http://127.0.0.1:$PORT" --workload "$wl" "${how[@]}" \
+        "${LOADGEN_EXTRA[@]}" --label "$label" --json "$OUT/$label-$wl-$a.json" | tee "$OUT/$label-$wl-$a.md" | tail -n 1 >&2
+    kill -TERM "$pid"
+    wait "$pid" || true
+}
+
+arrivals=()
+for c in $CONC; do arrivals+=("c$c"); done
+for r in $RATES; do arrivals+=("r$r"); done
+for wl in "${workloads[@]}"; do
+    for a in "${arrivals[@]}"; do
+        for label in cobatch llama-server-np16 llama-server-np16-kvu; do
+            if [ -n "${ONLY_SERVERS:-}" ] && ! grep -qw -- "$label" <<<"$ONLY_SERVERS"; then continue; fi
+            run_one "$label" "$wl" "$a"
+        done
+    done
+done
