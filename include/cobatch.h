@@ -77,7 +77,11 @@ struct cobatch_engine_params {
     enum cobatch_mode mode;
     enum cobatch_kv_layout kv_layout;
     bool flash_attn;     /* default true */
-    bool prefix_caching; /* share resident prompt prefixes across requests; default true (unified only) */
+    bool prefix_caching; /* share resident prompt prefixes across requests; default true */
+    /* Split layout with prefix caching: streams that keep finished requests' tokens for later
+     * ones (each as large as a running stream's n_ctx / max_num_seqs cells, on top of n_ctx).
+     * -1 (default) = max_num_seqs / 4, at least 1; 0 = none (idle running streams still serve). */
+    int32_t prefix_cache_streams;
     /* Idle cached cells kept (held by no running request); beyond it the least recently used
      * leaves go at the next step, the last one only in part. 0 = no limit (default). At one
      * sequence a 256-cell cap recovers the ~20% idle cells cost, 1024 does not (BENCHMARKS.md,
@@ -163,7 +167,7 @@ struct cobatch_stats {
     int64_t prompt_tokens, generated_tokens; /* tokens computed (prompt incl. recompute) and sampled */
     int64_t wasted_decode_slots;             /* static mode: group slots idle while the group runs */
     int64_t requests_finished;
-    /* prefix cache (unified layout, enable_prefix_caching): */
+    /* prefix cache (enable_prefix_caching; in the split layout kv_cached is the parked streams' cells): */
     int32_t kv_cached;           /* of kv_used, cells the prefix cache keeps that no running request uses: free on
                                     demand (kv_used - kv_cached is what the requests hold) */
     int64_t prefix_query_tokens; /* prompt tokens of admitted requests (each admission, recomputes too) */

@@ -89,6 +89,7 @@ int cb_args_engine(int argc, char **argv, int *i, struct cobatch_engine_params *
     INT_FLAG("--kv-reserve", 0, 1 << 20, p->kv_reserve)
     INT_FLAG("--max-queue", 1, 1 << 24, p->max_queue)
     INT_FLAG("--prefix-cache-max-idle", 0, 1 << 24, p->prefix_cache_max_idle)
+    INT_FLAG("--prefix-cache-streams", 0, 255, p->prefix_cache_streams)
     if (!strcmp(a, "--prefill-chunk")) {
         const char *v = value(argc, argv, i);
         int64_t x;
@@ -180,15 +181,18 @@ void cb_args_engine_help(void) {
           "  --max-num-batched-tokens N    token budget of one step, default 512\n"
           "  --prefill-chunk N|none        prompt tokens per request per step, default 256\n"
           "  --mode continuous|static|sequential   scheduling mode, default continuous\n"
-          "  --kv-layout unified|split     KV cache layout, default unified (shares prefixes); split does\n"
-          "                                ~20% less work a token with many streams and no sharing: use it\n"
-          "                                when prompts share nothing (each sequence gets -c / max-num-seqs)\n"
+          "  --kv-layout unified|split     KV cache layout, default unified. unified shares prefixes in\n"
+          "                                place; split gives each sequence -c / max-num-seqs cells of its\n"
+          "                                own, does ~20% less work a token with many streams and shares\n"
+          "                                prefixes by copying whole streams\n"
           "  --kv-reserve N                cells an admission leaves free, default 32\n"
           "  --max-queue N                 waiting requests before refusing, default 1024\n"
           "  --no-flash-attn               disable flash attention\n"
           "  --no-prefix-caching           do not share cached prompt prefixes across requests\n"
-          "                                (--enable-prefix-caching: the default, unified layout only)\n"
-          "  --prefix-cache-max-idle N     idle cached cells kept (LRU beyond); default 0: no limit\n"
+          "                                (--enable-prefix-caching: the default)\n"
+          "  --prefix-cache-max-idle N     unified: idle cached cells kept (LRU beyond); default 0: no limit\n"
+          "  --prefix-cache-streams N      split: extra streams keeping finished requests' tokens (each\n"
+          "                                -c / max-num-seqs cells more); default max-num-seqs / 4\n"
           "  --verbose                     show llama.cpp's log\n",
           stdout);
 }

@@ -36,6 +36,12 @@ int32_t cb_kv_seq_acquire(cb_kv *kv) {
     return -1;
 }
 
+bool cb_kv_seq_take(cb_kv *kv, int32_t seq) {
+    if (seq < 0 || seq >= kv->n_seq || kv->taken[seq]) return false;
+    kv->taken[seq] = true;
+    return true;
+}
+
 void cb_kv_seq_release(cb_kv *kv, int32_t seq) {
     if (seq < 0 || seq >= kv->n_seq) return;
     kv->total_used -= kv->used[seq];
@@ -67,6 +73,12 @@ void cb_kv_share(cb_kv *kv, int32_t seq, int32_t n) {
 void cb_kv_unshare(cb_kv *kv, int32_t n) {
     kv->shared -= n;
     kv->total_used -= n;
+}
+
+void cb_kv_hold(cb_kv *kv, int32_t n) {
+    kv->shared += n;
+    kv->total_used += n;
+    if (kv->total_used > kv->peak_used) kv->peak_used = kv->total_used;
 }
 
 void cb_kv_ops_push(cb_kv_ops *o, int32_t seq, int32_t src, int32_t p0, int32_t p1) {

@@ -48,6 +48,8 @@ void cb_kv_free(cb_kv *kv);
 
 /* Lowest free sequence id, or -1 when all are taken. */
 int32_t cb_kv_seq_acquire(cb_kv *kv);
+/* Takes this id if it is free (the split layout's stream cache picks ids itself). */
+bool cb_kv_seq_take(cb_kv *kv, int32_t seq);
 /* Frees the sequence's cells and its id. */
 void cb_kv_seq_release(cb_kv *kv, int32_t seq);
 
@@ -63,6 +65,8 @@ bool cb_kv_grow(cb_kv *kv, int32_t seq, int32_t n);
 void cb_kv_share(cb_kv *kv, int32_t seq, int32_t n);
 /* The prefix cache gave back n cells (evicted): they are free. */
 void cb_kv_unshare(cb_kv *kv, int32_t n);
+/* The prefix cache made n new cells of its own (a copy of a stream, split layout). */
+void cb_kv_hold(cb_kv *kv, int32_t n);
 
 /* Debug invariant: used[] plus shared sums to total_used, no sequence exceeds its cap, no free id holds cells. */
 bool cb_kv_check(const cb_kv *kv);

@@ -10,7 +10,8 @@ struct cb_sched {
     int32_t n_running;
     cb_request **waiting; /* (waiting_cap) in run order: see ranks_before */
     int32_t n_waiting, waiting_cap;
-    cb_prefix *px;                  /* prefix cache, or NULL */
+    cb_prefix *px;                  /* prefix cache (unified layout), or NULL */
+    cb_streams *sc;                 /* prefix cache (split layout), or NULL */
     cb_kv_ops pending;              /* cell changes made between steps (finish, commit), for the next plan */
     cb_kv_ops *cur;                 /* where changes go now: the plan's ops while planning, else pending */
     int32_t group_size, group_left; /* static mode: the current group */
@@ -104,8 +105,12 @@ void cb_plan_free(cb_plan *plan) {
 }
 
 void cb_sched_set_prefix(cb_sched *s, cb_prefix *px) { s->px = px; }
+void cb_sched_set_streams(cb_sched *s, cb_streams *sc) { s->sc = sc; }
 
-int32_t cb_sched_drop_cache(cb_sched *s) { return s->px ? cb_prefix_evict(s->px, INT32_MAX, s->cur) : 0; }
+int32_t cb_sched_drop_cache(cb_sched *s) {
+    if (s->sc) return cb_streams_drop(s->sc, s->cur);
+    return s->px ? cb_prefix_evict(s->px, INT32_MAX, s->cur) : 0;
+}
 
 void cb_sched_add(cb_sched *s, cb_request *r, int64_t arrival) {
     r->arrival = arrival;
@@ -149,6 +154,11 @@ static void make_room(cb_sched *s, int32_t n) {
 
 static void release_seq(cb_sched *s, cb_request *r) {
     if (r->seq_id < 0) return;
+    if (s->sc) { /* its stream stays, as cache */
+        cb_streams_park(s->sc, r->seq_id, r->tokens);
+        r->seq_id = -1;
+        return;
+    }
     publish(s, r, r->n_computed); /* what it computed stays as cache (a preempted one finds it) */
     if (r->pref_node) cb_prefix_unlock(s->px, r->pref_node);
     r->pref_node = NULL;
@@ -256,12 +266,29 @@ static bool may_admit(cb_sched *s, const cb_request *r) {
     return true;
 }
 
-/* Tokens r can share from the cache now (all but its last token at most: that one is computed
- * again for its logits), and the node the match ends in. */
-static int32_t cache_match(const cb_sched *s, const cb_request *r, cb_pnode **node) {
-    *node = NULL;
-    if (!s->px) return 0;
-    return cb_prefix_match(s->px, r->tokens, cb_request_n_tokens(r) - 1, node);
+/* Where r's prefix can come from now: a node of the prefix tree, or a stream (split layout). */
+typedef struct {
+    int32_t len;    /* tokens shared: all but r's last at most (that one is computed again for its logits) */
+    cb_pnode *node; /* unified: the node the match ends in */
+    int32_t src;    /* split: the stream holding them, running or parked */
+} cache_hit;
+
+/* Split layout: running requests' computed tokens count too (a copy takes them as they are). */
+static cache_hit cache_match(const cb_sched *s, const cb_request *r) {
+    cache_hit h = {.len = 0, .node = NULL, .src = -1};
+    int32_t n = cb_request_n_tokens(r) - 1;
+    if (s->px) h.len = cb_prefix_match(s->px, r->tokens, n, &h.node);
+    if (!s->sc) return h;
+    cb_stream_match m = {.src = -1, .len = 0};
+    for (int32_t i = 0; i < s->n_running; i++) {
+        const cb_request *q = s->running[i];
+        int32_t l = cb_common_prefix(r->tokens, n, q->tokens, q->n_computed);
+        if (l > m.len) m = (cb_stream_match){.src = q->seq_id, .len = l};
+    }
+    cb_streams_match(s->sc, r->tokens, n, &m);
+    h.len = m.len;
+    h.src = m.src;
+    return h;
 }
 
 /* Continuous mode: r shares more tokens than it finds cached with a prompt a running request is
@@ -269,15 +296,16 @@ static int32_t cache_match(const cb_sched *s, const cb_request *r, cb_pnode **no
  * waits for those cells instead (seed 004 §4.3.1: the prefix before the distinct parts), a step
  * or a few. O(running x prompt), only for requests at the head of the queue. */
 static bool prefix_in_flight(const cb_sched *s, const cb_request *r, int32_t cached) {
-    if (!s->px || s->cfg.mode != CB_MODE_CONTINUOUS) return false;
+    if ((!s->px && !s->sc) || s->cfg.mode != CB_MODE_CONTINUOUS) return false;
     int32_t n = cb_request_n_tokens(r);
+    int32_t least = s->sc ? s->sc->min_share : 1; /* split: shorter matches are not copied anyway */
     for (int32_t i = 0; i < s->n_running; i++) {
         const cb_request *q = s->running[i];
         if (q->pref_dead || q->n_computed >= q->n_prompt) continue;
         int32_t lim = n < q->n_prompt ? n : q->n_prompt, l = 0;
         while (l < lim && r->tokens[l] == q->tokens[l])
             l++;
-        if (l > cached) return true;
+        if (l > cached && l >= least) return true;
     }
     return false;
 }
@@ -289,6 +317,11 @@ static void start_request(cb_sched *s, cb_request *r, int32_t seq, cb_pnode *nod
     r->state = CB_RUNNING;
     s->running[s->n_running++] = r;
     s->stats.admitted++;
+    if (s->sc) {
+        s->sc->query_tokens += cb_request_n_tokens(r);
+        s->sc->hit_tokens += cached;
+        r->n_cached = cached < r->n_prompt ? cached : r->n_prompt;
+    }
     if (s->px) {
         r->pref_node = node; /* locked by the caller */
         r->pref_len = cached;
@@ -307,11 +340,16 @@ static void start_request(cb_sched *s, cb_request *r, int32_t seq, cb_pnode *nod
 
 /* A sequence id, and the cells r needs beyond what it shares (evicting cache for them); -1 when
  * r cannot start now. */
-static int32_t admit_seq(cb_sched *s, const cb_request *r, int32_t cached, int32_t budget_left) {
+static int32_t admit_seq(cb_sched *s, const cb_request *r, cache_hit *hit, int32_t budget_left) {
+    int32_t cached = hit->len;
     int32_t pending = cb_request_n_tokens(r) - cached;
     int32_t need = pending + (s->n_running > 0 ? s->cfg.kv_reserve : 0);
     if (need > s->kv->per_seq_cap) need = s->kv->per_seq_cap;
     if (s->cfg.prefill_chunk == 0 && pending > budget_left && !s->forming) return -1;
+    if (s->sc) { /* split: a stream's cells are its own, any free id has room */
+        cb_stream_match m = {.src = hit->src, .len = hit->len};
+        return cb_streams_admit(s->sc, m, &hit->len, s->cur);
+    }
     int32_t outstanding = outstanding_cells(s);
     make_room(s, need + outstanding);
     if (cb_kv_free_cells(s->kv) - outstanding < need) return -1;
@@ -329,20 +367,19 @@ static void schedule_admissions(cb_sched *s, cb_plan *plan, int32_t *budget_left
     while (w < s->n_waiting && s->n_running < s->cfg.max_num_seqs && ((*budget_left) > 0 || s->forming)) {
         cb_request *r = s->waiting[w];
         if (!may_admit(s, r)) break;
-        cb_pnode *node;
-        int32_t cached = cache_match(s, r, &node);
-        if (prefix_in_flight(s, r, cached)) { /* it waits for cells in the making: others go by */
+        cache_hit hit = cache_match(s, r);
+        if (prefix_in_flight(s, r, hit.len)) { /* it waits for cells in the making: others go by */
             if (++w >= 2 * s->cfg.max_num_seqs) break;
             continue;
         }
-        if (node) cb_prefix_lock(s->px, node); /* making room must not evict the match */
-        int32_t seq = admit_seq(s, r, cached, *budget_left);
+        if (hit.node) cb_prefix_lock(s->px, hit.node); /* making room must not evict the match */
+        int32_t seq = admit_seq(s, r, &hit, *budget_left);
         if (seq < 0) { /* FCFS: the first that does not fit waits, nobody overtakes it */
-            if (node) cb_prefix_unlock(s->px, node);
+            if (hit.node) cb_prefix_unlock(s->px, hit.node);
             break;
         }
         remove_at(s->waiting, &s->n_waiting, w);
-        start_request(s, r, seq, node, cached);
+        start_request(s, r, seq, hit.node, hit.len);
         int32_t n = chunk_for(s, r, *budget_left);
         if (n > 0) {
             plan_add(s, plan, r, n);

@@ -12,6 +12,7 @@
 #include "kv.h"
 #include "prefix.h"
 #include "request.h"
+#include "streams.h"
 
 typedef enum { CB_MODE_CONTINUOUS = 0, CB_MODE_STATIC = 1 } cb_mode;
 
@@ -54,9 +55,13 @@ typedef struct {
 cb_sched *cb_sched_new(const cb_sched_config *cfg, cb_kv *kv);
 void cb_sched_free(cb_sched *s);
 
-/* Shares cached prefixes through px (unified layout; NULL = off, the default). Call before the
+/* Shares cached prefixes through px (unified layout: prefix.h; NULL = off, the default). Call before the
  * first step; the scheduler does not own px. */
 void cb_sched_set_prefix(cb_sched *s, cb_prefix *px);
+
+/* Shares prefixes through sc instead (split layout: streams as cache entries, streams.h). Call
+ * before the first step; not owned. At most one of px and sc. */
+void cb_sched_set_streams(cb_sched *s, cb_streams *sc);
 
 /* Evicts every cached prefix no running request uses (the removals go in the next plan's ops).
  * Returns the cells freed. */

@@ -41,6 +41,7 @@ struct cobatch_engine_params cobatch_engine_default_params(void) {
     p.kv_layout = COBATCH_KV_UNIFIED;
     p.flash_attn = true;
     p.prefix_caching = true;
+    p.prefix_cache_streams = -1;
     return p;
 }
 
@@ -169,14 +170,18 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
 
     /* The prefix cache holds cells under sequence ids of its own (prefix.h): llama.cpp allows
      * LLAMA_MAX_SEQ (256) ids, requests keep max_num_seqs of them. */
-    int32_t holders = 0;
+    int32_t holders = 0, n_ctx = p.n_ctx;
     if (p.prefix_caching && !split) {
         holders = 2 * p.max_num_seqs < 32 ? 32 : 2 * p.max_num_seqs;
-        if (holders > 256 - p.max_num_seqs) holders = 256 - p.max_num_seqs;
-        if (holders < 1) holders = 0;
+    } else if (p.prefix_caching) { /* split: whole streams hold (streams.h), each adds its cells */
+        holders = p.prefix_cache_streams >= 0 ? p.prefix_cache_streams : (p.max_num_seqs + 3) / 4;
+        n_ctx = p.n_ctx / p.max_num_seqs * (p.max_num_seqs + holders);
     }
+    if (holders > 256 - p.max_num_seqs) holders = 256 - p.max_num_seqs;
+    if (holders < 1) holders = 0;
+    if (split && holders == 0) n_ctx = p.n_ctx;
     cb_model_params mp = {.path = e->model_path,
-                          .n_ctx = p.n_ctx,
+                          .n_ctx = n_ctx,
                           .n_threads = p.n_threads,
                           .n_seq_max = p.max_num_seqs + holders,
                           .n_batch = budget,
@@ -204,7 +209,14 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
                           .kv_reserve = p.kv_reserve,
                           .cache_max_idle = p.prefix_cache_max_idle};
     e->sched = cb_sched_new(&sc, &e->kv);
-    if (e->sched && holders > 0) {
+    if (e->sched && split && p.prefix_caching) {
+        if (cb_streams_init(&e->streams, &e->kv, p.max_num_seqs, CB_STREAM_MIN_SHARE) != 0) {
+            cb_set_err(err, errlen, "out of memory");
+            goto fail;
+        }
+        e->streams_on = true;
+        cb_sched_set_streams(e->sched, &e->streams);
+    } else if (e->sched && holders > 0) {
         if (cb_prefix_init(&e->prefix, &e->kv, holders) != 0) {
             cb_set_err(err, errlen, "out of memory");
             goto fail;
@@ -256,6 +268,7 @@ void cobatch_engine_free(cobatch_engine *e) {
     cb_plan_free(&e->plan);
     cb_sched_free(e->sched);
     if (e->prefix_on) cb_prefix_free(&e->prefix);
+    if (e->streams_on) cb_streams_free(&e->streams);
     cb_kv_free(&e->kv);
     cb_model_free(&e->model);
     if (e->event_fd >= 0) close(e->event_fd);

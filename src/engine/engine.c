@@ -203,6 +203,10 @@ static void update_stats(cobatch_engine *e) {
         e->stats.kv_cached = cb_prefix_idle_cells(&e->prefix);
         e->stats.prefix_query_tokens = e->prefix.query_tokens;
         e->stats.prefix_hit_tokens = e->prefix.hit_tokens;
+    } else if (e->streams_on) {
+        e->stats.kv_cached = e->kv.shared; /* parked streams: all idle */
+        e->stats.prefix_query_tokens = e->streams.query_tokens;
+        e->stats.prefix_hit_tokens = e->streams.hit_tokens;
     }
     pthread_mutex_unlock(&e->mu);
 }

@@ -38,6 +38,8 @@ struct cobatch_engine {
     cb_sched *sched;
     cb_prefix prefix; /* when prefix_on */
     bool prefix_on;
+    cb_streams streams; /* when streams_on: the split layout's prefix cache */
+    bool streams_on;
     cb_plan plan;
     int32_t n_ctx_seq;
 

@@ -7,7 +7,8 @@ int cb_runner_init(cb_runner *r, cb_model *m, int32_t max_items) {
     r->n_batch = m->n_batch;
     r->batch = llama_batch_init(m->n_batch, 0, 1);
     r->logit_row = calloc((size_t)max_items, sizeof(int32_t));
-    if (!r->logit_row || !r->batch.token) {
+    r->order = calloc((size_t)max_items, sizeof(int32_t));
+    if (!r->logit_row || !r->order || !r->batch.token) {
         cb_runner_free(r);
         return -1;
     }
@@ -18,7 +19,9 @@ void cb_runner_free(cb_runner *r) {
     if (r->batch.token) llama_batch_free(r->batch);
     r->batch.token = NULL;
     free(r->logit_row);
+    free(r->order);
     r->logit_row = NULL;
+    r->order = NULL;
 }
 
 int32_t cb_runner_seq_len(cb_runner *r, int32_t seq) {
@@ -38,7 +41,19 @@ int cb_runner_run(cb_runner *r, const cb_plan *plan) {
     if (plan->n_items == 0) return 0;
     struct llama_batch *b = &r->batch;
     b->n_tokens = 0;
+    /* Rows in sequence-id order: the split layout cuts a batch into one graph run per block of
+     * consecutive ids, taken in row order (llama_batch_allocr::split_equal); unified ignores it.
+     * Insertion sort: max_num_seqs items, nearly sorted step after step. */
     for (int32_t i = 0; i < plan->n_items; i++) {
+        int32_t k = i;
+        while (k > 0 && plan->items[r->order[k - 1]].req->seq_id > plan->items[i].req->seq_id) {
+            r->order[k] = r->order[k - 1];
+            k--;
+        }
+        r->order[k] = i;
+    }
+    for (int32_t j = 0; j < plan->n_items; j++) {
+        int32_t i = r->order[j];
         const cb_plan_item *it = &plan->items[i];
         for (int32_t k = 0; k < it->n_tokens; k++) {
             int32_t row = b->n_tokens++;

@@ -117,13 +117,35 @@ static void batch_invariance(void **state) {
     cobatch_engine_free(e);
     compare_all(seq, cached, N, "prefix cache, second round");
 
+    /* split layout: prefixes shared by copying whole streams (streams.h) */
     struct cobatch_engine_params sp = engine_params(COBATCH_MODE_CONTINUOUS, 8, 32);
     sp.kv_layout = COBATCH_KV_SPLIT;
     e = it_engine(sp);
     assert_non_null(e);
     assert_true(it_run(e, ps, split, N));
+    cobatch_engine_stats(e, &st);
+    printf("# split + prefix cache: %lld of %lld prompt tokens shared, %lld computed\n",
+           (long long)st.prefix_hit_tokens, (long long)st.prefix_query_tokens, (long long)st.prompt_tokens);
+    assert_true(st.prefix_hit_tokens > st.prefix_query_tokens / 2);
+    assert_int_equal(st.preemptions, 0);
+    assert_int_equal(st.prompt_tokens + st.prefix_hit_tokens, st.prefix_query_tokens); /* each token once */
+    compare_all(seq, split, N, "continuous/split + prefix cache");
+    /* the longest prompts again: each finds itself parked or held, only its last token is computed */
+    int64_t before = st.prompt_tokens;
+    it_free(split + N - 2, 2);
+    assert_true(it_run(e, ps + N - 2, split + N - 2, 2));
+    cobatch_engine_stats(e, &st);
+    assert_int_equal(st.prompt_tokens - before, 2);
+    compare_all(seq + N - 2, split + N - 2, 2, "split, second round");
+    assert_true(st.kv_cached > 0);
+    cobatch_drop_cached_prefixes(e);
+    for (int i = 0; i < 200 && (st.kv_used != 0 || st.kv_cached != 0); i++) {
+        usleep(10000);
+        cobatch_engine_stats(e, &st);
+    }
+    assert_int_equal(st.kv_used, 0);
+    assert_int_equal(st.kv_cached, 0);
     cobatch_engine_free(e);
-    compare_all(seq, split, N, "continuous/split");
 
     for (int i = 0; i < N; i++) {
         assert_int_equal(seq[i].n_generated, seq[i].n_tokens);

@@ -1,6 +1,9 @@
 /* fake_runner.h — stands in for llama.cpp under the scheduler tests. It models the cache cell by
  * cell as llama.cpp's unified layout does (each cell: a position, the token computed there, and a
- * set of sequence ids; free when the set is empty), applies the plan's cell changes in order,
+ * set of sequence ids; free when the set is empty), or its split layout (sequence s owns the
+ * stream of cells [s * per_seq_cap, (s + 1) * per_seq_cap); a copy between streams must take the
+ * whole source, resets the destination's cells at once and copies the data - here the tokens -
+ * only at the start of the next decode, in order), applies the plan's cell changes in order,
  * checks every batch the way llama_decode would (a sequence's first position is its length, the
  * batch fits, a free cell exists for every token), and lets the tests check what each sequence
  * really sees: positions 0..n-1 once each, holding the right tokens. */
@@ -27,6 +30,8 @@ typedef struct {
     int32_t *cnt;    /* (n_seq) cells tagged with each sequence */
     int32_t total;   /* cells with any tag: the physical use */
     int32_t head;    /* where the search for a free cell starts (llama.cpp keeps one too) */
+    bool split;
+    int32_t pend_src[64], pend_dst[64], n_pend; /* split: stream copies the next decode makes */
     char err[256];
 } fake_runner;
 
@@ -37,8 +42,10 @@ static inline bool fake_empty(const fake_cell *c) {
     return true;
 }
 
-static inline void fake_init(fake_runner *f, int32_t n_seq, int32_t capacity, int32_t per_seq_cap, int32_t budget) {
+static inline void fake_init(fake_runner *f, int32_t n_seq, int32_t capacity, int32_t per_seq_cap, int32_t budget,
+                             bool split) {
     memset(f, 0, sizeof(*f));
+    f->split = split;
     f->n_seq = n_seq;
     f->capacity = capacity;
     f->per_seq_cap = per_seq_cap;
@@ -73,6 +80,23 @@ static inline bool fake_apply_ops(fake_runner *f, const cb_plan *p) {
             snprintf(f->err, sizeof(f->err), "op %d names sequence %d/%d", i, op->seq, op->src);
             return false;
         }
+        if (f->split && op->src >= 0 && op->src != op->seq) { /* across streams: the whole stream */
+            if (op->p0 > 0 || op->p1 >= 0 || f->n_pend == 64) {
+                snprintf(f->err, sizeof(f->err), "op %d: partial copy %d..%d across streams", i, op->p0, op->p1);
+                return false;
+            }
+            fake_cell *src = &f->cell[op->src * f->per_seq_cap], *dst = &f->cell[op->seq * f->per_seq_cap];
+            for (int32_t k = 0; k < f->per_seq_cap; k++) {
+                if (fake_has(&dst[k], op->seq)) fake_untag(f, &dst[k], op->seq);
+                if (fake_has(&src[k], op->src)) {
+                    dst[k].pos = src[k].pos;
+                    fake_tag(f, &dst[k], op->seq);
+                }
+            }
+            f->pend_src[f->n_pend] = op->src;
+            f->pend_dst[f->n_pend++] = op->seq;
+            continue;
+        }
         for (int32_t k = 0; k < f->capacity; k++) {
             fake_cell *c = &f->cell[k];
             if (c->pos < op->p0 || c->pos >= p1) continue;
@@ -83,8 +107,32 @@ static inline bool fake_apply_ops(fake_runner *f, const cb_plan *p) {
     return true;
 }
 
-/* Decodes the plan's tokens into free cells. Returns false (f->err set) where llama_decode would
- * refuse the batch or find no free cell. */
+/* What llama_decode does first: the stream copies queued since the last decode, in order. */
+static inline void fake_update(fake_runner *f) {
+    for (int32_t i = 0; i < f->n_pend; i++) {
+        fake_cell *src = &f->cell[f->pend_src[i] * f->per_seq_cap], *dst = &f->cell[f->pend_dst[i] * f->per_seq_cap];
+        for (int32_t k = 0; k < f->per_seq_cap; k++)
+            dst[k].tok = src[k].tok;
+    }
+    f->n_pend = 0;
+}
+
+/* A free cell for sequence s (in its stream when split), or NULL. */
+static inline fake_cell *fake_free_cell(fake_runner *f, int32_t s) {
+    int32_t lo = f->split ? s * f->per_seq_cap : 0, n = f->split ? f->per_seq_cap : f->capacity;
+    for (int32_t tries = 0; tries < n; tries++) {
+        int32_t k = lo + (f->head + tries) % n;
+        if (fake_empty(&f->cell[k])) {
+            f->head = (f->head + tries) % n;
+            return &f->cell[k];
+        }
+    }
+    return NULL;
+}
+
+/* Decodes the plan's tokens into free cells (after fake_update when the plan has items: llama.cpp
+ * is not called for an empty one). Returns false (f->err set) where llama_decode would refuse
+ * the batch or find no free cell. */
 static inline bool fake_decode(fake_runner *f, const cb_plan *p) {
     if (p->n_tokens > f->budget) {
         snprintf(f->err, sizeof(f->err), "batch of %d tokens over budget %d", p->n_tokens, f->budget);
@@ -112,16 +160,11 @@ static inline bool fake_decode(fake_runner *f, const cb_plan *p) {
             return false;
         }
         for (int32_t k = 0; k < it->n_tokens; k++) {
-            int32_t tries = 0;
-            while (tries < f->capacity && !fake_empty(&f->cell[f->head])) {
-                f->head = (f->head + 1) % f->capacity;
-                tries++;
-            }
-            if (tries == f->capacity) {
-                snprintf(f->err, sizeof(f->err), "cache over capacity: %d cells all in use", f->capacity);
+            fake_cell *c = fake_free_cell(f, s);
+            if (!c) {
+                snprintf(f->err, sizeof(f->err), "seq %d: no free cell (%d in all)", s, f->capacity);
                 return false;
             }
-            fake_cell *c = &f->cell[f->head];
             c->pos = it->pos0 + k;
             c->tok = it->req->tokens[it->pos0 + k];
             fake_tag(f, c, s);
@@ -135,7 +178,11 @@ static inline bool fake_decode(fake_runner *f, const cb_plan *p) {
     return true;
 }
 
-static inline bool fake_run(fake_runner *f, const cb_plan *p) { return fake_apply_ops(f, p) && fake_decode(f, p); }
+static inline bool fake_run(fake_runner *f, const cb_plan *p) {
+    if (!fake_apply_ops(f, p)) return false;
+    if (p->n_items > 0) fake_update(f);
+    return fake_decode(f, p);
+}
 
 /* Sequence s holds positions 0..cnt-1 once each and, where toks is given, toks[pos] in each. */
 static inline bool fake_seq_ok(fake_runner *f, int32_t s, const int32_t *toks) {

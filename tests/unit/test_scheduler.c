@@ -13,6 +13,8 @@ typedef struct {
     cb_kv kv;
     cb_prefix px;
     bool px_on;
+    cb_streams sc; /* split layout's prefix cache */
+    bool sc_on;
     cb_sched *s;
     cb_plan plan;
     fake_runner f;
@@ -29,11 +31,12 @@ static int32_t gen_token(int64_t id, int32_t k) { return (int32_t)((id * 7919 + 
 
 static int32_t g_cache_max_idle; /* the next h_init's cb_sched_config.cache_max_idle */
 
-/* holders > 0: prefix cache on, with that many sequence ids of its own (unified only). */
+/* Unified: holders > 0 turns the prefix cache on, with that many sequence ids of its own.
+ * Split: holders >= 0 turns the stream cache on (streams.h), with that many holder streams. */
 static void h_init_px(harness *h, cb_mode mode, int32_t seqs, int32_t budget, int32_t chunk, int32_t capacity,
                       bool split, int32_t holders) {
     memset(h, 0, sizeof(*h));
-    assert_int_equal(cb_kv_init(&h->kv, capacity, seqs + holders, split), 0);
+    assert_int_equal(cb_kv_init(&h->kv, capacity, seqs + (holders > 0 ? holders : 0), split), 0);
     h->cfg = (cb_sched_config){.mode = mode,
                                .max_num_seqs = seqs,
                                .max_batched_tokens = budget,
@@ -42,18 +45,22 @@ static void h_init_px(harness *h, cb_mode mode, int32_t seqs, int32_t budget, in
                                .cache_max_idle = g_cache_max_idle};
     h->s = cb_sched_new(&h->cfg, &h->kv);
     assert_non_null(h->s);
-    if (holders > 0) {
+    if (split && holders >= 0) {
+        assert_int_equal(cb_streams_init(&h->sc, &h->kv, seqs, 3), 0);
+        h->sc_on = true;
+        cb_sched_set_streams(h->s, &h->sc);
+    } else if (!split && holders > 0) {
         assert_int_equal(cb_prefix_init(&h->px, &h->kv, holders), 0);
         h->px_on = true;
         cb_sched_set_prefix(h->s, &h->px);
     }
     assert_int_equal(cb_plan_init(&h->plan, seqs), 0);
-    fake_init(&h->f, h->kv.n_seq, h->kv.capacity, h->kv.per_seq_cap, budget);
+    fake_init(&h->f, h->kv.n_seq, h->kv.capacity, h->kv.per_seq_cap, budget, split);
 }
 
 static void h_init(harness *h, cb_mode mode, int32_t seqs, int32_t budget, int32_t chunk, int32_t capacity,
                    bool split) {
-    h_init_px(h, mode, seqs, budget, chunk, capacity, split, 0);
+    h_init_px(h, mode, seqs, budget, chunk, capacity, split, split ? -1 : 0);
 }
 
 static void h_free(harness *h) {
@@ -64,6 +71,7 @@ static void h_free(harness *h) {
     cb_plan_free(&h->plan);
     cb_sched_free(h->s);
     if (h->px_on) cb_prefix_free(&h->px);
+    if (h->sc_on) cb_streams_free(&h->sc);
     cb_kv_free(&h->kv);
     fake_free(&h->f);
 }
@@ -107,23 +115,32 @@ static void h_check_tree(harness *h, const cb_pnode *x) {
 }
 
 /* What llama.cpp would hold is what the accounting says: the physical cells in use, each running
- * request's positions and tokens, and nothing held by a sequence that is neither running nor a
- * cache holder. Called with the ops applied and the batch not yet decoded. */
+ * request's positions and tokens, each parked stream's tokens, and nothing held by a sequence that
+ * is neither running nor a cache holder. Called with the ops applied and the batch not yet
+ * decoded (the tokens are checked once the stream copies are made: fake_update). */
 static void h_check_cells(harness *h, const cb_plan *p) {
     assert_int_equal(h->f.total, h->kv.total_used - p->n_tokens);
+    bool copied = h->f.n_pend == 0;
     bool *running = calloc((size_t)h->kv.n_seq, sizeof(bool));
     for (int32_t i = 0; i < cb_sched_n_running(h->s); i++) {
         cb_request *r = cb_sched_running_at(h->s, i);
         running[r->seq_id] = true;
         assert_int_equal(h->f.cnt[r->seq_id], r->n_computed);
-        if (!fake_seq_ok(&h->f, r->seq_id, r->tokens)) fail_msg("%s", h->f.err);
+        if (!fake_seq_ok(&h->f, r->seq_id, copied ? r->tokens : NULL)) fail_msg("%s", h->f.err);
     }
     for (int32_t s = 0; s < h->kv.n_seq; s++) {
         if (running[s] || h->f.cnt[s] == 0) continue;
+        if (h->sc_on) { /* a parked or held stream: exactly the tokens recorded for it */
+            assert_int_equal(h->f.cnt[s], h->sc.len[s]);
+            const int32_t *toks = h->sc.tok + (size_t)s * (size_t)h->kv.per_seq_cap;
+            if (!fake_seq_ok(&h->f, s, copied ? toks : NULL)) fail_msg("%s", h->f.err);
+            continue;
+        }
         assert_true(h->px_on && h->px.held[s] > 0); /* a leaked sequence otherwise */
         if (!fake_seq_ok(&h->f, s, NULL)) fail_msg("%s", h->f.err);
     }
     free(running);
+    if (h->sc_on) assert_true(cb_streams_check(&h->sc));
     if (h->px_on) {
         assert_true(cb_prefix_check(&h->px));
         h_check_tree(h, &h->px.root);
@@ -181,6 +198,7 @@ static int32_t h_step(harness *h) {
             if (p->items[i].pos0 == 0) assert_true(member_before[p->items[i].req->id - 1]);
     }
     if (!fake_apply_ops(&h->f, p)) fail_msg("fake runner refused the ops: %s", h->f.err);
+    if (p->n_items > 0) fake_update(&h->f); /* as llama_decode would, first thing */
     h_check_cells(h, p);
     if (!fake_decode(&h->f, p)) fail_msg("fake runner refused the plan: %s", h->f.err);
     cb_sched_commit(h->s, p, 1);
@@ -215,6 +233,7 @@ static void h_drain(harness *h, int max_steps) {
     assert_int_equal(h->kv.total_used, 0);
     assert_int_equal(h->f.total, 0);
     if (h->px_on) assert_int_equal(h->px.n_nodes, 0);
+    if (h->sc_on) assert_true(cb_streams_check(&h->sc));
 }
 
 /* Every request ended once, and its output is exactly what was "sampled" for it. */
@@ -507,6 +526,73 @@ static void prefix_cache_gives_way(void **state) {
     h_free(&h);
 }
 
+/* ---------------------------------------------------------------- split layout's streams ---- */
+
+/* Split layout: requests arriving together with one prefix copy it from the stream computing it,
+ * instead of computing it again (a copy takes the whole stream, then a trim). */
+static void streams_share_a_running_prefix(void **state) {
+    (void)state;
+    harness h;
+    h_init_px(&h, CB_MODE_CONTINUOUS, 8, 64, 32, 8 * 160, true, 0);
+    for (int i = 0; i < 8; i++)
+        h_add_shared(&h, 100, 10, 5);
+    int64_t prompt_rows = 0;
+    while (cb_sched_n_running(h.s) + cb_sched_n_waiting(h.s) > 0) {
+        h_step(&h);
+        prompt_rows += h.plan.n_tokens;
+    }
+    assert_int_equal(h.sc.hit_tokens, 7 * 100);
+    assert_int_equal(h.sc.query_tokens, 8 * 110);
+    assert_int_equal(prompt_rows, 100 + 8 * 10 + 8 * 4); /* nothing computed twice */
+    assert_int_equal(h.sc.copies, 7);
+    h_drain(&h, 10);
+    h_check_outputs(&h);
+    h_free(&h);
+}
+
+/* One running stream and one holder. A finished request's stream stays parked; an unrelated
+ * request reuses it after its tokens are saved to the holder (one copy); a request sharing the
+ * held prompt copies it from there; a request continuing the last conversation (its prompt and
+ * what it generated) takes its parked stream over in place: no copy. */
+static void streams_park_take_over_and_hold(void **state) {
+    (void)state;
+    harness h;
+    h_init_px(&h, CB_MODE_CONTINUOUS, 1, 64, 32, 2 * 128, true, 1);
+    int32_t a[60];
+    for (int32_t k = 0; k < 60; k++)
+        a[k] = 700000 + k;
+    h_add_tokens(&h, a, 60, 5, 0); /* leaves 64 cells: its prompt and 4 generated tokens */
+    while (cb_sched_n_running(h.s) + cb_sched_n_waiting(h.s) > 0)
+        h_step(&h);
+    assert_int_equal(h.sc.len[0], 64);
+    h_add_shared(&h, 0, 30, 5); /* shares nothing */
+    h_step(&h);
+    assert_int_equal(h.sc.len[1], 64);
+    assert_int_equal(h.sc.copies, 1);
+    while (cb_sched_n_running(h.s) + cb_sched_n_waiting(h.s) > 0)
+        h_step(&h);
+    cb_request *c = h_add_tokens(&h, a, 40, 5, 0); /* a prefix of the held prompt */
+    h_step(&h);
+    assert_int_equal(h.sc.copies, 2);
+    assert_int_equal(h.sc.hit_tokens, 39);
+    assert_int_equal(h.plan.items[0].pos0, 39);
+    while (cb_sched_n_running(h.s) + cb_sched_n_waiting(h.s) > 0)
+        h_step(&h);
+    int32_t next[44];
+    memcpy(next, a, sizeof(int32_t) * 40);
+    for (int32_t k = 0; k < 4; k++)
+        next[40 + k] = gen_token(c->id, k);
+    h_add_tokens(&h, next, 44, 5, 0);
+    h_step(&h);
+    assert_int_equal(h.sc.copies, 2);
+    assert_int_equal(h.sc.hit_tokens, 39 + 43);
+    assert_int_equal(h.plan.items[0].req->seq_id, 0);
+    assert_int_equal(h.plan.items[0].pos0, 43);
+    h_drain(&h, 100);
+    h_check_outputs(&h);
+    h_free(&h);
+}
+
 static uint32_t rnd(harness *h, uint32_t n) {
     h->rng = h->rng * 6364136223846793005ULL + 1442695040888963407ULL;
     return (uint32_t)(h->rng >> 33) % n;
@@ -515,7 +601,7 @@ static uint32_t rnd(harness *h, uint32_t n) {
 /* Random configurations, arrivals, priorities and cancels in every state; thousands of steps. */
 static void randomized_traces(void **state) {
     (void)state;
-    int64_t total_steps = 0, total_preempt = 0, total_hits = 0, total_evicted = 0;
+    int64_t total_steps = 0, total_preempt = 0, total_hits = 0, total_evicted = 0, split_hits = 0, split_copies = 0;
     for (uint64_t seed = 1; seed <= 40; seed++) {
         if (getenv("TRACE_SEEDS")) fprintf(stderr, "seed %d\n", (int)seed);
         harness h;
@@ -525,10 +611,13 @@ static void randomized_traces(void **state) {
         int32_t budget = seqs + (int32_t)rnd(&tmp, 100);
         int32_t chunk = rnd(&tmp, 4) == 0 ? 0 : 1 + (int32_t)rnd(&tmp, 40);
         bool split = rnd(&tmp, 3) == 0;
-        int32_t capacity = split ? seqs * (24 + (int32_t)rnd(&tmp, 64)) : 48 + (int32_t)rnd(&tmp, 400);
+        /* split: the stream cache on two times in three, with 0-3 holder streams */
+        int32_t split_holders = split && rnd(&tmp, 3) > 0 ? (int32_t)rnd(&tmp, 4) : -1;
+        int32_t capacity = split ? (seqs + (split_holders > 0 ? split_holders : 0)) * (24 + (int32_t)rnd(&tmp, 64))
+                                 : 48 + (int32_t)rnd(&tmp, 400);
         cb_mode mode = rnd(&tmp, 3) == 0 ? CB_MODE_STATIC : CB_MODE_CONTINUOUS;
         if (chunk == 0 && budget < capacity) budget = capacity; /* as the engine does */
-        int32_t holders = !split && rnd(&tmp, 2) == 0 ? 1 + (int32_t)rnd(&tmp, 12) : 0;
+        int32_t holders = split ? split_holders : rnd(&tmp, 2) == 0 ? 1 + (int32_t)rnd(&tmp, 12) : 0;
         int32_t family_len[4];
         for (int f = 0; f < 4; f++)
             family_len[f] = 1 + (int32_t)rnd(&tmp, 50);
@@ -567,11 +656,14 @@ static void randomized_traces(void **state) {
         total_preempt += cb_sched_get_stats(h.s)->preemptions;
         total_hits += h.px.hit_tokens;
         total_evicted += h.px.evicted_cells;
+        split_hits += h.sc.hit_tokens;
+        split_copies += h.sc.copies;
         h_free(&h);
     }
     assert_true(total_steps > 2000);
     assert_true(total_preempt > 0);
     assert_true(total_hits > 0 && total_evicted > 0); /* the cache was exercised, evictions included */
+    assert_true(split_hits > 0 && split_copies > 0);  /* and the split layout's streams */
 }
 
 int main(void) {
@@ -590,6 +682,8 @@ int main(void) {
         cmocka_unit_test(prefix_full_hit_recomputes_last_token),
         cmocka_unit_test(prefix_cache_gives_way),
         cmocka_unit_test(prefix_idle_cap_keeps_the_trunk),
+        cmocka_unit_test(streams_share_a_running_prefix),
+        cmocka_unit_test(streams_park_take_over_and_hold),
         cmocka_unit_test(randomized_traces),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

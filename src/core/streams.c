@@ -1,0 +1,173 @@
+#include "streams.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- records -------------------- */
+
+static int32_t *toks_of(const cb_streams *sc, int32_t s) {
+    return sc->tok + (size_t)s * (size_t)sc->kv->per_seq_cap;
+}
+
+static bool parked(const cb_streams *sc, int32_t s) { return s >= 0 && !sc->kv->taken[s] && sc->len[s] > 0; }
+
+int cb_streams_init(cb_streams *sc, cb_kv *kv, int32_t n_run, int32_t min_share) {
+    memset(sc, 0, sizeof(*sc));
+    if (!kv || !kv->split || n_run < 1 || n_run > kv->n_seq || min_share < 1) return -1;
+    sc->kv = kv;
+    sc->n_run = n_run;
+    sc->min_share = min_share;
+    sc->tok = malloc(sizeof(int32_t) * (size_t)kv->n_seq * (size_t)kv->per_seq_cap);
+    sc->len = calloc((size_t)kv->n_seq, sizeof(int32_t));
+    sc->last_use = calloc((size_t)kv->n_seq, sizeof(int64_t));
+    if (!sc->tok || !sc->len || !sc->last_use) {
+        cb_streams_free(sc);
+        return -1;
+    }
+    return 0;
+}
+
+void cb_streams_free(cb_streams *sc) {
+    free(sc->tok);
+    free(sc->len);
+    free(sc->last_use);
+    memset(sc, 0, sizeof(*sc));
+}
+
+void cb_streams_park(cb_streams *sc, int32_t seq, const int32_t *toks) {
+    cb_kv *kv = sc->kv;
+    int32_t n = kv->used[seq];
+    if (n > 0) memcpy(toks_of(sc, seq), toks, sizeof(int32_t) * (size_t)n);
+    sc->len[seq] = n;
+    sc->last_use[seq] = ++sc->clock;
+    cb_kv_share(kv, seq, n);
+    cb_kv_seq_release(kv, seq);
+}
+
+int32_t cb_common_prefix(const int32_t *a, int32_t na, const int32_t *b, int32_t nb) {
+    int32_t n = na < nb ? na : nb, l = 0;
+    while (l < n && a[l] == b[l])
+        l++;
+    return l;
+}
+
+/* O(streams x prompt) per admission: tens of streams, fine next to a decode step. */
+void cb_streams_match(const cb_streams *sc, const int32_t *toks, int32_t n, cb_stream_match *m) {
+    for (int32_t s = 0; s < sc->kv->n_seq; s++) {
+        if (!parked(sc, s)) continue;
+        int32_t l = cb_common_prefix(toks, n, toks_of(sc, s), sc->len[s]);
+        bool in_place = s < sc->n_run && !(m->src >= 0 && m->src < sc->n_run && parked(sc, m->src));
+        if (l > m->len || (l == m->len && l > 0 && in_place)) {
+            m->src = s;
+            m->len = l;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- moving streams ------------- */
+
+/* Frees a parked stream's cells (queued) and its record. */
+static void empty_stream(cb_streams *sc, int32_t s, cb_kv_ops *ops) {
+    if (sc->len[s] == 0) return;
+    cb_kv_ops_push(ops, s, -1, 0, -1);
+    cb_kv_unshare(sc->kv, sc->len[s]);
+    sc->evicted_cells += sc->len[s];
+    sc->len[s] = 0;
+}
+
+/* Some other parked stream holds all of s's tokens but fewer than min_share: saving s adds
+ * nothing worth a copy. */
+static bool covered(const cb_streams *sc, int32_t s) {
+    for (int32_t o = 0; o < sc->kv->n_seq; o++) {
+        if (o == s || !parked(sc, o)) continue;
+        if (cb_common_prefix(toks_of(sc, s), sc->len[s], toks_of(sc, o), sc->len[o]) + sc->min_share > sc->len[s])
+            return true;
+    }
+    return false;
+}
+
+/* An empty holder, else the least recently used one that is not `avoid`; -1 when none. */
+static int32_t pick_holder(const cb_streams *sc, int32_t avoid) {
+    int32_t best = -1;
+    for (int32_t h = sc->n_run; h < sc->kv->n_seq; h++) {
+        if (h == avoid) continue;
+        if (sc->len[h] == 0) return h;
+        if (best < 0 || sc->last_use[h] < sc->last_use[best]) best = h;
+    }
+    return best;
+}
+
+/* Copies parked stream s to a holder (evicting the holder's tokens) so it outlives s's reuse. */
+static void save(cb_streams *sc, int32_t s, int32_t avoid, cb_kv_ops *ops) {
+    if (sc->len[s] < sc->min_share || covered(sc, s)) return;
+    int32_t h = pick_holder(sc, avoid);
+    if (h < 0) return;
+    if (sc->len[h] > 0) { /* the copy resets h's stream in llama.cpp: no removal op */
+        cb_kv_unshare(sc->kv, sc->len[h]);
+        sc->evicted_cells += sc->len[h];
+    }
+    cb_kv_ops_push(ops, h, s, 0, -1);
+    memcpy(toks_of(sc, h), toks_of(sc, s), sizeof(int32_t) * (size_t)sc->len[s]);
+    sc->len[h] = sc->len[s];
+    sc->last_use[h] = sc->last_use[s];
+    cb_kv_hold(sc->kv, sc->len[s]);
+    sc->copies++;
+}
+
+/* The lowest empty id of the running range, else its least recently used parked one; -1 when
+ * every one runs. Lowest first keeps running ids in one block (one graph run a step). */
+static int32_t pick_target(const cb_streams *sc) {
+    int32_t lru = -1;
+    for (int32_t s = 0; s < sc->n_run; s++) {
+        if (sc->kv->taken[s]) continue;
+        if (sc->len[s] == 0) return s;
+        if (lru < 0 || sc->last_use[s] < sc->last_use[lru]) lru = s;
+    }
+    return lru;
+}
+
+int32_t cb_streams_admit(cb_streams *sc, cb_stream_match m, int32_t *shared, cb_kv_ops *ops) {
+    cb_kv *kv = sc->kv;
+    *shared = 0;
+    if (m.src < 0 || m.len < sc->min_share) m = (cb_stream_match){.src = -1, .len = 0};
+    bool in_place = m.src >= 0 && m.src < sc->n_run && parked(sc, m.src);
+    int32_t t = in_place ? m.src : pick_target(sc);
+    if (t < 0) return -1;
+    if (in_place) { /* take it over: its tail beyond the match goes (to a holder when worth it) */
+        if (sc->len[t] - m.len >= sc->min_share) save(sc, t, -1, ops);
+        if (sc->len[t] > m.len) cb_kv_ops_push(ops, t, -1, m.len, -1);
+        sc->evicted_cells += sc->len[t] - m.len;
+        cb_kv_unshare(kv, sc->len[t]);
+        sc->len[t] = 0;
+    } else {
+        if (sc->len[t] > 0) save(sc, t, m.src, ops);
+        empty_stream(sc, t, ops);
+        if (m.src >= 0) { /* whole-stream copy, then trim to the match */
+            cb_kv_ops_push(ops, t, m.src, 0, -1);
+            cb_kv_ops_push(ops, t, -1, m.len, -1);
+            sc->copies++;
+        }
+    }
+    if (m.src >= 0 && parked(sc, m.src)) sc->last_use[m.src] = ++sc->clock;
+    cb_kv_seq_take(kv, t);
+    cb_kv_grow(kv, t, m.len);
+    *shared = m.len;
+    return t;
+}
+
+int32_t cb_streams_drop(cb_streams *sc, cb_kv_ops *ops) {
+    int64_t before = sc->evicted_cells;
+    for (int32_t s = 0; s < sc->kv->n_seq; s++)
+        if (parked(sc, s)) empty_stream(sc, s, ops);
+    return (int32_t)(sc->evicted_cells - before);
+}
+
+bool cb_streams_check(const cb_streams *sc) {
+    int64_t sum = 0;
+    for (int32_t s = 0; s < sc->kv->n_seq; s++) {
+        if (sc->len[s] < 0 || sc->len[s] > sc->kv->per_seq_cap) return false;
+        if (sc->kv->taken[s] && (sc->len[s] != 0 || s >= sc->n_run)) return false;
+        sum += sc->len[s];
+    }
+    return sum == sc->kv->shared;
+}

@@ -1,0 +1,80 @@
+/* streams.h — the prefix cache of the split KV layout: every stream is a cache entry.
+ *
+ * In llama.cpp's split layout each sequence id owns a stream of its own cells, and a copy
+ * between streams (llama_memory_seq_cp) can only take a whole stream: it resets the destination,
+ * tags the source's cells there and copies the stream's K/V at the start of the next decode
+ * (milliseconds: BENCHMARKS "Sharing a prefix in the split layout"). So instead of prefix.h's
+ * radix tree this cache keeps whole streams:
+ *   - a request that leaves (finished, cancelled, preempted) parks its stream: the cells stay,
+ *     the id is free, and the stream's tokens are recorded here;
+ *   - a request that starts takes the stream (running or parked) whose tokens share its longest
+ *     prefix: a parked stream in the running range is taken over in place (no copy), any other is
+ *     copied into a free stream; then the tail past the match is trimmed;
+ *   - ids [0, n_run) run requests; ids [n_run, n_seq) are holders: when a parked stream must be
+ *     reused for an unrelated request, its tokens move to a holder (one copy, least recently used
+ *     holder evicted) so they outlive the reuse.
+ * Running requests keep ids in [0, n_run), lowest first: llama.cpp cuts a batch into one graph
+ * run per block of consecutive sequence ids in the split layout, so gaps cost whole graph runs.
+ *
+ * Accounting: a parked stream's cells are counted once in kv->shared (free on demand: taking the
+ * stream trims them); a running stream's cells are its own (kv->used[seq]). Pure logic, no
+ * llama.h: every change to llama.cpp's cells is queued as a cb_kv_op. Engine thread only. */
+#ifndef CB_STREAMS_H
+#define CB_STREAMS_H
+
+#include "kv.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The engine's min_share: a whole-stream copy costs ~6 ms for 1024 cells here (BENCHMARKS), eight
+ * prompt tokens ~30 ms to compute. */
+#define CB_STREAM_MIN_SHARE 8
+
+typedef struct {
+    cb_kv *kv;         /* split layout; not owned */
+    int32_t n_run;     /* ids [0, n_run) run requests, [n_run, kv->n_seq) are holders */
+    int32_t min_share; /* shortest match worth a stream copy (a take-over is free at any length) */
+    int32_t *tok;      /* (kv->n_seq x kv->per_seq_cap) the tokens each parked stream holds */
+    int32_t *len;      /* (kv->n_seq) tokens a parked stream holds; 0 when empty or running */
+    int64_t *last_use; /* (kv->n_seq) LRU clock of each parked stream */
+    int64_t clock;
+    int64_t query_tokens, hit_tokens; /* what admissions asked for and what they found */
+    int64_t copies, evicted_cells;
+} cb_streams;
+
+/* Where a request's prefix comes from: stream src holds its first len tokens (src -1: none). */
+typedef struct {
+    int32_t src, len;
+} cb_stream_match;
+
+/* kv must be split with n_run <= kv->n_seq. Returns 0, or -1 on bad sizes or allocation failure. */
+int cb_streams_init(cb_streams *sc, cb_kv *kv, int32_t n_run, int32_t min_share);
+/* Frees the records (queues nothing: the caller drops the llama context or clears it). */
+void cb_streams_free(cb_streams *sc);
+
+/* A request leaves stream seq, which holds toks[0, kv->used[seq]): the cells stay as cache, the
+ * id is freed. */
+void cb_streams_park(cb_streams *sc, int32_t seq, const int32_t *toks);
+
+/* Length of the common prefix of a[0, na) and b[0, nb). */
+int32_t cb_common_prefix(const int32_t *a, int32_t na, const int32_t *b, int32_t nb);
+
+/* Raises *m to the parked stream sharing the longest prefix with toks[0, n), if it beats *m (a
+ * tie goes to a parked stream in the running range: taking it over needs no copy). Read-only. */
+void cb_streams_match(const cb_streams *sc, const int32_t *toks, int32_t n, cb_stream_match *m);
+
+/* Starts a request whose first m.len tokens stream m.src holds (running or parked; a match
+ * shorter than min_share is ignored). Returns its stream, taken in kv with m.len cells of its own
+ * (*shared says how many: 0 when the match was ignored), or -1 when every id in [0, n_run) is
+ * running (nothing changed). Queues the copies and trims; may move a parked stream to a holder. */
+int32_t cb_streams_admit(cb_streams *sc, cb_stream_match m, int32_t *shared, cb_kv_ops *ops);
+
+/* Empties every parked stream. Returns the cells freed. */
+int32_t cb_streams_drop(cb_streams *sc, cb_kv_ops *ops);
+
+/* Debug invariant: parked lengths sum to kv->shared, running streams record nothing, holders
+ * never run. */
+bool cb_streams_check(const cb_streams *sc);
+
+#endif
