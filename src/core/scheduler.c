@@ -16,6 +16,7 @@ struct cb_sched {
     cb_kv_ops *cur;                 /* where changes go now: the plan's ops while planning, else pending */
     int32_t group_size, group_left; /* static mode: the current group */
     bool forming;                   /* static mode: this step's admissions start a new group */
+    int32_t step_chunk;             /* split layout: this step's prompt chunk length (split_chunk) */
     cb_sched_stats stats;
 };
 
@@ -209,8 +210,26 @@ static void plan_add(cb_sched *s, cb_plan *plan, cb_request *r, int32_t n) {
         plan->n_prefill_tokens += n;
 }
 
+/* Split layout: llama.cpp runs a batch as graph runs of equally many rows per stream
+ * (split_equal), and under CB_SPLIT_TILE rows a stream the CPU's flash attention leaves its tiled
+ * kernel for one row at a time (several times slower per token with 1000 cells of context:
+ * BENCHMARKS session 5). cb_plan_row_order gives each run of consecutive streams with equal
+ * chunks a graph run of its own; here chunks are kept equal and not tiny: a prompt's last piece
+ * goes whole, every cut chunk of a step has the first one's length (longer ones are cut to it,
+ * shorter ones wait), and a cut chunk under CB_SPLIT_TILE waits unless the plan is empty.
+ * Returns the chunk, 0 to wait. */
+#define CB_SPLIT_TILE 64 /* GGML_FA_TILE_Q of the pinned ggml */
+static int32_t split_chunk(cb_sched *s, const cb_plan *plan, int32_t n, int32_t pending) {
+    if (n == pending) return n;
+    if (n < CB_SPLIT_TILE && plan->n_items > 0) return 0;
+    if (s->step_chunk == 0) s->step_chunk = n;
+    if (n > s->step_chunk) return s->step_chunk;
+    if (n < s->step_chunk) return 0;
+    return n;
+}
+
 /* Tokens of r's pending prompt to put in this step, 0 for none. */
-static int32_t chunk_for(cb_sched *s, const cb_request *r, int32_t budget_left) {
+static int32_t chunk_for(cb_sched *s, const cb_plan *plan, const cb_request *r, int32_t budget_left) {
     int32_t pending = cb_request_pending(r);
     int32_t n = pending < budget_left ? pending : budget_left;
     if (s->cfg.prefill_chunk > 0 && n > s->cfg.prefill_chunk) n = s->cfg.prefill_chunk;
@@ -218,6 +237,7 @@ static int32_t chunk_for(cb_sched *s, const cb_request *r, int32_t budget_left) 
     int32_t room = cb_kv_room(s->kv, r->seq_id);
     if (n > room) n = room;
     if (s->cfg.prefill_chunk == 0 && n < pending) return 0; /* no chunking: all or nothing */
+    if (n > 0 && s->kv->split && s->cfg.prefill_chunk > 0) n = split_chunk(s, plan, n, pending);
     return n > 0 ? n : 0;
 }
 
@@ -242,7 +262,7 @@ static void schedule_prefills(cb_sched *s, cb_plan *plan, int32_t *budget_left) 
     for (int32_t i = 0; i < s->n_running && (*budget_left) > 0; i++) {
         cb_request *r = s->running[i];
         if (r->in_plan || cb_request_pending(r) < 2) continue;
-        int32_t n = chunk_for(s, r, *budget_left);
+        int32_t n = chunk_for(s, plan, r, *budget_left);
         if (n == 0) continue;
         plan_add(s, plan, r, n);
         *budget_left -= n;
@@ -380,7 +400,7 @@ static void schedule_admissions(cb_sched *s, cb_plan *plan, int32_t *budget_left
         }
         remove_at(s->waiting, &s->n_waiting, w);
         start_request(s, r, seq, hit.node, hit.len);
-        int32_t n = chunk_for(s, r, *budget_left);
+        int32_t n = chunk_for(s, plan, r, *budget_left);
         if (n > 0) {
             plan_add(s, plan, r, n);
             *budget_left -= n;
@@ -399,6 +419,7 @@ int32_t cb_sched_step(cb_sched *s, cb_plan *plan, int32_t budget) {
     s->cur = &plan->ops;
     for (int32_t i = 0; i < s->n_running; i++)
         s->running[i]->in_plan = 0;
+    s->step_chunk = 0;
 
     /* idle cache beyond its cap goes first (in the unified layout every cell in play costs every
      * row of every step its mask scan) */
@@ -459,6 +480,50 @@ int32_t cb_sched_finish(cb_sched *s, cb_request *r, cb_state final_state) {
     r->state = final_state;
     s->stats.finished++;
     return seq;
+}
+
+/* ---------------------------------------------------------------- batch row order ----------- */
+
+static int32_t item_seq(const cb_plan *p, int32_t i) { return p->items[i].req->seq_id; }
+
+void cb_plan_row_order(const cb_plan *p, int32_t *order) {
+    int32_t n = p->n_items;
+    for (int32_t i = 0; i < n; i++) { /* by sequence id; insertion sort: tens of items */
+        int32_t k = i;
+        while (k > 0 && item_seq(p, order[k - 1]) > item_seq(p, i)) {
+            order[k] = order[k - 1];
+            k--;
+        }
+        order[k] = i;
+    }
+    /* Runs: consecutive ids with the same row count (one-row items all count as one kind). Ones
+     * first, in id order; then the longer runs, highest ids first, so no run is followed in the
+     * batch by the next id of another run (split_equal would take it into the same graph run). */
+    int32_t ones = 0;
+    for (int32_t i = 0; i < n; i++) /* stable partition: one-row items to the front */
+        if (p->items[order[i]].n_tokens == 1) {
+            int32_t x = order[i];
+            memmove(&order[ones + 1], &order[ones], sizeof(*order) * (size_t)(i - ones));
+            order[ones++] = x;
+        }
+    int32_t lo = ones, hi = n; /* reverse the order of the runs in [ones, n), keep each run's order */
+    for (int32_t a = lo, b = hi - 1; a < b; a++, b--) {
+        int32_t t = order[a];
+        order[a] = order[b];
+        order[b] = t;
+    }
+    for (int32_t i = lo; i < hi;) { /* each run is now backwards: turn it around */
+        int32_t j = i + 1;
+        while (j < hi && item_seq(p, order[j]) == item_seq(p, order[j - 1]) - 1 &&
+               p->items[order[j]].n_tokens == p->items[order[i]].n_tokens)
+            j++;
+        for (int32_t a = i, b = j - 1; a < b; a++, b--) {
+            int32_t t = order[a];
+            order[a] = order[b];
+            order[b] = t;
+        }
+        i = j;
+    }
 }
 
 int32_t cb_sched_n_running(const cb_sched *s) { return s->n_running; }

@@ -93,6 +93,13 @@ cb_request *cb_sched_waiting_at(const cb_sched *s, int32_t i);
 const cb_sched_stats *cb_sched_get_stats(const cb_sched *s);
 const cb_sched_config *cb_sched_get_config(const cb_sched *s);
 
+/* The order for the plan's items' rows in the batch (order: n_items indexes into items). The
+ * split layout cuts a batch into graph runs of consecutive sequence ids taken in row order, each
+ * run as many rows per id as its shortest item: here one-row items come first by id, then each
+ * run of consecutive ids with equal chunks, highest ids first, so different chunk lengths never
+ * share a graph run. The unified layout ignores the order. */
+void cb_plan_row_order(const cb_plan *plan, int32_t *order);
+
 int cb_plan_init(cb_plan *plan, int32_t max_num_seqs);
 void cb_plan_free(cb_plan *plan);
 

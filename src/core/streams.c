@@ -5,9 +5,7 @@
 
 /* ---------------------------------------------------------------- records -------------------- */
 
-static int32_t *toks_of(const cb_streams *sc, int32_t s) {
-    return sc->tok + (size_t)s * (size_t)sc->kv->per_seq_cap;
-}
+static int32_t *toks_of(const cb_streams *sc, int32_t s) { return sc->tok + (size_t)s * (size_t)sc->kv->per_seq_cap; }
 
 static bool parked(const cb_streams *sc, int32_t s) { return s >= 0 && !sc->kv->taken[s] && sc->len[s] > 0; }
 

@@ -68,6 +68,7 @@ int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errle
     m->n_ctx_seq = (int32_t)llama_n_ctx_seq(m->ctx);
     m->n_batch = (int32_t)llama_n_batch(m->ctx);
     m->n_seq_max = (int32_t)llama_n_seq_max(m->ctx);
+    m->split_kv = p->split_kv;
     m->n_vocab = llama_vocab_n_tokens(m->vocab);
     if (llama_model_meta_val_str(m->model, "general.name", m->name, sizeof(m->name)) < 0) {
         const char *base = strrchr(p->path, '/');

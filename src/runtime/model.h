@@ -29,6 +29,7 @@ typedef struct {
     struct llama_context *ctx;
     const struct llama_vocab *vocab;
     int32_t n_ctx, n_ctx_seq, n_vocab, n_batch, n_seq_max;
+    bool split_kv;  /* a stream per sequence (llama.cpp's kv_unified = false) */
     char name[128]; /* general.name or the file name */
 } cb_model;
 

@@ -41,16 +41,11 @@ int cb_runner_run(cb_runner *r, const cb_plan *plan) {
     if (plan->n_items == 0) return 0;
     struct llama_batch *b = &r->batch;
     b->n_tokens = 0;
-    /* Rows in sequence-id order: the split layout cuts a batch into one graph run per block of
-     * consecutive ids, taken in row order (llama_batch_allocr::split_equal); unified ignores it.
-     * Insertion sort: max_num_seqs items, nearly sorted step after step. */
-    for (int32_t i = 0; i < plan->n_items; i++) {
-        int32_t k = i;
-        while (k > 0 && plan->items[r->order[k - 1]].req->seq_id > plan->items[i].req->seq_id) {
-            r->order[k] = r->order[k - 1];
-            k--;
-        }
-        r->order[k] = i;
+    if (r->model->split_kv) { /* the split layout's graph runs: see cb_plan_row_order */
+        cb_plan_row_order(plan, r->order);
+    } else { /* unified: one graph run whatever the order; keep the plan's (numerics follow rows) */
+        for (int32_t i = 0; i < plan->n_items; i++)
+            r->order[i] = i;
     }
     for (int32_t j = 0; j < plan->n_items; j++) {
         int32_t i = r->order[j];

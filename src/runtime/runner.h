@@ -13,7 +13,7 @@ typedef struct {
     struct llama_batch batch; /* (n_batch rows) reused every step */
     int32_t n_batch;
     int32_t *logit_row; /* (max items) batch row whose logits item i gets, or -1 */
-    int32_t *order;     /* (max items) items by sequence id: the order their rows go in the batch */
+    int32_t *order;     /* (max items) the order the items' rows go in the batch */
 } cb_runner;
 
 int cb_runner_init(cb_runner *r, cb_model *m, int32_t max_items);

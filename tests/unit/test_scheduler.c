@@ -192,6 +192,18 @@ static int32_t h_step(harness *h) {
         if (h->cfg.prefill_chunk == 0) /* no chunking: a prompt goes in whole */
             assert_int_equal(p->items[i].pos0 + p->items[i].n_tokens, cb_request_n_tokens(p->items[i].req));
     }
+    /* split layout: the cut prompt chunks of a step share one length, under 64 rows only as the
+     * plan's first item (split_chunk) */
+    if (h->kv.split && h->cfg.prefill_chunk > 0) {
+        int32_t len = 0;
+        for (int32_t i = 0; i < p->n_items; i++) {
+            const cb_plan_item *it = &p->items[i];
+            if (it->pos0 + it->n_tokens == cb_request_n_tokens(it->req)) continue; /* a last piece */
+            if (len == 0) len = it->n_tokens;
+            assert_int_equal(it->n_tokens, len);
+            if (it->n_tokens < 64) assert_int_equal(i, 0);
+        }
+    }
     /* static: nobody new while a group member is unfinished (re-admitting preempted members is fine) */
     if (static_group_open) {
         for (int32_t i = 0; i < p->n_items; i++)
@@ -593,6 +605,146 @@ static void streams_park_take_over_and_hold(void **state) {
     h_free(&h);
 }
 
+/* Split layout: prompts of 300, 200 and 150 tokens, chunk 256, budget 512. The first chunk (256)
+ * sets the step's length; the 200-token prompt goes whole (it ends there); the third would get
+ * only 56 tokens and waits, then goes whole in the next step. */
+static void split_chunks_share_one_length(void **state) {
+    (void)state;
+    harness h;
+    h_init_px(&h, CB_MODE_CONTINUOUS, 4, 512, 256, 4 * 1024, true, -1);
+    h_add(&h, 300, 4, 0);
+    h_add(&h, 200, 4, 0);
+    cb_request *c = h_add(&h, 150, 4, 0);
+    h_step(&h);
+    assert_int_equal(h.plan.n_items, 2);
+    assert_int_equal(h.plan.items[0].n_tokens, 256);
+    assert_int_equal(h.plan.items[1].n_tokens, 200);
+    h_step(&h);
+    assert_int_equal(h.plan.n_items, 3); /* the 300's last 44, the 200's decode row, all of c */
+    assert_ptr_equal(h.plan.items[2].req, c);
+    assert_int_equal(h.plan.items[2].n_tokens, 150);
+    h_drain(&h, 100);
+    h_check_outputs(&h);
+    h_free(&h);
+}
+
+/* llama.cpp's split_equal(n_ubatch, sequential) on a batch of rows (each row: its sequence id),
+ * as the pinned tree does it: the sequences of one graph run are taken in row order, each the
+ * previous one's id + 1, and every one gets as many rows as the shortest has left. Fills
+ * ub_rows[item] with the rows each graph run gave each sequence, run after run. */
+enum { SIM_MAX = 64 };
+static uint32_t rnd(harness *h, uint32_t n);
+static int32_t sim_split_equal(const int32_t *row_seq, int32_t n_rows, int32_t n_ubatch, int32_t runs[][SIM_MAX],
+                               int32_t max_runs) {
+    bool used[1024] = {false};
+    int32_t n_used = 0, n_runs = 0;
+    while (n_used < n_rows && n_runs < max_runs) {
+        int32_t set[SIM_MAX], n_set = 0, last = -1;
+        for (int32_t i = 0; i < n_rows; i++) {
+            if (used[i]) continue;
+            bool in = false;
+            for (int32_t k = 0; k < n_set; k++)
+                in |= set[k] == row_seq[i];
+            if (in || (n_set > 0 && row_seq[i] != last + 1)) continue;
+            set[n_set++] = last = row_seq[i];
+        }
+        for (int32_t k = 0; k < SIM_MAX; k++)
+            runs[n_runs][k] = 0;
+        for (int32_t round = 0;; round++) {
+            bool all = true; /* every sequence of the set has an unused row left */
+            for (int32_t k = 0; k < n_set && all; k++) {
+                bool has = false;
+                for (int32_t i = 0; i < n_rows && !has; i++)
+                    has = !used[i] && row_seq[i] == set[k];
+                all = has;
+            }
+            if (!all) break;
+            for (int32_t k = 0; k < n_set; k++)
+                for (int32_t i = 0; i < n_rows; i++)
+                    if (!used[i] && row_seq[i] == set[k]) {
+                        used[i] = true;
+                        n_used++;
+                        runs[n_runs][set[k]]++;
+                        break;
+                    }
+            if ((round + 2) * n_set > n_ubatch) break;
+        }
+        n_runs++;
+    }
+    return n_runs;
+}
+
+/* The row order keeps chunks of different lengths out of one graph run: every prompt chunk runs
+ * whole in one graph run, or in two when a one-row run took its first row. With rows simply by
+ * sequence id (the order before) a 76-row chunk next to a 100-row one left a 24-row run. */
+static void row_order_gives_each_chunk_its_graph_run(void **state) {
+    (void)state;
+    uint64_t rng = 12345;
+    cb_plan plan;
+    assert_int_equal(cb_plan_init(&plan, SIM_MAX), 0);
+    static cb_request reqs[SIM_MAX];
+    int32_t order[SIM_MAX], row_seq[1024];
+    static int32_t runs[256][SIM_MAX];
+    int bad_by_id = 0;
+    for (int trial = 0; trial < 2000; trial++) {
+        harness tmp = {.rng = rng + (uint64_t)trial * 7919};
+        int32_t n = 1 + (int32_t)rnd(&tmp, 12), total = 0;
+        bool taken[SIM_MAX] = {false};
+        plan.n_items = n;
+        for (int32_t i = 0; i < n; i++) {
+            int32_t id;
+            do
+                id = (int32_t)rnd(&tmp, 16);
+            while (taken[id]);
+            taken[id] = true;
+            memset(&reqs[i], 0, sizeof(reqs[i]));
+            reqs[i].seq_id = id;
+            plan.items[i].req = &reqs[i];
+            int32_t kind = (int32_t)rnd(&tmp, 3); /* decode rows, or chunks of a few lengths */
+            plan.items[i].n_tokens = kind == 0 ? 1 : kind == 1 ? 40 : 1 + (int32_t)rnd(&tmp, 80);
+            total += plan.items[i].n_tokens;
+        }
+        for (int pass = 0; pass < 2; pass++) {
+            if (pass == 0) {
+                cb_plan_row_order(&plan, order);
+            } else { /* by id alone */
+                for (int32_t i = 0; i < n; i++)
+                    order[i] = i;
+                for (int32_t i = 1; i < n; i++)
+                    for (int32_t k = i; k > 0 && reqs[order[k - 1]].seq_id > reqs[order[k]].seq_id; k--) {
+                        int32_t t = order[k];
+                        order[k] = order[k - 1];
+                        order[k - 1] = t;
+                    }
+            }
+            bool seen[SIM_MAX] = {false};
+            int32_t n_rows = 0;
+            for (int32_t j = 0; j < n; j++) {
+                assert_false(seen[order[j]]); /* a permutation */
+                seen[order[j]] = true;
+                for (int32_t k = 0; k < plan.items[order[j]].n_tokens; k++)
+                    row_seq[n_rows++] = reqs[order[j]].seq_id;
+            }
+            assert_int_equal(n_rows, total);
+            int32_t nr = sim_split_equal(row_seq, n_rows, total, runs, 256);
+            bool ok = true;
+            for (int32_t i = 0; i < n; i++) {
+                int32_t id = reqs[i].seq_id, in = 0, first = -1;
+                for (int32_t u = 0; u < nr; u++)
+                    if (runs[u][id] > 0) {
+                        if (first < 0) first = runs[u][id];
+                        in++;
+                    }
+                ok &= in == 1 || (in == 2 && first == 1);
+            }
+            if (pass == 0) assert_true(ok);
+            if (pass == 1 && !ok) bad_by_id++;
+        }
+    }
+    cb_plan_free(&plan);
+    assert_true(bad_by_id > 100); /* the simulator tells the orders apart */
+}
+
 static uint32_t rnd(harness *h, uint32_t n) {
     h->rng = h->rng * 6364136223846793005ULL + 1442695040888963407ULL;
     return (uint32_t)(h->rng >> 33) % n;
@@ -682,6 +834,8 @@ int main(void) {
         cmocka_unit_test(prefix_full_hit_recomputes_last_token),
         cmocka_unit_test(prefix_cache_gives_way),
         cmocka_unit_test(prefix_idle_cap_keeps_the_trunk),
+        cmocka_unit_test(split_chunks_share_one_length),
+        cmocka_unit_test(row_order_gives_each_chunk_its_graph_run),
         cmocka_unit_test(streams_share_a_running_prefix),
         cmocka_unit_test(streams_park_take_over_and_hold),
         cmocka_unit_test(randomized_traces),
