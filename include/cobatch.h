@@ -67,7 +67,9 @@ typedef void (*cobatch_step_fn)(const struct cobatch_step_info *info, void *user
 
 struct cobatch_engine_params {
     const char *model_path;         /* GGUF file; required. Copied. */
-    int32_t n_ctx;                  /* total KV cells; 0 = 4096 */
+    int32_t n_ctx;                  /* total KV cells; 0 = max_model_len x max_num_seqs (split), 4096 (unified) */
+    int32_t max_model_len;          /* cells one request may use, prompt + output, when n_ctx is 0; 0 = 1024
+                                       (split; unified: n_ctx) */
     int32_t n_threads;              /* llama_decode threads; 0 = number of cores */
     int32_t max_num_seqs;           /* requests running at once (sequence ids); default 16 */
     int32_t max_num_batched_tokens; /* token budget of one step = n_batch = n_ubatch; default 512 */
@@ -176,6 +178,10 @@ struct cobatch_stats {
 
 struct cobatch_engine_params cobatch_engine_default_params(void);
 struct cobatch_request_params cobatch_request_default_params(void);
+
+/* The total KV cells these parameters ask for (n_ctx, or what its default resolves to; the split
+ * layout's prefix-cache streams come on top). */
+int32_t cobatch_params_n_ctx(const struct cobatch_engine_params *p);
 
 /* Loads the model and starts the engine thread. Returns NULL on failure and, if err is not NULL,
  * writes a message into err (errlen bytes at most). The caller owns the engine. */

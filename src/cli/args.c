@@ -80,7 +80,7 @@ int cb_args_engine(int argc, char **argv, int *i, struct cobatch_engine_params *
         return 1;
     }
     INT_FLAG("--ctx-size", 16, 1 << 20, p->n_ctx)
-    INT_FLAG("--max-model-len", 16, 1 << 20, p->n_ctx)
+    INT_FLAG("--max-model-len", 16, 1 << 20, p->max_model_len)
     INT_FLAG("-c", 16, 1 << 20, p->n_ctx)
     INT_FLAG("--threads", 1, 1024, p->n_threads)
     INT_FLAG("-t", 1, 1024, p->n_threads)
@@ -175,16 +175,19 @@ int cb_args_sampling(int argc, char **argv, int *i, struct cobatch_sampling *s) 
 void cb_args_engine_help(void) {
     fputs("engine:\n"
           "  -m, --model FILE              GGUF model (default: $COBATCH_MODEL or the fetched SmolLM2-135M)\n"
-          "  -c, --ctx-size N              KV cells in all (--max-model-len is the same), default 4096\n"
+          "  -c, --ctx-size N              KV cells in all; default max-model-len x max-num-seqs (split),\n"
+          "                                4096 (unified)\n"
+          "  --max-model-len N             cells one request may use (prompt + output) when -c is not\n"
+          "                                given; default 1024 (split; unified: all of -c)\n"
           "  -t, --threads N               decode threads, default: all cores\n"
           "  --max-num-seqs N              requests running at once, default 16\n"
           "  --max-num-batched-tokens N    token budget of one step, default 512\n"
           "  --prefill-chunk N|none        prompt tokens per request per step, default 256\n"
           "  --mode continuous|static|sequential   scheduling mode, default continuous\n"
-          "  --kv-layout unified|split     KV cache layout, default unified. unified shares prefixes in\n"
-          "                                place; split gives each sequence -c / max-num-seqs cells of its\n"
-          "                                own, does ~20% less work a token with many streams and shares\n"
-          "                                prefixes by copying whole streams\n"
+          "  --kv-layout split|unified     KV cache layout, default split: each sequence has -c /\n"
+          "                                max-num-seqs cells of its own (~20% less work a token with many\n"
+          "                                streams) and prefixes are shared by copying whole streams;\n"
+          "                                unified: one pool, prefixes shared in place\n"
           "  --kv-reserve N                cells an admission leaves free, default 32\n"
           "  --max-queue N                 waiting requests before refusing, default 1024\n"
           "  --no-flash-attn               disable flash attention\n"

@@ -23,7 +23,8 @@ static void usage(void) {
           "  --window N                    requests submitted but unfinished at most (default 4 x max-num-seqs)\n"
           "  --progress                    a progress line on stderr even when it is not a terminal\n"
           "  --no-progress                 none even on a terminal\n"
-          "batch mode's default --max-num-seqs is 64 (unified KV layout).\n",
+          "batch mode's defaults: --kv-layout unified (a group's prefix shared in place) and\n"
+          "--max-num-seqs 64 (16 with --kv-layout split).\n",
           stdout);
     cb_args_engine_help();
 }
@@ -40,7 +41,8 @@ static char *default_errors_path(const char *out) {
 int cmd_batch(int argc, char **argv) {
     struct cobatch_engine_params ep = cobatch_engine_default_params();
     cb_batch_params bp = {.grouping = true, .progress = isatty(STDERR_FILENO)};
-    ep.max_num_seqs = -1; /* not given yet */
+    ep.max_num_seqs = -1;              /* not given yet */
+    ep.kv_layout = COBATCH_KV_UNIFIED; /* an offline job groups shared prefixes: shared in place, 64 at once */
     int64_t x;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

@@ -18,8 +18,8 @@ static void usage(void) {
            "  --prefill-chunks LIST         token counts or none (default 256)\n"
            "  --max-num-batched-tokens LIST step budgets (default 512; chunk none runs once, at the\n"
            "                                largest: without chunking a prompt needs room to go in whole)\n"
-           "  --kv-layouts LIST             of unified,split (default unified)\n"
-           "  --prefix-caching LIST         of on,off (default on)\n"
+           "  --kv-layouts LIST             of split,unified (default: --kv-layout's, split)\n"
+           "  --prefix-caching LIST         of on,off (default on; off with --no-prefix-caching)\n"
            "  --repeat N                    run each configuration N times, report the median-wall run\n"
            "                                (of an even count, the faster middle one)\n"
            "output:\n"
@@ -94,8 +94,8 @@ int cmd_bench(int argc, char **argv) {
     cb_wargs_init(&wa);
     const char *trace_path = NULL, *json_path = NULL, *plot_dir = NULL, *batch_path = NULL;
     bool ceiling_on = true;
-    char modes_s[128] = "sequential,static,continuous", chunks_s[128] = "256", layouts_s[64] = "unified",
-         caching_s[16] = "on", budgets_s[128] = "";
+    char modes_s[128] = "sequential,static,continuous", chunks_s[128] = "256", layouts_s[64] = "", caching_s[16] = "",
+         budgets_s[128] = "";
     int64_t repeat = 1, x;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -138,6 +138,10 @@ int cmd_bench(int argc, char **argv) {
             return 2;
         }
     }
+    /* the lists default to the engine flags (--kv-layout, --no-prefix-caching) */
+    if (!layouts_s[0])
+        snprintf(layouts_s, sizeof(layouts_s), "%s", ep.kv_layout == COBATCH_KV_SPLIT ? "split" : "unified");
+    if (!caching_s[0]) snprintf(caching_s, sizeof(caching_s), "%s", ep.prefix_caching ? "on" : "off");
     double rate = wa.rate, burstiness = wa.burstiness;
     int64_t concurrency = wa.concurrency;
     if (!ep.model_path) ep.model_path = cb_default_model();
@@ -297,7 +301,7 @@ int cmd_bench(int argc, char **argv) {
         if (rate > 0) printf("%.2f req/s (burstiness %.2f)", rate, burstiness);
         if (concurrency > 0) printf(", at most %lld in flight", (long long)concurrency);
         printf("\nmodel %s (%s); max_num_seqs %d, max_num_batched_tokens %d, n_ctx %d\n\n", model_name, ep.model_path,
-               ep.max_num_seqs, ep.max_num_batched_tokens, ep.n_ctx);
+               ep.max_num_seqs, ep.max_num_batched_tokens, cobatch_params_n_ctx(&ep));
         cb_bench_print_table(stdout, cfgs, res, n, base);
         if (ceiling_on) print_ceiling(&ceil);
         if (plot_dir && cb_bench_write_plots(plot_dir, cfgs, res, n) != 0) {

@@ -31,14 +31,13 @@ const char *cobatch_finish_reason_str(enum cobatch_finish_reason r) {
 
 struct cobatch_engine_params cobatch_engine_default_params(void) {
     struct cobatch_engine_params p = {0};
-    p.n_ctx = 4096;
     p.max_num_seqs = 16;
     p.max_num_batched_tokens = 512;
     p.prefill_chunk = 256;
     p.kv_reserve = 32;
     p.max_queue = 1024;
     p.mode = COBATCH_MODE_CONTINUOUS;
-    p.kv_layout = COBATCH_KV_UNIFIED;
+    p.kv_layout = COBATCH_KV_SPLIT;
     p.flash_attn = true;
     p.prefix_caching = true;
     p.prefix_cache_streams = -1;
@@ -135,11 +134,16 @@ int cobatch_event_fd(const cobatch_engine *e) { return e->event_fd; }
 
 static int32_t pad256(int32_t n) { return (n + 255) / 256 * 256; }
 
+int32_t cobatch_params_n_ctx(const struct cobatch_engine_params *p) {
+    if (p->n_ctx > 0) return p->n_ctx;
+    int32_t len = p->max_model_len > 0 ? p->max_model_len : p->kv_layout == COBATCH_KV_SPLIT ? 1024 : 4096;
+    return p->kv_layout == COBATCH_KV_SPLIT && p->max_num_seqs > 0 ? len * p->max_num_seqs : len;
+}
+
 cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, char *err, size_t errlen) {
     struct cobatch_engine_params p = params ? *params : cobatch_engine_default_params();
-    if (p.n_ctx <= 0) p.n_ctx = 4096;
-    if (p.max_num_seqs <= 0 || p.max_num_batched_tokens <= 0 || p.prefill_chunk < 0 || p.kv_reserve < 0 ||
-        p.max_queue <= 0) {
+    if (p.max_num_seqs <= 0 || p.max_model_len < 0 || p.max_num_batched_tokens <= 0 || p.prefill_chunk < 0 ||
+        p.kv_reserve < 0 || p.max_queue <= 0) {
         cb_set_err(err, errlen,
                    "invalid engine parameters (max_num_seqs, max_num_batched_tokens, prefill_chunk, "
                    "kv_reserve and max_queue must be positive)");
@@ -151,6 +155,7 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
         return NULL;
     }
     bool split = p.kv_layout == COBATCH_KV_SPLIT;
+    p.n_ctx = cobatch_params_n_ctx(&p);
     /* Without chunking a whole prompt must fit one step: the step grows to the sequence context. */
     int32_t budget = p.max_num_batched_tokens;
     int32_t ctx_seq = split ? pad256(p.n_ctx / p.max_num_seqs) : pad256(p.n_ctx);

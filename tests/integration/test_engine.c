@@ -79,6 +79,7 @@ static void batch_invariance(void **state) {
 
     struct cobatch_engine_params cp = engine_params(COBATCH_MODE_CONTINUOUS, 8, 32);
     cp.prefix_caching = false;
+    cp.kv_layout = COBATCH_KV_UNIFIED;
     e = it_engine(cp);
     assert_non_null(e);
     assert_true(it_run(e, ps, cont, N));
@@ -90,7 +91,9 @@ static void batch_invariance(void **state) {
     compare_all(seq, cont, N, "continuous/unified");
 
     /* every prompt here is a prefix of the longer ones: the cache shares them */
-    e = it_engine(engine_params(COBATCH_MODE_CONTINUOUS, 8, 32));
+    struct cobatch_engine_params up = engine_params(COBATCH_MODE_CONTINUOUS, 8, 32);
+    up.kv_layout = COBATCH_KV_UNIFIED;
+    e = it_engine(up);
     assert_non_null(e);
     assert_true(it_run(e, ps, cached, N));
     cobatch_engine_stats(e, &st);
@@ -181,7 +184,8 @@ static void preemption_keeps_outputs(void **state) {
     cobatch_engine_free(e);
 
     struct cobatch_engine_params p = engine_params(COBATCH_MODE_CONTINUOUS, 8, 64);
-    p.n_ctx = 256; /* 8 x ~80 tokens would need ~640 cells */
+    p.n_ctx = 256;                    /* 8 x ~80 tokens would need ~640 cells */
+    p.kv_layout = COBATCH_KV_UNIFIED; /* one pool to run short of (split: each stream its own) */
     p.kv_reserve = 4;
     e = it_engine(p);
     assert_non_null(e);

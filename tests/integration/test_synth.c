@@ -55,6 +55,7 @@ static void vocabulary_round_trips(void **state) {
         struct cobatch_engine_params p = cobatch_engine_default_params();
         p.model_path = paths[m];
         p.n_ctx = 1024;
+        p.kv_layout = COBATCH_KV_UNIFIED;
         cobatch_engine *e = it_engine(p);
         assert_non_null(e);
         assert_non_null(strstr(cobatch_model_name(e), "synthetic"));
@@ -93,6 +94,7 @@ static void batches_like_sequential(void **state) {
         struct cobatch_engine_params p = cobatch_engine_default_params();
         p.model_path = paths[m];
         p.n_ctx = 2048;
+        p.kv_layout = COBATCH_KV_UNIFIED;
         p.mode = COBATCH_MODE_SEQUENTIAL;
         cobatch_engine *e = it_engine(p);
         assert_true(it_run(e, ps, a, N));
