@@ -5,7 +5,7 @@
 # env: CONC="1 4 16 32" (closed-loop concurrencies), RATES="0.5 1 2" (open-loop Poisson request
 #      rates, each run after the concurrencies), LOADGEN_ARGS="--sharing-degree 16" (workload
 #      flags), LLAMA_CTX=16384 (llama-server's total context: -np 16 splits it),
-#      ONLY_SERVERS="cobatch ...", COBATCH_ARGS="--kv-layout split" (extra flags for cobatch serve).
+#      ONLY_SERVERS="cobatch ...", COBATCH_ARGS="--kv-layout unified" (extra flags for cobatch serve).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-bench-results/servers}"

@@ -176,15 +176,12 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
     /* The prefix cache holds cells under sequence ids of its own (prefix.h): llama.cpp allows
      * LLAMA_MAX_SEQ (256) ids, requests keep max_num_seqs of them. */
     int32_t holders = 0, n_ctx = p.n_ctx;
-    if (p.prefix_caching && !split) {
-        holders = 2 * p.max_num_seqs < 32 ? 32 : 2 * p.max_num_seqs;
-    } else if (p.prefix_caching) { /* split: whole streams hold (streams.h), each adds its cells */
+    if (p.prefix_caching && !split) holders = 2 * p.max_num_seqs < 32 ? 32 : 2 * p.max_num_seqs;
+    if (p.prefix_caching && split) /* whole streams hold (streams.h) */
         holders = p.prefix_cache_streams >= 0 ? p.prefix_cache_streams : (p.max_num_seqs + 3) / 4;
-        n_ctx = p.n_ctx / p.max_num_seqs * (p.max_num_seqs + holders);
-    }
     if (holders > 256 - p.max_num_seqs) holders = 256 - p.max_num_seqs;
     if (holders < 1) holders = 0;
-    if (split && holders == 0) n_ctx = p.n_ctx;
+    if (split && holders > 0) n_ctx = p.n_ctx / p.max_num_seqs * (p.max_num_seqs + holders); /* each adds a stream */
     cb_model_params mp = {.path = e->model_path,
                           .n_ctx = n_ctx,
                           .n_threads = p.n_threads,
