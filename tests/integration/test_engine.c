@@ -55,6 +55,19 @@ static int compare_all(const it_result *ref, const it_result *b, int n, const ch
     return differ;
 }
 
+/* Dropping the prefix cache with nothing running leaves no cell in use (within 2 s). */
+static void drop_cache_gives_every_cell_back(cobatch_engine *e) {
+    struct cobatch_stats st;
+    cobatch_drop_cached_prefixes(e);
+    cobatch_engine_stats(e, &st);
+    for (int i = 0; i < 200 && (st.kv_used != 0 || st.kv_cached != 0); i++) {
+        usleep(10000);
+        cobatch_engine_stats(e, &st);
+    }
+    assert_int_equal(st.kv_used, 0);
+    assert_int_equal(st.kv_cached, 0);
+}
+
 /* 16 requests of different prompt lengths: continuous (chunk 32, 8 seqs) vs sequential. */
 static void batch_invariance(void **state) {
     (void)state;
@@ -108,15 +121,8 @@ static void batch_invariance(void **state) {
     assert_true(it_run(e, ps, cached, N));
     cobatch_engine_stats(e, &st);
     assert_int_equal(st.prompt_tokens - computed, N);
-    /* dropping the cache gives every cell back */
     assert_true(st.kv_cached > 0);
-    cobatch_drop_cached_prefixes(e);
-    for (int i = 0; i < 200 && (st.kv_used != 0 || st.kv_cached != 0); i++) {
-        usleep(10000);
-        cobatch_engine_stats(e, &st);
-    }
-    assert_int_equal(st.kv_used, 0);
-    assert_int_equal(st.kv_cached, 0);
+    drop_cache_gives_every_cell_back(e);
     cobatch_engine_free(e);
     compare_all(seq, cached, N, "prefix cache, second round");
 
@@ -141,13 +147,7 @@ static void batch_invariance(void **state) {
     assert_int_equal(st.prompt_tokens - before, 2);
     compare_all(seq + N - 2, split + N - 2, 2, "split, second round");
     assert_true(st.kv_cached > 0);
-    cobatch_drop_cached_prefixes(e);
-    for (int i = 0; i < 200 && (st.kv_used != 0 || st.kv_cached != 0); i++) {
-        usleep(10000);
-        cobatch_engine_stats(e, &st);
-    }
-    assert_int_equal(st.kv_used, 0);
-    assert_int_equal(st.kv_cached, 0);
+    drop_cache_gives_every_cell_back(e);
     cobatch_engine_free(e);
 
     for (int i = 0; i < N; i++) {

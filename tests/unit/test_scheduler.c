@@ -227,6 +227,16 @@ static int32_t h_step(harness *h) {
     return n;
 }
 
+/* Steps until nothing runs or waits (no cache drop, unlike h_drain). Returns the batch rows. */
+static int64_t h_until_idle(harness *h) {
+    int64_t rows = 0;
+    while (cb_sched_n_running(h->s) + cb_sched_n_waiting(h->s) > 0) {
+        h_step(h);
+        rows += h->plan.n_tokens;
+    }
+    return rows;
+}
+
 static void h_drain(harness *h, int max_steps) {
     int steps = 0;
     while (cb_sched_n_running(h->s) + cb_sched_n_waiting(h->s) > 0) {
@@ -462,11 +472,7 @@ static void prefix_computed_once(void **state) {
     h_init_px(&h, CB_MODE_CONTINUOUS, 8, 64, 32, 2048, false, 16);
     for (int i = 0; i < 8; i++)
         h_add_shared(&h, 100, 10, 5);
-    int64_t prompt_rows = 0;
-    while (cb_sched_n_running(h.s) + cb_sched_n_waiting(h.s) > 0) {
-        h_step(&h);
-        prompt_rows += h.plan.n_tokens;
-    }
+    int64_t prompt_rows = h_until_idle(&h);
     assert_int_equal(h.px.hit_tokens, 7 * 100);
     assert_int_equal(h.px.query_tokens, 8 * 110);
     /* 100 + 8 x 10 prompt tokens and 8 x 4 decode rows: nothing computed twice */
@@ -482,8 +488,7 @@ static void prefix_full_hit_recomputes_last_token(void **state) {
     harness h;
     h_init_px(&h, CB_MODE_CONTINUOUS, 1, 64, 16, 1024, false, 4);
     h_add_shared(&h, 50, 0, 5);
-    while (cb_sched_n_running(h.s) + cb_sched_n_waiting(h.s) > 0)
-        h_step(&h);
+    h_until_idle(&h);
     cb_request *b = h_add_shared(&h, 50, 0, 5);
     h_step(&h);
     assert_int_equal(h.plan.n_items, 1);
@@ -548,11 +553,7 @@ static void streams_share_a_running_prefix(void **state) {
     h_init_px(&h, CB_MODE_CONTINUOUS, 8, 64, 32, 8 * 160, true, 0);
     for (int i = 0; i < 8; i++)
         h_add_shared(&h, 100, 10, 5);
-    int64_t prompt_rows = 0;
-    while (cb_sched_n_running(h.s) + cb_sched_n_waiting(h.s) > 0) {
-        h_step(&h);
-        prompt_rows += h.plan.n_tokens;
-    }
+    int64_t prompt_rows = h_until_idle(&h);
     assert_int_equal(h.sc.hit_tokens, 7 * 100);
     assert_int_equal(h.sc.query_tokens, 8 * 110);
     assert_int_equal(prompt_rows, 100 + 8 * 10 + 8 * 4); /* nothing computed twice */
@@ -574,22 +575,19 @@ static void streams_park_take_over_and_hold(void **state) {
     for (int32_t k = 0; k < 60; k++)
         a[k] = 700000 + k;
     h_add_tokens(&h, a, 60, 5, 0); /* leaves 64 cells: its prompt and 4 generated tokens */
-    while (cb_sched_n_running(h.s) + cb_sched_n_waiting(h.s) > 0)
-        h_step(&h);
+    h_until_idle(&h);
     assert_int_equal(h.sc.len[0], 64);
     h_add_shared(&h, 0, 30, 5); /* shares nothing */
     h_step(&h);
     assert_int_equal(h.sc.len[1], 64);
     assert_int_equal(h.sc.copies, 1);
-    while (cb_sched_n_running(h.s) + cb_sched_n_waiting(h.s) > 0)
-        h_step(&h);
+    h_until_idle(&h);
     cb_request *c = h_add_tokens(&h, a, 40, 5, 0); /* a prefix of the held prompt */
     h_step(&h);
     assert_int_equal(h.sc.copies, 2);
     assert_int_equal(h.sc.hit_tokens, 39);
     assert_int_equal(h.plan.items[0].pos0, 39);
-    while (cb_sched_n_running(h.s) + cb_sched_n_waiting(h.s) > 0)
-        h_step(&h);
+    h_until_idle(&h);
     int32_t next[44];
     memcpy(next, a, sizeof(int32_t) * 40);
     for (int32_t k = 0; k < 4; k++)
