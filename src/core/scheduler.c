@@ -90,7 +90,8 @@ void cb_sched_free(cb_sched *s) {
 int cb_plan_init(cb_plan *plan, int32_t max_num_seqs) {
     memset(plan, 0, sizeof(*plan));
     plan->items = calloc((size_t)max_num_seqs, sizeof(*plan->items));
-    plan->preempted = calloc((size_t)max_num_seqs, sizeof(*plan->preempted));
+    /* a step stops preempting for want of movers at max_num_seqs; the decode pass may add as many */
+    plan->preempted = calloc(2 * (size_t)max_num_seqs, sizeof(*plan->preempted));
     if (!plan->items || !plan->preempted) {
         cb_plan_free(plan);
         return -1;
@@ -216,12 +217,17 @@ static void plan_add(cb_sched *s, cb_plan *plan, cb_request *r, int32_t n) {
  * BENCHMARKS session 5). cb_plan_row_order gives each run of consecutive streams with equal
  * chunks a graph run of its own; here chunks are kept equal and not tiny: a prompt's last piece
  * goes whole, every cut chunk of a step has the first one's length (longer ones are cut to it,
- * shorter ones wait), and a cut chunk under CB_SPLIT_TILE waits unless the plan is empty.
+ * shorter ones wait), and a cut chunk under CB_SPLIT_TILE waits unless the plan is empty (or the
+ * chunk cap or the budget left after a full set of decode rows is smaller).
  * Returns the chunk, 0 to wait. */
 #define CB_SPLIT_TILE 64 /* GGML_FA_TILE_Q of the pinned ggml */
 static int32_t split_chunk(cb_sched *s, const cb_plan *plan, int32_t n, int32_t pending) {
     if (n == pending) return n;
-    if (n < CB_SPLIT_TILE && plan->n_items > 0) return 0;
+    /* never more than a configuration allows: a chunk cap or a step with room for less */
+    int32_t tile = CB_SPLIT_TILE, room = s->cfg.max_batched_tokens - s->cfg.max_num_seqs;
+    if (tile > s->cfg.prefill_chunk) tile = s->cfg.prefill_chunk;
+    if (tile > room) tile = room;
+    if (n < tile && plan->n_items > 0) return 0;
     if (s->step_chunk == 0) s->step_chunk = n;
     if (n > s->step_chunk) return s->step_chunk;
     if (n < s->step_chunk) return 0;
@@ -306,8 +312,10 @@ static cache_hit cache_match(const cb_sched *s, const cb_request *r) {
         if (l > m.len) m = (cb_stream_match){.src = q->seq_id, .len = l};
     }
     cb_streams_match(s->sc, r->tokens, n, &m);
-    h.len = m.len;
-    h.src = m.src;
+    if (m.len >= s->sc->min_share) { /* shorter ones are not copied (cb_streams_admit) */
+        h.len = m.len;
+        h.src = m.src;
+    }
     return h;
 }
 
@@ -436,6 +444,7 @@ int32_t cb_sched_step(cb_sched *s, cb_plan *plan, int32_t budget) {
         /* Running requests that cannot move (prompts stuck on a full cache, which admission
          * control should prevent) would stall the engine: free the youngest and plan again. */
         if (plan->n_items > 0 || s->n_running == 0) break;
+        if (plan->n_preempted >= s->cfg.max_num_seqs) break; /* no livelock: try again next step */
         preempt(s, pick_victim(s), plan);
     }
     s->cur = &s->pending;
@@ -496,17 +505,10 @@ void cb_plan_row_order(const cb_plan *p, int32_t *order) {
         }
         order[k] = i;
     }
-    /* Runs: consecutive ids with the same row count (one-row items all count as one kind). Ones
-     * first, in id order; then the longer runs, highest ids first, so no run is followed in the
-     * batch by the next id of another run (split_equal would take it into the same graph run). */
-    int32_t ones = 0;
-    for (int32_t i = 0; i < n; i++) /* stable partition: one-row items to the front */
-        if (p->items[order[i]].n_tokens == 1) {
-            int32_t x = order[i];
-            memmove(&order[ones + 1], &order[ones], sizeof(*order) * (size_t)(i - ones));
-            order[ones++] = x;
-        }
-    int32_t lo = ones, hi = n; /* reverse the order of the runs in [ones, n), keep each run's order */
+    /* Runs: consecutive ids with the same row count. Highest ids first, so no run is followed in
+     * the batch by the next id of another run (split_equal would take it into the same graph run
+     * with the shorter one's row count). */
+    int32_t lo = 0, hi = n; /* reverse the order of the runs, keep each run's order */
     for (int32_t a = lo, b = hi - 1; a < b; a++, b--) {
         int32_t t = order[a];
         order[a] = order[b];

@@ -40,7 +40,7 @@ typedef struct {
     int32_t n_prefill_tokens; /* the other rows */
     cb_kv_ops ops;            /* changes to the cells to apply, in order, before the batch (releases, shares,
                                  publications, evictions); owned by the plan */
-    cb_request **preempted;   /* (max_num_seqs) requests preempted by this step, for events */
+    cb_request **preempted;   /* (2 x max_num_seqs) requests preempted by this step, for events */
     int32_t n_preempted;
 } cb_plan;
 
@@ -95,9 +95,9 @@ const cb_sched_config *cb_sched_get_config(const cb_sched *s);
 
 /* The order for the plan's items' rows in the batch (order: n_items indexes into items). The
  * split layout cuts a batch into graph runs of consecutive sequence ids taken in row order, each
- * run as many rows per id as its shortest item: here one-row items come first by id, then each
- * run of consecutive ids with equal chunks, highest ids first, so different chunk lengths never
- * share a graph run. The unified layout ignores the order. */
+ * run as many rows per id as its shortest item: here each run of consecutive ids with equal row
+ * counts (decode rows included) comes whole, highest ids first, so different lengths never share
+ * a graph run. The unified layout ignores the order. */
 void cb_plan_row_order(const cb_plan *plan, int32_t *order);
 
 int cb_plan_init(cb_plan *plan, int32_t max_num_seqs);

@@ -192,16 +192,20 @@ static int32_t h_step(harness *h) {
         if (h->cfg.prefill_chunk == 0) /* no chunking: a prompt goes in whole */
             assert_int_equal(p->items[i].pos0 + p->items[i].n_tokens, cb_request_n_tokens(p->items[i].req));
     }
-    /* split layout: the cut prompt chunks of a step share one length, under 64 rows only as the
-     * plan's first item (split_chunk) */
+    /* split layout: the cut prompt chunks of a step share one length, under 64 rows (or the chunk
+     * cap, or the budget beyond a full set of decode rows, if smaller) only as the plan's first
+     * item (split_chunk) */
     if (h->kv.split && h->cfg.prefill_chunk > 0) {
-        int32_t len = 0;
+        int32_t len = 0, tile = 64;
+        if (tile > h->cfg.prefill_chunk) tile = h->cfg.prefill_chunk;
+        if (tile > h->cfg.max_batched_tokens - h->cfg.max_num_seqs)
+            tile = h->cfg.max_batched_tokens - h->cfg.max_num_seqs;
         for (int32_t i = 0; i < p->n_items; i++) {
             const cb_plan_item *it = &p->items[i];
             if (it->pos0 + it->n_tokens == cb_request_n_tokens(it->req)) continue; /* a last piece */
             if (len == 0) len = it->n_tokens;
             assert_int_equal(it->n_tokens, len);
-            if (it->n_tokens < 64) assert_int_equal(i, 0);
+            if (it->n_tokens < tile) assert_int_equal(i, 0);
         }
     }
     /* static: nobody new while a group member is unfinished (re-admitting preempted members is fine) */
@@ -606,6 +610,25 @@ static void streams_park_take_over_and_hold(void **state) {
 /* Split layout: prompts of 300, 200 and 150 tokens, chunk 256, budget 512. The first chunk (256)
  * sets the step's length; the 200-token prompt goes whole (it ends there); the third would get
  * only 56 tokens and waits, then goes whole in the next step. */
+/* Split layout with a chunk cap under 64 (and decode rows in every step): long prompts still
+ * move several at a time, at the cap. */
+static void split_small_chunk_cap_keeps_prompts_moving(void **state) {
+    (void)state;
+    harness h;
+    h_init_px(&h, CB_MODE_CONTINUOUS, 4, 128, 16, 4 * 256, true, -1);
+    h_add(&h, 10, 100, 0); /* decodes throughout */
+    h_step(&h);
+    h_add(&h, 100, 4, 0);
+    h_add(&h, 100, 4, 0);
+    h_step(&h);
+    assert_int_equal(h.plan.n_items, 3); /* the decode row and two 16-token chunks */
+    assert_int_equal(h.plan.items[1].n_tokens, 16);
+    assert_int_equal(h.plan.items[2].n_tokens, 16);
+    h_drain(&h, 300);
+    h_check_outputs(&h);
+    h_free(&h);
+}
+
 static void split_chunks_share_one_length(void **state) {
     (void)state;
     harness h;
@@ -672,9 +695,9 @@ static int32_t sim_split_equal(const int32_t *row_seq, int32_t n_rows, int32_t n
     return n_runs;
 }
 
-/* The row order keeps chunks of different lengths out of one graph run: every prompt chunk runs
- * whole in one graph run, or in two when a one-row run took its first row. With rows simply by
- * sequence id (the order before) a 76-row chunk next to a 100-row one left a 24-row run. */
+/* The row order keeps items of different lengths out of one graph run: every item runs whole in
+ * one graph run. With rows simply by sequence id (the order before) a 76-row chunk next to a
+ * 100-row one left a 24-row run, and decode rows next to a chunk took a row of it. */
 static void row_order_gives_each_chunk_its_graph_run(void **state) {
     (void)state;
     uint64_t rng = 12345;
@@ -727,13 +750,10 @@ static void row_order_gives_each_chunk_its_graph_run(void **state) {
             int32_t nr = sim_split_equal(row_seq, n_rows, total, runs, 256);
             bool ok = true;
             for (int32_t i = 0; i < n; i++) {
-                int32_t id = reqs[i].seq_id, in = 0, first = -1;
+                int32_t id = reqs[i].seq_id, in = 0;
                 for (int32_t u = 0; u < nr; u++)
-                    if (runs[u][id] > 0) {
-                        if (first < 0) first = runs[u][id];
-                        in++;
-                    }
-                ok &= in == 1 || (in == 2 && first == 1);
+                    in += runs[u][id] > 0;
+                ok &= in == 1;
             }
             if (pass == 0) assert_true(ok);
             if (pass == 1 && !ok) bad_by_id++;
@@ -833,6 +853,7 @@ int main(void) {
         cmocka_unit_test(prefix_cache_gives_way),
         cmocka_unit_test(prefix_idle_cap_keeps_the_trunk),
         cmocka_unit_test(split_chunks_share_one_length),
+        cmocka_unit_test(split_small_chunk_cap_keeps_prompts_moving),
         cmocka_unit_test(row_order_gives_each_chunk_its_graph_run),
         cmocka_unit_test(streams_share_a_running_prefix),
         cmocka_unit_test(streams_park_take_over_and_hold),
