@@ -607,9 +607,6 @@ static void streams_park_take_over_and_hold(void **state) {
     h_free(&h);
 }
 
-/* Split layout: prompts of 300, 200 and 150 tokens, chunk 256, budget 512. The first chunk (256)
- * sets the step's length; the 200-token prompt goes whole (it ends there); the third would get
- * only 56 tokens and waits, then goes whole in the next step. */
 /* Split layout with a chunk cap under 64 (and decode rows in every step): long prompts still
  * move several at a time, at the cap. */
 static void split_small_chunk_cap_keeps_prompts_moving(void **state) {
@@ -629,6 +626,9 @@ static void split_small_chunk_cap_keeps_prompts_moving(void **state) {
     h_free(&h);
 }
 
+/* Split layout: prompts of 300, 200 and 150 tokens, chunk 256, budget 512. The first chunk (256)
+ * sets the step's length; the 200-token prompt goes whole (it ends there); the third would get
+ * only 56 tokens and waits, then goes whole in the next step. */
 static void split_chunks_share_one_length(void **state) {
     (void)state;
     harness h;
