@@ -62,6 +62,8 @@ struct cobatch_step_info {
     int32_t running, waiting;     /* after the step */
     int32_t kv_used;              /* cells after the step */
     int32_t preempted;            /* requests preempted by this step */
+    int32_t graph_runs;           /* llama.cpp graph runs the batch took (split layout: one per block of
+                                     consecutive streams with equal rows; unified: 1) */
 };
 typedef void (*cobatch_step_fn)(const struct cobatch_step_info *info, void *user);
 
@@ -169,6 +171,7 @@ struct cobatch_stats {
     int64_t prompt_tokens, generated_tokens; /* tokens computed (prompt incl. recompute) and sampled */
     int64_t wasted_decode_slots;             /* static mode: group slots idle while the group runs */
     int64_t requests_finished;
+    int64_t stream_moves; /* split layout: running requests moved to another stream to keep one graph run */
     /* prefix cache (enable_prefix_caching; in the split layout kv_cached is the parked streams' cells): */
     int32_t kv_cached;           /* of kv_used, cells the prefix cache keeps that no running request uses: free on
                                     demand (kv_used - kv_cached is what the requests hold) */

@@ -87,6 +87,7 @@ static cJSON *result(const cb_bench_result *r) {
     cJSON_AddNumberToObject(o, "kv_peak_cells", r->stats.kv_peak);
     cJSON_AddNumberToObject(o, "kv_total_cells", r->stats.kv_total);
     cJSON_AddNumberToObject(o, "wasted_decode_slots", (double)r->stats.wasted_decode_slots);
+    cJSON_AddNumberToObject(o, "stream_moves", (double)r->stats.stream_moves);
     cJSON_AddNumberToObject(o, "prompt_tokens_computed", (double)r->stats.prompt_tokens);
     cJSON_AddNumberToObject(o, "prefix_query_tokens", (double)r->stats.prefix_query_tokens);
     cJSON_AddNumberToObject(o, "prefix_hit_tokens", (double)r->stats.prefix_hit_tokens);

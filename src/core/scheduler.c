@@ -171,6 +171,47 @@ static void release_seq(cb_sched *s, cb_request *r) {
     r->seq_id = -1;
 }
 
+/* Split layout: llama.cpp runs every block of consecutive streams in a batch as a graph run of
+ * its own (a pass over the weights: a 5-row decode step over 5 scattered streams costs five
+ * 1-row steps), so the running requests are kept in one block: those outside the window of
+ * max(running) ids that already holds most of them move into its holes (one whole-stream copy
+ * each, a few ms, against a graph run every step they would stay apart). Skipped while requests
+ * wait in continuous mode: this step's admissions fill holes first (cb_streams_admit). */
+static void compact_streams(cb_sched *s) {
+    cb_kv *kv = s->kv;
+    int32_t k = s->n_running, n_run = s->sc ? s->sc->n_run : kv->n_seq;
+    if (!kv->split || k < 2 || (s->cfg.mode == CB_MODE_CONTINUOUS && s->n_waiting > 0)) return;
+    int32_t best_w = 0, best = -1;
+    for (int32_t w = 0; w + k <= n_run; w++) {
+        int32_t score = 0; /* running ids in the window first, then fewer parked holes */
+        for (int32_t id = w; id < w + k; id++)
+            score += kv->taken[id] ? 2 * n_run : (s->sc && s->sc->len[id] > 0 ? -1 : 0);
+        if (score > best) {
+            best = score;
+            best_w = w;
+        }
+    }
+    int32_t hole = best_w;
+    for (int32_t i = 0; i < k; i++) {
+        cb_request *r = s->running[i];
+        if (r->seq_id >= best_w && r->seq_id < best_w + k) continue;
+        while (kv->taken[hole])
+            hole++;
+        int32_t from = r->seq_id;
+        if (s->sc) {
+            cb_streams_move(s->sc, from, hole, r->tokens, s->cur);
+        } else {
+            cb_kv_ops_push(s->cur, hole, from, 0, -1);
+            cb_kv_ops_push(s->cur, from, -1, 0, -1);
+            cb_kv_seq_take(kv, hole);
+            cb_kv_grow(kv, hole, kv->used[from]);
+            cb_kv_seq_release(kv, from);
+        }
+        r->seq_id = hole;
+        s->stats.stream_moves++;
+    }
+}
+
 /* Lowest priority first, then youngest: the request that loses least fairness by waiting. */
 static int32_t pick_victim(const cb_sched *s) {
     int32_t v = -1;
@@ -428,6 +469,7 @@ int32_t cb_sched_step(cb_sched *s, cb_plan *plan, int32_t budget) {
     for (int32_t i = 0; i < s->n_running; i++)
         s->running[i]->in_plan = 0;
     s->step_chunk = 0;
+    compact_streams(s);
 
     /* idle cache beyond its cap goes first (in the unified layout every cell in play costs every
      * row of every step its mask scan) */
@@ -526,6 +568,15 @@ void cb_plan_row_order(const cb_plan *p, int32_t *order) {
         }
         i = j;
     }
+}
+
+int32_t cb_plan_graph_runs(const cb_plan *p, const int32_t *order) {
+    int32_t runs = 0;
+    for (int32_t j = 0; j < p->n_items; j++) {
+        const cb_plan_item *it = &p->items[order[j]], *prev = j > 0 ? &p->items[order[j - 1]] : NULL;
+        if (!prev || it->req->seq_id != prev->req->seq_id + 1 || it->n_tokens != prev->n_tokens) runs++;
+    }
+    return runs;
 }
 
 int32_t cb_sched_n_running(const cb_sched *s) { return s->n_running; }

@@ -48,6 +48,7 @@ typedef struct cb_sched cb_sched;
 
 typedef struct {
     int64_t steps, preemptions, wasted_decode_slots, admitted, finished;
+    int64_t stream_moves; /* split layout: running requests moved to close a gap (compact_streams) */
 } cb_sched_stats;
 
 /* Returns NULL on a bad config (zeros, budget < max_num_seqs) or allocation failure. The
@@ -99,6 +100,11 @@ const cb_sched_config *cb_sched_get_config(const cb_sched *s);
  * counts (decode rows included) comes whole, highest ids first, so different lengths never share
  * a graph run. The unified layout ignores the order. */
 void cb_plan_row_order(const cb_plan *plan, int32_t *order);
+
+/* Graph runs llama.cpp makes of the plan's rows in this order in the split layout, when one
+ * ubatch holds the whole plan: a run per block of items with consecutive ids (each the previous
+ * one's + 1) and equal row counts. */
+int32_t cb_plan_graph_runs(const cb_plan *plan, const int32_t *order);
 
 int cb_plan_init(cb_plan *plan, int32_t max_num_seqs);
 void cb_plan_free(cb_plan *plan);

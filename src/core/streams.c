@@ -112,16 +112,28 @@ static void save(cb_streams *sc, int32_t s, int32_t avoid, cb_kv_ops *ops) {
     sc->copies++;
 }
 
-/* The lowest empty id of the running range, else its least recently used parked one; -1 when
- * every one runs. Lowest first keeps running ids in one block (one graph run a step). */
+/* Where a request without an in-place match goes, so that running ids stay one block (llama.cpp
+ * gives every block of consecutive streams its own graph run): a hole below the highest running
+ * id (an empty one, else the least recently used parked one: a hole costs a graph run a step),
+ * else the id just above the block when empty, else the lowest empty id, else the least recently
+ * used parked one; -1 when every id of the running range runs. */
 static int32_t pick_target(const cb_streams *sc) {
-    int32_t lru = -1;
+    int32_t top = -1;
+    for (int32_t s = 0; s < sc->n_run; s++)
+        if (sc->kv->taken[s]) top = s;
+    int32_t empty_hole = -1, lru_hole = -1, empty = -1, lru = -1;
     for (int32_t s = 0; s < sc->n_run; s++) {
         if (sc->kv->taken[s]) continue;
-        if (sc->len[s] == 0) return s;
-        if (lru < 0 || sc->last_use[s] < sc->last_use[lru]) lru = s;
+        bool hole = s < top, is_empty = sc->len[s] == 0;
+        if (is_empty && hole && empty_hole < 0) empty_hole = s;
+        if (!is_empty && hole && (lru_hole < 0 || sc->last_use[s] < sc->last_use[lru_hole])) lru_hole = s;
+        if (is_empty && empty < 0) empty = s;
+        if (!is_empty && (lru < 0 || sc->last_use[s] < sc->last_use[lru])) lru = s;
     }
-    return lru;
+    if (empty_hole >= 0) return empty_hole;
+    if (lru_hole >= 0) return lru_hole;
+    if (top + 1 < sc->n_run && !sc->kv->taken[top + 1] && sc->len[top + 1] == 0) return top + 1;
+    return empty >= 0 ? empty : lru;
 }
 
 int32_t cb_streams_admit(cb_streams *sc, cb_stream_match m, int32_t *shared, cb_kv_ops *ops) {
@@ -151,6 +163,17 @@ int32_t cb_streams_admit(cb_streams *sc, cb_stream_match m, int32_t *shared, cb_
     cb_kv_grow(kv, t, m.len);
     *shared = m.len;
     return t;
+}
+
+void cb_streams_move(cb_streams *sc, int32_t from, int32_t to, const int32_t *toks, cb_kv_ops *ops) {
+    cb_kv *kv = sc->kv;
+    if (parked(sc, to)) save(sc, to, -1, ops);
+    empty_stream(sc, to, ops);
+    cb_kv_ops_push(ops, to, from, 0, -1);
+    sc->moves++;
+    cb_kv_seq_take(kv, to);
+    cb_kv_grow(kv, to, kv->used[from]);
+    cb_streams_park(sc, from, toks);
 }
 
 int32_t cb_streams_drop(cb_streams *sc, cb_kv_ops *ops) {

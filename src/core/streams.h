@@ -13,8 +13,10 @@
  *   - ids [0, n_run) run requests; ids [n_run, n_seq) are holders: when a parked stream must be
  *     reused for an unrelated request, its tokens move to a holder (one copy, least recently used
  *     holder evicted) so they outlive the reuse.
- * Running requests keep ids in [0, n_run), lowest first: llama.cpp cuts a batch into one graph
- * run per block of consecutive sequence ids in the split layout, so gaps cost whole graph runs.
+ * Running requests keep ids in [0, n_run) in one block: llama.cpp cuts a batch into one graph run
+ * per block of consecutive sequence ids in the split layout, so gaps cost whole graph runs. New
+ * requests fill holes (cb_streams_admit); the scheduler moves requests into the holes others
+ * leave (cb_streams_move).
  *
  * Accounting: a parked stream's cells are counted once in kv->shared (free on demand: taking the
  * stream trims them); a running stream's cells are its own (kv->used[seq]). Pure logic, no
@@ -41,6 +43,7 @@ typedef struct {
     int64_t clock;
     int64_t query_tokens, hit_tokens; /* what admissions asked for and what they found */
     int64_t copies, evicted_cells;
+    int64_t moves; /* running requests moved to another stream (cb_streams_move) */
 } cb_streams;
 
 /* Where a request's prefix comes from: stream src holds its first len tokens (src -1: none). */
@@ -69,6 +72,11 @@ void cb_streams_match(const cb_streams *sc, const int32_t *toks, int32_t n, cb_s
  * (*shared says how many: 0 when the match was ignored), or -1 when every id in [0, n_run) is
  * running (nothing changed). Queues the copies and trims; may move a parked stream to a holder. */
 int32_t cb_streams_admit(cb_streams *sc, cb_stream_match m, int32_t *shared, cb_kv_ops *ops);
+
+/* Moves the request running on stream `from`, whose cells hold toks[0, kv->used[from]), to stream
+ * `to` of the running range (not running): to's parked tokens go (to a holder when worth it), a
+ * whole-stream copy brings from's cells, and from stays parked with the same tokens, as cache. */
+void cb_streams_move(cb_streams *sc, int32_t from, int32_t to, const int32_t *toks, cb_kv_ops *ops);
 
 /* Empties every parked stream. Returns the cells freed. */
 int32_t cb_streams_drop(cb_streams *sc, cb_kv_ops *ops);

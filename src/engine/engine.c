@@ -196,6 +196,7 @@ static void update_stats(cobatch_engine *e) {
     e->stats.preemptions = ss->preemptions;
     e->stats.wasted_decode_slots = ss->wasted_decode_slots;
     e->stats.requests_finished = ss->finished;
+    e->stats.stream_moves = ss->stream_moves;
     e->stats.prompt_tokens = e->n_prompt_computed;
     e->stats.generated_tokens = e->n_generated;
     e->stats.decode_retries = e->n_retries;
@@ -245,7 +246,8 @@ static void step(cobatch_engine *e) {
                                              .decode_rows = plan->n_decode,
                                              .prefill_tokens = plan->n_prefill_tokens,
                                              .n_requests = plan->n_items,
-                                             .preempted = plan->n_preempted};
+                                             .preempted = plan->n_preempted,
+                                             .graph_runs = e->runner.n_runs};
             postprocess(e, plan);
             report_step(e, &info);
             return;

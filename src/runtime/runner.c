@@ -43,9 +43,11 @@ int cb_runner_run(cb_runner *r, const cb_plan *plan) {
     b->n_tokens = 0;
     if (r->model->split_kv) { /* the split layout's graph runs: see cb_plan_row_order */
         cb_plan_row_order(plan, r->order);
+        r->n_runs = cb_plan_graph_runs(plan, r->order);
     } else { /* unified: one graph run whatever the order; keep the plan's (numerics follow rows) */
         for (int32_t i = 0; i < plan->n_items; i++)
             r->order[i] = i;
+        r->n_runs = 1;
     }
     for (int32_t j = 0; j < plan->n_items; j++) {
         int32_t i = r->order[j];

@@ -169,8 +169,20 @@ static int32_t h_step(harness *h) {
             static_group_open = true;
     }
 
+    int32_t waiting_before = cb_sched_n_waiting(h->s);
     int32_t n = cb_sched_step(h->s, &h->plan, 0);
     cb_plan *p = &h->plan;
+    /* split layout: with nobody waiting to fill a hole, the running requests hold one block of
+     * consecutive ids (compact_streams) unless this very step preempted one */
+    if (h->kv.split && waiting_before == 0 && p->n_preempted == 0 && cb_sched_n_running(h->s) > 0) {
+        int32_t lo = INT32_MAX, hi = -1;
+        for (int32_t i = 0; i < cb_sched_n_running(h->s); i++) {
+            int32_t id = cb_sched_running_at(h->s, i)->seq_id;
+            lo = id < lo ? id : lo;
+            hi = id > hi ? id : hi;
+        }
+        assert_int_equal(hi - lo + 1, cb_sched_n_running(h->s));
+    }
     assert_true(p->n_tokens <= h->cfg.max_batched_tokens);
     assert_true(cb_kv_check(&h->kv));
     /* decode rows first: the requests that were decoding lead the batch */
@@ -649,6 +661,62 @@ static void split_chunks_share_one_length(void **state) {
     h_free(&h);
 }
 
+/* Split layout: a request that finishes in the middle of the running block leaves a hole; with
+ * nobody waiting, the highest running request moves into it (one whole-stream copy), so the next
+ * decode step is one graph run. With the stream cache the old stream stays parked with the moved
+ * request's tokens; without it the old stream is emptied. Outputs and cells are checked by the
+ * harness (h_check_cells reads every stream after the copy). */
+static void split_moves_requests_into_one_block(void **state) {
+    (void)state;
+    for (int with_cache = 0; with_cache < 2; with_cache++) {
+        harness h;
+        h_init_px(&h, CB_MODE_CONTINUOUS, 4, 64, 32, 5 * 128, true, with_cache ? 1 : -1);
+        int32_t outs[4] = {20, 3, 20, 20};
+        cb_request *r[4];
+        for (int i = 0; i < 4; i++)
+            r[i] = h_add(&h, 10, outs[i], 0);
+        while (!CB_STATE_FINISHED(r[1]->state))
+            h_step(&h);
+        assert_int_equal(r[3]->seq_id, 3);
+        int32_t n_computed = r[3]->n_computed;
+        h_step(&h);
+        assert_int_equal(r[3]->seq_id, 1);
+        assert_int_equal(cb_sched_get_stats(h.s)->stream_moves, 1);
+        int32_t order[4];
+        cb_plan_row_order(&h.plan, order);
+        assert_int_equal(h.plan.n_items, 3);
+        assert_int_equal(cb_plan_graph_runs(&h.plan, order), 1);   /* {0, 1, 2}, one row each */
+        if (with_cache) assert_int_equal(h.sc.len[3], n_computed); /* parked: the same tokens */
+        if (!with_cache) assert_int_equal(h.f.cnt[3], 0);
+        h_drain(&h, 100);
+        h_check_outputs(&h);
+        assert_int_equal(cb_sched_get_stats(h.s)->stream_moves, 1); /* the others left from the top */
+        h_free(&h);
+    }
+}
+
+/* With a request waiting, the hole goes to its admission instead (no copy), before an empty id
+ * above the block. */
+static void split_admission_fills_a_hole(void **state) {
+    (void)state;
+    harness h;
+    h_init_px(&h, CB_MODE_CONTINUOUS, 5, 64, 32, 6 * 128, true, 1);
+    cb_request *r[4];
+    int32_t outs[4] = {20, 3, 20, 20};
+    for (int i = 0; i < 4; i++)
+        r[i] = h_add(&h, 10, outs[i], 0);
+    while (!CB_STATE_FINISHED(r[1]->state))
+        h_step(&h);
+    cb_request *late = h_add(&h, 10, 5, 0);
+    h_step(&h);
+    assert_int_equal(late->seq_id, 1);
+    assert_int_equal(r[3]->seq_id, 3);
+    assert_int_equal(cb_sched_get_stats(h.s)->stream_moves, 0);
+    h_drain(&h, 100);
+    h_check_outputs(&h);
+    h_free(&h);
+}
+
 /* llama.cpp's split_equal(n_ubatch, sequential) on a batch of rows (each row: its sequence id),
  * as the pinned tree does it: the sequences of one graph run are taken in row order, each the
  * previous one's id + 1, and every one gets as many rows as the shortest has left. Fills
@@ -748,6 +816,7 @@ static void row_order_gives_each_chunk_its_graph_run(void **state) {
             }
             assert_int_equal(n_rows, total);
             int32_t nr = sim_split_equal(row_seq, n_rows, total, runs, 256);
+            if (pass == 0) assert_int_equal(cb_plan_graph_runs(&plan, order), nr);
             bool ok = true;
             for (int32_t i = 0; i < n; i++) {
                 int32_t id = reqs[i].seq_id, in = 0;
@@ -857,6 +926,8 @@ int main(void) {
         cmocka_unit_test(row_order_gives_each_chunk_its_graph_run),
         cmocka_unit_test(streams_share_a_running_prefix),
         cmocka_unit_test(streams_park_take_over_and_hold),
+        cmocka_unit_test(split_moves_requests_into_one_block),
+        cmocka_unit_test(split_admission_fills_a_hole),
         cmocka_unit_test(randomized_traces),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
