@@ -535,47 +535,81 @@ int32_t cb_sched_finish(cb_sched *s, cb_request *r, cb_state final_state) {
 
 /* ---------------------------------------------------------------- batch row order ----------- */
 
-static int32_t item_seq(const cb_plan *p, int32_t i) { return p->items[i].req->seq_id; }
+static int32_t piece_seq(const cb_plan *p, const cb_row_piece *x) { return p->items[x->item].req->seq_id; }
 
-void cb_plan_row_order(const cb_plan *p, int32_t *order) {
-    int32_t n = p->n_items;
-    for (int32_t i = 0; i < n; i++) { /* by sequence id; insertion sort: tens of items */
+static void sort_by_seq(const cb_plan *p, cb_row_piece *v, int32_t n) {
+    for (int32_t i = 1; i < n; i++) { /* insertion sort: tens of pieces */
+        cb_row_piece x = v[i];
         int32_t k = i;
-        while (k > 0 && item_seq(p, order[k - 1]) > item_seq(p, i)) {
-            order[k] = order[k - 1];
+        while (k > 0 && piece_seq(p, &v[k - 1]) > piece_seq(p, &x)) {
+            v[k] = v[k - 1];
             k--;
         }
-        order[k] = i;
+        v[k] = x;
     }
-    /* Runs: consecutive ids with the same row count. Highest ids first, so no run is followed in
-     * the batch by the next id of another run (split_equal would take it into the same graph run
-     * with the shorter one's row count). */
-    int32_t lo = 0, hi = n; /* reverse the order of the runs, keep each run's order */
-    for (int32_t a = lo, b = hi - 1; a < b; a++, b--) {
-        int32_t t = order[a];
-        order[a] = order[b];
-        order[b] = t;
+}
+
+static void reverse(cb_row_piece *v, int32_t a, int32_t b) { /* v[a .. b] inclusive */
+    for (; a < b; a++, b--) {
+        cb_row_piece t = v[a];
+        v[a] = v[b];
+        v[b] = t;
     }
-    for (int32_t i = lo; i < hi;) { /* each run is now backwards: turn it around */
+}
+
+/* Blocks of consecutive ids with equal row counts, highest block first, each ascending: then
+ * split_equal never takes the next id of another block into a block's graph run (it would give
+ * it the shorter one's row count). */
+static void order_blocks(const cb_plan *p, cb_row_piece *v, int32_t n) {
+    sort_by_seq(p, v, n);
+    reverse(v, 0, n - 1);
+    for (int32_t i = 0; i < n;) { /* each block is now backwards: turn it around */
         int32_t j = i + 1;
-        while (j < hi && item_seq(p, order[j]) == item_seq(p, order[j - 1]) - 1 &&
-               p->items[order[j]].n_tokens == p->items[order[i]].n_tokens)
+        while (j < n && piece_seq(p, &v[j]) == piece_seq(p, &v[j - 1]) - 1 && v[j].n == v[i].n)
             j++;
-        for (int32_t a = i, b = j - 1; a < b; a++, b--) {
-            int32_t t = order[a];
-            order[a] = order[b];
-            order[b] = t;
-        }
+        reverse(v, i, j - 1);
         i = j;
     }
 }
 
-int32_t cb_plan_graph_runs(const cb_plan *p, const int32_t *order) {
-    int32_t runs = 0;
-    for (int32_t j = 0; j < p->n_items; j++) {
-        const cb_plan_item *it = &p->items[order[j]], *prev = j > 0 ? &p->items[order[j - 1]] : NULL;
-        if (!prev || it->req->seq_id != prev->req->seq_id + 1 || it->n_tokens != prev->n_tokens) runs++;
+int32_t cb_plan_row_order(const cb_plan *p, cb_row_piece *out) {
+    int32_t n = p->n_items, n_out = 0;
+    cb_row_piece *rest = out + n; /* the second half of out, until the end */
+    for (int32_t i = 0; i < n; i++)
+        rest[i] = (cb_row_piece){.item = i, .k0 = 0, .n = p->items[i].n_tokens};
+    sort_by_seq(p, rest, n);
+    /* A segment (maximal run of consecutive ids) with a one-row item (a decode row) and longer
+     * ones: one graph run takes the first row of every item (split_equal stops at one row a
+     * stream there), the rest of each longer item follows in blocks. Else a prompt chunk in the
+     * middle of the decode rows would make three graph runs of them. Highest segment first. */
+    for (int32_t hi = n; hi > 0;) {
+        int32_t lo = hi - 1;
+        while (lo > 0 && piece_seq(p, &rest[lo - 1]) == piece_seq(p, &rest[lo]) - 1)
+            lo--;
+        bool has_one = false, has_long = false;
+        for (int32_t k = lo; k < hi; k++) {
+            has_one |= rest[k].n == 1;
+            has_long |= rest[k].n > 1;
+        }
+        for (int32_t k = lo; k < hi && has_one && has_long; k++) {
+            out[n_out++] = (cb_row_piece){.item = rest[k].item, .k0 = 0, .n = 1};
+            rest[k].k0 = 1;
+            rest[k].n--;
+        }
+        hi = lo;
     }
+    int32_t n_rest = 0;
+    for (int32_t k = 0; k < n; k++)
+        if (rest[k].n > 0) rest[n_rest++] = rest[k];
+    order_blocks(p, rest, n_rest);
+    memmove(out + n_out, rest, sizeof(*out) * (size_t)n_rest);
+    return n_out + n_rest;
+}
+
+int32_t cb_plan_graph_runs(const cb_plan *p, const cb_row_piece *v, int32_t n) {
+    int32_t runs = 0;
+    for (int32_t j = 0; j < n; j++)
+        if (j == 0 || piece_seq(p, &v[j]) != piece_seq(p, &v[j - 1]) + 1 || v[j].n != v[j - 1].n) runs++;
     return runs;
 }
 

@@ -94,17 +94,24 @@ cb_request *cb_sched_waiting_at(const cb_sched *s, int32_t i);
 const cb_sched_stats *cb_sched_get_stats(const cb_sched *s);
 const cb_sched_config *cb_sched_get_config(const cb_sched *s);
 
-/* The order for the plan's items' rows in the batch (order: n_items indexes into items). The
- * split layout cuts a batch into graph runs of consecutive sequence ids taken in row order, each
- * run as many rows per id as its shortest item: here each run of consecutive ids with equal row
- * counts (decode rows included) comes whole, highest ids first, so different lengths never share
- * a graph run. The unified layout ignores the order. */
-void cb_plan_row_order(const cb_plan *plan, int32_t *order);
+/* Rows [k0, k0 + n) of items[item]: a piece of an item's rows in the batch. */
+typedef struct {
+    int32_t item, k0, n;
+} cb_row_piece;
 
-/* Graph runs llama.cpp makes of the plan's rows in this order in the split layout, when one
- * ubatch holds the whole plan: a run per block of items with consecutive ids (each the previous
- * one's + 1) and equal row counts. */
-int32_t cb_plan_graph_runs(const cb_plan *plan, const int32_t *order);
+/* The order of the plan's rows in the batch for the split layout, as pieces (out: room for 2 x
+ * n_items; returns how many; an item's pieces come in row order). llama.cpp cuts a batch into
+ * graph runs of consecutive sequence ids taken in row order, each run as many rows per id as its
+ * shortest has left (split_equal). Here a block of consecutive ids holding decode rows and prompt
+ * chunks first runs one row of each, then the chunks' rest in blocks of consecutive ids with equal
+ * row counts, highest ids first, so different lengths never share a graph run. The unified layout
+ * ignores the order. */
+int32_t cb_plan_row_order(const cb_plan *plan, cb_row_piece *out);
+
+/* Graph runs llama.cpp makes of these pieces in the split layout, when one ubatch holds the whole
+ * plan: a run per block of pieces with consecutive ids (each the previous one's + 1) and equal row
+ * counts. */
+int32_t cb_plan_graph_runs(const cb_plan *plan, const cb_row_piece *pieces, int32_t n_pieces);
 
 int cb_plan_init(cb_plan *plan, int32_t max_num_seqs);
 void cb_plan_free(cb_plan *plan);

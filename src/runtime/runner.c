@@ -7,7 +7,7 @@ int cb_runner_init(cb_runner *r, cb_model *m, int32_t max_items) {
     r->n_batch = m->n_batch;
     r->batch = llama_batch_init(m->n_batch, 0, 1);
     r->logit_row = calloc((size_t)max_items, sizeof(int32_t));
-    r->order = calloc((size_t)max_items, sizeof(int32_t));
+    r->order = calloc(2 * (size_t)max_items, sizeof(cb_row_piece));
     if (!r->logit_row || !r->order || !r->batch.token) {
         cb_runner_free(r);
         return -1;
@@ -42,25 +42,26 @@ int cb_runner_run(cb_runner *r, const cb_plan *plan) {
     struct llama_batch *b = &r->batch;
     b->n_tokens = 0;
     if (r->model->split_kv) { /* the split layout's graph runs: see cb_plan_row_order */
-        cb_plan_row_order(plan, r->order);
-        r->n_runs = cb_plan_graph_runs(plan, r->order);
+        r->n_order = cb_plan_row_order(plan, r->order);
+        r->n_runs = cb_plan_graph_runs(plan, r->order, r->n_order);
     } else { /* unified: one graph run whatever the order; keep the plan's (numerics follow rows) */
         for (int32_t i = 0; i < plan->n_items; i++)
-            r->order[i] = i;
+            r->order[i] = (cb_row_piece){.item = i, .k0 = 0, .n = plan->items[i].n_tokens};
+        r->n_order = plan->n_items;
         r->n_runs = 1;
     }
-    for (int32_t j = 0; j < plan->n_items; j++) {
-        int32_t i = r->order[j];
-        const cb_plan_item *it = &plan->items[i];
-        for (int32_t k = 0; k < it->n_tokens; k++) {
+    for (int32_t j = 0; j < r->n_order; j++) {
+        const cb_row_piece *pc = &r->order[j];
+        const cb_plan_item *it = &plan->items[pc->item];
+        for (int32_t k = pc->k0; k < pc->k0 + pc->n; k++) {
             int32_t row = b->n_tokens++;
             b->token[row] = it->req->tokens[it->pos0 + k];
             b->pos[row] = it->pos0 + k;
             b->n_seq_id[row] = 1;
             b->seq_id[row][0] = it->req->seq_id;
             b->logits[row] = it->logits && k == it->n_tokens - 1;
+            if (k == it->n_tokens - 1) r->logit_row[pc->item] = it->logits ? row : -1;
         }
-        r->logit_row[i] = it->logits ? b->n_tokens - 1 : -1;
     }
     return llama_decode(r->model->ctx, *b);
 }

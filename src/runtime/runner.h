@@ -12,9 +12,10 @@ typedef struct {
     cb_model *model;
     struct llama_batch batch; /* (n_batch rows) reused every step */
     int32_t n_batch;
-    int32_t *logit_row; /* (max items) batch row whose logits item i gets, or -1 */
-    int32_t *order;     /* (max items) the order the items' rows go in the batch */
-    int32_t n_runs;     /* graph runs of the last batch (cb_plan_graph_runs; unified: 1) */
+    int32_t *logit_row;  /* (max items) batch row whose logits item i gets, or -1 */
+    cb_row_piece *order; /* (2 x max items) the order the items' rows go in the batch */
+    int32_t n_order;
+    int32_t n_runs; /* graph runs of the last batch (cb_plan_graph_runs; unified: 1) */
 } cb_runner;
 
 int cb_runner_init(cb_runner *r, cb_model *m, int32_t max_items);
