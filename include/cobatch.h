@@ -63,7 +63,8 @@ struct cobatch_step_info {
     int32_t kv_used;              /* cells after the step */
     int32_t preempted;            /* requests preempted by this step */
     int32_t graph_runs;           /* llama.cpp graph runs the batch took (split layout: one per block of
-                                     consecutive streams with equal rows; unified: 1) */
+                                     consecutive streams with equal rows, see cb_plan_row_order;
+                                     unified: 1) */
 };
 typedef void (*cobatch_step_fn)(const struct cobatch_step_info *info, void *user);
 

@@ -5,7 +5,8 @@
 # env: CONC="1 4 16 32" (closed-loop concurrencies), RATES="0.5 1 2" (open-loop Poisson request
 #      rates, each run after the concurrencies), LOADGEN_ARGS="--sharing-degree 16" (workload
 #      flags), LLAMA_CTX=16384 (llama-server's total context: -np 16 splits it),
-#      ONLY_SERVERS="cobatch ...", COBATCH_ARGS="--kv-layout unified" (extra flags for cobatch serve).
+#      ONLY_SERVERS="cobatch ...", COBATCH_ARGS="--kv-layout unified" (extra flags for cobatch serve),
+#      LLAMA_ARGS="-fa off" (extra flags for llama-server; a later flag overrides an earlier one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-bench-results/servers}"
@@ -17,6 +18,7 @@ RATES="${RATES:-}"
 LLAMA_CTX="${LLAMA_CTX:-16384}"
 read -r -a LOADGEN_EXTRA <<<"${LOADGEN_ARGS:-}"
 read -r -a COBATCH_EXTRA <<<"${COBATCH_ARGS:-}"
+read -r -a LLAMA_EXTRA <<<"${LLAMA_ARGS:-}"
 LLAMA_SERVER="$(bash scripts/llama_server.sh | tail -n 1)"
 mkdir -p "$OUT"
 workloads=("${@:-mixed decode-heavy}")
@@ -36,8 +38,8 @@ wait_port() { # url
 server_cmd() { # label -> sets PORT and CMD
     case "$1" in
     cobatch) PORT=18080 CMD=("$BIN" serve -m "$MODEL" --port 18080 --threads "$THREADS" "${COBATCH_EXTRA[@]}") ;;
-    llama-server-np16) PORT=18081 CMD=("$LLAMA_SERVER" -m "$MODEL" --port 18081 -t "$THREADS" -np 16 -c "$LLAMA_CTX" -fa on --no-webui) ;;
-    llama-server-np16-kvu) PORT=18082 CMD=("$LLAMA_SERVER" -m "$MODEL" --port 18082 -t "$THREADS" -np 16 -c "$LLAMA_CTX" -kvu -fa on --no-webui) ;;
+    llama-server-np16) PORT=18081 CMD=("$LLAMA_SERVER" -m "$MODEL" --port 18081 -t "$THREADS" -np 16 -c "$LLAMA_CTX" -fa on --no-webui "${LLAMA_EXTRA[@]}") ;;
+    llama-server-np16-kvu) PORT=18082 CMD=("$LLAMA_SERVER" -m "$MODEL" --port 18082 -t "$THREADS" -np 16 -c "$LLAMA_CTX" -kvu -fa on --no-webui "${LLAMA_EXTRA[@]}") ;;
     esac
 }
 

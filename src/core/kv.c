@@ -36,6 +36,29 @@ int32_t cb_kv_seq_acquire(cb_kv *kv) {
     return -1;
 }
 
+void cb_kv_taken_span(const cb_kv *kv, int32_t n, int32_t *lo, int32_t *hi) {
+    *lo = *hi = -1;
+    for (int32_t s = 0; s < n; s++)
+        if (kv->taken[s]) {
+            if (*lo < 0) *lo = s;
+            *hi = s;
+        }
+}
+
+int32_t cb_kv_seq_acquire_block(cb_kv *kv, int32_t n) {
+    int32_t lo, hi, best = -1, best_fit = 3;
+    cb_kv_taken_span(kv, n, &lo, &hi);
+    for (int32_t s = 0; s < n; s++) {
+        int fit = kv->taken[s] ? 3 : cb_kv_block_fit(lo, hi, s);
+        if (fit < best_fit) {
+            best = s;
+            best_fit = fit;
+        }
+    }
+    if (best >= 0) kv->taken[best] = true;
+    return best;
+}
+
 bool cb_kv_seq_take(cb_kv *kv, int32_t seq) {
     if (seq < 0 || seq >= kv->n_seq || kv->taken[seq]) return false;
     kv->taken[seq] = true;

@@ -48,6 +48,19 @@ void cb_kv_free(cb_kv *kv);
 
 /* Lowest free sequence id, or -1 when all are taken. */
 int32_t cb_kv_seq_acquire(cb_kv *kv);
+/* Split layout: llama.cpp gives every block of consecutive sequence ids in a batch its own graph
+ * run, so new sequences go where they keep the taken ids in one block. cb_kv_taken_span: the
+ * lowest and highest taken ids of [0, n) (-1, -1 when none is). cb_kv_block_fit: 0 when free id s
+ * fills a hole inside [lo, hi], 1 when it extends the block (lo - 1 or hi + 1), 2 otherwise or
+ * when nothing is taken. cb_kv_seq_acquire_block: takes the free id of [0, n) that fits best
+ * (lowest first); -1 when all are taken. */
+void cb_kv_taken_span(const cb_kv *kv, int32_t n, int32_t *lo, int32_t *hi);
+static inline int cb_kv_block_fit(int32_t lo, int32_t hi, int32_t s) {
+    if (lo < 0) return 2;
+    if (s > lo && s < hi) return 0;
+    return s == lo - 1 || s == hi + 1 ? 1 : 2;
+}
+int32_t cb_kv_seq_acquire_block(cb_kv *kv, int32_t n);
 /* Takes this id if it is free (the split layout's stream cache picks ids itself). */
 bool cb_kv_seq_take(cb_kv *kv, int32_t seq);
 /* Frees the sequence's cells and its id. */

@@ -174,9 +174,11 @@ static void release_seq(cb_sched *s, cb_request *r) {
 /* Split layout: llama.cpp runs every block of consecutive streams in a batch as a graph run of
  * its own (a pass over the weights: a 5-row decode step over 5 scattered streams costs five
  * 1-row steps), so the running requests are kept in one block: those outside the window of
- * max(running) ids that already holds most of them move into its holes (one whole-stream copy
- * each, a few ms, against a graph run every step they would stay apart). Skipped while requests
- * wait in continuous mode: this step's admissions fill holes first (cb_streams_admit). */
+ * n_running ids that already holds most of them (and the fewest parked streams) move into its
+ * holes: a whole-stream copy each, plus one to a holder when the hole's parked tokens are worth
+ * keeping (a few ms, against a graph run every step they would stay apart). Skipped while
+ * requests wait in continuous mode: this step's admissions fill holes first (pick_target in
+ * streams.c, cb_kv_seq_acquire_block). */
 static void compact_streams(cb_sched *s) {
     cb_kv *kv = s->kv;
     int32_t k = s->n_running, n_run = s->sc ? s->sc->n_run : kv->n_seq;
@@ -255,8 +257,9 @@ static void plan_add(cb_sched *s, cb_plan *plan, cb_request *r, int32_t n) {
 /* Split layout: llama.cpp runs a batch as graph runs of equally many rows per stream
  * (split_equal), and under CB_SPLIT_TILE rows a stream the CPU's flash attention leaves its tiled
  * kernel for one row at a time (several times slower per token with 1000 cells of context:
- * BENCHMARKS session 5). cb_plan_row_order gives each run of consecutive streams with equal
- * chunks a graph run of its own; here chunks are kept equal and not tiny: a prompt's last piece
+ * BENCHMARKS session 5). cb_plan_row_order gives each block of consecutive streams with equal
+ * chunks a graph run of its own (after one run of their first rows when decode rows are in the
+ * block); here chunks are kept equal and not tiny: a prompt's last piece
  * goes whole, every cut chunk of a step has the first one's length (longer ones are cut to it,
  * shorter ones wait), and a cut chunk under CB_SPLIT_TILE waits unless the plan is empty (or the
  * chunk cap or the budget left after a full set of decode rows is smaller).
@@ -422,7 +425,7 @@ static int32_t admit_seq(cb_sched *s, const cb_request *r, cache_hit *hit, int32
     int32_t outstanding = outstanding_cells(s);
     make_room(s, need + outstanding);
     if (cb_kv_free_cells(s->kv) - outstanding < need) return -1;
-    int32_t seq = cb_kv_seq_acquire(s->kv);
+    int32_t seq = s->kv->split ? cb_kv_seq_acquire_block(s->kv, s->kv->n_seq) : cb_kv_seq_acquire(s->kv);
     if (seq < 0 && s->px && cb_prefix_evict_for_id(s->px, s->cur)) seq = cb_kv_seq_acquire(s->kv);
     return seq;
 }
@@ -586,12 +589,13 @@ int32_t cb_plan_row_order(const cb_plan *p, cb_row_piece *out) {
         int32_t lo = hi - 1;
         while (lo > 0 && piece_seq(p, &rest[lo - 1]) == piece_seq(p, &rest[lo]) - 1)
             lo--;
-        bool has_one = false, has_long = false;
+        bool has_one = false, has_long = false, has_tile = false;
         for (int32_t k = lo; k < hi; k++) {
             has_one |= rest[k].n == 1;
             has_long |= rest[k].n > 1;
+            has_tile |= rest[k].n == CB_SPLIT_TILE; /* its rest would leave the tiled kernel */
         }
-        for (int32_t k = lo; k < hi && has_one && has_long; k++) {
+        for (int32_t k = lo; k < hi && has_one && has_long && !has_tile; k++) {
             out[n_out++] = (cb_row_piece){.item = rest[k].item, .k0 = 0, .n = 1};
             rest[k].k0 = 1;
             rest[k].n--;

@@ -112,28 +112,25 @@ static void save(cb_streams *sc, int32_t s, int32_t avoid, cb_kv_ops *ops) {
     sc->copies++;
 }
 
-/* Where a request without an in-place match goes, so that running ids stay one block (llama.cpp
- * gives every block of consecutive streams its own graph run): a hole below the highest running
- * id (an empty one, else the least recently used parked one: a hole costs a graph run a step),
- * else the id just above the block when empty, else the lowest empty id, else the least recently
- * used parked one; -1 when every id of the running range runs. */
+/* Where a request without an in-place match goes, so that running ids stay one block (a hole
+ * costs a graph run a step; cb_kv_block_fit): a hole inside the block, else an id next to it,
+ * else any; within each, an empty stream first (no cache lost), else the least recently used
+ * parked one. -1 when every id of the running range runs. */
 static int32_t pick_target(const cb_streams *sc) {
-    int32_t top = -1;
-    for (int32_t s = 0; s < sc->n_run; s++)
-        if (sc->kv->taken[s]) top = s;
-    int32_t empty_hole = -1, lru_hole = -1, empty = -1, lru = -1;
+    int32_t lo, hi, best = -1;
+    int64_t best_rank = INT64_MAX;
+    cb_kv_taken_span(sc->kv, sc->n_run, &lo, &hi);
     for (int32_t s = 0; s < sc->n_run; s++) {
         if (sc->kv->taken[s]) continue;
-        bool hole = s < top, is_empty = sc->len[s] == 0;
-        if (is_empty && hole && empty_hole < 0) empty_hole = s;
-        if (!is_empty && hole && (lru_hole < 0 || sc->last_use[s] < sc->last_use[lru_hole])) lru_hole = s;
-        if (is_empty && empty < 0) empty = s;
-        if (!is_empty && (lru < 0 || sc->last_use[s] < sc->last_use[lru])) lru = s;
+        bool is_parked = sc->len[s] > 0;
+        int64_t rank = (int64_t)(2 * cb_kv_block_fit(lo, hi, s) + is_parked) << 48;
+        rank += is_parked ? sc->last_use[s] : s;
+        if (rank < best_rank) {
+            best = s;
+            best_rank = rank;
+        }
     }
-    if (empty_hole >= 0) return empty_hole;
-    if (lru_hole >= 0) return lru_hole;
-    if (top + 1 < sc->n_run && !sc->kv->taken[top + 1] && sc->len[top + 1] == 0) return top + 1;
-    return empty >= 0 ? empty : lru;
+    return best;
 }
 
 int32_t cb_streams_admit(cb_streams *sc, cb_stream_match m, int32_t *shared, cb_kv_ops *ops) {

@@ -14,9 +14,10 @@
  *     reused for an unrelated request, its tokens move to a holder (one copy, least recently used
  *     holder evicted) so they outlive the reuse.
  * Running requests keep ids in [0, n_run) in one block: llama.cpp cuts a batch into one graph run
- * per block of consecutive sequence ids in the split layout, so gaps cost whole graph runs. New
- * requests fill holes (cb_streams_admit); the scheduler moves requests into the holes others
- * leave (cb_streams_move).
+ * per block of consecutive sequence ids in the split layout, so gaps cost whole graph runs. A new
+ * request without an in-place match fills a hole (cb_streams_admit; an in-place take-over happens
+ * wherever the match is); the scheduler moves requests into the holes others leave
+ * (cb_streams_move).
  *
  * Accounting: a parked stream's cells are counted once in kv->shared (free on demand: taking the
  * stream trims them); a running stream's cells are its own (kv->used[seq]). Pure logic, no

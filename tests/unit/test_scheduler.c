@@ -717,6 +717,30 @@ static void split_admission_fills_a_hole(void **state) {
     h_free(&h);
 }
 
+/* A new request goes next to the running block, not to the lowest (or least recently used) free
+ * stream below it: with 2..5 running and 0, 1 free, it takes 1 and nothing needs to move. */
+static void split_admission_extends_the_block(void **state) {
+    (void)state;
+    for (int with_cache = 0; with_cache < 2; with_cache++) {
+        harness h;
+        h_init_px(&h, CB_MODE_CONTINUOUS, 6, 64, 32, 7 * 128, true, with_cache ? 1 : -1);
+        int32_t outs[6] = {3, 4, 30, 30, 30, 30};
+        cb_request *r[6];
+        for (int i = 0; i < 6; i++)
+            r[i] = h_add(&h, 10, outs[i], 0);
+        while (!CB_STATE_FINISHED(r[1]->state))
+            h_step(&h);
+        assert_int_equal(r[2]->seq_id, 2);
+        cb_request *late = h_add(&h, 10, 5, 0);
+        h_step(&h);
+        assert_int_equal(late->seq_id, 1);
+        h_drain(&h, 100);
+        h_check_outputs(&h);
+        assert_int_equal(cb_sched_get_stats(h.s)->stream_moves, 0);
+        h_free(&h);
+    }
+}
+
 /* llama.cpp's split_equal(n_ubatch, sequential) on a batch of rows (each row: its sequence id),
  * as the pinned tree does it: the sequences of one graph run are taken in row order, each the
  * previous one's id + 1, and every one gets as many rows as the shortest has left. Fills
@@ -843,6 +867,9 @@ static void row_order_gives_each_chunk_its_graph_run(void **state) {
                         if (first < 0) first = runs[u][id];
                     }
                 ok &= in == 1 || (in == 2 && first == 1);
+                /* a chunk of 64 rows or more keeps 64 a run beyond its first row (the tiled kernel) */
+                for (int32_t u = 0; u < nr && plan.items[i].n_tokens >= 64; u++)
+                    if (pass == 0 && runs[u][id] > 1) assert_true(runs[u][id] >= 64);
             }
             if (pass == 0) {
                 assert_true(ok);
@@ -954,6 +981,7 @@ int main(void) {
         cmocka_unit_test(streams_park_take_over_and_hold),
         cmocka_unit_test(split_moves_requests_into_one_block),
         cmocka_unit_test(split_admission_fills_a_hole),
+        cmocka_unit_test(split_admission_extends_the_block),
         cmocka_unit_test(randomized_traces),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
