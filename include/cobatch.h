@@ -81,7 +81,12 @@ struct cobatch_engine_params {
     int32_t max_queue;              /* waiting requests beyond which submit fails; default 1024 */
     enum cobatch_mode mode;
     enum cobatch_kv_layout kv_layout;
-    bool flash_attn;     /* default true */
+    /* Flash attention: 1 on (default), 0 off, -1 auto = on in the unified layout (it skips the
+     * masked cells of other sequences), off in the split layout (5-14% faster there on this
+     * project's CPU, but a prompt computed with or without a cached prefix then differs in the
+     * last bits, so seeded sampling is no longer repeatable across cache hits: BENCHMARKS.md
+     * session 6). cobatch_params_flash_attn resolves. */
+    int flash_attn;
     bool prefix_caching; /* share resident prompt prefixes across requests; default true */
     /* Split layout with prefix caching: streams that keep finished requests' tokens for later
      * ones (each as large as a running stream's n_ctx / max_num_seqs cells, on top of n_ctx).
@@ -186,6 +191,8 @@ struct cobatch_request_params cobatch_request_default_params(void);
 /* The total KV cells these parameters ask for (n_ctx, or what its default resolves to; the split
  * layout's prefix-cache streams come on top). */
 int32_t cobatch_params_n_ctx(const struct cobatch_engine_params *p);
+/* Whether these parameters run flash attention (flash_attn, with auto resolved by the layout). */
+bool cobatch_params_flash_attn(const struct cobatch_engine_params *p);
 
 /* Loads the model and starts the engine thread. Returns NULL on failure and, if err is not NULL,
  * writes a message into err (errlen bytes at most). The caller owns the engine. */

@@ -57,7 +57,7 @@ static cJSON *config(const cb_bench_config *c) {
     cJSON_AddNumberToObject(o, "n_threads", p->n_threads);
     cJSON_AddNumberToObject(o, "kv_reserve", p->kv_reserve);
     cJSON_AddStringToObject(o, "kv_layout", p->kv_layout == COBATCH_KV_SPLIT ? "split" : "unified");
-    cJSON_AddBoolToObject(o, "flash_attn", p->flash_attn);
+    cJSON_AddBoolToObject(o, "flash_attn", cobatch_params_flash_attn(p));
     return o;
 }
 

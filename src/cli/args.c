@@ -133,7 +133,22 @@ int cb_args_engine(int argc, char **argv, int *i, struct cobatch_engine_params *
         return 1;
     }
     if (!strcmp(a, "--no-flash-attn")) {
-        p->flash_attn = false;
+        p->flash_attn = 0;
+        return 1;
+    }
+    if (!strcmp(a, "--flash-attn") || !strcmp(a, "-fa")) {
+        const char *v = value(argc, argv, i);
+        if (!v) return -1;
+        if (!strcmp(v, "on"))
+            p->flash_attn = 1;
+        else if (!strcmp(v, "off"))
+            p->flash_attn = 0;
+        else if (!strcmp(v, "auto"))
+            p->flash_attn = -1;
+        else {
+            fprintf(stderr, "cobatch: --flash-attn is on, off or auto (got '%s')\n", v);
+            return -1;
+        }
         return 1;
     }
     if (!strcmp(a, "--enable-prefix-caching") || !strcmp(a, "--no-prefix-caching")) {
@@ -190,7 +205,10 @@ void cb_args_engine_help(void) {
           "                                unified: one pool, prefixes shared in place\n"
           "  --kv-reserve N                cells an admission leaves free, default 32\n"
           "  --max-queue N                 waiting requests before refusing, default 1024\n"
-          "  --no-flash-attn               disable flash attention\n"
+          "  -fa, --flash-attn on|off|auto flash attention, default on; auto: off in the split layout\n"
+          "                                (5-14% faster on this project's CPU; seeded sampling is then\n"
+          "                                not repeatable across prefix-cache hits), on in unified\n"
+          "  --no-flash-attn               = --flash-attn off\n"
           "  --no-prefix-caching           do not share cached prompt prefixes across requests\n"
           "                                (--enable-prefix-caching: the default)\n"
           "  --prefix-cache-max-idle N     unified: idle cached cells kept (LRU beyond); default 0: no limit\n"

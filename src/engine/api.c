@@ -38,7 +38,7 @@ struct cobatch_engine_params cobatch_engine_default_params(void) {
     p.max_queue = 1024;
     p.mode = COBATCH_MODE_CONTINUOUS;
     p.kv_layout = COBATCH_KV_SPLIT;
-    p.flash_attn = true;
+    p.flash_attn = 1;
     p.prefix_caching = true;
     p.prefix_cache_streams = -1;
     return p;
@@ -134,6 +134,10 @@ int cobatch_event_fd(const cobatch_engine *e) { return e->event_fd; }
 
 static int32_t pad256(int32_t n) { return (n + 255) / 256 * 256; }
 
+bool cobatch_params_flash_attn(const struct cobatch_engine_params *p) {
+    return p->flash_attn < 0 ? p->kv_layout == COBATCH_KV_UNIFIED : p->flash_attn != 0;
+}
+
 int32_t cobatch_params_n_ctx(const struct cobatch_engine_params *p) {
     if (p->n_ctx > 0) return p->n_ctx;
     int32_t len = p->max_model_len > 0 ? p->max_model_len : p->kv_layout == COBATCH_KV_SPLIT ? 1024 : 4096;
@@ -188,7 +192,7 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
                           .n_seq_max = p.max_num_seqs + holders,
                           .n_batch = budget,
                           .split_kv = split,
-                          .flash_attn = p.flash_attn,
+                          .flash_attn = cobatch_params_flash_attn(&p),
                           .verbose = p.verbose};
     if (cb_model_load(&e->model, &mp, err, errlen) != 0) goto fail;
     e->n_ctx_seq = e->model.n_ctx_seq;
@@ -517,7 +521,7 @@ int cobatch_ceiling_measure(const struct cobatch_engine_params *p, int32_t conte
     ceiling_job j = {.p = {.model_path = p->model_path,
                            .n_threads = p->n_threads,
                            .split_kv = p->kv_layout == COBATCH_KV_SPLIT,
-                           .flash_attn = p->flash_attn,
+                           .flash_attn = cobatch_params_flash_attn(p),
                            .max_batch = p->max_num_seqs,
                            .context = context},
                      .out = out,

@@ -16,6 +16,7 @@ expect "bad number" 2 "--max-num-seqs takes a whole number" "$bin" run -m "$mode
 expect "zero max tokens" 2 "-n takes a whole number" "$bin" run -m "$model" -p hi -n 0
 expect "bad temperature" 2 "--temp takes a number" "$bin" run -m "$model" -p hi --temp -1
 expect "bad mode" 2 "--mode is continuous" "$bin" run -m "$model" -p hi --mode fast
+expect "bad flash attention" 2 "--flash-attn is on, off or auto" "$bin" run -m "$model" -p hi --flash-attn maybe
 expect "flag without value" 2 "needs a value" "$bin" run -m "$model" -p hi --top-k
 expect "unknown command" 2 "unknown command" "$bin" frobnicate
 expect "budget below seqs" 1 "must be at least max_num_seqs" "$bin" run -m "$model" -p hi --max-num-seqs 8 --max-num-batched-tokens 4
