@@ -661,6 +661,14 @@ static void split_chunks_share_one_length(void **state) {
     h_free(&h);
 }
 
+/* Adds n requests (10-token prompts, outs[i] tokens each) and steps until r[until] has finished. */
+static void h_add_run_until(harness *h, cb_request **r, const int32_t *outs, int n, int until) {
+    for (int i = 0; i < n; i++)
+        r[i] = h_add(h, 10, outs[i], 0);
+    while (!CB_STATE_FINISHED(r[until]->state))
+        h_step(h);
+}
+
 /* Split layout: a request that finishes in the middle of the running block leaves a hole; with
  * nobody waiting, the highest running request moves into it (one whole-stream copy), so the next
  * decode step is one graph run. With the stream cache the old stream stays parked with the moved
@@ -673,10 +681,7 @@ static void split_moves_requests_into_one_block(void **state) {
         h_init_px(&h, CB_MODE_CONTINUOUS, 4, 64, 32, 5 * 128, true, with_cache ? 1 : -1);
         int32_t outs[4] = {20, 3, 20, 20};
         cb_request *r[4];
-        for (int i = 0; i < 4; i++)
-            r[i] = h_add(&h, 10, outs[i], 0);
-        while (!CB_STATE_FINISHED(r[1]->state))
-            h_step(&h);
+        h_add_run_until(&h, r, outs, 4, 1);
         assert_int_equal(r[3]->seq_id, 3);
         int32_t n_computed = r[3]->n_computed;
         h_step(&h);
@@ -703,10 +708,7 @@ static void split_admission_fills_a_hole(void **state) {
     h_init_px(&h, CB_MODE_CONTINUOUS, 5, 64, 32, 6 * 128, true, 1);
     cb_request *r[4];
     int32_t outs[4] = {20, 3, 20, 20};
-    for (int i = 0; i < 4; i++)
-        r[i] = h_add(&h, 10, outs[i], 0);
-    while (!CB_STATE_FINISHED(r[1]->state))
-        h_step(&h);
+    h_add_run_until(&h, r, outs, 4, 1);
     cb_request *late = h_add(&h, 10, 5, 0);
     h_step(&h);
     assert_int_equal(late->seq_id, 1);
@@ -726,10 +728,7 @@ static void split_admission_extends_the_block(void **state) {
         h_init_px(&h, CB_MODE_CONTINUOUS, 6, 64, 32, 7 * 128, true, with_cache ? 1 : -1);
         int32_t outs[6] = {3, 4, 30, 30, 30, 30};
         cb_request *r[6];
-        for (int i = 0; i < 6; i++)
-            r[i] = h_add(&h, 10, outs[i], 0);
-        while (!CB_STATE_FINISHED(r[1]->state))
-            h_step(&h);
+        h_add_run_until(&h, r, outs, 6, 1);
         assert_int_equal(r[2]->seq_id, 2);
         cb_request *late = h_add(&h, 10, 5, 0);
         h_step(&h);
