@@ -34,6 +34,12 @@ enum cobatch_kv_layout {
     COBATCH_KV_SPLIT = 1,   /* one fixed stream per sequence: n_ctx / max_num_seqs cells each */
 };
 
+enum cobatch_sched_policy {
+    COBATCH_SCHED_FCFS = 0,     /* first come, first served; a request with a priority is refused */
+    COBATCH_SCHED_PRIORITY = 1, /* higher priority first, with aging: a request gains one priority point for
+                                   every priority_aging_ms it has waited, so none waits forever */
+};
+
 enum cobatch_finish_reason {
     COBATCH_FINISH_NONE = 0,  /* not finished (token events) */
     COBATCH_FINISH_STOP,      /* end-of-generation token or a stop string */
@@ -80,6 +86,9 @@ struct cobatch_engine_params {
     int32_t kv_reserve;             /* cells an admission must leave free for decode growth; default 32 */
     int32_t max_queue;              /* waiting requests beyond which submit fails; default 1024 */
     enum cobatch_mode mode;
+    enum cobatch_sched_policy sched_policy; /* default FCFS */
+    int32_t priority_aging_ms;              /* PRIORITY: waiting time worth one priority point; default 1000,
+                                               0 = no aging (a steady stream of higher priorities starves lower ones) */
     enum cobatch_kv_layout kv_layout;
     /* Flash attention: 1 on (default), 0 off, -1 auto = on in the unified layout (it skips the
      * masked cells of other sequences), off in the split layout (5-14% faster there on this
@@ -111,8 +120,10 @@ struct cobatch_sampling {
     float presence_penalty;   /* 0 = off */
     float frequency_penalty;  /* 0 = off */
     int32_t penalty_last_n;   /* tokens the penalties look back on; default 64 */
-    uint32_t seed;            /* used when temperature > 0 */
+    uint32_t seed;            /* used when temperature > 0; COBATCH_SEED_RANDOM (default) = a fresh one per request */
 };
+
+#define COBATCH_SEED_RANDOM 0xFFFFFFFFu
 
 struct cobatch_chat_message {
     const char *role;
@@ -132,7 +143,8 @@ struct cobatch_request_params {
     const char *const *stop; /* stop strings; never emitted, text that may become one is held */
     size_t n_stop;
     bool ignore_eos;
-    int32_t priority;   /* higher runs first and is preempted last; default 0 */
+    int32_t priority;   /* COBATCH_SCHED_PRIORITY only (else it must be 0): higher runs first and is preempted
+                           last; default 0 */
     bool logit_margins; /* fill cobatch_event.margin (top-1 minus top-2 logit); costs a vocab scan */
     void *user_data;    /* returned in every event of this request; not touched */
 };
@@ -153,7 +165,7 @@ struct cobatch_event {
     enum cobatch_event_type type;
     cobatch_req_id id;
     void *user_data;
-    char *text; /* NUL-terminated UTF-8 piece, owned by the event: cobatch_event_clear frees it */
+    char *text; /* NUL-terminated UTF-8 piece (never NULL), owned by the event: cobatch_event_clear frees it */
     size_t text_len;
     int32_t token; /* TOKEN: the sampled token */
     float margin;  /* TOKEN with logit_margins: top-1 minus top-2 logit, else 0 */
@@ -173,7 +185,11 @@ struct cobatch_stats {
     int32_t kv_used, kv_total, kv_peak; /* cells, by cobatch's accounting; kv_used includes kv_cached */
     int32_t kv_cells_llama;             /* cells llama.cpp shows the running requests' sequences, summed over them (a
                                            shared cell counts once per request); 0 when nothing runs */
+    int32_t kv_mismatches;              /* sequences whose cells in llama.cpp differ from cobatch's accounting
+                                           after the last step: 0, or a bug */
     int64_t steps, preemptions, decode_retries;
+    int64_t decode_failures; /* llama_decode calls that failed (other than "no KV slot", which is retried); the
+                                requests of such a step end with an error, the others go on */
     int64_t prompt_tokens, generated_tokens; /* tokens computed (prompt incl. recompute) and sampled */
     int64_t wasted_decode_slots;             /* static mode: group slots idle while the group runs */
     int64_t requests_finished;
@@ -203,7 +219,9 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
 void cobatch_engine_free(cobatch_engine *engine);
 
 /* Tokenizes, validates and queues a request. Returns its id (> 0) or a cobatch_status < 0, with a
- * message in err. A request that got an id ends in exactly one FINISHED event. */
+ * message in err. A request that got an id ends in exactly one FINISHED event, whatever happens
+ * (cancel, shutdown, a failed decode, memory running out: what that event needs is reserved here,
+ * and a submit that cannot reserve it fails with COBATCH_ERR_NOMEM). */
 cobatch_req_id cobatch_submit(cobatch_engine *engine, const struct cobatch_request_params *params, char *err,
                               size_t errlen);
 
@@ -219,6 +237,11 @@ int32_t *cobatch_prompt_tokens(cobatch_engine *engine, const struct cobatch_requ
  * COBATCH_ERR_NOT_FOUND. */
 int cobatch_cancel(cobatch_engine *engine, cobatch_req_id id);
 
+/* Cancels every request that is waiting and has never run (each ends with CANCELLED and
+ * timings.t_scheduled_us == 0); requests that have started go on. A server that drains calls it
+ * so that queued clients hear at once that they must go elsewhere. */
+void cobatch_cancel_waiting(cobatch_engine *engine);
+
 /* Asks the engine to evict, before its next step, every cached prefix no running request uses
  * (an offline job calls it when a group of requests sharing a prefix is done). Running and
  * waiting requests are not affected; a later request with such a prefix computes it again. */
@@ -226,7 +249,8 @@ void cobatch_drop_cached_prefixes(cobatch_engine *engine);
 
 /* Moves up to max events into out, waiting up to timeout_ms (-1 = forever, 0 = no wait) for at
  * least one. Returns the number moved (0 on timeout). Each event's strings belong to the caller:
- * release them with cobatch_event_clear. */
+ * release them with cobatch_event_clear. The queue is bounded: with 4096 events unpolled the
+ * engine waits before its next step until they are polled (nothing is dropped). */
 int cobatch_poll(cobatch_engine *engine, struct cobatch_event *out, int max, int timeout_ms);
 void cobatch_event_clear(struct cobatch_event *ev);
 

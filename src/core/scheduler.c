@@ -22,9 +22,19 @@ struct cb_sched {
 
 /* ---------------------------------------------------------------- queue order ---------------- */
 
-/* Run order of the waiting queue: higher priority first; within a priority, preempted requests
- * first (they were running: put back at the front), then oldest first. */
-static bool ranks_before(const cb_request *a, const cb_request *b) {
+/* With aging, priority + (now - t_submit) / aging ranks requests; two requests age alike, so their
+ * order never changes and this key, fixed at submit, gives it (no re-sorting as time passes). */
+static int64_t aged_key(const cb_sched *s, const cb_request *r) {
+    return (int64_t)r->priority * s->cfg.priority_aging_us - r->t_submit_us;
+}
+
+/* Run order of the waiting queue: higher (aged) priority first; within a priority, preempted
+ * requests first (they were running: put back at the front), then oldest first. */
+static bool ranks_before(const cb_sched *s, const cb_request *a, const cb_request *b) {
+    if (s->cfg.priority_aging_us > 0) {
+        int64_t ka = aged_key(s, a), kb = aged_key(s, b);
+        if (ka != kb) return ka > kb;
+    }
     if (a->priority != b->priority) return a->priority > b->priority;
     bool pa = a->state == CB_PREEMPTED, pb = b->state == CB_PREEMPTED;
     if (pa != pb) return pa;
@@ -41,7 +51,7 @@ static bool waiting_insert(cb_sched *s, cb_request *r) {
         s->waiting_cap = cap;
     }
     int32_t i = s->n_waiting;
-    while (i > 0 && ranks_before(r, s->waiting[i - 1]))
+    while (i > 0 && ranks_before(s, r, s->waiting[i - 1]))
         i--;
     memmove(&s->waiting[i + 1], &s->waiting[i], sizeof(*s->waiting) * (size_t)(s->n_waiting - i));
     s->waiting[i] = r;
@@ -214,14 +224,14 @@ static void compact_streams(cb_sched *s) {
     }
 }
 
-/* Lowest priority first, then youngest: the request that loses least fairness by waiting. */
+/* Lowest (aged) priority first, then youngest: the request that loses least fairness by waiting. */
 static int32_t pick_victim(const cb_sched *s) {
     int32_t v = -1;
     for (int32_t i = 0; i < s->n_running; i++) {
-        const cb_request *r = s->running[i];
-        if (v < 0 || r->priority < s->running[v]->priority ||
-            (r->priority == s->running[v]->priority && r->arrival > s->running[v]->arrival))
-            v = i;
+        const cb_request *r = s->running[i], *w = v >= 0 ? s->running[v] : NULL;
+        int64_t kr = s->cfg.priority_aging_us > 0 ? aged_key(s, r) : r->priority;
+        int64_t kw = w && s->cfg.priority_aging_us > 0 ? aged_key(s, w) : w ? w->priority : 0;
+        if (!w || kr < kw || (kr == kw && r->arrival > w->arrival)) v = i;
     }
     return v;
 }
@@ -617,6 +627,7 @@ int32_t cb_plan_graph_runs(const cb_plan *p, const cb_row_piece *v, int32_t n) {
     return runs;
 }
 
+cb_kv_ops *cb_sched_pending_ops(cb_sched *s) { return &s->pending; }
 int32_t cb_sched_n_running(const cb_sched *s) { return s->n_running; }
 int32_t cb_sched_n_waiting(const cb_sched *s) { return s->n_waiting; }
 cb_request *cb_sched_running_at(const cb_sched *s, int32_t i) { return i < s->n_running ? s->running[i] : NULL; }

@@ -23,6 +23,8 @@ typedef struct {
     int32_t prefill_chunk;      /* per-request prompt tokens per step; 0 = whole prompt at once */
     int32_t kv_reserve;         /* cells an admission leaves free for decode growth */
     int32_t cache_max_idle;     /* idle prefix-cache cells kept, LRU leaves beyond go; 0 = no limit */
+    int64_t priority_aging_us;  /* > 0: a request gains a priority point per this much time since its
+                                   t_submit_us (for order and for preemption victims); 0 = fixed priorities */
 } cb_sched_config;
 
 typedef struct {
@@ -86,6 +88,10 @@ void cb_sched_rollback(cb_sched *s, cb_plan *plan);
  * Its computed tokens go to the prefix cache (when on) and the removal of its cells is queued for
  * the next plan's ops. */
 int32_t cb_sched_finish(cb_sched *s, cb_request *r, cb_state final_state);
+
+/* Cell changes made since the last plan (finishes, commits): the engine may apply them before the
+ * next step (then it empties the list), or leave them for the next plan's ops. */
+cb_kv_ops *cb_sched_pending_ops(cb_sched *s);
 
 int32_t cb_sched_n_running(const cb_sched *s);
 int32_t cb_sched_n_waiting(const cb_sched *s);

@@ -4,12 +4,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+static bool reserve(char **p, size_t *cap, size_t need);
+
 int cb_textout_init(cb_textout *t, const char *const *stops, size_t n_stops) {
     memset(t, 0, sizeof(*t));
     if (n_stops) {
         t->stops = calloc(n_stops, sizeof(char *));
         if (!t->stops) return -1;
     }
+    size_t longest = 0;
     for (size_t i = 0; i < n_stops; i++) {
         if (!stops[i] || !stops[i][0]) continue;
         t->stops[t->n_stops] = strdup(stops[i]);
@@ -17,8 +20,17 @@ int cb_textout_init(cb_textout *t, const char *const *stops, size_t n_stops) {
             cb_textout_free(t);
             return -1;
         }
+        size_t l = strlen(stops[i]);
+        if (l > longest) longest = l;
         t->n_stops++;
     }
+    /* A release is at most what was held (under the longest stop string, plus an unfinished
+     * character) and one piece; each byte may become 3 (U+FFFD). */
+    if (!reserve(&t->out, &t->out_cap, (longest + 4 + CB_TEXTOUT_PIECE_MAX) * 3 + 1)) {
+        cb_textout_free(t);
+        return -1;
+    }
+    t->out[0] = '\0';
     return 0;
 }
 
@@ -100,6 +112,7 @@ static size_t utf8_unfinished_tail(const char *str, size_t n) {
 static void release(cb_textout *t, size_t end, const char **out, size_t *out_len) {
     size_t n = end - t->emitted, o = 0;
     if (!reserve(&t->out, &t->out_cap, n * 3 + 1)) { /* each bad byte may become 3 bytes */
+        t->failed = true;
         *out = "";
         *out_len = 0;
         return;
@@ -160,7 +173,10 @@ bool cb_textout_push(cb_textout *t, const char *piece, size_t n, const char **ou
     *out = "";
     *out_len = 0;
     if (t->stopped) return true;
-    if (!reserve(&t->buf, &t->cap, t->len + n + 1)) return false;
+    if (!reserve(&t->buf, &t->cap, t->len + n + 1)) {
+        t->failed = true;
+        return false;
+    }
     memcpy(t->buf + t->len, piece, n);
     t->len += n;
     t->buf[t->len] = '\0';
@@ -183,4 +199,16 @@ void cb_textout_flush(cb_textout *t, const char **out, size_t *out_len) {
     *out_len = 0;
     if (t->stopped || t->emitted >= t->len) return;
     release(t, t->len, out, out_len);
+}
+
+char *cb_textout_take_final(cb_textout *t, bool flush, size_t *len) {
+    const char *out = "";
+    *len = 0;
+    if (!t->out) return NULL;
+    if (flush) cb_textout_flush(t, &out, len);
+    if (*len == 0) t->out[0] = '\0';
+    char *s = t->out; /* flush released into t->out: out == s or "" */
+    t->out = NULL;
+    t->out_cap = 0;
+    return s;
 }

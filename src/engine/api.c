@@ -1,6 +1,7 @@
 /* api.c — the thread-safe public functions of cobatch.h: they validate and tokenize on the
  * caller's thread and talk to the engine thread only through the mailbox and the event queue. */
 #include "engine_internal.h"
+#include "testing.h"
 #include "../runtime/ceiling.h"
 #include "../core/util.h"
 
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,6 +39,8 @@ struct cobatch_engine_params cobatch_engine_default_params(void) {
     p.kv_reserve = 32;
     p.max_queue = 1024;
     p.mode = COBATCH_MODE_CONTINUOUS;
+    p.sched_policy = COBATCH_SCHED_FCFS;
+    p.priority_aging_ms = 1000;
     p.kv_layout = COBATCH_KV_SPLIT;
     p.flash_attn = 1;
     p.prefix_caching = true;
@@ -51,6 +55,7 @@ struct cobatch_request_params cobatch_request_default_params(void) {
     p.sampling.top_p = 1.0f;
     p.sampling.repetition_penalty = 1.0f;
     p.sampling.penalty_last_n = 64;
+    p.sampling.seed = COBATCH_SEED_RANDOM;
     return p;
 }
 
@@ -59,14 +64,29 @@ struct cobatch_request_params cobatch_request_default_params(void) {
 void engine_push_event(cobatch_engine *e, struct cobatch_event *ev) {
     pthread_mutex_lock(&e->ev_mu);
     event_queue *q = &e->events;
-    if (q->len == q->cap) {
-        int cap = q->cap ? q->cap * 2 : 256;
+    if (ev->type == COBATCH_EVENT_FINISHED) q->reserved--;
+    if (q->len == q->cap) { /* unreachable while the reservation holds (engine_internal.h) */
+        pthread_mutex_unlock(&e->ev_mu);
+        fputs("cobatch: the event queue overflowed its reservation\n", stderr);
+        abort();
+    }
+    q->v[(q->head + q->len) % q->cap] = *ev;
+    q->len++;
+    pthread_mutex_unlock(&e->ev_mu);
+    e->ev_unsignalled = true;
+}
+
+/* Makes room for one more live request's events: its FINISHED slot, and a step's worth of tokens
+ * above the backlog. Called with ev_mu held. Returns false when out of memory. */
+static bool reserve_event_slot(cobatch_engine *e) {
+    event_queue *q = &e->events;
+    int need = e->event_backlog + 2 * e->params.max_num_seqs + q->reserved + 1;
+    if (q->cap < need) {
+        int cap = q->cap ? q->cap : 1024;
+        while (cap < need)
+            cap *= 2;
         struct cobatch_event *v = malloc(sizeof(*v) * (size_t)cap);
-        if (!v) { /* out of memory: the event is lost, a FINISHED one too (see the session-1 note) */
-            pthread_mutex_unlock(&e->ev_mu);
-            cobatch_event_clear(ev);
-            return;
-        }
+        if (!v) return false;
         for (int i = 0; i < q->len; i++)
             v[i] = q->v[(q->head + i) % q->cap];
         free(q->v);
@@ -74,10 +94,15 @@ void engine_push_event(cobatch_engine *e, struct cobatch_event *ev) {
         q->cap = cap;
         q->head = 0;
     }
-    q->v[(q->head + q->len) % q->cap] = *ev;
-    q->len++;
+    q->reserved++;
+    return true;
+}
+
+void engine_wait_for_event_space(cobatch_engine *e) {
+    pthread_mutex_lock(&e->ev_mu);
+    while (e->events.len >= e->event_backlog && !e->ev_stop)
+        pthread_cond_wait(&e->ev_space, &e->ev_mu);
     pthread_mutex_unlock(&e->ev_mu);
-    e->ev_unsignalled = true;
 }
 
 void engine_wake_pollers(cobatch_engine *e) {
@@ -118,6 +143,7 @@ int cobatch_poll(cobatch_engine *e, struct cobatch_event *out, int max, int time
         q->head = (q->head + 1) % q->cap;
         q->len--;
     }
+    if (n > 0 && q->len < e->event_backlog) pthread_cond_signal(&e->ev_space);
     pthread_mutex_unlock(&e->ev_mu);
     return n;
 }
@@ -147,7 +173,7 @@ int32_t cobatch_params_n_ctx(const struct cobatch_engine_params *p) {
 cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, char *err, size_t errlen) {
     struct cobatch_engine_params p = params ? *params : cobatch_engine_default_params();
     if (p.max_num_seqs <= 0 || p.max_model_len < 0 || p.max_num_batched_tokens <= 0 || p.prefill_chunk < 0 ||
-        p.kv_reserve < 0 || p.max_queue <= 0) {
+        p.kv_reserve < 0 || p.max_queue <= 0 || p.priority_aging_ms < 0) {
         cb_set_err(err, errlen,
                    "invalid engine parameters (max_num_seqs, max_num_batched_tokens, prefill_chunk, "
                    "kv_reserve and max_queue must be positive)");
@@ -170,10 +196,12 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
     e->params = p;
     e->event_fd = -1;
     e->next_id = 1;
+    e->event_backlog = CB_EVENT_BACKLOG;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cond, NULL);
     pthread_mutex_init(&e->ev_mu, NULL);
     pthread_cond_init(&e->ev_cond, NULL);
+    pthread_cond_init(&e->ev_space, NULL);
     e->model_path = p.model_path ? strdup(p.model_path) : NULL;
     e->params.model_path = e->model_path;
 
@@ -213,7 +241,9 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
                           .max_batched_tokens = budget,
                           .prefill_chunk = p.prefill_chunk,
                           .kv_reserve = p.kv_reserve,
-                          .cache_max_idle = p.prefix_cache_max_idle};
+                          .cache_max_idle = p.prefix_cache_max_idle,
+                          .priority_aging_us =
+                              p.sched_policy == COBATCH_SCHED_PRIORITY ? (int64_t)p.priority_aging_ms * 1000 : 0};
     e->sched = cb_sched_new(&sc, &e->kv);
     if (e->sched && split && p.prefix_caching) {
         if (cb_streams_init(&e->streams, &e->kv, p.max_num_seqs, CB_STREAM_MIN_SHARE) != 0) {
@@ -258,6 +288,10 @@ void cobatch_engine_free(cobatch_engine *e) {
         e->stop = true;
         pthread_cond_signal(&e->cond);
         pthread_mutex_unlock(&e->mu);
+        pthread_mutex_lock(&e->ev_mu); /* an engine waiting for event space stops waiting */
+        e->ev_stop = true;
+        pthread_cond_signal(&e->ev_space);
+        pthread_mutex_unlock(&e->ev_mu);
         pthread_join(e->thread, NULL);
     }
     struct cobatch_event ev;
@@ -267,7 +301,6 @@ void cobatch_engine_free(cobatch_engine *e) {
     for (int i = 0; i < e->inbox_len; i++)
         engine_free_request(e->inbox[i]);
     free(e->inbox);
-    free(e->cancels);
     free(e->live);
     free(e->reqs);
     cb_runner_free(&e->runner);
@@ -283,6 +316,7 @@ void cobatch_engine_free(cobatch_engine *e) {
     pthread_cond_destroy(&e->cond);
     pthread_mutex_destroy(&e->ev_mu);
     pthread_cond_destroy(&e->ev_cond);
+    pthread_cond_destroy(&e->ev_space);
     free(e);
 }
 
@@ -380,6 +414,39 @@ int32_t *cobatch_prompt_tokens(cobatch_engine *e, const struct cobatch_request_p
     return prompt_tokens(e, p, n, err, errlen);
 }
 
+/* A fresh seed for a request that asked for none: from the kernel's generator, never
+ * COBATCH_SEED_RANDOM itself. */
+static uint32_t random_seed(void) {
+    uint32_t x = 0;
+    if (getrandom(&x, sizeof(x), GRND_NONBLOCK) != (ssize_t)sizeof(x)) { /* no entropy yet: clock and counter */
+        static atomic_uint_fast64_t ctr;
+        uint64_t z = (uint64_t)cobatch_time_us() + 0x9E3779B97F4A7C15ull * (atomic_fetch_add(&ctr, 1) + 1);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        x = (uint32_t)(z ^ (z >> 31));
+    }
+    return x == COBATCH_SEED_RANDOM ? x - 1 : x;
+}
+
+/* The request's engine-side state, with what its FINISHED event needs allocated now. */
+static engine_req *engine_req_new(const struct cobatch_request_params *p) {
+    engine_req *er = calloc(1, sizeof(*er));
+    if (!er) return NULL;
+    er->err_buf = malloc(CB_ERR_BUF);
+    if (!er->err_buf || cb_textout_init(&er->text, p->stop, p->n_stop) != 0) {
+        free(er->err_buf);
+        free(er);
+        return NULL;
+    }
+    er->sampling = p->sampling;
+    if (er->sampling.seed == COBATCH_SEED_RANDOM) er->sampling.seed = random_seed();
+    er->user_data = p->user_data;
+    er->ignore_eos = p->ignore_eos;
+    er->logit_margins = p->logit_margins;
+    atomic_init(&er->cancel, false);
+    return er;
+}
+
 cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_params *p, char *err, size_t errlen) {
     if (!e || !p) return COBATCH_ERR_INVALID;
     if (p->max_tokens < 1) {
@@ -389,6 +456,11 @@ cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_pa
     const char *bad = check_sampling(&p->sampling);
     if (bad) {
         cb_set_err(err, errlen, "%s", bad);
+        return COBATCH_ERR_INVALID;
+    }
+    if (p->priority != 0 && e->params.sched_policy != COBATCH_SCHED_PRIORITY) {
+        cb_set_err(err, errlen,
+                   "priority needs the priority scheduling policy (the engine runs first come, first served)");
         return COBATCH_ERR_INVALID;
     }
     int32_t n = 0;
@@ -406,38 +478,45 @@ cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_pa
     int32_t max_tokens = p->max_tokens < e->n_ctx_seq - n ? p->max_tokens : e->n_ctx_seq - n;
     cb_request *r = cb_request_new(0, toks, n, max_tokens);
     free(toks);
-    engine_req *er = r ? calloc(1, sizeof(*er)) : NULL;
-    if (!er || cb_textout_init(&er->text, p->stop, p->n_stop) != 0) {
-        free(er);
+    engine_req *er = r ? engine_req_new(p) : NULL;
+    if (!er) {
         cb_request_free(r);
         cb_set_err(err, errlen, "out of memory");
         return COBATCH_ERR_NOMEM;
     }
-    er->sampling = p->sampling;
-    er->user_data = p->user_data;
-    er->ignore_eos = p->ignore_eos;
-    er->logit_margins = p->logit_margins;
     r->rt = er;
     r->priority = p->priority;
     r->t_submit_us = cobatch_time_us();
 
     pthread_mutex_lock(&e->mu);
     int status = COBATCH_OK;
+    bool reserved = false;
     if (e->stop) {
         status = COBATCH_ERR_SHUTDOWN;
         cb_set_err(err, errlen, "the engine is shutting down");
-    } else if (e->stats.waiting + e->inbox_len >= e->params.max_queue) {
+    } else if (e->n_queued >= e->params.max_queue) {
         status = COBATCH_ERR_QUEUE_FULL;
         cb_set_err(err, errlen, "too many requests waiting (%d); retry later", e->params.max_queue);
-    } else if (!grow((void **)&e->inbox, &e->inbox_cap, e->inbox_len + 1, sizeof(*e->inbox)) ||
-               !grow((void **)&e->live, &e->live_cap, e->n_live + 1, sizeof(*e->live))) {
-        status = COBATCH_ERR_NOMEM;
-        cb_set_err(err, errlen, "out of memory");
     } else {
+        pthread_mutex_lock(&e->ev_mu);
+        reserved = reserve_event_slot(e);
+        pthread_mutex_unlock(&e->ev_mu);
+        if (!reserved || !grow((void **)&e->inbox, &e->inbox_cap, e->inbox_len + 1, sizeof(*e->inbox)) ||
+            !grow((void **)&e->live, &e->live_cap, e->n_live + 1, sizeof(*e->live))) {
+            status = COBATCH_ERR_NOMEM;
+            cb_set_err(err, errlen, "out of memory");
+        }
+    }
+    if (status == COBATCH_OK) {
         r->id = e->next_id++;
         e->inbox[e->inbox_len++] = r;
-        e->live[e->n_live++] = r->id;
+        e->live[e->n_live++] = (live_req){.id = r->id, .er = er};
+        e->n_queued++;
         pthread_cond_signal(&e->cond);
+    } else if (reserved) {
+        pthread_mutex_lock(&e->ev_mu);
+        e->events.reserved--;
+        pthread_mutex_unlock(&e->ev_mu);
     }
     cobatch_req_id id = r->id;
     pthread_mutex_unlock(&e->mu);
@@ -459,14 +538,11 @@ int cobatch_cancel(cobatch_engine *e, cobatch_req_id id) {
     int rc = COBATCH_ERR_NOT_FOUND;
     pthread_mutex_lock(&e->mu);
     for (int i = 0; i < e->n_live; i++) {
-        if (e->live[i] == id) {
-            if (grow((void **)&e->cancels, &e->cancel_cap, e->n_cancels + 1, sizeof(*e->cancels))) {
-                e->cancels[e->n_cancels++] = id;
-                pthread_cond_signal(&e->cond);
-                rc = COBATCH_OK;
-            } else {
-                rc = COBATCH_ERR_NOMEM;
-            }
+        if (e->live[i].id == id) { /* live: its engine_req is not freed before this entry goes */
+            atomic_store(&e->live[i].er->cancel, true);
+            e->n_cancels++;
+            pthread_cond_signal(&e->cond);
+            rc = COBATCH_OK;
             break;
         }
     }
@@ -474,12 +550,19 @@ int cobatch_cancel(cobatch_engine *e, cobatch_req_id id) {
     return rc;
 }
 
+void cobatch_cancel_waiting(cobatch_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    e->cancel_waiting = true;
+    pthread_cond_signal(&e->cond);
+    pthread_mutex_unlock(&e->mu);
+}
+
 /* ---------------------------------------------------------------- facts ---------------------- */
 
 void cobatch_engine_stats(cobatch_engine *e, struct cobatch_stats *out) {
     pthread_mutex_lock(&e->mu);
     *out = e->stats;
-    out->waiting += e->inbox_len;
+    out->waiting = e->n_queued;
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -535,4 +618,27 @@ int cobatch_ceiling_measure(const struct cobatch_engine_params *p, int32_t conte
     }
     pthread_join(t, NULL);
     return j.rc;
+}
+
+/* ---------------------------------------------------------------- test hooks (testing.h) ----- */
+
+void cobatch_test_fault(cobatch_engine *e, int decode_rc, int count, int64_t abort_after_nodes) {
+    pthread_mutex_lock(&e->mu);
+    e->fault = (engine_fault){.decode_rc = decode_rc, .decode_count = count, .abort_after_nodes = abort_after_nodes};
+    e->fault_set = true;
+    pthread_cond_signal(&e->cond);
+    pthread_mutex_unlock(&e->mu);
+}
+
+int64_t cobatch_test_nodes_seen(cobatch_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    int64_t n = e->nodes_seen;
+    pthread_mutex_unlock(&e->mu);
+    return n;
+}
+
+void cobatch_test_set_event_backlog(cobatch_engine *e, int n) {
+    pthread_mutex_lock(&e->ev_mu);
+    e->event_backlog = n > 0 ? n : CB_EVENT_BACKLOG;
+    pthread_mutex_unlock(&e->ev_mu);
 }

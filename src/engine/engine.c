@@ -16,6 +16,7 @@ void engine_free_request(cb_request *r) {
     if (er) {
         cb_sampler_free(er->smpl);
         cb_textout_free(&er->text);
+        free(er->err_buf);
         free(er);
     }
     cb_request_free(r);
@@ -33,7 +34,7 @@ static void reqs_remove(cobatch_engine *e, cb_request *r) {
 static void live_remove(cobatch_engine *e, cobatch_req_id id) {
     pthread_mutex_lock(&e->mu);
     for (int i = 0; i < e->n_live; i++) {
-        if (e->live[i] == id) {
+        if (e->live[i].id == id) {
             e->live[i] = e->live[--e->n_live];
             break;
         }
@@ -51,7 +52,8 @@ static enum cobatch_finish_reason reason_of(cb_state s) {
 }
 
 /* The one way a request ends: leaves the scheduler, emits FINISHED (with any text still held),
- * and is freed. */
+ * and is freed. Allocates nothing: the event's strings and its queue slot were reserved at submit,
+ * so a request ends with its event even when memory has run out. */
 static void finish(cobatch_engine *e, cb_request *r, cb_state st, const char *error) {
     engine_req *er = r->rt;
     if (!CB_STATE_FINISHED(r->state)) cb_sched_finish(e->sched, r, st);
@@ -63,12 +65,12 @@ static void finish(cobatch_engine *e, cb_request *r, cb_state st, const char *er
     ev.user_data = er->user_data;
     ev.t_us = r->t_finish_us;
     ev.reason = reason_of(st);
-    const char *tail = "";
-    size_t tail_len = 0;
-    if (st == CB_FINISHED_STOP || st == CB_FINISHED_LENGTH) cb_textout_flush(&er->text, &tail, &tail_len);
-    ev.text = strndup(tail, tail_len);
-    ev.text_len = ev.text ? tail_len : 0;
-    if (error) ev.error = strdup(error);
+    ev.text = cb_textout_take_final(&er->text, st == CB_FINISHED_STOP || st == CB_FINISHED_LENGTH, &ev.text_len);
+    if (error) {
+        snprintf(er->err_buf, CB_ERR_BUF, "%s", error);
+        ev.error = er->err_buf;
+        er->err_buf = NULL;
+    }
     ev.n_prompt = r->n_prompt;
     ev.n_generated = r->n_generated;
     ev.n_preemptions = r->n_preemptions;
@@ -109,20 +111,34 @@ static void intake(cobatch_engine *e, cb_request **in, int n) {
     }
 }
 
-static void apply_cancels(cobatch_engine *e, cobatch_req_id *ids, int n) {
-    for (int i = 0; i < n; i++) {
-        for (int k = 0; k < e->n_reqs; k++) {
-            if (e->reqs[k]->id == ids[i]) {
-                finish(e, e->reqs[k], CB_FINISHED_CANCELLED, NULL);
-                break;
-            }
-        }
+/* Ends the requests cobatch_cancel flagged (all of them: a flag is only ever set on a live
+ * request, and every live request is in reqs once its intake ran). */
+static void apply_cancels(cobatch_engine *e) {
+    for (int k = 0; k < e->n_reqs;) {
+        engine_req *er = e->reqs[k]->rt;
+        if (atomic_load(&er->cancel))
+            finish(e, e->reqs[k], CB_FINISHED_CANCELLED, NULL); /* moves the last request into slot k */
+        else
+            k++;
+    }
+}
+
+/* Ends every request that is waiting and never ran (cobatch_cancel_waiting). */
+static void cancel_never_scheduled(cobatch_engine *e) {
+    for (int32_t i = 0; i < cb_sched_n_waiting(e->sched);) {
+        cb_request *r = cb_sched_waiting_at(e->sched, i);
+        if (r->t_scheduled_us == 0 && r->state == CB_WAITING)
+            finish(e, r, CB_FINISHED_CANCELLED, NULL);
+        else
+            i++;
     }
 }
 
 /* ---------------------------------------------------------------- one step ------------------- */
 
-static void emit_token(cobatch_engine *e, cb_request *r, int32_t tok, float margin, const char *text, size_t len,
+/* Queues a TOKEN event. Returns false when its text cannot be copied (out of memory): the
+ * client would miss a piece, so the caller ends the request with an error instead. */
+static bool emit_token(cobatch_engine *e, cb_request *r, int32_t tok, float margin, const char *text, size_t len,
                        int64_t now) {
     engine_req *er = r->rt;
     struct cobatch_event ev = {0};
@@ -133,14 +149,16 @@ static void emit_token(cobatch_engine *e, cb_request *r, int32_t tok, float marg
     ev.margin = margin;
     ev.t_us = now;
     ev.text = strndup(text, len);
-    ev.text_len = ev.text ? len : 0;
+    if (!ev.text) return false;
+    ev.text_len = len;
     engine_push_event(e, &ev);
+    return true;
 }
 
 /* Samples every item that asked for logits, appends, checks stops, emits, retires. */
 static void postprocess(cobatch_engine *e, cb_plan *plan) {
     int64_t now = cobatch_time_us();
-    char piece[256];
+    char piece[CB_TEXTOUT_PIECE_MAX];
     for (int32_t i = 0; i < plan->n_items; i++) {
         if (!plan->items[i].logits) continue;
         cb_request *r = plan->items[i].req;
@@ -160,18 +178,47 @@ static void postprocess(cobatch_engine *e, cb_plan *plan) {
             int32_t n = cb_model_piece(&e->model, tok, piece, (int32_t)sizeof(piece));
             if (n > 0 && cb_textout_push(&er->text, piece, (size_t)n, &out, &out_len)) end = CB_FINISHED_STOP;
         }
-        emit_token(e, r, tok, margin, out, out_len, now);
+        if (er->text.failed || !emit_token(e, r, tok, margin, out, out_len, now)) {
+            finish(e, r, CB_FINISHED_ERROR, "out of memory: the output could not be kept whole");
+            continue;
+        }
         if (end == CB_RUNNING && (r->n_generated >= r->max_tokens || cb_request_n_tokens(r) >= e->n_ctx_seq))
             end = CB_FINISHED_LENGTH;
         if (end != CB_RUNNING) finish(e, r, end, NULL);
     }
 }
 
+/* A decode that failed (aborted, or an error) may have kept some of the step's cells: llama.cpp
+ * takes back those of the graph run that failed, not those of earlier runs of the same batch.
+ * Every sequence of the step is trimmed to the tokens it had before the step (what the accounting
+ * believes after the rollback), then the step's requests end; the others go on. */
 static void fail_plan(cobatch_engine *e, cb_plan *plan, int rc) {
     char msg[96];
     snprintf(msg, sizeof(msg), "llama_decode failed with code %d", rc);
+    e->n_decode_failures++;
+    for (int32_t i = 0; i < plan->n_items; i++)
+        cb_runner_trim(&e->runner, plan->items[i].req->seq_id, plan->items[i].pos0);
     for (int32_t i = 0; i < plan->n_items; i++)
         finish(e, plan->items[i].req, CB_FINISHED_ERROR, msg);
+}
+
+/* Sequences whose cells in llama.cpp are not what the accounting says: a running request holds
+ * its computed tokens, a parked stream (split layout) its recorded tokens, any other id of the
+ * split layout nothing. The unified layout's prefix-cache holders are not checked. Called between
+ * steps, when every queued cell change has been applied. O(sequences). */
+static int32_t kv_mismatches(cobatch_engine *e) {
+    int32_t bad = 0;
+    for (int32_t i = 0; i < cb_sched_n_running(e->sched); i++) {
+        const cb_request *r = cb_sched_running_at(e->sched, i);
+        bad += cb_runner_seq_len(&e->runner, r->seq_id) != r->n_computed;
+    }
+    if (!e->kv.split) return bad;
+    for (int32_t s = 0; s < e->kv.n_seq; s++) {
+        if (e->kv.taken[s]) continue;
+        int32_t want = e->streams_on ? e->streams.len[s] : 0;
+        bad += cb_runner_seq_len(&e->runner, s) != want;
+    }
+    return bad;
 }
 
 /* Cells llama.cpp shows the running requests, summed over them (a cell shared by k of them is
@@ -187,11 +234,15 @@ static void update_stats(cobatch_engine *e) {
     const cb_sched_stats *ss = cb_sched_get_stats(e->sched);
     pthread_mutex_lock(&e->mu);
     e->stats.running = cb_sched_n_running(e->sched);
-    e->stats.waiting = cb_sched_n_waiting(e->sched); /* readers add inbox_len */
+    e->stats.waiting = cb_sched_n_waiting(e->sched);
+    e->n_queued = e->inbox_len + e->stats.waiting;
     e->stats.kv_used = e->kv.total_used;
     e->stats.kv_total = e->kv.capacity;
     e->stats.kv_peak = e->kv.peak_used;
     e->stats.kv_cells_llama = llama_cells(e);
+    e->stats.kv_mismatches = kv_mismatches(e);
+    e->stats.decode_failures = e->n_decode_failures;
+    e->nodes_seen = e->runner.last_nodes;
     e->stats.steps = ss->steps;
     e->stats.preemptions = ss->preemptions;
     e->stats.wasted_decode_slots = ss->wasted_decode_slots;
@@ -221,12 +272,21 @@ static void report_step(cobatch_engine *e, struct cobatch_step_info *info) {
     e->params.on_step(info, e->params.on_step_user);
 }
 
+/* The queue count max_queue is checked against, exact once a step has made its admissions (submit
+ * adds to it meanwhile). */
+static void note_queue(cobatch_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    e->n_queued = e->inbox_len + cb_sched_n_waiting(e->sched);
+    pthread_mutex_unlock(&e->mu);
+}
+
 static void step(cobatch_engine *e) {
     cb_plan *plan = &e->plan;
     int64_t t0 = cobatch_time_us();
     int32_t budget = 0;
     for (;;) {
         int32_t n = cb_sched_step(e->sched, plan, budget);
+        note_queue(e);
         for (int32_t i = 0; i < plan->n_preempted; i++)
             if (plan->preempted[i]->state == CB_FINISHED_ERROR)
                 finish(e, plan->preempted[i], CB_FINISHED_ERROR, "out of memory");
@@ -266,48 +326,59 @@ static void step(cobatch_engine *e) {
 
 /* ---------------------------------------------------------------- the thread ----------------- */
 
+/* Takes what the API threads left in the mailbox: new requests (into in, swapped with the inbox so
+ * the lock is held for O(1) work), and the flags. Returns false when the engine must stop. */
+static bool take_mail(cobatch_engine *e, cb_request ***in, int *in_cap, int *n_in, bool *cancels, bool *drop,
+                      bool *cancel_waiting) {
+    pthread_mutex_lock(&e->mu);
+    while (!e->stop && e->inbox_len == 0 && e->n_cancels == 0 && e->n_reqs == 0 && !e->drop_cache && !e->cancel_waiting)
+        pthread_cond_wait(&e->cond, &e->mu);
+    if (e->stop) {
+        pthread_mutex_unlock(&e->mu);
+        return false;
+    }
+    cb_request **t = *in;
+    int t_cap = *in_cap;
+    *in = e->inbox;
+    *in_cap = e->inbox_cap;
+    *n_in = e->inbox_len;
+    e->inbox = t;
+    e->inbox_cap = t_cap;
+    e->inbox_len = 0;
+    *cancels = e->n_cancels > 0;
+    e->n_cancels = 0;
+    *drop = e->drop_cache;
+    e->drop_cache = false;
+    *cancel_waiting = e->cancel_waiting;
+    e->cancel_waiting = false;
+    if (e->fault_set) {
+        cb_runner_set_fault(&e->runner, e->fault.decode_rc, e->fault.decode_count, e->fault.abort_after_nodes);
+        e->fault_set = false;
+    }
+    pthread_mutex_unlock(&e->mu);
+    return true;
+}
+
 void *engine_main(void *arg) {
     cobatch_engine *e = arg;
     cb_request **in = NULL;
-    cobatch_req_id *cancels = NULL;
-    int in_cap = 0, cancel_cap = 0;
+    int in_cap = 0, n_in = 0;
+    bool cancels, drop, cancel_waiting;
     for (;;) {
-        pthread_mutex_lock(&e->mu);
-        while (!e->stop && e->inbox_len == 0 && e->n_cancels == 0 && e->n_reqs == 0 && !e->drop_cache)
-            pthread_cond_wait(&e->cond, &e->mu);
-        if (e->stop) {
-            pthread_mutex_unlock(&e->mu);
-            break;
-        }
-        /* swap the mailboxes out so the lock is held for O(1) work */
-        cb_request **tin = in;
-        int tin_cap = in_cap, n_in = e->inbox_len;
-        in = e->inbox;
-        in_cap = e->inbox_cap;
-        e->inbox = tin;
-        e->inbox_cap = tin_cap;
-        e->inbox_len = 0;
-        cobatch_req_id *tc = cancels;
-        int tc_cap = cancel_cap, n_cancel = e->n_cancels;
-        cancels = e->cancels;
-        cancel_cap = e->cancel_cap;
-        e->cancels = tc;
-        e->cancel_cap = tc_cap;
-        e->n_cancels = 0;
-        bool drop = e->drop_cache;
-        e->drop_cache = false;
-        pthread_mutex_unlock(&e->mu);
-
+        engine_wait_for_event_space(e); /* a poller that does not keep up holds the engine here */
+        if (!take_mail(e, &in, &in_cap, &n_in, &cancels, &drop, &cancel_waiting)) break;
         intake(e, in, n_in);
-        apply_cancels(e, cancels, n_cancel);
+        if (cancels) apply_cancels(e);
+        if (cancel_waiting) cancel_never_scheduled(e);
         if (drop) cb_sched_drop_cache(e->sched); /* the removals run with this step's plan */
         step(e); /* with nothing to run it still clears freed sequences (a cancel's cells) */
+        cb_runner_apply_ops(&e->runner, cb_sched_pending_ops(e->sched)); /* what this step's ends freed */
         update_stats(e);
         engine_wake_pollers(e);
     }
     /* shutting down: whatever is left ends as cancelled, inbox included */
     pthread_mutex_lock(&e->mu);
-    int n_in = e->inbox_len;
+    n_in = e->inbox_len;
     e->inbox_len = 0;
     pthread_mutex_unlock(&e->mu);
     for (int i = 0; i < n_in; i++) {
@@ -318,6 +389,5 @@ void *engine_main(void *arg) {
         finish(e, e->reqs[0], CB_FINISHED_CANCELLED, NULL);
     engine_wake_pollers(e);
     free(in);
-    free(cancels);
     return NULL;
 }

@@ -1,6 +1,7 @@
 /* engine_internal.h — the engine's state, shared by engine.c (the loop thread) and api.c (the
- * thread-safe public functions). Locking: `mu` guards inbox, cancels, live ids, stop and the stats
- * snapshot; `ev_mu` guards the event queue. Everything else belongs to the engine thread. */
+ * thread-safe public functions). Locking: `mu` guards inbox, cancel requests, live ids, the queue
+ * count, stop and the stats snapshot; `ev_mu` guards the event queue. When both are held, mu is
+ * taken first. Everything else belongs to the engine thread. */
 #ifndef CB_ENGINE_INTERNAL_H
 #define CB_ENGINE_INTERNAL_H
 
@@ -13,21 +14,47 @@
 
 #include <cobatch.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
-/* Per-request state the scheduler does not see (cb_request.rt). */
+/* Per-request state the scheduler does not see (cb_request.rt). Everything its FINISHED event
+ * needs is allocated at submit (err_buf, the text buffer, a slot in the event ring), so a request
+ * always ends with its event, also when memory runs out. */
 typedef struct {
     struct cobatch_sampling sampling;
     struct llama_sampler *smpl; /* created on the engine thread at intake */
     cb_textout text;
+    char *err_buf; /* (CB_ERR_BUF) the FINISHED event's error message, handed over to it */
     void *user_data;
     bool ignore_eos;
     bool logit_margins;
+    atomic_bool cancel; /* cobatch_cancel asked for it (set under mu while the request is live) */
 } engine_req;
 
+#define CB_ERR_BUF 160
+
+/* Events not yet polled, beyond which the engine waits before its next step (back-pressure on a
+ * poller that does not keep up; the server drains every event at each wake-up). */
+#define CB_EVENT_BACKLOG 4096
+
 typedef struct {
-    struct cobatch_event *v; /* (cap) ring */
+    struct cobatch_event *v; /* (cap) ring; cap >= event_backlog + 2 x max_num_seqs + reserved, so pushing
+                                never allocates (a step pushes at most max_num_seqs TOKEN events) */
     int head, len, cap;
+    int reserved; /* live requests whose FINISHED event is not queued yet */
 } event_queue;
+
+/* A live request: its id and the engine-side state cobatch_cancel flags. */
+typedef struct {
+    cobatch_req_id id;
+    engine_req *er;
+} live_req;
+
+/* Test hook (engine_testing.h): faults injected at the runtime boundary. */
+typedef struct {
+    int decode_rc;             /* != 0: the next decodes return this without running */
+    int decode_count;          /* how many decodes fail that way (then the hook clears) */
+    int64_t abort_after_nodes; /* > 0: the next decode aborts after this many graph nodes */
+} engine_fault;
 
 struct cobatch_engine {
     struct cobatch_engine_params params;
@@ -49,12 +76,16 @@ struct cobatch_engine {
     pthread_cond_t cond;
     cb_request **inbox; /* (inbox_cap) submitted, not yet seen by the engine thread */
     int inbox_len, inbox_cap;
-    cobatch_req_id *cancels; /* (cancel_cap) */
-    int n_cancels, cancel_cap;
-    cobatch_req_id *live; /* (live_cap) ids with no FINISHED event queued yet */
+    int n_cancels;  /* cobatch_cancel calls since the engine last looked (the flags are on engine_req) */
+    live_req *live; /* (live_cap) requests with no FINISHED event queued yet */
     int n_live, live_cap;
+    int n_queued; /* requests not yet running (inbox + waiting): what max_queue bounds; exact */
     bool stop;
-    bool drop_cache; /* cobatch_drop_cached_prefixes was called */
+    bool drop_cache;     /* cobatch_drop_cached_prefixes was called */
+    bool cancel_waiting; /* cobatch_cancel_waiting was called */
+    engine_fault fault;  /* set by the test hook, taken by the engine thread at its next iteration */
+    bool fault_set;
+    int64_t nodes_seen; /* testing.h: graph nodes of the last decode with an abort count armed */
     int64_t next_id;
     struct cobatch_stats stats; /* snapshot, updated after every step */
 
@@ -63,9 +94,14 @@ struct cobatch_engine {
     int n_reqs, reqs_cap;
     int64_t arrivals;
     int64_t n_prompt_computed, n_generated, n_retries; /* copied into stats by update_stats */
+    int64_t n_decode_failures;
+    engine_fault fault_now;
 
     pthread_mutex_t ev_mu;
     pthread_cond_t ev_cond;
+    pthread_cond_t ev_space; /* signalled when a poll leaves the queue under CB_EVENT_BACKLOG */
+    bool ev_stop;            /* under ev_mu: the engine stops, do not wait for space */
+    int event_backlog;       /* CB_EVENT_BACKLOG unless a test lowers it */
     event_queue events;
     int event_fd;
     bool ev_unsignalled; /* engine thread only: events queued since the last engine_wake_pollers */
@@ -73,10 +109,13 @@ struct cobatch_engine {
 
 void *engine_main(void *arg);
 void engine_free_request(cb_request *r);
-/* Queues an event (takes ownership of its strings). Pollers are woken by engine_wake_pollers,
+/* Queues an event (takes ownership of its strings) into space reserved at submit: never fails.
+ * Pollers are woken by engine_wake_pollers,
  * once per engine iteration: one wake-up per step, not one per token (on a 2-core machine every
  * wake-up of the server thread takes a core from llama.cpp's threads mid-graph). */
 void engine_push_event(cobatch_engine *e, struct cobatch_event *ev);
 void engine_wake_pollers(cobatch_engine *e);
+/* Waits while CB_EVENT_BACKLOG events are queued and the engine is not stopping. */
+void engine_wait_for_event_space(cobatch_engine *e);
 
 #endif

@@ -28,15 +28,56 @@ int32_t cb_runner_seq_len(cb_runner *r, int32_t seq) {
     return llama_memory_seq_pos_max(llama_get_memory(r->model->ctx), seq) + 1;
 }
 
-int cb_runner_run(cb_runner *r, const cb_plan *plan) {
+void cb_runner_trim(cb_runner *r, int32_t seq, int32_t p0) {
+    if (seq >= 0) llama_memory_seq_rm(llama_get_memory(r->model->ctx), seq, p0, -1);
+}
+
+static void apply(cb_runner *r, const cb_kv_ops *ops) {
     llama_memory_t mem = llama_get_memory(r->model->ctx);
-    for (int32_t i = 0; i < plan->ops.n; i++) {
-        const cb_kv_op *op = &plan->ops.v[i];
+    for (int32_t i = 0; i < ops->n; i++) {
+        const cb_kv_op *op = &ops->v[i];
         if (op->src < 0)
             llama_memory_seq_rm(mem, op->seq, op->p0, op->p1);
         else
             llama_memory_seq_cp(mem, op->src, op->seq, op->p0, op->p1);
     }
+}
+
+void cb_runner_apply_ops(cb_runner *r, cb_kv_ops *ops) {
+    apply(r, ops);
+    ops->n = 0;
+}
+
+/* ---------------------------------------------------------------- test faults -------------- */
+
+static bool abort_cb(void *data) { /* thread 0 of the graph calls it after every node */
+    cb_runner *r = data;
+    return ++r->nodes_seen >= r->abort_after;
+}
+
+void cb_runner_set_fault(cb_runner *r, int rc, int count, int64_t abort_after_nodes) {
+    r->fault_rc = rc;
+    r->fault_left = rc ? count : 0;
+    r->abort_after = abort_after_nodes;
+    r->nodes_seen = 0;
+    llama_set_abort_callback(r->model->ctx, abort_after_nodes > 0 ? abort_cb : NULL, abort_after_nodes > 0 ? r : NULL);
+}
+
+static int decode(cb_runner *r) {
+    if (r->fault_left > 0) {
+        r->fault_left--;
+        return r->fault_rc;
+    }
+    int rc = llama_decode(r->model->ctx, r->batch);
+    if (r->abort_after > 0) { /* one armed decode, then decode normally */
+        r->last_nodes = r->nodes_seen;
+        cb_runner_set_fault(r, 0, 0, 0);
+    }
+    return rc;
+}
+
+int cb_runner_run(cb_runner *r, const cb_plan *plan) {
+    apply(r, &plan->ops);
     if (plan->n_tokens > r->n_batch) return -100;
     if (plan->n_items == 0) return 0;
     struct llama_batch *b = &r->batch;
@@ -63,5 +104,5 @@ int cb_runner_run(cb_runner *r, const cb_plan *plan) {
             if (k == it->n_tokens - 1) r->logit_row[pc->item] = it->logits ? row : -1;
         }
     }
-    return llama_decode(r->model->ctx, *b);
+    return decode(r);
 }

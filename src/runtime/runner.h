@@ -16,6 +16,10 @@ typedef struct {
     cb_row_piece *order; /* (2 x max items) the order the items' rows go in the batch */
     int32_t n_order;
     int32_t n_runs; /* graph runs of the last batch (cb_plan_graph_runs; unified: 1) */
+    /* faults injected by tests (cb_runner_set_fault) */
+    int fault_rc, fault_left;
+    int64_t abort_after, nodes_seen;
+    int64_t last_nodes; /* nodes_seen of the last decode that had an abort count armed */
 } cb_runner;
 
 int cb_runner_init(cb_runner *r, cb_model *m, int32_t max_items);
@@ -28,5 +32,17 @@ int cb_runner_run(cb_runner *r, const cb_plan *plan);
 
 /* Cells llama.cpp holds for seq (pos_max + 1, or 0): to check our accounting against. */
 int32_t cb_runner_seq_len(cb_runner *r, int32_t seq);
+
+/* Removes seq's cells at positions >= p0 (after a failed decode: back to what the accounting holds). */
+void cb_runner_trim(cb_runner *r, int32_t seq, int32_t p0);
+
+/* Applies queued cell changes now, in order, and empties the list (changes made after a step, so
+ * that llama.cpp's cells match the accounting between steps). */
+void cb_runner_apply_ops(cb_runner *r, cb_kv_ops *ops);
+
+/* Test hook: the next `count` decodes return rc without running (rc != 0), and/or the next decode
+ * aborts through llama.cpp's abort callback after `abort_after_nodes` graph nodes (> 0), in the
+ * middle of a batch of several graph runs when that is larger than one run. 0s clear it. */
+void cb_runner_set_fault(cb_runner *r, int rc, int count, int64_t abort_after_nodes);
 
 #endif

@@ -21,6 +21,7 @@ typedef struct {
     enum cobatch_finish_reason reason;
     int32_t n_prompt, n_generated, n_preemptions;
     bool pieces_valid_utf8;
+    char error[128]; /* the FINISHED event's error message, if any */
 } it_result;
 
 static inline const char *it_model(void) {
@@ -79,6 +80,7 @@ static inline bool it_run(cobatch_engine *e, const struct cobatch_request_params
                 r->n_prompt = ev[j].n_prompt;
                 r->n_generated = ev[j].n_generated;
                 r->n_preemptions = ev[j].n_preemptions;
+                if (ev[j].error) snprintf(r->error, sizeof(r->error), "%s", ev[j].error);
                 if (ev[j].reason == COBATCH_FINISH_ERROR) fprintf(stderr, "request error: %s\n", ev[j].error);
                 done++;
             }

@@ -1,0 +1,23 @@
+/* testing.h — hooks for tests of the engine's failure paths; not part of the public API (no
+ * application has a reason to call them). Any thread; each takes effect at the engine's next
+ * iteration. */
+#ifndef CB_ENGINE_TESTING_H
+#define CB_ENGINE_TESTING_H
+
+#include <cobatch.h>
+
+/* Faults at the runtime boundary: the next `count` llama_decode calls return decode_rc without
+ * running (decode_rc != 0), and/or the next decode that runs aborts through llama.cpp's abort
+ * callback after abort_after_nodes graph nodes (> 0; nodes are counted over every graph run of the
+ * batch, so a count past one run aborts in the middle of a batch of several). */
+void cobatch_test_fault(cobatch_engine *e, int decode_rc, int count, int64_t abort_after_nodes);
+
+/* Graph nodes the last decode that had an abort count armed went through before it ended or
+ * aborted (arm a count no batch reaches to measure a batch). */
+int64_t cobatch_test_nodes_seen(cobatch_engine *e);
+
+/* Events left unpolled beyond which the engine waits (default CB_EVENT_BACKLOG, 4096). Call before
+ * submitting anything. */
+void cobatch_test_set_event_backlog(cobatch_engine *e, int n);
+
+#endif
