@@ -125,6 +125,8 @@ struct cobatch_sampling {
 
 #define COBATCH_SEED_RANDOM 0xFFFFFFFFu
 
+/* A chat message: the role's text and the content go through the model's chat template; the
+ * content is tokenized as plain text (control-token text in it stays text). */
 struct cobatch_chat_message {
     const char *role;
     const char *content;
@@ -268,6 +270,11 @@ const char *cobatch_model_name(const cobatch_engine *engine);
  * tokens). Returns the token count; if it exceeds max, nothing useful is in out and the return
  * value is the size needed. Thread-safe. */
 int32_t cobatch_tokenize(const cobatch_engine *engine, const char *text, int32_t *out, int32_t max);
+
+/* The same with the choices spelled out: add_special adds BOS as the vocabulary wants,
+ * parse_special turns control-token text into control tokens. -1 for text too long to tokenize. */
+int32_t cobatch_tokenize_ext(const cobatch_engine *engine, const char *text, bool add_special, bool parse_special,
+                             int32_t *out, int32_t max);
 
 /* Turns tokens back into text (special tokens dropped). Returns the byte count; if it exceeds max,
  * out holds nothing useful and the return value is the size needed. Negative for invalid tokens.

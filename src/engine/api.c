@@ -373,7 +373,6 @@ static int32_t *prompt_tokens(cobatch_engine *e, const struct cobatch_request_pa
         *n = p->n_prompt_tokens;
         return t;
     }
-    char *text = NULL;
     if (p->messages) {
         if (p->n_messages == 0) {
             cb_set_err(err, errlen, "messages is empty");
@@ -382,28 +381,27 @@ static int32_t *prompt_tokens(cobatch_engine *e, const struct cobatch_request_pa
         const char **roles = calloc(p->n_messages, sizeof(char *));
         const char **contents = calloc(p->n_messages, sizeof(char *));
         bool any = false;
+        int32_t *t = NULL;
         for (size_t i = 0; roles && contents && i < p->n_messages; i++) {
             roles[i] = p->messages[i].role ? p->messages[i].role : "user";
             contents[i] = p->messages[i].content ? p->messages[i].content : "";
             any |= contents[i][0] != '\0';
         }
-        if (roles && contents && any) text = cb_model_chat(&e->model, roles, contents, p->n_messages);
+        if (roles && contents && any) t = cb_model_chat_tokens(&e->model, roles, contents, p->n_messages, n);
         free(roles);
         free(contents);
-        if (!any) {
+        if (!any)
             cb_set_err(err, errlen, "the prompt is empty");
-            return NULL;
-        }
-        if (!text) {
+        else if (!t)
             cb_set_err(err, errlen, "the model has no built-in chat template this engine can apply");
-            return NULL;
-        }
-    } else if (p->prompt[0] == '\0') {
+        return t;
+    }
+    if (p->prompt[0] == '\0') {
         cb_set_err(err, errlen, "the prompt is empty");
         return NULL;
     }
-    int32_t *t = cb_model_tokenize(&e->model, text ? text : p->prompt, n);
-    free(text);
+    /* a text prompt is the client's own: special tokens in it are parsed, as llama-server does */
+    int32_t *t = cb_model_tokenize(&e->model, p->prompt, strlen(p->prompt), true, true, n);
     if (!t) cb_set_err(err, errlen, "cannot tokenize the prompt");
     return t;
 }
@@ -570,8 +568,13 @@ int32_t cobatch_n_ctx_seq(const cobatch_engine *e) { return e->n_ctx_seq; }
 const char *cobatch_model_name(const cobatch_engine *e) { return e->model.name; }
 
 int32_t cobatch_tokenize(const cobatch_engine *e, const char *text, int32_t *out, int32_t max) {
-    int32_t n = cb_model_tokenize_into(&e->model, text, out, max);
-    return n < 0 ? -n : n;
+    return cobatch_tokenize_ext(e, text, true, true, out, max);
+}
+
+int32_t cobatch_tokenize_ext(const cobatch_engine *e, const char *text, bool add_special, bool parse_special,
+                             int32_t *out, int32_t max) {
+    int32_t n = cb_model_tokenize_into(&e->model, text, strlen(text), add_special, parse_special, out, max);
+    return n == INT32_MIN ? -1 : n < 0 ? -n : n;
 }
 
 int32_t cobatch_detokenize(const cobatch_engine *e, const int32_t *tokens, int32_t n, char *out, int32_t max) {

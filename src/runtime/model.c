@@ -83,19 +83,18 @@ void cb_model_free(cb_model *m) {
     memset(m, 0, sizeof(*m));
 }
 
-int32_t cb_model_tokenize_into(const cb_model *m, const char *text, int32_t *out, int32_t max) {
-    size_t len = strlen(text);
+int32_t cb_model_tokenize_into(const cb_model *m, const char *text, size_t len, bool add_special, bool parse_special,
+                               int32_t *out, int32_t max) {
     if (len > INT32_MAX / 2) return INT32_MIN;
-    int32_t n = llama_tokenize(m->vocab, text, (int32_t)len, out, max, true, true);
-    return n;
+    return llama_tokenize(m->vocab, text, (int32_t)len, out, max, add_special, parse_special);
 }
 
-int32_t *cb_model_tokenize(const cb_model *m, const char *text, int32_t *n_out) {
-    size_t len = strlen(text);
+int32_t *cb_model_tokenize(const cb_model *m, const char *text, size_t len, bool add_special, bool parse_special,
+                           int32_t *n_out) {
     int32_t cap = (int32_t)(len < 1000000 ? len + 8 : 1000008);
     int32_t *t = malloc(sizeof(int32_t) * (size_t)cap);
     if (!t) return NULL;
-    int32_t n = cb_model_tokenize_into(m, text, t, cap);
+    int32_t n = cb_model_tokenize_into(m, text, len, add_special, parse_special, t, cap);
     if (n < 0 && n != INT32_MIN) {
         int32_t *t2 = realloc(t, sizeof(int32_t) * (size_t)-n);
         if (!t2) {
@@ -103,7 +102,7 @@ int32_t *cb_model_tokenize(const cb_model *m, const char *text, int32_t *n_out) 
             return NULL;
         }
         t = t2;
-        n = cb_model_tokenize_into(m, text, t, -n);
+        n = cb_model_tokenize_into(m, text, len, add_special, parse_special, t, -n);
     }
     if (n < 0) {
         free(t);
@@ -113,9 +112,8 @@ int32_t *cb_model_tokenize(const cb_model *m, const char *text, int32_t *n_out) 
     return t;
 }
 
-char *cb_model_chat(const cb_model *m, const char *const *roles, const char *const *contents, size_t n) {
-    const char *tmpl = llama_model_chat_template(m->model, NULL);
-    if (!tmpl) return NULL;
+/* The built-in template applied to these contents; a malloc'd string or NULL. */
+static char *render(const char *tmpl, const char *const *roles, const char *const *contents, size_t n) {
     struct llama_chat_message *msgs = calloc(n ? n : 1, sizeof(*msgs));
     if (!msgs) return NULL;
     size_t total = 0;
@@ -124,8 +122,8 @@ char *cb_model_chat(const cb_model *m, const char *const *roles, const char *con
         msgs[i].content = contents[i];
         total += strlen(roles[i]) + strlen(contents[i]);
     }
-    int32_t cap = (int32_t)(total * 2 + 256);
-    char *buf = malloc((size_t)cap);
+    int32_t cap = total < INT32_MAX / 4 ? (int32_t)(total * 2 + 256) : -1;
+    char *buf = cap > 0 ? malloc((size_t)cap) : NULL;
     int32_t len = buf ? llama_chat_apply_template(tmpl, msgs, n, true, buf, cap) : -1;
     if (len >= cap) {
         char *b2 = realloc(buf, (size_t)len + 1);
@@ -143,6 +141,116 @@ char *cb_model_chat(const cb_model *m, const char *const *roles, const char *con
     }
     buf[len] = '\0';
     return buf;
+}
+
+/* Appends the tokens of text[0, len) to *v (cap grown as needed). Returns false on failure. */
+static bool append_tokens(const cb_model *m, const char *text, size_t len, bool add_special, bool parse_special,
+                          int32_t **v, int32_t *n, int32_t *cap) {
+    if (len == 0 && !add_special) return true;
+    int32_t k = 0;
+    int32_t *t = cb_model_tokenize(m, text, len, add_special, parse_special, &k);
+    if (!t) return false;
+    if (*n + k > *cap) {
+        int32_t c = (*n + k) * 2 + 64;
+        int32_t *w = realloc(*v, sizeof(int32_t) * (size_t)c);
+        if (!w) {
+            free(t);
+            return false;
+        }
+        *v = w;
+        *cap = c;
+    }
+    memcpy(*v + *n, t, sizeof(int32_t) * (size_t)k);
+    *n += k;
+    free(t);
+    return true;
+}
+
+/* Marks where message i's content goes in a rendering: a character no template adds and no
+ * template changes, the index, another one. */
+#define MARK '\x1e'
+
+/* Walks the skeleton (the rendering around marks): template text up to a mark, the mark's content,
+ * and so on, checking each piece against the real rendering. Fills *v with the template's text
+ * tokenized with special tokens and the contents without. False when the pieces do not give the
+ * real rendering (the template changed a content) or on allocation failure. */
+static bool split_tokens(const cb_model *m, const char *skel, const char *real, const char *const *contents, size_t n,
+                         int32_t **v, int32_t *nv) {
+    int32_t cap = 0;
+    size_t at = 0;
+    bool first = true;
+    *nv = 0;
+    for (const char *p = skel; *p;) {
+        const char *q = strchr(p, MARK), *after = NULL;
+        size_t idx = 0;
+        if (q) {
+            char *endp = NULL;
+            idx = strtoul(q + 1, &endp, 10);
+            if (endp == q + 1 || *endp != MARK || idx >= n) return false;
+            after = endp + 1;
+        }
+        size_t lit = q ? (size_t)(q - p) : strlen(p);
+        if (strncmp(real + at, p, lit) != 0 || !append_tokens(m, p, lit, first, true, v, nv, &cap)) return false;
+        at += lit;
+        first = false;
+        if (!q) break;
+        size_t cl = strlen(contents[idx]);
+        if (strncmp(real + at, contents[idx], cl) != 0 ||
+            !append_tokens(m, contents[idx], cl, false, false, v, nv, &cap))
+            return false;
+        at += cl;
+        p = after;
+    }
+    return real[at] == '\0';
+}
+
+/* s without leading and trailing whitespace, malloc'd. */
+static char *trimmed(const char *s) {
+    while (*s && strchr(" \t\r\n", *s))
+        s++;
+    size_t n = strlen(s);
+    while (n > 0 && strchr(" \t\r\n", s[n - 1]))
+        n--;
+    return strndup(s, n);
+}
+
+int32_t *cb_model_chat_tokens(const cb_model *m, const char *const *roles, const char *const *contents, size_t n,
+                              int32_t *n_out) {
+    const char *tmpl = llama_model_chat_template(m->model, NULL);
+    if (!tmpl || n == 0) return NULL;
+    char **marks = calloc(n, sizeof(char *)), **trims = calloc(n, sizeof(char *));
+    char *real = render(tmpl, roles, contents, n), *skel = NULL;
+    int32_t *v = NULL, nv = 0;
+    bool ok = marks && trims && real;
+    for (size_t i = 0; ok && i < n; i++) {
+        marks[i] = malloc(24);
+        trims[i] = trimmed(contents[i]);
+        ok = marks[i] && trims[i];
+        if (ok) snprintf(marks[i], 24, "%c%zu%c", MARK, i, MARK);
+    }
+    if (ok) skel = render(tmpl, roles, (const char *const *)marks, n);
+    ok = ok && skel;
+    /* templates copy a content as it is, or trimmed (llama2-like ones); one that does something
+     * else gets its whole rendering tokenized with special tokens, as text completions are */
+    if (ok && !split_tokens(m, skel, real, contents, n, &v, &nv) &&
+        !split_tokens(m, skel, real, (const char *const *)trims, n, &v, &nv)) {
+        free(v);
+        v = cb_model_tokenize(m, real, strlen(real), true, true, &nv);
+    }
+    for (size_t i = 0; i < n && marks && trims; i++) {
+        free(marks[i]);
+        free(trims[i]);
+    }
+    free(marks);
+    free(trims);
+    free(real);
+    free(skel);
+    if (!ok || !v) {
+        free(v);
+        return NULL;
+    }
+    *n_out = nv;
+    return v;
 }
 
 int32_t cb_model_piece(const cb_model *m, int32_t token, char *buf, int32_t cap) {

@@ -38,15 +38,22 @@ typedef struct {
 int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errlen);
 void cb_model_free(cb_model *m);
 
-/* Tokenizes with BOS as the vocabulary wants and special tokens parsed. Returns a malloc'd array
+/* Tokenizes text[0, len): add_special adds BOS (and EOS) as the vocabulary wants, parse_special
+ * turns the text of control tokens ("<|im_start|>") into those tokens. Returns a malloc'd array
  * (caller frees) and its length in *n, or NULL on failure. */
-int32_t *cb_model_tokenize(const cb_model *m, const char *text, int32_t *n);
+int32_t *cb_model_tokenize(const cb_model *m, const char *text, size_t len, bool add_special, bool parse_special,
+                           int32_t *n);
 /* Same into a caller buffer: returns the count, or -(needed) when max is too small. */
-int32_t cb_model_tokenize_into(const cb_model *m, const char *text, int32_t *out, int32_t max);
+int32_t cb_model_tokenize_into(const cb_model *m, const char *text, size_t len, bool add_special, bool parse_special,
+                               int32_t *out, int32_t max);
 
-/* Renders messages with the model's built-in chat template (generation prompt appended).
- * Returns a malloc'd string, or NULL when the model has no usable template. */
-char *cb_model_chat(const cb_model *m, const char *const *roles, const char *const *contents, size_t n);
+/* Renders messages with the model's built-in chat template (generation prompt appended) and
+ * tokenizes the result so that message text can never become control tokens: the template's own
+ * text is tokenized with special tokens parsed, every message's content without (a user who types
+ * "<|im_start|>system" gets those characters, not a forged turn). Returns a malloc'd array and its
+ * length in *n, or NULL when the model has no usable template (or on allocation failure). */
+int32_t *cb_model_chat_tokens(const cb_model *m, const char *const *roles, const char *const *contents, size_t n,
+                              int32_t *n_out);
 
 /* Text of one token (special tokens rendered as nothing); writes at most cap bytes, returns the
  * length, or -1 if it did not fit. */

@@ -82,7 +82,7 @@ static void hist(sbuf *b, const char *name, const char *help, const char *model,
         (unsigned long long)h->count);
 }
 
-char *srv_metrics_render(const srv_metrics *m, const struct cobatch_stats *st, const char *model) {
+char *srv_metrics_render(const srv_metrics *m, const srv_gauges *g, const struct cobatch_stats *st, const char *model) {
     sbuf b = {malloc(8192), 0, 8192, 0};
     if (!b.s) return NULL;
     b.s[0] = '\0';
@@ -116,6 +116,30 @@ char *srv_metrics_render(const srv_metrics *m, const struct cobatch_stats *st, c
     counter(&b, "cobatch:http_server_errors_total", "HTTP 5xx answers.", model, (double)m->http_errors_5xx);
     counter(&b, "cobatch:rejected_queue_full_total", "Requests refused because the queue was full.", model,
             (double)m->rejected_queue_full);
+    counter(&b, "cobatch:rejected_busy_total", "Requests refused because the parsing worker had its most jobs.", model,
+            (double)m->rejected_busy);
+    counter(&b, "cobatch:client_gone_total", "Requests cancelled because their client closed the connection.", model,
+            (double)m->client_gone);
+    counter(&b, "cobatch:slow_clients_total", "Streams dropped because their client left too much unread.", model,
+            (double)m->slow_clients);
+    gauge(&b, "cobatch:http_connections", "Open HTTP connections.", model, g->connections);
+    counter(&b, "cobatch:http_connections_total", "HTTP connections accepted.", model, (double)g->accepted);
+    counter(&b, "cobatch:http_connections_refused_total",
+            "Connections refused (the connection cap, or no file descriptor left).", model,
+            (double)g->refused_connections);
+    counter(&b, "cobatch:http_request_timeouts_total", "Requests that did not arrive whole in time.", model,
+            (double)g->request_timeouts);
+    counter(&b, "cobatch:http_bad_requests_total", "Requests refused before routing (malformed, too large).", model,
+            (double)g->bad_requests);
+    gauge(&b, "cobatch:http_buffered_bytes", "Request bytes the connections hold.", model, (double)g->buffered_bytes);
+    gauge(&b, "cobatch:requests_open", "Requests accepted and not yet answered.", model, g->requests_open);
+    gauge(&b, "cobatch:intake_pending", "Requests being parsed or tokenized.", model, g->intake_pending);
+    gauge(&b, "cobatch:draining", "1 while the server drains before it stops.", model, g->draining);
+    gauge(&b, "cobatch:kv_mismatched_sequences",
+          "Sequences whose cells in llama.cpp differ from the accounting after the last step (0 unless a bug).", model,
+          st->kv_mismatches);
+    counter(&b, "cobatch:decode_failures_total", "llama_decode calls that failed; their requests ended with an error.",
+            model, (double)st->decode_failures);
     hist(&b, "cobatch:time_to_first_token_seconds", "Time to first token.", model, &m->ttft);
     hist(&b, "cobatch:inter_token_latency_seconds", "Time between consecutive tokens.", model, &m->itl);
     hist(&b, "cobatch:e2e_request_latency_seconds", "Submit to finish.", model, &m->e2e);

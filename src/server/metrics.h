@@ -4,6 +4,7 @@
 #define CB_SRV_METRICS_H
 
 #include <cobatch.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,11 +23,22 @@ typedef struct {
     uint64_t finished_stop, finished_length, finished_cancelled, finished_error;
     uint64_t prompt_tokens, generation_tokens;
     uint64_t http_requests, http_errors_4xx, http_errors_5xx, rejected_queue_full;
+    uint64_t rejected_busy; /* the intake worker had max jobs */
+    uint64_t client_gone;   /* requests cancelled because their client closed the connection */
+    uint64_t slow_clients;  /* streams dropped because the client left too much unread */
 } srv_metrics;
+
+/* The server's state when /metrics is asked for. */
+typedef struct {
+    int connections, requests_open, intake_pending;
+    uint64_t accepted, refused_connections, request_timeouts, bad_requests;
+    size_t buffered_bytes;
+    bool draining;
+} srv_gauges;
 
 void srv_metrics_init(srv_metrics *m);
 void srv_hist_observe(srv_hist *h, double seconds);
 /* Renders everything into a malloc'd NUL-terminated string (caller frees), or NULL. */
-char *srv_metrics_render(const srv_metrics *m, const struct cobatch_stats *st, const char *model);
+char *srv_metrics_render(const srv_metrics *m, const srv_gauges *g, const struct cobatch_stats *st, const char *model);
 
 #endif

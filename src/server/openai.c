@@ -20,6 +20,13 @@ static int bad(oai_error *e, const char *param, const char *fmt, ...) {
     return -1;
 }
 
+static int oom(oai_error *e) {
+    bad(e, NULL, "out of memory");
+    e->status = 500;
+    e->type = "server_error";
+    return -1;
+}
+
 char *oai_error_json(const oai_error *e) {
     cJSON *root = cJSON_CreateObject(), *err = cJSON_AddObjectToObject(root, "error");
     cJSON_AddStringToObject(err, "message", e->message);
@@ -37,9 +44,13 @@ char *oai_error_json(const oai_error *e) {
 /* ---------------------------------------------------------------- parsing ------------------- */
 
 static char *keep(oai_request *r, const char *s) {
-    char **v = realloc(r->strings, sizeof(char *) * (r->n_strings + 1));
-    if (!v) return NULL;
-    r->strings = v;
+    if (r->n_strings == r->strings_cap) { /* doubling: a request of many messages stays linear */
+        size_t cap = r->strings_cap ? r->strings_cap * 2 : 16;
+        char **v = realloc(r->strings, sizeof(char *) * cap);
+        if (!v) return NULL;
+        r->strings = v;
+        r->strings_cap = cap;
+    }
     char *c = strdup(s);
     if (c) r->strings[r->n_strings++] = c;
     return c;
@@ -68,25 +79,26 @@ static int boolean(cJSON *root, const char *key, bool *out, oai_error *e) {
 static int parse_prompt(cJSON *root, oai_request *r, oai_error *e) {
     cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
     if (!p) return bad(e, "prompt", "'prompt' is required");
-    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(cJSON_GetArrayItem(p, 0)))
-        p = cJSON_GetArrayItem(p, 0); /* a list of one string: the same request */
+    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(p->child))
+        p = p->child; /* a list of one string: the same request */
     if (cJSON_IsString(p)) {
         if (!p->valuestring[0]) return bad(e, "prompt", "the prompt is empty");
         r->prompt = strdup(p->valuestring);
         r->params.prompt = r->prompt;
-        return r->prompt ? 0 : bad(e, "prompt", "out of memory");
+        return r->prompt ? 0 : oom(e);
     }
     if (!cJSON_IsArray(p)) return bad(e, "prompt", "'prompt' must be a string or an array of token ids");
-    int n = cJSON_GetArraySize(p);
+    int n = cJSON_GetArraySize(p); /* one walk of the list: cJSON_GetArrayItem(p, i) is O(i) */
     if (n == 0) return bad(e, "prompt", "the prompt is empty");
     r->prompt_tokens = malloc(sizeof(int32_t) * (size_t)n);
-    if (!r->prompt_tokens) return bad(e, "prompt", "out of memory");
-    for (int i = 0; i < n; i++) {
-        cJSON *t = cJSON_GetArrayItem(p, i);
-        if (!cJSON_IsNumber(t) || t->valuedouble != floor(t->valuedouble) || t->valuedouble < 0 ||
-            t->valuedouble > INT32_MAX)
+    if (!r->prompt_tokens) return oom(e);
+    int i = 0;
+    cJSON *t;
+    cJSON_ArrayForEach(t, p) {
+        if (!cJSON_IsNumber(t) || !isfinite(t->valuedouble) || t->valuedouble != floor(t->valuedouble) ||
+            t->valuedouble < 0 || t->valuedouble > INT32_MAX)
             return bad(e, "prompt", "'prompt' must be a string or an array of token ids (one prompt per request)");
-        r->prompt_tokens[i] = (int32_t)t->valuedouble;
+        r->prompt_tokens[i++] = (int32_t)t->valuedouble;
     }
     r->params.prompt_tokens = r->prompt_tokens;
     r->params.n_prompt_tokens = n;
@@ -125,10 +137,11 @@ static int parse_messages(cJSON *root, oai_request *r, oai_error *e) {
     int n = cJSON_GetArraySize(m);
     if (n == 0) return bad(e, "messages", "'messages' is empty");
     r->messages = calloc((size_t)n, sizeof(*r->messages));
-    if (!r->messages) return bad(e, "messages", "out of memory");
+    if (!r->messages) return oom(e);
     bool any = false;
-    for (int i = 0; i < n; i++) {
-        cJSON *msg = cJSON_GetArrayItem(m, i);
+    int i = 0;
+    cJSON *msg;
+    cJSON_ArrayForEach(msg, m) { /* one walk: cJSON_GetArrayItem(m, i) is O(i) */
         cJSON *role = cJSON_GetObjectItemCaseSensitive(msg, "role");
         cJSON *content = cJSON_GetObjectItemCaseSensitive(msg, "content");
         if (!cJSON_IsObject(msg) || !cJSON_IsString(role))
@@ -137,7 +150,9 @@ static int parse_messages(cJSON *root, oai_request *r, oai_error *e) {
         if (!text) return bad(e, "messages", "messages[%d].content must be a string or an array of text parts", i);
         r->messages[i].role = keep(r, role->valuestring);
         r->messages[i].content = text;
+        if (!r->messages[i].role) return oom(e);
         any |= text[0] != '\0';
+        i++;
     }
     if (!any) return bad(e, "messages", "the prompt is empty");
     r->params.messages = r->messages;
@@ -149,13 +164,13 @@ static int parse_stop(cJSON *root, oai_request *r, oai_error *e) {
     cJSON *s = cJSON_GetObjectItemCaseSensitive(root, "stop");
     if (!s || cJSON_IsNull(s)) return 0;
     if (cJSON_IsString(s)) {
-        r->stops[r->params.n_stop++] = keep(r, s->valuestring);
+        if (!(r->stops[r->params.n_stop++] = keep(r, s->valuestring))) return oom(e);
     } else if (cJSON_IsArray(s)) {
         if (cJSON_GetArraySize(s) > OAI_MAX_STOP) return bad(e, "stop", "at most %d stop strings", OAI_MAX_STOP);
         cJSON *x;
         cJSON_ArrayForEach(x, s) {
             if (!cJSON_IsString(x)) return bad(e, "stop", "'stop' must be a string or an array of strings");
-            r->stops[r->params.n_stop++] = keep(r, x->valuestring);
+            if (!(r->stops[r->params.n_stop++] = keep(r, x->valuestring))) return oom(e);
         }
     } else {
         return bad(e, "stop", "'stop' must be a string or an array of strings");
@@ -179,9 +194,14 @@ static int parse_sampling(cJSON *root, oai_request *r, oai_error *e) {
     FIELD("presence_penalty", -2, 2, false, s->presence_penalty, float);
     FIELD("frequency_penalty", -2, 2, false, s->frequency_penalty, float);
     FIELD("repetition_penalty", 0.01, 10, false, s->repetition_penalty, float);
+    /* no seed, or -1: a fresh one per request (the engine draws it); OpenAI's seeds are 64-bit */
     double seed = -1;
     if (num(root, "seed", -9.2e18, 9.2e18, true, &seed, e)) return -1;
-    if (seed >= 0 || seed < -1) s->seed = (uint32_t)(int64_t)seed;
+    if (seed != -1) {
+        uint64_t x = (uint64_t)(int64_t)seed;
+        uint32_t v = (uint32_t)(x ^ (x >> 32));
+        s->seed = v == COBATCH_SEED_RANDOM ? v - 1 : v;
+    }
     if (s->top_k < 0) s->top_k = 0; /* -1 means off, as in vLLM */
     if (s->top_p <= 0) return bad(e, "top_p", "'top_p' must be greater than 0");
     double mt = -1, mct = -1;
@@ -191,22 +211,34 @@ static int parse_sampling(cJSON *root, oai_request *r, oai_error *e) {
         r->params.max_tokens = (int32_t)mct;
     else if (mt >= 1)
         r->params.max_tokens = (int32_t)mt;
+    /* vLLM's meaning: a lower value is served first; the engine's is the opposite */
     double prio = 0;
     FIELD("priority", -1000000, 1000000, true, prio, double);
-    r->params.priority = (int32_t)prio;
+    r->params.priority = -(int32_t)prio;
+    r->has_priority = prio != 0;
     double n = 1;
     FIELD("n", 1, 1, true, n, double); /* one choice per request */
 #undef FIELD
     return 0;
 }
 
-int oai_parse(oai_kind kind, const char *body, size_t len, oai_request *r, oai_error *e) {
-    cJSON *root = cJSON_ParseWithLength(body, len);
-    if (!root) {
-        memset(r, 0, sizeof(*r));
-        memset(e, 0, sizeof(*e));
-        return bad(e, NULL, "the body is not valid JSON");
+bool oai_has_nul(const char *s, size_t len) {
+    if (memchr(s, '\0', len)) return true;
+    for (size_t i = 0; i + 1 < len; i++) {
+        if (s[i] != '\\') continue;
+        if (s[i + 1] == 'u' && i + 5 < len && !memcmp(s + i + 2, "0000", 4)) return true;
+        i++; /* the escaped character: "\\\\u0000" is a backslash, then text */
     }
+    return false;
+}
+
+int oai_parse(oai_kind kind, const char *body, size_t len, oai_request *r, oai_error *e) {
+    memset(r, 0, sizeof(*r));
+    memset(e, 0, sizeof(*e));
+    /* cJSON would end a string at a NUL: a prompt, a stop string cut short without a word */
+    if (oai_has_nul(body, len)) return bad(e, NULL, "a string contains a NUL character (\\u0000); it is not accepted");
+    cJSON *root = cJSON_ParseWithLength(body, len);
+    if (!root) return bad(e, NULL, "the body is not valid JSON");
     int rc = oai_parse_json(kind, root, r, e);
     cJSON_Delete(root);
     return rc;
@@ -348,5 +380,25 @@ char *oai_usage_chunk_json(oai_kind kind, const char *id, long created, const ch
     cJSON *o = envelope(kind, id, created, model, true);
     cJSON_AddArrayToObject(o, "choices");
     add_usage(o, prompt_tokens, completion_tokens, cached_tokens);
+    return print(o);
+}
+
+char *oai_abort_chunk_json(oai_kind kind, const char *id, long created, const char *model, int status, const char *type,
+                           const char *message) {
+    cJSON *o = envelope(kind, id, created, model, true);
+    cJSON *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", 0);
+    if (kind == OAI_CHAT)
+        cJSON_AddObjectToObject(c, "delta");
+    else
+        cJSON_AddStringToObject(c, "text", "");
+    cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddStringToObject(c, "finish_reason", "abort");
+    cJSON_AddItemToArray(choices, c);
+    cJSON *e = cJSON_AddObjectToObject(o, "error");
+    cJSON_AddStringToObject(e, "message", message);
+    cJSON_AddStringToObject(e, "type", type);
+    cJSON_AddNullToObject(e, "param");
+    cJSON_AddNumberToObject(e, "code", status);
     return print(o);
 }

@@ -17,13 +17,14 @@ typedef struct {
     oai_kind kind;
     struct cobatch_request_params params;
     bool stream, include_usage;
-    char *model; /* as the client named it, or NULL */
+    bool has_priority; /* a non-zero priority was given (needs the priority scheduling policy) */
+    char *model;       /* as the client named it, or NULL */
     /* storage behind params */
     char *prompt;
     int32_t *prompt_tokens;
     struct cobatch_chat_message *messages;
-    char **strings; /* (n_strings) every role/content/stop string, freed together */
-    size_t n_strings;
+    char **strings; /* (strings_cap) every role/content/stop string, freed together */
+    size_t n_strings, strings_cap;
     const char *stops[OAI_MAX_STOP];
 } oai_request;
 
@@ -36,13 +37,16 @@ typedef struct {
 } oai_error;
 
 /* Parses body (len bytes) for kind. Returns 0 and fills r, or -1 and fills e (status 400). r is
- * valid until oai_request_free either way. */
+ * valid until oai_request_free either way. Linear in the body's size. A body whose strings hold a
+ * NUL character is refused (C strings would end there). */
 int oai_parse(oai_kind kind, const char *body, size_t len, oai_request *r, oai_error *e);
 /* The same for a body already parsed (the batch runner's JSONL lines); root is only read and
  * stays the caller's. */
 struct cJSON;
 int oai_parse_json(oai_kind kind, struct cJSON *root, oai_request *r, oai_error *e);
 void oai_request_free(oai_request *r);
+/* Whether JSON text s[0, len) holds a NUL byte or a \u0000 escape. */
+bool oai_has_nul(const char *s, size_t len);
 
 /* All returned strings are malloc'd JSON; the caller frees them. NULL on allocation failure. */
 char *oai_error_json(const oai_error *e);
@@ -54,6 +58,10 @@ char *oai_response_json(oai_kind kind, const char *id, long created, const char 
  * finish: NULL while streaming. */
 char *oai_chunk_json(oai_kind kind, const char *id, long created, const char *model, const char *text,
                      const char *finish, bool role_first);
+/* The last chunk of a stream the server cut short or that failed: finish_reason "abort" and an
+ * "error" object (the OpenAI SDKs raise it), for status 503 or 500. */
+char *oai_abort_chunk_json(oai_kind kind, const char *id, long created, const char *model, int status, const char *type,
+                           const char *message);
 char *oai_usage_chunk_json(oai_kind kind, const char *id, long created, const char *model, int prompt_tokens,
                            int completion_tokens, int cached_tokens);
 

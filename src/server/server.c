@@ -1,36 +1,45 @@
+/* server.c — `cobatch serve`: routes, the completion endpoints over the engine, and the drain.
+ * One event-loop thread; connections are httpd.c's, parsing and tokenizing run on the intake
+ * worker, generation on the engine thread. A completion request goes
+ *   http request -> intake (parse, tokenize) -> cobatch_submit -> TOKEN events -> FINISHED event
+ * and ends in exactly one answer: a 200 (whole or streamed), or an error status with an OpenAI
+ * error body (a stream that has begun ends with an error event instead), or nothing when its
+ * client has gone. */
 #include "server.h"
+#include "httpd.h"
+#include "intake.h"
 #include "metrics.h"
 #include "openai.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <event2/buffer.h>
 #include <event2/event.h>
-#include <event2/http.h>
-#include <event2/keyvalq_struct.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
 typedef struct srv srv;
 
-/* One accepted completion request, from submit to its FINISHED event. */
+/* One completion request, from its HTTP request to its end. */
 typedef struct srv_req {
     srv *s;
-    struct evhttp_request *req; /* ours until the reply ends, even after the client has gone */
-    bool gone;                  /* the client closed the connection: write nothing more */
-    cobatch_req_id id;
+    cb_conn *conn;     /* NULL once the client has gone (httpd's on_gone) */
+    cobatch_req_id id; /* > 0 once submitted */
+    bool at_intake;    /* on the worker: freed when the job comes back */
+    intake_kind job;   /* what the worker does with its body */
     oai_kind kind;
-    bool stream, include_usage;
-    char cid[48]; /* "cmpl-..." / "chatcmpl-..." */
+    bool stream, include_usage, started; /* started: the stream's head and first chunk are out */
+    char cid[48];                        /* "cmpl-..." / "chatcmpl-..." */
     long created;
-    char *text; /* (cap) the whole output, for non-streaming replies */
+    char *text; /* (cap) the whole output, for non-streaming answers */
     size_t len, cap;
     int64_t t_last_token_us;
-    struct srv_req *prev, *next; /* the server's in-flight list */
+    struct srv_req *prev, *next; /* the server's list of requests */
 } srv_req;
 
 struct srv {
@@ -38,16 +47,19 @@ struct srv {
     cobatch_engine *engine;
     char model[128];
     struct event_base *base;
-    struct evhttp *http;
-    struct event *ev_engine, *ev_term, *ev_int, *ev_drain;
-    bool draining, stopping;
-    int in_flight;
-    srv_req *reqs; /* in flight, for the shutdown */
+    cb_httpd *httpd;
+    intake *in;
+    struct event *ev_engine, *ev_intake, *ev_term, *ev_int, *ev_tick;
+    bool draining, cut;               /* cut: the drain timed out, what runs is being cancelled */
+    int64_t drain_end_us, cut_end_us; /* when the drain times out; when to leave even if requests remain */
+    int64_t flush_end_us;             /* when to leave once nothing is left but answers in transit */
+    int n_reqs;
+    srv_req *reqs;
     uint64_t next_cid;
     srv_metrics m;
 };
 
-/* ---------------------------------------------------------------- replies ------------------- */
+/* ---------------------------------------------------------------- answers ------------------- */
 
 static void count_status(srv *s, int status) {
     if (status >= 500)
@@ -56,17 +68,16 @@ static void count_status(srv *s, int status) {
         s->m.http_errors_4xx++;
 }
 
-static void reply_json(srv *s, struct evhttp_request *req, int status, const char *json) {
-    struct evbuffer *out = evbuffer_new();
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
-    if (out && json) evbuffer_add(out, json, strlen(json));
+static void reply_json(srv *s, cb_conn *c, int status, const char *json, const char *extra) {
+    static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\"}}";
+    if (!json) status = 500, json = oom;
     count_status(s, status);
-    evhttp_send_reply(req, status, status < 400 ? "OK" : "Error", out);
-    if (out) evbuffer_free(out);
+    cb_conn_reply(c, status, "application/json", extra, json, strlen(json));
 }
 
-static void reply_error(srv *s, struct evhttp_request *req, int status, const char *type, const char *param,
-                        const char *fmt, ...) {
+static void reply_error(srv *s, cb_conn *c, int status, const char *type, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+static void reply_error(srv *s, cb_conn *c, int status, const char *type, const char *param, const char *fmt, ...) {
     oai_error e = {.status = status, .type = type};
     snprintf(e.param, sizeof(e.param), "%s", param ? param : "");
     va_list ap;
@@ -74,89 +85,128 @@ static void reply_error(srv *s, struct evhttp_request *req, int status, const ch
     vsnprintf(e.message, sizeof(e.message), fmt, ap);
     va_end(ap);
     char *j = oai_error_json(&e);
-    reply_json(s, req, status, j);
+    reply_json(s, c, status, j, status == 429 || status == 503 ? "Retry-After: 1\r\n" : NULL);
     free(j);
 }
 
-/* 200 with a cJSON object as the body; takes ownership of o. */
-static void reply_cjson(srv *s, struct evhttp_request *req, cJSON *o) {
+static void reply_cjson(srv *s, cb_conn *c, cJSON *o) { /* takes o */
     char *j = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
-    if (j)
-        reply_json(s, req, 200, j);
-    else
-        reply_error(s, req, 500, "server_error", NULL, "out of memory");
+    reply_json(s, c, 200, j, NULL);
     free(j);
 }
 
-static void sse_send(struct evhttp_request *req, const char *json) {
-    struct evbuffer *b = evbuffer_new();
-    if (!b) return;
-    evbuffer_add_printf(b, "data: %s\n\n", json);
-    evhttp_send_reply_chunk(req, b);
-    evbuffer_free(b);
-}
+/* ---------------------------------------------------------------- requests ------------------ */
 
-/* ---------------------------------------------------------------- engine events ------------- */
+static srv_req *req_new(srv *s, cb_conn *c, oai_kind kind) {
+    srv_req *r = calloc(1, sizeof(*r));
+    if (!r) return NULL;
+    r->s = s;
+    r->conn = c;
+    r->kind = kind;
+    r->created = (long)time(NULL);
+    snprintf(r->cid, sizeof(r->cid), "%s-%llx%06llx", kind == OAI_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)r->created, (unsigned long long)++s->next_cid);
+    r->next = s->reqs;
+    if (s->reqs) s->reqs->prev = r;
+    s->reqs = r;
+    s->n_reqs++;
+    return r;
+}
 
 static void req_free(srv_req *r) {
     srv *s = r->s;
     if (r->prev)
         r->prev->next = r->next;
-    else if (s->reqs == r)
+    else
         s->reqs = r->next;
     if (r->next) r->next->prev = r->prev;
+    s->n_reqs--;
     free(r->text);
     free(r);
 }
 
-/* libevent detaches an unfinished request from a connection that fails and leaves it to us: it
- * is freed when we end it (evhttp_send_* on a request without a connection frees it). */
-static void on_client_close(struct evhttp_connection *conn, void *arg) {
-    (void)conn;
-    srv_req *r = arg;
-    r->gone = true;
-    cobatch_cancel(r->s->engine, r->id);
+/* The client left (or was dropped): stop writing to it; the engine frees the request's cells. */
+static void on_gone(cb_conn *c, void *req_user, void *user) {
+    (void)c;
+    srv *s = user;
+    srv_req *r = req_user;
+    r->conn = NULL;
+    if (r->id > 0) {
+        s->m.client_gone++;
+        cobatch_cancel(s->engine, r->id);
+    }
 }
 
-static void detach(srv_req *r) {
-    struct evhttp_connection *c = evhttp_request_get_connection(r->req);
-    if (c) evhttp_connection_set_closecb(c, NULL, NULL);
+/* A stream that cannot go on (the client reads too slowly, or memory ran out): the request is
+ * cancelled and the connection reset, so the client sees a failure, not a short answer. */
+static void drop_stream(srv *s, srv_req *r, bool slow) {
+    if (slow) s->m.slow_clients++;
+    if (r->id > 0) cobatch_cancel(s->engine, r->id);
+    cb_conn_abort(r->conn);
+    r->conn = NULL;
+}
+
+static bool sse(srv *s, srv_req *r, const char *json) {
+    if (!r->conn) return false;
+    bool ok = json != NULL;
+    if (ok) {
+        size_t n = strlen(json);
+        ok = cb_conn_stream_write(r->conn, "data: ", 6) && cb_conn_stream_write(r->conn, json, n) &&
+             cb_conn_stream_write(r->conn, "\n\n", 2);
+    }
+    if (!ok) drop_stream(s, r, json != NULL);
+    return ok;
+}
+
+static void start_stream(srv *s, srv_req *r) {
+    r->started = true;
+    cb_conn_stream_start(r->conn, 200, "text/event-stream", "Cache-Control: no-cache\r\n");
+    if (r->kind == OAI_CHAT) { /* the opening chunk carries the role */
+        char *j = oai_chunk_json(r->kind, r->cid, r->created, s->model, "", NULL, true);
+        sse(s, r, j);
+        free(j);
+    }
 }
 
 static const char *finish_name(enum cobatch_finish_reason f) { return f == COBATCH_FINISH_LENGTH ? "length" : "stop"; }
 
-/* Output for a non-streaming reply. Bounded by the request's max_tokens (the engine's context). */
-static void append(srv_req *r, const char *text, size_t n) {
+/* Output for a non-streaming answer; bounded by the request's max_tokens. */
+static bool append(srv_req *r, const char *text, size_t n) {
     if (r->len + n + 1 > r->cap) {
         size_t cap = (r->cap + n) * 2 + 64;
         char *t = realloc(r->text, cap);
-        if (!t) return;
+        if (!t) return false;
         r->text = t;
         r->cap = cap;
     }
     memcpy(r->text + r->len, text, n);
     r->len += n;
     r->text[r->len] = '\0';
+    return true;
 }
 
 static void on_token(srv *s, srv_req *r, const struct cobatch_event *ev) {
     s->m.generation_tokens++;
     if (r->t_last_token_us) srv_hist_observe(&s->m.itl, (double)(ev->t_us - r->t_last_token_us) / 1e6);
     r->t_last_token_us = ev->t_us;
-    if (r->gone || !ev->text_len) return;
+    if (!r->conn) return;
     if (r->stream) {
+        if (!r->started) start_stream(s, r);
+        if (!ev->text_len || !r->conn) return;
         char *j = oai_chunk_json(r->kind, r->cid, r->created, s->model, ev->text, NULL, false);
-        if (j) sse_send(r->req, j);
+        sse(s, r, j);
         free(j);
         return;
     }
-    append(r, ev->text, ev->text_len);
+    if (!append(r, ev->text, ev->text_len)) { /* the answer would miss text: end it as a failure */
+        cobatch_cancel(s->engine, r->id);
+        reply_error(s, r->conn, 500, "server_error", NULL, "out of memory collecting the output");
+        r->conn = NULL;
+    }
 }
 
-static void maybe_stop(srv *s);
-
-static void on_finished(srv *s, srv_req *r, const struct cobatch_event *ev) {
+static void count_finish(srv *s, const struct cobatch_event *ev) {
     const struct cobatch_timings *t = &ev->timings;
     switch (ev->reason) {
     case COBATCH_FINISH_STOP: s->m.finished_stop++; break;
@@ -168,58 +218,64 @@ static void on_finished(srv *s, srv_req *r, const struct cobatch_event *ev) {
     if (t->t_first_token_us) srv_hist_observe(&s->m.ttft, (double)(t->t_first_token_us - t->t_submit_us) / 1e6);
     if (t->t_scheduled_us) srv_hist_observe(&s->m.queue, (double)(t->t_scheduled_us - t->t_submit_us) / 1e6);
     srv_hist_observe(&s->m.e2e, (double)(t->t_finish_us - t->t_submit_us) / 1e6);
-    if (r->gone) {
-        if (r->stream)
-            evhttp_send_reply_end(r->req); /* no connection: this frees the request */
-        else
-            evhttp_request_free(r->req);
-    } else {
-        detach(r);
-        bool ok = ev->reason == COBATCH_FINISH_STOP || ev->reason == COBATCH_FINISH_LENGTH;
-        const char *why = ev->reason == COBATCH_FINISH_CANCELLED ? "the server is shutting down"
-                                                                 : (ev->error ? ev->error : "generation failed");
-        if (r->stream) {
-            char *j =
-                ok ? oai_chunk_json(r->kind, r->cid, r->created, s->model, ev->text, finish_name(ev->reason), false)
-                   : NULL;
-            if (!ok) {
-                oai_error e = {.status = 500, .type = "server_error"};
-                snprintf(e.message, sizeof(e.message), "%s", why);
-                j = oai_error_json(&e);
-            }
-            if (j) sse_send(r->req, j);
+}
+
+/* A request the server cut short (drain) or the engine failed: why, and the status it answers. */
+static int failure(const srv *s, const struct cobatch_event *ev, const char **type, const char **why) {
+    if (ev->reason == COBATCH_FINISH_CANCELLED) {
+        *type = "service_unavailable";
+        *why = ev->timings.t_scheduled_us == 0 ? "the server is shutting down; retry elsewhere"
+               : s->cut                        ? "the server shut down before the request finished"
+                                               : "the request was cancelled";
+        return 503;
+    }
+    *type = "server_error";
+    *why = ev->error && *ev->error ? ev->error : "generation failed";
+    return 500;
+}
+
+static void on_finished(srv *s, srv_req *r, const struct cobatch_event *ev) {
+    count_finish(s, ev);
+    bool ok = ev->reason == COBATCH_FINISH_STOP || ev->reason == COBATCH_FINISH_LENGTH;
+    if (r->conn && r->stream && ok) {
+        if (!r->started) start_stream(s, r);
+        char *j = oai_chunk_json(r->kind, r->cid, r->created, s->model, ev->text, finish_name(ev->reason), false);
+        bool sent = sse(s, r, j);
+        free(j);
+        if (sent && r->include_usage) {
+            j = oai_usage_chunk_json(r->kind, r->cid, r->created, s->model, ev->n_prompt, ev->n_generated,
+                                     ev->n_cached);
+            sent = sse(s, r, j);
             free(j);
-            if (ok && r->include_usage) {
-                j = oai_usage_chunk_json(r->kind, r->cid, r->created, s->model, ev->n_prompt, ev->n_generated,
-                                         ev->n_cached);
-                if (j) sse_send(r->req, j);
-                free(j);
-            }
-            struct evbuffer *b = evbuffer_new();
-            if (b) {
-                evbuffer_add_printf(b, "data: [DONE]\n\n");
-                evhttp_send_reply_chunk(r->req, b);
-                evbuffer_free(b);
-            }
-            evhttp_send_reply_end(r->req);
-        } else if (ok) {
-            append(r, ev->text, ev->text_len);
+        }
+        if (sent && cb_conn_stream_write(r->conn, "data: [DONE]\n\n", 14))
+            cb_conn_stream_end(r->conn);
+        else if (r->conn)
+            drop_stream(s, r, false);
+    } else if (r->conn && ok) {
+        if (append(r, ev->text, ev->text_len)) {
             char *j = oai_response_json(r->kind, r->cid, r->created, s->model, r->text ? r->text : "",
                                         finish_name(ev->reason), ev->n_prompt, ev->n_generated, ev->n_cached);
-            if (j)
-                reply_json(s, r->req, 200, j);
-            else
-                reply_error(s, r->req, 500, "server_error", NULL, "out of memory");
+            reply_json(s, r->conn, 200, j, NULL);
             free(j);
         } else {
-            reply_error(s, r->req, ev->reason == COBATCH_FINISH_CANCELLED ? 503 : 500,
-                        ev->reason == COBATCH_FINISH_CANCELLED ? "service_unavailable" : "server_error", NULL, "%s",
-                        why);
+            reply_error(s, r->conn, 500, "server_error", NULL, "out of memory collecting the output");
+        }
+    } else if (r->conn) {
+        const char *type, *why;
+        int status = failure(s, ev, &type, &why);
+        if (r->stream && r->started) { /* the stream's last chunk: a finish reason and the error */
+            char *j = oai_abort_chunk_json(r->kind, r->cid, r->created, s->model, status, type, why);
+            if (sse(s, r, j) && cb_conn_stream_write(r->conn, "data: [DONE]\n\n", 14))
+                cb_conn_stream_end(r->conn);
+            else if (r->conn)
+                drop_stream(s, r, false);
+            free(j);
+        } else {
+            reply_error(s, r->conn, status, type, NULL, "%s", why);
         }
     }
-    s->in_flight--;
     req_free(r);
-    maybe_stop(s);
 }
 
 static void on_engine_events(evutil_socket_t fd, short what, void *arg) {
@@ -242,91 +298,99 @@ static void on_engine_events(evutil_socket_t fd, short what, void *arg) {
     }
 }
 
-/* ---------------------------------------------------------------- endpoints ----------------- */
+/* ---------------------------------------------------------------- completions --------------- */
 
-/* The body as a NUL-terminated string (in the request's buffer), or NULL with a reply sent. */
-static char *body_of(srv *s, struct evhttp_request *req, size_t *len) {
-    struct evbuffer *in = evhttp_request_get_input_buffer(req);
-    *len = evbuffer_get_length(in);
-    if (*len > s->p.max_body) {
-        reply_error(s, req, 413, "invalid_request_error", NULL, "the body is %zu bytes; the limit is %zu", *len,
-                    s->p.max_body);
-        return NULL;
-    }
-    evbuffer_add(in, "", 1); /* terminate */
-    return (char *)evbuffer_pullup(in, -1);
-}
-
-static void handle_completion(srv *s, struct evhttp_request *req, oai_kind kind) {
+/* A parsed and tokenized request back from the intake worker: submit it. */
+static void submit(srv *s, srv_req *r, intake_job *j) {
     if (s->draining) {
-        reply_error(s, req, 503, "service_unavailable", NULL, "the server is shutting down");
+        reply_error(s, r->conn, 503, "service_unavailable", NULL, "the server is shutting down; retry elsewhere");
         return;
     }
-    size_t len;
-    char *body = body_of(s, req, &len);
-    if (!body) return;
-    oai_request o;
-    oai_error e;
-    if (oai_parse(kind, body, len, &o, &e) != 0) {
-        char *j = oai_error_json(&e);
-        reply_json(s, req, e.status, j);
-        free(j);
-        oai_request_free(&o);
+    if (j->req.has_priority && s->p.sched_policy != COBATCH_SCHED_PRIORITY) {
+        reply_error(s, r->conn, 400, "invalid_request_error", "priority",
+                    "'priority' needs priority scheduling (cobatch serve --scheduling-policy priority)");
         return;
     }
-    srv_req *r = calloc(1, sizeof(*r));
-    if (!r) {
-        oai_request_free(&o);
-        reply_error(s, req, 500, "server_error", NULL, "out of memory");
-        return;
-    }
-    r->s = s;
-    r->req = req;
-    r->kind = kind;
-    r->stream = o.stream;
-    r->include_usage = o.include_usage;
-    r->created = (long)time(NULL);
-    snprintf(r->cid, sizeof(r->cid), "%s-%llx%06llx", kind == OAI_CHAT ? "chatcmpl" : "cmpl",
-             (unsigned long long)r->created, (unsigned long long)++s->next_cid);
-    o.params.user_data = r;
+    struct cobatch_request_params p = j->req.params;
+    p.prompt = NULL; /* the tokens the worker made are what the engine would make */
+    p.messages = NULL;
+    p.n_messages = 0;
+    p.prompt_tokens = j->tokens;
+    p.n_prompt_tokens = j->n_tokens;
+    p.user_data = r;
+    r->stream = j->req.stream;
+    r->include_usage = j->req.include_usage;
     char err[256] = "";
-    cobatch_req_id id = cobatch_submit(s->engine, &o.params, err, sizeof(err));
-    oai_request_free(&o);
-    if (id <= 0) {
-        req_free(r);
-        if (id == COBATCH_ERR_QUEUE_FULL) {
-            s->m.rejected_queue_full++;
-            evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
-            reply_error(s, req, 429, "rate_limit_error", NULL, "%s", err);
-        } else if (id == COBATCH_ERR_SHUTDOWN) {
-            reply_error(s, req, 503, "service_unavailable", NULL, "%s", err);
-        } else {
-            reply_error(s, req, id == COBATCH_ERR_NOMEM ? 500 : 400,
-                        id == COBATCH_ERR_NOMEM ? "server_error" : "invalid_request_error",
-                        kind == OAI_CHAT ? "messages" : "prompt", "%s", err);
-        }
+    cobatch_req_id id = cobatch_submit(s->engine, &p, err, sizeof(err));
+    if (id > 0) {
+        r->id = id;
         return;
     }
-    r->id = id;
-    s->in_flight++;
-    r->next = s->reqs;
-    if (s->reqs) s->reqs->prev = r;
-    s->reqs = r;
-    evhttp_connection_set_closecb(evhttp_request_get_connection(req), on_client_close, r);
-    if (r->stream) {
-        struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-        evhttp_add_header(h, "Content-Type", "text/event-stream");
-        evhttp_add_header(h, "Cache-Control", "no-cache");
-        evhttp_send_reply_start(req, 200, "OK");
-        if (kind == OAI_CHAT) { /* the opening chunk carries the role */
-            char *j = oai_chunk_json(kind, r->cid, r->created, s->model, "", NULL, true);
-            if (j) sse_send(req, j);
-            free(j);
-        }
+    if (id == COBATCH_ERR_QUEUE_FULL) {
+        s->m.rejected_queue_full++;
+        reply_error(s, r->conn, 429, "rate_limit_error", NULL, "%s", err);
+    } else if (id == COBATCH_ERR_SHUTDOWN) {
+        reply_error(s, r->conn, 503, "service_unavailable", NULL, "%s", err);
+    } else if (id == COBATCH_ERR_NOMEM) {
+        reply_error(s, r->conn, 503, "service_unavailable", NULL, "%s", err);
+    } else {
+        reply_error(s, r->conn, 400, "invalid_request_error", r->kind == OAI_CHAT ? "messages" : "prompt", "%s", err);
     }
 }
 
-static void handle_models(srv *s, struct evhttp_request *req) {
+static void on_intake(evutil_socket_t fd, short what, void *arg) {
+    (void)what;
+    srv *s = arg;
+    uint64_t v;
+    ssize_t n = read(fd, &v, sizeof(v));
+    (void)n;
+    intake_job *j;
+    while ((j = intake_take(s->in)) != NULL) {
+        srv_req *r = j->owner;
+        r->at_intake = false;
+        if (r->conn && (j->status != 200 || j->kind != INTAKE_COMPLETION))
+            reply_json(s, r->conn, j->status, j->json, NULL);
+        else if (r->conn)
+            submit(s, r, j);
+        if (r->id <= 0) req_free(r); /* answered already, or the client left */
+        intake_job_free(j);
+    }
+}
+
+/* Hands the request's body to the intake worker. */
+static void to_intake(srv *s, cb_conn *c, cb_http_req *hr, intake_kind kind, oai_kind api) {
+    if (s->draining && kind == INTAKE_COMPLETION) {
+        reply_error(s, c, 503, "service_unavailable", NULL, "the server is shutting down; retry elsewhere");
+        return;
+    }
+    intake_job *j = calloc(1, sizeof(*j));
+    srv_req *r = j ? req_new(s, c, api) : NULL;
+    if (!r) {
+        free(j);
+        reply_error(s, c, 503, "service_unavailable", NULL, "out of memory");
+        return;
+    }
+    r->job = j->kind = kind;
+    j->api = api;
+    j->body = cb_http_req_take_body(hr, &j->len);
+    j->owner = r;
+    if (!j->body || !intake_submit(s->in, j)) {
+        bool busy = j->body != NULL;
+        intake_job_free(j);
+        r->conn = NULL;
+        req_free(r);
+        if (busy) s->m.rejected_busy++;
+        reply_error(s, c, 503, "service_unavailable", NULL, "%s",
+                    busy ? "the server is busy; retry later" : "out of memory");
+        return;
+    }
+    r->at_intake = true;
+    cb_conn_set_user(c, r);
+}
+
+/* ---------------------------------------------------------------- other endpoints ----------- */
+
+static void handle_models(srv *s, cb_conn *c) {
     cJSON *root = cJSON_CreateObject(), *data = cJSON_AddArrayToObject(root, "data"), *m = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "object", "list");
     cJSON_AddStringToObject(m, "id", s->model);
@@ -335,196 +399,148 @@ static void handle_models(srv *s, struct evhttp_request *req) {
     cJSON_AddStringToObject(m, "owned_by", "cobatch");
     cJSON_AddNumberToObject(m, "max_model_len", cobatch_n_ctx_seq(s->engine));
     cJSON_AddItemToArray(data, m);
-    reply_cjson(s, req, root);
+    reply_cjson(s, c, root);
 }
 
-/* The body parsed as JSON (caller deletes), or NULL with a 413/400 reply sent. */
-static cJSON *body_json(srv *s, struct evhttp_request *req) {
-    size_t len;
-    char *body = body_of(s, req, &len);
-    if (!body) return NULL;
-    cJSON *root = cJSON_ParseWithLength(body, len);
-    if (!root) reply_error(s, req, 400, "invalid_request_error", NULL, "the body is not valid JSON");
-    return root;
-}
-
-static void handle_tokenize(srv *s, struct evhttp_request *req) {
-    cJSON *root = body_json(s, req);
-    if (!root) return;
-    cJSON *c = cJSON_GetObjectItemCaseSensitive(root, "content");
-    if (!c) c = cJSON_GetObjectItemCaseSensitive(root, "prompt");
-    if (!cJSON_IsString(c)) {
-        cJSON_Delete(root);
-        reply_error(s, req, 400, "invalid_request_error", "content", "give the text as a string in 'content'");
-        return;
-    }
-    int32_t cap = (int32_t)strlen(c->valuestring) + 16, *toks = malloc(sizeof(int32_t) * (size_t)cap);
-    int32_t n = toks ? cobatch_tokenize(s->engine, c->valuestring, toks, cap) : -1;
-    cJSON_Delete(root);
-    if (n < 0 || n > cap) {
-        free(toks);
-        reply_error(s, req, 500, "server_error", NULL, "cannot tokenize");
-        return;
-    }
-    cJSON *out = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(out, "tokens");
-    for (int32_t i = 0; i < n; i++)
-        cJSON_AddItemToArray(arr, cJSON_CreateNumber(toks[i]));
-    cJSON_AddNumberToObject(out, "count", n);
-    cJSON_AddNumberToObject(out, "max_model_len", cobatch_n_ctx_seq(s->engine));
-    free(toks);
-    reply_cjson(s, req, out);
-}
-
-static void handle_detokenize(srv *s, struct evhttp_request *req) {
-    cJSON *root = body_json(s, req);
-    if (!root) return;
-    cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "tokens");
-    int n = cJSON_IsArray(t) ? cJSON_GetArraySize(t) : -1;
-    int32_t *toks = n >= 0 ? malloc(sizeof(int32_t) * (size_t)(n + 1)) : NULL;
-    for (int i = 0; toks && i < n; i++) {
-        cJSON *x = cJSON_GetArrayItem(t, i);
-        if (!cJSON_IsNumber(x)) {
-            free(toks);
-            toks = NULL;
-            break;
-        }
-        toks[i] = (int32_t)x->valuedouble;
-    }
-    cJSON_Delete(root);
-    if (!toks) {
-        reply_error(s, req, 400, "invalid_request_error", "tokens", "give 'tokens' as an array of token ids");
-        return;
-    }
-    int32_t need = cobatch_detokenize(s->engine, toks, n, NULL, 0);
-    char *text = need >= 0 ? malloc((size_t)need + 1) : NULL;
-    int32_t k = text ? cobatch_detokenize(s->engine, toks, n, text, need + 1) : -1;
-    free(toks);
-    if (k < 0) {
-        free(text);
-        reply_error(s, req, 400, "invalid_request_error", "tokens", "a token id is outside the vocabulary");
-        return;
-    }
-    text[k] = '\0';
-    cJSON *out = cJSON_CreateObject();
-    cJSON_AddStringToObject(out, "content", text);
-    cJSON_AddStringToObject(out, "prompt", text);
-    free(text);
-    reply_cjson(s, req, out);
-}
-
-static void handle_metrics(srv *s, struct evhttp_request *req) {
+static void handle_metrics(srv *s, cb_conn *c) {
     struct cobatch_stats st;
+    cb_httpd_stats hs;
     cobatch_engine_stats(s->engine, &st);
-    char *text = srv_metrics_render(&s->m, &st, s->model);
-    struct evbuffer *out = evbuffer_new();
-    if (!text || !out) {
-        free(text);
-        if (out) evbuffer_free(out);
-        reply_error(s, req, 500, "server_error", NULL, "out of memory");
+    cb_httpd_get_stats(s->httpd, &hs);
+    srv_gauges g = {.connections = hs.open,
+                    .accepted = hs.accepted,
+                    .refused_connections = hs.refused_full + hs.refused_fd,
+                    .request_timeouts = hs.timeouts,
+                    .bad_requests = hs.bad_requests,
+                    .buffered_bytes = hs.buffered,
+                    .intake_pending = intake_pending(s->in),
+                    .requests_open = s->n_reqs,
+                    .draining = s->draining};
+    char *text = srv_metrics_render(&s->m, &g, &st, s->model);
+    if (!text) {
+        reply_error(s, c, 500, "server_error", NULL, "out of memory");
         return;
     }
-    evbuffer_add(out, text, strlen(text));
+    cb_conn_reply(c, 200, "text/plain; version=0.0.4", NULL, text, strlen(text));
     free(text);
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "text/plain; version=0.0.4");
-    evhttp_send_reply(req, 200, "OK", out);
-    evbuffer_free(out);
 }
 
-static bool authorized(srv *s, struct evhttp_request *req) {
+/* ---------------------------------------------------------------- routing ------------------- */
+
+/* Constant time in the key's length: the time an answer takes tells nothing of where a guess went wrong. */
+static bool same_secret(const char *a, const char *b) {
+    size_t na = strlen(a), nb = strlen(b);
+    unsigned char d = na != nb;
+    for (size_t i = 0; i < nb; i++)
+        d |= (unsigned char)(i < na ? a[i] : 0) ^ (unsigned char)b[i];
+    return d == 0;
+}
+
+static bool authorized(srv *s, const cb_http_req *hr) {
     if (!s->p.api_key) return true;
-    const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
-    return h && !strncmp(h, "Bearer ", 7) && !strcmp(h + 7, s->p.api_key);
+    const char *h = cb_http_header_get(hr, "Authorization");
+    if (!h || strncasecmp(h, "Bearer", 6) != 0 || (h[6] != ' ' && h[6] != '\t')) return false;
+    h += 7;
+    while (*h == ' ' || *h == '\t')
+        h++;
+    return same_secret(h, s->p.api_key);
 }
 
-static void route(struct evhttp_request *req, void *arg) {
-    srv *s = arg;
+enum route_id { R_HEALTH, R_METRICS, R_MODELS, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE };
+
+static const struct {
+    const char *path;
+    bool post, auth;
+    enum route_id id;
+} ROUTES[] = {{"/health", false, false, R_HEALTH},          {"/metrics", false, false, R_METRICS},
+              {"/v1/models", false, true, R_MODELS},        {"/v1/completions", true, true, R_COMPLETIONS},
+              {"/v1/chat/completions", true, true, R_CHAT}, {"/tokenize", true, true, R_TOKENIZE},
+              {"/detokenize", true, true, R_DETOKENIZE}};
+
+static void on_request(cb_conn *c, cb_http_req *hr, void *user) {
+    srv *s = user;
     s->m.http_requests++;
-    const char *uri = evhttp_request_get_uri(req);
-    size_t plen = strcspn(uri, "?");
-    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
-    struct {
-        const char *path;
-        enum evhttp_cmd_type cmd;
-        bool auth;
-        int which;
-    } R[] = {{"/health", EVHTTP_REQ_GET, false, 0},
-             {"/metrics", EVHTTP_REQ_GET, false, 1},
-             {"/v1/models", EVHTTP_REQ_GET, true, 2},
-             {"/v1/completions", EVHTTP_REQ_POST, true, 3},
-             {"/v1/chat/completions", EVHTTP_REQ_POST, true, 4},
-             {"/tokenize", EVHTTP_REQ_POST, true, 5},
-             {"/detokenize", EVHTTP_REQ_POST, true, 6}};
-    for (size_t i = 0; i < sizeof(R) / sizeof(R[0]); i++) {
-        if (strlen(R[i].path) != plen || strncmp(uri, R[i].path, plen)) continue;
-        if (cmd != R[i].cmd) {
-            reply_error(s, req, 405, "invalid_request_error", NULL, "use %s for %s",
-                        R[i].cmd == EVHTTP_REQ_GET ? "GET" : "POST", R[i].path);
+    size_t plen = strcspn(hr->target, "?");
+    bool post = !strcmp(hr->method, "POST"), get = !strcmp(hr->method, "GET");
+    for (size_t i = 0; i < sizeof(ROUTES) / sizeof(ROUTES[0]); i++) {
+        if (strlen(ROUTES[i].path) != plen || strncmp(hr->target, ROUTES[i].path, plen) != 0) continue;
+        if (ROUTES[i].post ? !post : !get) {
+            reply_error(s, c, 405, "invalid_request_error", NULL, "use %s for %s", ROUTES[i].post ? "POST" : "GET",
+                        ROUTES[i].path);
             return;
         }
-        if (R[i].auth && !authorized(s, req)) {
-            reply_error(s, req, 401, "invalid_request_error", NULL,
-                        "a valid API key is required (Authorization: "
-                        "Bearer KEY)");
+        if (ROUTES[i].auth && !authorized(s, hr)) {
+            reply_error(s, c, 401, "authentication_error", NULL,
+                        "a valid API key is required (Authorization: Bearer KEY)");
             return;
         }
-        switch (R[i].which) {
-        case 0:
+        switch (ROUTES[i].id) {
+        case R_HEALTH:
             if (s->draining)
-                reply_error(s, req, 503, "service_unavailable", NULL, "the server is shutting down");
+                reply_error(s, c, 503, "service_unavailable", NULL, "the server is shutting down");
             else
-                reply_json(s, req, 200, "{\"status\":\"ok\"}");
+                reply_json(s, c, 200, "{\"status\":\"ok\"}", NULL);
             return;
-        case 1: handle_metrics(s, req); return;
-        case 2: handle_models(s, req); return;
-        case 3: handle_completion(s, req, OAI_COMPLETION); return;
-        case 4: handle_completion(s, req, OAI_CHAT); return;
-        case 5: handle_tokenize(s, req); return;
-        default: handle_detokenize(s, req); return;
+        case R_METRICS: handle_metrics(s, c); return;
+        case R_MODELS: handle_models(s, c); return;
+        case R_COMPLETIONS: to_intake(s, c, hr, INTAKE_COMPLETION, OAI_COMPLETION); return;
+        case R_CHAT: to_intake(s, c, hr, INTAKE_COMPLETION, OAI_CHAT); return;
+        case R_TOKENIZE: to_intake(s, c, hr, INTAKE_TOKENIZE, OAI_COMPLETION); return;
+        case R_DETOKENIZE: to_intake(s, c, hr, INTAKE_DETOKENIZE, OAI_COMPLETION); return;
         }
     }
-    reply_error(s, req, 404, "invalid_request_error", NULL, "no route for %.*s", (int)(plen < 200 ? plen : 200), uri);
+    reply_error(s, c, 404, "invalid_request_error", NULL, "no route for %.*s", (int)(plen < 200 ? plen : 200),
+                hr->target);
 }
 
 /* ---------------------------------------------------------------- lifecycle ----------------- */
 
-/* Stops once drained, after a short grace so the last replies leave their socket buffers
- * (evhttp_free drops unsent output). */
-static void maybe_stop(srv *s) {
-    if (!s->draining || s->in_flight > 0 || s->stopping) return;
-    s->stopping = true;
-    struct timeval grace = {0, 300000};
-    event_base_loopexit(s->base, &grace);
+/* The drain timed out (or a second signal came): what still runs is cancelled; each request ends
+ * with its answer as its FINISHED event comes back. */
+static void cut(srv *s) {
+    if (s->cut) return;
+    s->cut = true;
+    s->cut_end_us = cobatch_time_us() + 10 * 1000000LL; /* an engine step is seconds at most */
+    int n = 0;
+    for (srv_req *r = s->reqs; r; r = r->next)
+        if (r->id > 0) n += cobatch_cancel(s->engine, r->id) == COBATCH_OK;
+    fprintf(stderr, "cobatch serve: drain timeout, %d requests cut short\n", n);
 }
 
-static void on_drain_timeout(evutil_socket_t fd, short what, void *arg) {
+/* While stopping, every 50 ms: leave once every request has ended and its answer has left (or
+ * had 2 s to leave), or when the cut requests have had their time. */
+static void on_tick(evutil_socket_t fd, short what, void *arg) {
     (void)fd, (void)what;
     srv *s = arg;
-    fprintf(stderr, "cobatch serve: drain timeout, %d requests cut short\n", s->in_flight);
-    event_base_loopexit(s->base, NULL);
+    int64_t now = cobatch_time_us();
+    if (!s->cut && now >= s->drain_end_us) cut(s);
+    bool idle = s->n_reqs == 0 && intake_pending(s->in) == 0;
+    cb_httpd_stats hs;
+    cb_httpd_get_stats(s->httpd, &hs);
+    if (idle && !s->flush_end_us) s->flush_end_us = now + 2 * 1000000LL;
+    if ((idle && (hs.open == 0 || now >= s->flush_end_us)) || (s->cut && now >= s->cut_end_us))
+        event_base_loopexit(s->base, NULL);
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg) {
     (void)what;
     srv *s = arg;
-    if (s->draining) return;
-    fprintf(stderr, "cobatch serve: signal %d: no new requests, %d running may finish (up to %d s)\n", (int)sig,
-            s->in_flight, s->p.drain_timeout_s);
+    if (s->draining) { /* a second signal: no more waiting */
+        cut(s);
+        return;
+    }
+    fprintf(stderr, "cobatch serve: signal %d: draining (%d requests open, up to %d s)\n", (int)sig, s->n_reqs,
+            s->p.drain_timeout_s);
     s->draining = true;
-    struct timeval tv = {s->p.drain_timeout_s, 0};
-    s->ev_drain = evtimer_new(s->base, on_drain_timeout, s);
-    if (s->ev_drain) evtimer_add(s->ev_drain, &tv);
-    maybe_stop(s);
+    s->drain_end_us = cobatch_time_us() + (int64_t)s->p.drain_timeout_s * 1000000;
+    cb_httpd_set_draining(s->httpd);
+    cobatch_cancel_waiting(s->engine); /* queued requests hear at once: 503, go elsewhere */
+    struct timeval tv = {0, 50000};
+    s->ev_tick = event_new(s->base, -1, EV_PERSIST, on_tick, s);
+    if (s->ev_tick) event_add(s->ev_tick, &tv);
 }
 
-int srv_run(cobatch_engine *engine, const srv_params *params) {
-    srv *s = calloc(1, sizeof(*s));
-    if (!s) return -1;
-    s->p = *params;
-    if (!s->p.host) s->p.host = "127.0.0.1";
-    if (!s->p.max_body) s->p.max_body = 1 << 20;
-    if (s->p.drain_timeout_s <= 0) s->p.drain_timeout_s = 30;
-    s->engine = engine;
-    srv_metrics_init(&s->m);
+static void model_name(srv *s) {
     snprintf(s->model, sizeof(s->model), "%s", s->p.model_name ? s->p.model_name : "default");
     if (!s->p.model_name && s->p.model_path) { /* like vLLM: the model is named by its file */
         const char *b = strrchr(s->p.model_path, '/');
@@ -532,34 +548,48 @@ int srv_run(cobatch_engine *engine, const srv_params *params) {
         char *dot = strstr(s->model, ".gguf");
         if (dot && dot[5] == '\0') *dot = '\0';
     }
+}
+
+int srv_run(cobatch_engine *engine, const srv_params *params) {
+    srv *s = calloc(1, sizeof(*s));
+    if (!s) return -1;
+    s->p = *params;
+    if (s->p.drain_timeout_s <= 0) s->p.drain_timeout_s = 30;
+    s->engine = engine;
+    srv_metrics_init(&s->m);
+    model_name(s);
     signal(SIGPIPE, SIG_IGN);
     int rc = -1;
+    char err[256] = "";
+    cb_httpd_params hp = {.host = s->p.host,
+                          .port = s->p.port,
+                          .max_connections = s->p.max_connections,
+                          .limits = {.max_head = s->p.max_head, .max_body = s->p.max_body},
+                          .request_timeout_ms = s->p.request_timeout_s * 1000,
+                          .idle_timeout_ms = s->p.idle_timeout_s * 1000,
+                          .write_timeout_ms = s->p.write_timeout_s * 1000,
+                          .max_stream_backlog = s->p.max_stream_backlog,
+                          .on_request = on_request,
+                          .on_gone = on_gone,
+                          .user = s};
     s->base = event_base_new();
-    s->http = s->base ? evhttp_new(s->base) : NULL;
-    if (!s->http) goto out;
-    /* evhttp refuses bodies past twice our limit itself; between the two, we answer 413 in JSON */
-    evhttp_set_max_body_size(s->http, (ev_ssize_t)(s->p.max_body * 2));
-    evhttp_set_timeout(s->http, 600);
-    evhttp_set_gencb(s->http, route, s);
-    struct evhttp_bound_socket *sock = evhttp_bind_socket_with_handle(s->http, s->p.host, (uint16_t)s->p.port);
-    if (!sock) {
-        fprintf(stderr, "cobatch serve: cannot listen on %s:%d: %s\n", s->p.host, s->p.port, strerror(errno));
+    s->in = intake_new(engine, 64);
+    s->httpd = s->base && s->in ? cb_httpd_new(s->base, &hp, err, sizeof(err)) : NULL;
+    if (!s->httpd) {
+        fprintf(stderr, "cobatch serve: %s\n", err[0] ? err : "out of memory");
         goto out;
     }
-    struct sockaddr_storage ss;
-    ev_socklen_t sl = sizeof(ss);
-    int port = s->p.port;
-    if (getsockname(evhttp_bound_socket_get_fd(sock), (struct sockaddr *)&ss, &sl) == 0)
-        port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                              : ((struct sockaddr_in *)&ss)->sin_port);
     s->ev_engine = event_new(s->base, cobatch_event_fd(engine), EV_READ | EV_PERSIST, on_engine_events, s);
+    s->ev_intake = event_new(s->base, intake_fd(s->in), EV_READ | EV_PERSIST, on_intake, s);
     s->ev_term = evsignal_new(s->base, SIGTERM, on_signal, s);
     s->ev_int = evsignal_new(s->base, SIGINT, on_signal, s);
-    if (!s->ev_engine || !s->ev_term || !s->ev_int) goto out;
+    if (!s->ev_engine || !s->ev_intake || !s->ev_term || !s->ev_int) goto out;
     event_add(s->ev_engine, NULL);
+    event_add(s->ev_intake, NULL);
     event_add(s->ev_term, NULL);
     event_add(s->ev_int, NULL);
-    fprintf(stderr, "cobatch serve: %s on http://%s:%d\n", s->model, s->p.host, port);
+    int port = cb_httpd_port(s->httpd);
+    fprintf(stderr, "cobatch serve: %s on http://%s:%d\n", s->model, s->p.host ? s->p.host : "127.0.0.1", port);
     if (s->p.port_file) {
         FILE *f = fopen(s->p.port_file, "w");
         if (f) fprintf(f, "%d\n", port), fclose(f);
@@ -568,15 +598,15 @@ int srv_run(cobatch_engine *engine, const srv_params *params) {
     rc = 0;
     fprintf(stderr, "cobatch serve: stopped\n");
 out:
+    if (s->httpd) cb_httpd_free(s->httpd); /* clients still connected are told nothing more */
+    if (s->in) intake_free(s->in);
+    while (s->reqs) /* left after a cut that outlasted its time: the engine cancels them as it stops */
+        req_free(s->reqs);
     if (s->ev_engine) event_free(s->ev_engine);
+    if (s->ev_intake) event_free(s->ev_intake);
     if (s->ev_term) event_free(s->ev_term);
     if (s->ev_int) event_free(s->ev_int);
-    if (s->ev_drain) event_free(s->ev_drain);
-    if (s->http) evhttp_free(s->http); /* closes connections: their requests are cancelled */
-    while (s->reqs) {                  /* cut short by the drain timeout: the engine cancels them */
-        if (s->reqs->gone) evhttp_request_free(s->reqs->req); /* detached ones are ours to free */
-        req_free(s->reqs);
-    }
+    if (s->ev_tick) event_free(s->ev_tick);
     if (s->base) event_base_free(s->base);
     free(s);
     return rc;

@@ -1,0 +1,264 @@
+/* intake.c — the worker thread (see intake.h). */
+#include "intake.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+struct intake {
+    cobatch_engine *engine;
+    int max_jobs, out; /* out: handed over, not yet taken back */
+    pthread_t thread;
+    bool started, stop;
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    intake_job *todo, *todo_tail, *done, *done_tail;
+    int fd;
+};
+
+/* ---------------------------------------------------------------- jobs ---------------------- */
+
+static void set_error(intake_job *j, int status, const char *param, const char *msg) {
+    oai_error e = {.status = status, .type = status >= 500 ? "server_error" : "invalid_request_error"};
+    snprintf(e.param, sizeof(e.param), "%s", param ? param : "");
+    snprintf(e.message, sizeof(e.message), "%s", msg);
+    j->status = status;
+    j->json = oai_error_json(&e);
+}
+
+static void do_completion(intake *q, intake_job *j) {
+    oai_error e;
+    if (oai_parse(j->api, j->body, j->len, &j->req, &e) != 0) {
+        j->status = e.status;
+        j->json = oai_error_json(&e);
+        return;
+    }
+    char err[256] = "";
+    j->tokens = cobatch_prompt_tokens(q->engine, &j->req.params, &j->n_tokens, err, sizeof(err));
+    if (j->tokens)
+        j->status = 200;
+    else
+        set_error(j, 400, j->api == OAI_CHAT ? "messages" : "prompt", err);
+}
+
+/* {"content" | "prompt": text, "add_special" | "add_special_tokens": bool, "parse_special": bool}
+ *   -> {"tokens", "count", "max_model_len"} */
+static void do_tokenize(intake *q, intake_job *j) {
+    cJSON *root = cJSON_ParseWithLength(j->body, j->len);
+    cJSON *c = root ? cJSON_GetObjectItemCaseSensitive(root, "content") : NULL;
+    if (!c && root) c = cJSON_GetObjectItemCaseSensitive(root, "prompt");
+    cJSON *add = root ? cJSON_GetObjectItemCaseSensitive(root, "add_special_tokens") : NULL;
+    if (!add && root) add = cJSON_GetObjectItemCaseSensitive(root, "add_special");
+    cJSON *pieces = root ? cJSON_GetObjectItemCaseSensitive(root, "with_pieces") : NULL;
+    cJSON *special = root ? cJSON_GetObjectItemCaseSensitive(root, "parse_special") : NULL;
+    if (!cJSON_IsObject(root)) {
+        set_error(j, 400, NULL, "the body is not a JSON object");
+    } else if (!cJSON_IsString(c)) {
+        set_error(j, 400, "content", "give the text as a string in 'content'");
+    } else if (add && !cJSON_IsBool(add)) {
+        set_error(j, 400, "add_special_tokens", "'add_special_tokens' must be a boolean");
+    } else if (special && !cJSON_IsBool(special)) {
+        set_error(j, 400, "parse_special", "'parse_special' must be a boolean");
+    } else if (pieces && !cJSON_IsFalse(pieces) && !cJSON_IsNull(pieces)) {
+        set_error(j, 400, "with_pieces", "'with_pieces' is not supported");
+    } else {
+        size_t len = strlen(c->valuestring);
+        int32_t cap = len < (size_t)INT32_MAX / 2 ? (int32_t)len + 16 : -1;
+        int32_t *toks = cap > 0 ? malloc(sizeof(int32_t) * (size_t)cap) : NULL;
+        int32_t n = toks ? cobatch_tokenize_ext(q->engine, c->valuestring, !add || cJSON_IsTrue(add),
+                                                !special || cJSON_IsTrue(special), toks, cap)
+                         : -1;
+        cJSON *out = n >= 0 && n <= cap ? cJSON_CreateObject() : NULL;
+        cJSON *arr = out ? cJSON_AddArrayToObject(out, "tokens") : NULL;
+        for (int32_t i = 0; arr && i < n; i++)
+            cJSON_AddItemToArray(arr, cJSON_CreateNumber(toks[i]));
+        if (out) {
+            cJSON_AddNumberToObject(out, "count", n);
+            cJSON_AddNumberToObject(out, "max_model_len", cobatch_n_ctx_seq(q->engine));
+            j->json = cJSON_PrintUnformatted(out);
+        }
+        cJSON_Delete(out);
+        free(toks);
+        if (j->json)
+            j->status = 200;
+        else
+            set_error(j, 500, NULL, "cannot tokenize (out of memory)");
+    }
+    cJSON_Delete(root);
+}
+
+/* {"tokens": [ids]} -> {"content", "prompt"}; every id an integer of the vocabulary. */
+static void do_detokenize(intake *q, intake_job *j) {
+    cJSON *root = cJSON_ParseWithLength(j->body, j->len);
+    cJSON *t = root ? cJSON_GetObjectItemCaseSensitive(root, "tokens") : NULL;
+    int n = cJSON_IsArray(t) ? cJSON_GetArraySize(t) : -1;
+    int32_t *toks = n >= 0 ? malloc(sizeof(int32_t) * (size_t)(n + 1)) : NULL;
+    bool ok = toks != NULL;
+    int i = 0;
+    cJSON *x;
+    if (ok) {
+        cJSON_ArrayForEach(x, t) { /* linear: cJSON_GetArrayItem(t, i) in a loop would be quadratic */
+            if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble != floor(x->valuedouble) ||
+                x->valuedouble < 0 || x->valuedouble > INT32_MAX) {
+                ok = false;
+                break;
+            }
+            toks[i++] = (int32_t)x->valuedouble;
+        }
+    }
+    cJSON_Delete(root);
+    int32_t need = ok ? cobatch_detokenize(q->engine, toks, n, NULL, 0) : -1;
+    char *text = need >= 0 ? malloc((size_t)need + 1) : NULL;
+    int32_t k = text ? cobatch_detokenize(q->engine, toks, n, text, need + 1) : -1;
+    free(toks);
+    if (!ok || need < 0) {
+        set_error(j, 400, "tokens", "give 'tokens' as an array of token ids of the model's vocabulary");
+    } else if (k < 0) {
+        set_error(j, 500, NULL, "cannot detokenize (out of memory)");
+    } else {
+        text[k] = '\0';
+        cJSON *out = cJSON_CreateObject();
+        cJSON_AddStringToObject(out, "content", text);
+        cJSON_AddStringToObject(out, "prompt", text);
+        j->json = cJSON_PrintUnformatted(out);
+        cJSON_Delete(out);
+        if (j->json)
+            j->status = 200;
+        else
+            set_error(j, 500, NULL, "out of memory");
+    }
+    free(text);
+}
+
+void intake_job_free(intake_job *j) {
+    if (!j) return;
+    free(j->body);
+    free(j->json);
+    free(j->tokens);
+    oai_request_free(&j->req);
+    free(j);
+}
+
+/* ---------------------------------------------------------------- the thread ---------------- */
+
+static void *worker(void *arg) {
+    intake *q = arg;
+    /* below the engine's threads: on a machine with few cores a big prompt's tokenizing must not
+     * take the cores the running streams' steps need (best effort: nice of this thread only) */
+    (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
+    pthread_mutex_lock(&q->mu);
+    for (;;) {
+        while (!q->stop && !q->todo)
+            pthread_cond_wait(&q->cond, &q->mu);
+        if (q->stop) break;
+        intake_job *j = q->todo;
+        q->todo = j->next;
+        if (!q->todo) q->todo_tail = NULL;
+        pthread_mutex_unlock(&q->mu);
+        j->next = NULL;
+        if (j->kind == INTAKE_COMPLETION)
+            do_completion(q, j);
+        else if (j->kind == INTAKE_TOKENIZE)
+            do_tokenize(q, j);
+        else
+            do_detokenize(q, j);
+        if (j->status != 200 && !j->json) j->status = 500; /* the error body could not be made: a bare 500 */
+        pthread_mutex_lock(&q->mu);
+        if (q->done_tail)
+            q->done_tail->next = j;
+        else
+            q->done = j;
+        q->done_tail = j;
+        uint64_t one = 1;
+        ssize_t w = write(q->fd, &one, sizeof(one));
+        (void)w;
+    }
+    pthread_mutex_unlock(&q->mu);
+    return NULL;
+}
+
+intake *intake_new(cobatch_engine *engine, int max_jobs) {
+    intake *q = calloc(1, sizeof(*q));
+    if (!q) return NULL;
+    q->engine = engine;
+    q->max_jobs = max_jobs > 0 ? max_jobs : 64;
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->cond, NULL);
+    q->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (q->fd < 0 || pthread_create(&q->thread, NULL, worker, q) != 0) {
+        intake_free(q);
+        return NULL;
+    }
+    q->started = true;
+    return q;
+}
+
+void intake_free(intake *q) {
+    if (!q) return;
+    if (q->started) {
+        pthread_mutex_lock(&q->mu);
+        q->stop = true;
+        pthread_cond_signal(&q->cond);
+        pthread_mutex_unlock(&q->mu);
+        pthread_join(q->thread, NULL);
+    }
+    for (intake_job *j = q->todo, *n; j; j = n) {
+        n = j->next;
+        intake_job_free(j);
+    }
+    for (intake_job *j = q->done, *n; j; j = n) {
+        n = j->next;
+        intake_job_free(j);
+    }
+    if (q->fd >= 0) close(q->fd);
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->cond);
+    free(q);
+}
+
+int intake_fd(const intake *q) { return q->fd; }
+
+bool intake_submit(intake *q, intake_job *j) {
+    pthread_mutex_lock(&q->mu);
+    bool ok = q->out < q->max_jobs;
+    if (ok) {
+        q->out++;
+        j->next = NULL;
+        if (q->todo_tail)
+            q->todo_tail->next = j;
+        else
+            q->todo = j;
+        q->todo_tail = j;
+        pthread_cond_signal(&q->cond);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return ok;
+}
+
+intake_job *intake_take(intake *q) {
+    pthread_mutex_lock(&q->mu);
+    intake_job *j = q->done;
+    if (j) {
+        q->done = j->next;
+        if (!q->done) q->done_tail = NULL;
+        q->out--;
+        j->next = NULL;
+    }
+    pthread_mutex_unlock(&q->mu);
+    return j;
+}
+
+int intake_pending(const intake *q) {
+    pthread_mutex_lock((pthread_mutex_t *)&q->mu);
+    int n = q->out;
+    pthread_mutex_unlock((pthread_mutex_t *)&q->mu);
+    return n;
+}
