@@ -24,7 +24,9 @@ static void usage(void) {
           "  --idle-timeout S              an idle keep-alive connection closes after S seconds (default 60)\n"
           "  --write-timeout S             a client that reads nothing for S seconds is dropped (default 60)\n"
           "  --max-stream-backlog N        streamed bytes a client may leave unread before it is dropped\n"
-          "                                (default 4194304)\n"
+          "                                (default 4194304; the kernel's send buffer holds more before it)\n"
+          "  --sndbuf N                    each connection's kernel send buffer in bytes (default: the\n"
+          "                                system's autotuning, up to 4 MiB on Linux)\n"
           "  --scheduling-policy fcfs|priority   fcfs (default) refuses a request's 'priority'; priority\n"
           "                                serves lower values first, as vLLM, with aging\n"
           "  --priority-aging-ms N         priority: waiting N ms is worth one priority step (default 1000;\n"
@@ -136,6 +138,8 @@ int cmd_serve(int argc, char **argv) {
             sp.write_timeout_s = (int)x, i++;
         } else if (!strcmp(a, "--max-stream-backlog") && has && cb_parse_int(argv[i + 1], 4096, 1LL << 32, &x)) {
             sp.max_stream_backlog = (size_t)x, i++;
+        } else if (!strcmp(a, "--sndbuf") && has && cb_parse_int(argv[i + 1], 1024, 1 << 30, &x)) {
+            sp.sndbuf = (int)x, i++;
         } else if (!strcmp(a, "--scheduling-policy") && has &&
                    (!strcmp(argv[i + 1], "fcfs") || !strcmp(argv[i + 1], "priority"))) {
             ep.sched_policy = !strcmp(argv[++i], "fcfs") ? COBATCH_SCHED_FCFS : COBATCH_SCHED_PRIORITY;

@@ -337,6 +337,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg) {
             refuse(fd);
             continue;
         }
+        if (h->p.sndbuf > 0) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &h->p.sndbuf, sizeof(h->p.sndbuf));
         conn_new(h, fd);
     }
 }

@@ -35,6 +35,8 @@ typedef struct {
     int idle_timeout_ms;       /* a connection without a request is closed after this (default 60 s) */
     int write_timeout_ms;      /* output pending without progress this long: the client is gone (default 60 s) */
     size_t max_stream_backlog; /* streamed output a client may leave unread (default 4 MiB) */
+    int sndbuf;                /* > 0: each connection's kernel send buffer (SO_SNDBUF), else the system's
+                                  autotuning (up to net.ipv4.tcp_wmem's maximum, 4 MiB by default) */
     cb_httpd_request_fn on_request;
     cb_httpd_gone_fn on_gone;
     void *user;

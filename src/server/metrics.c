@@ -103,6 +103,9 @@ char *srv_metrics_render(const srv_metrics *m, const srv_gauges *g, const struct
     counter(&b, "cobatch:num_preemptions_total", "Preemptions (recompute) so far.", model, (double)st->preemptions);
     counter(&b, "cobatch:engine_steps_total", "Engine steps (forward passes) so far.", model, (double)st->steps);
     counter(&b, "cobatch:prompt_tokens_total", "Prompt tokens of finished requests.", model, (double)m->prompt_tokens);
+    counter(&b, "cobatch:prompt_tokens_computed_total",
+            "Prompt tokens the engine computed (not taken from the prefix cache; recomputes too).", model,
+            (double)st->prompt_tokens);
     counter(&b, "cobatch:generation_tokens_total", "Generated tokens.", model, (double)m->generation_tokens);
     put(&b, "# HELP cobatch:request_success_total Finished requests by reason.\n"
             "# TYPE cobatch:request_success_total counter\n");

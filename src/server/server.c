@@ -569,6 +569,7 @@ int srv_run(cobatch_engine *engine, const srv_params *params) {
                           .idle_timeout_ms = s->p.idle_timeout_s * 1000,
                           .write_timeout_ms = s->p.write_timeout_s * 1000,
                           .max_stream_backlog = s->p.max_stream_backlog,
+                          .sndbuf = s->p.sndbuf,
                           .on_request = on_request,
                           .on_gone = on_gone,
                           .user = s};

@@ -21,6 +21,7 @@ typedef struct {
     int idle_timeout_s;                     /* keep-alive connection without a request; 0 = 60 */
     int write_timeout_s;                    /* a client that reads nothing this long is dropped; 0 = 60 */
     size_t max_stream_backlog;              /* streamed bytes a client may leave unread; 0 = 4 MiB */
+    int sndbuf;                             /* kernel send buffer of a connection; 0 = the system autotuning */
     int drain_timeout_s;                    /* after SIGTERM: how long running requests may finish; default 30 */
     enum cobatch_sched_policy sched_policy; /* the engine's: a request's priority needs PRIORITY */
     const char *port_file;                  /* if set, the bound port is written there once listening (tests) */

@@ -13,14 +13,15 @@ MODEL = os.environ["COBATCH_E2E_MODEL"]
 
 
 class Server:
-    def __init__(self, *args):
+    def __init__(self, *args, preexec=None, env=None):
         self.dir = tempfile.mkdtemp(prefix="cobatch-e2e-")
         port_file = os.path.join(self.dir, "port")
         self.log_path = os.path.join(self.dir, "server.log")
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [BIN, "serve", "-m", MODEL, "--port", "0", "--port-file", port_file, *args],
-            stdout=self.log, stderr=subprocess.STDOUT)
+            stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=preexec,
+            env={**os.environ, **(env or {})})
         deadline = time.time() + 120
         self.port = None
         while time.time() < deadline and self.port is None:
