@@ -73,6 +73,11 @@ static int accept(cb_batch_input *in, cb_batch_out *o, cJSON *root, const char *
 /* One non-blank line. Returns -1 only when out of memory. */
 static int parse_line(cb_batch_input *in, cb_batch_out *o, const cb_idset *done, cb_idset *seen, int32_t line,
                       const char *s, size_t len) {
+    if (oai_has_nul(s, len)) { /* cJSON would cut a custom_id or a prompt there */
+        in->refused++;
+        cb_batch_out_error(o, line, NULL, "invalid_request", "a string contains a NUL character (\\u0000)");
+        return 0;
+    }
     cJSON *root = cJSON_ParseWithLength(s, len);
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);

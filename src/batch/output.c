@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../core/util.h"
@@ -100,31 +102,67 @@ int cb_batch_out_load_done(const char *path, cb_idset *done, char *err, size_t e
 int cb_batch_out_open(cb_batch_out *o, const char *out_path, const char *err_path, const char *model_path, char *err,
                       size_t errlen) {
     memset(o, 0, sizeof(*o));
+    o->out = o->err = -1;
     const char *slash = strrchr(model_path, '/'); /* like the server: the model is named by its file */
     snprintf(o->model, sizeof(o->model), "%s", slash ? slash + 1 : model_path);
     o->created = (long)time(NULL);
-    o->out = fopen(out_path, "a");
-    if (!o->out) {
+    o->out = open(out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (o->out < 0) {
         cb_set_err(err, errlen, "cannot write %s: %s", out_path, strerror(errno));
         return -1;
     }
-    o->err = fopen(err_path, "w");
-    if (!o->err) {
+    o->err = open(err_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    if (o->err < 0) {
         cb_set_err(err, errlen, "cannot write %s: %s", err_path, strerror(errno));
-        fclose(o->out);
-        o->out = NULL;
+        close(o->out);
+        o->out = -1;
         return -1;
     }
     return 0;
 }
 
-/* Prints o as one line to f, flushed; takes ownership of o. */
-static int write_line(cb_batch_out *o, FILE *f, cJSON *line) {
+/* Appends s and a newline to fd in one write (or as few as the kernel takes); a failure cuts the
+ * file back to where the line began, so no half line is left for the next one to be glued to. */
+static int append_line(cb_batch_out *o, int fd, const char *s) {
+    size_t n = strlen(s);
+    char *line = malloc(n + 1);
+    if (!line) {
+        snprintf(o->why, sizeof(o->why), "out of memory");
+        o->failed = true;
+        return -1;
+    }
+    memcpy(line, s, n);
+    line[n++] = '\n';
+    off_t start = lseek(fd, 0, SEEK_END);
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = write(fd, line + done, n - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            snprintf(o->why, sizeof(o->why), "%s", w < 0 ? strerror(errno) : "nothing written");
+            if (start >= 0 && ftruncate(fd, start) != 0) /* a resume drops a cut last line anyway */
+                snprintf(o->why, sizeof(o->why), "%s (and the cut line stays)", strerror(errno));
+            o->failed = true;
+            break;
+        }
+        done += (size_t)w;
+    }
+    free(line);
+    return o->failed ? -1 : 0;
+}
+
+/* Prints o as one line to fd; takes ownership of o. */
+static int write_line(cb_batch_out *o, int fd, cJSON *line) {
     char *s = line ? cJSON_PrintUnformatted(line) : NULL;
     cJSON_Delete(line);
-    if (!s || fputs(s, f) == EOF || fputc('\n', f) == EOF || fflush(f) != 0) o->failed = true;
+    if (!s) {
+        snprintf(o->why, sizeof(o->why), "out of memory");
+        o->failed = true;
+        return -1;
+    }
+    int rc = append_line(o, fd, s);
     free(s);
-    return o->failed ? -1 : 0;
+    return rc;
 }
 
 static void next_id(cb_batch_out *o, char *out, size_t len, const char *prefix) {
@@ -156,8 +194,9 @@ int cb_batch_out_result(cb_batch_out *o, const char *custom_id, oai_kind kind, c
     cJSON_AddItemToObject(resp, "body", b);
     cJSON_AddItemToObject(line, "response", resp);
     cJSON_AddNullToObject(line, "error");
+    if (write_line(o, o->out, line) != 0) return -1;
     o->n_result++;
-    return write_line(o, o->out, line);
+    return 0;
 }
 
 int cb_batch_out_error(cb_batch_out *o, int32_t line_no, const char *custom_id, const char *code, const char *fmt,
@@ -183,12 +222,41 @@ int cb_batch_out_error(cb_batch_out *o, int32_t line_no, const char *custom_id, 
     cJSON *e = cJSON_AddObjectToObject(line, "error");
     cJSON_AddStringToObject(e, "code", code);
     cJSON_AddStringToObject(e, "message", msg);
+    if (write_line(o, o->err, line) != 0) return -1;
     o->n_error++;
-    return write_line(o, o->err, line);
+    return 0;
 }
 
 void cb_batch_out_close(cb_batch_out *o) {
-    if (o->out) fclose(o->out);
-    if (o->err) fclose(o->err);
-    o->out = o->err = NULL;
+    if (o->out >= 0) close(o->out);
+    if (o->err >= 0) close(o->err);
+    o->out = o->err = -1;
+}
+
+/* realpath of p's directory, then its last component: a name for a file that may not exist yet. */
+static char *canonical(const char *p) {
+    char *r = realpath(p, NULL);
+    if (r) return r;
+    const char *slash = strrchr(p, '/');
+    char *dir = slash ? strndup(p, (size_t)(slash - p) + (slash == p)) : strdup(".");
+    char *d = dir ? realpath(dir, NULL) : NULL;
+    free(dir);
+    if (!d) return NULL;
+    const char *base = slash ? slash + 1 : p;
+    size_t n = strlen(d) + strlen(base) + 2;
+    char *out = malloc(n);
+    if (out) snprintf(out, n, "%s/%s", d, base);
+    free(d);
+    return out;
+}
+
+bool cb_batch_same_file(const char *a, const char *b) {
+    if (!strcmp(a, b)) return true;
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    char *ca = canonical(a), *cb = canonical(b);
+    bool same = ca && cb && !strcmp(ca, cb);
+    free(ca);
+    free(cb);
+    return same;
 }

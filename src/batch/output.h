@@ -13,13 +13,14 @@
 #include <stdio.h>
 
 typedef struct {
-    FILE *out, *err;  /* results (appended to), errors (rewritten each run) */
+    int out, err;     /* file descriptors: results (appended to), errors (rewritten each run) */
     char model[128];  /* the model's name in response bodies */
     long created;     /* unix time of the run, in ids and bodies */
     uint64_t seq;     /* id counter */
     int64_t n_result; /* lines written */
     int64_t n_error;
-    bool failed; /* a write failed (disk full, ...): the job must stop */
+    bool failed;   /* a write failed (disk full, ...): the job must stop */
+    char why[160]; /* what failed, for the message */
 } cb_batch_out;
 
 /* Adds to done the custom_id of every complete result line already in path (a missing file adds
@@ -29,13 +30,16 @@ typedef struct {
 int cb_batch_out_load_done(const char *path, cb_idset *done, char *err, size_t errlen);
 
 /* Opens out_path for appending and err_path anew (truncated). model_path names the model the way
- * the server does (its file name). Returns 0, or -1 with a message and nothing open. */
+ * the server does (its file name). Returns 0, or -1 with a message and nothing open. The caller
+ * has made sure the two are different files, and neither is the input (cb_batch_same_file). */
 int cb_batch_out_open(cb_batch_out *o, const char *out_path, const char *err_path, const char *model_path, char *err,
                       size_t errlen);
 
 /* A result line: status 200 and the body a non-streaming /v1/completions or /v1/chat/completions
  * reply has (n_cached: usage.prompt_tokens_details.cached_tokens). finish: "stop" or "length".
- * Returns 0, or -1 when the write failed (o->failed). */
+ * Each line goes out in one write; one that fails (disk full, a file size limit) is cut off again,
+ * so the file keeps whole lines only. Returns 0, or -1 when the write failed (o->failed, o->why):
+ * the line is not in the file, its request counts as not done (a rerun runs it). */
 int cb_batch_out_result(cb_batch_out *o, const char *custom_id, oai_kind kind, const char *text, const char *finish,
                         int n_prompt, int n_generated, int n_cached);
 
@@ -45,6 +49,10 @@ int cb_batch_out_error(cb_batch_out *o, int32_t line, const char *custom_id, con
     __attribute__((format(printf, 5, 6)));
 
 void cb_batch_out_close(cb_batch_out *o);
+
+/* Whether paths a and b name the same file (the same path, or one existing file under two names,
+ * or two names for a file not yet made in the same directory). */
+bool cb_batch_same_file(const char *a, const char *b);
 
 /* Reads one line of f, without its newline (or "\r\n"), into *buf (grown as needed, NUL-terminated).
  * Keeps at most max bytes: a longer line is still consumed to its end, and *too_long is set.

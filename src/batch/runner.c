@@ -182,10 +182,12 @@ static void finish(run *r, cb_batch_item *it, const struct cobatch_event *ev) {
         rep->output_tokens += ev->n_generated;
     }
     if (ok && !it->text_lost) {
-        cb_batch_out_result(r->out, it->custom_id, it->kind, it->text ? it->text : "",
-                            ev->reason == COBATCH_FINISH_LENGTH ? "length" : "stop", ev->n_prompt, ev->n_generated,
-                            ev->n_cached);
-        rep->ok++;
+        if (cb_batch_out_result(r->out, it->custom_id, it->kind, it->text ? it->text : "",
+                                ev->reason == COBATCH_FINISH_LENGTH ? "length" : "stop", ev->n_prompt, ev->n_generated,
+                                ev->n_cached) == 0)
+            rep->ok++;
+        else
+            rep->not_run++; /* not in the output: a rerun runs it */
     } else if (ev->reason == COBATCH_FINISH_CANCELLED && r->cancelling) {
         rep->not_run++; /* a rerun picks it up */
     } else {
@@ -331,6 +333,15 @@ int cb_batch_run(const cb_batch_params *bp, const struct cobatch_engine_params *
     cb_batch_report rep = {0};
     cb_batch_out o;
     cb_batch_input in;
+    const char *clash = cb_batch_same_file(bp->errors_path, bp->output_path)  ? "--errors is the output file"
+                        : cb_batch_same_file(bp->errors_path, bp->input_path) ? "--errors is the input file"
+                        : cb_batch_same_file(bp->output_path, bp->input_path) ? "--output is the input file"
+                                                                              : NULL;
+    if (clash) { /* checked before anything is opened for writing: the input must survive a typo */
+        fprintf(stderr, "cobatch batch: %s; give it a file of its own\n", clash);
+        return 2;
+    }
+    signal(SIGXFSZ, SIG_IGN); /* a file size limit is a failed write (EFBIG), reported, not a kill */
     if (read_job(bp, ep, &o, &in) != 0) return 1;
     rep.lines = in.lines;
     rep.skipped = in.skipped;
@@ -363,7 +374,10 @@ int cb_batch_run(const cb_batch_params *bp, const struct cobatch_engine_params *
     if (bp->json_path && cb_batch_report_json(&rep, bp, ep, bp->json_path) != 0)
         fprintf(stderr, "cobatch batch: cannot write %s\n", bp->json_path);
     if (write_failed) {
-        fprintf(stderr, "cobatch batch: writing %s or %s failed; the job stopped\n", bp->output_path, bp->errors_path);
+        fprintf(stderr,
+                "cobatch batch: writing %s or %s failed (%s); the job stopped with %lld results written, whole "
+                "lines only: free space and rerun the same command to finish it\n",
+                bp->output_path, bp->errors_path, o.why, (long long)rep.ok);
         return 1;
     }
     return rep.interrupted ? 130 : 0;

@@ -40,7 +40,9 @@ typedef struct {
 
 /* Runs the whole job with an engine made from ep (ep->model_path required). Returns 0 when every
  * line was dealt with (refused lines and failed requests included: they are in the error file), 1
- * on a failure that stopped the job (message on stderr), 130 when interrupted by a signal. */
+ * on a failure that stopped the job (message on stderr; a failed write keeps the output whole and
+ * resumable), 2 when two of the input, output and error paths name one file (refused before
+ * anything is opened), 130 when interrupted by a signal. */
 int cb_batch_run(const cb_batch_params *bp, const struct cobatch_engine_params *ep);
 
 /* The report on stderr, and as JSON into path when path is not NULL (0, or -1 if it cannot be

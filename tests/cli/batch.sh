@@ -51,6 +51,8 @@ for i in range(4):
              "body": {"prompt": "x", "temperature": "hot"}}, err="invalid_request", cid="hot")
         add({"custom_id": "long", "method": "POST", "url": "/v1/completions",
              "body": {"prompt": "word " * 1500}}, err="context_length_exceeded", cid="long")
+        add({"custom_id": "nul\u0000cut", "method": "POST", "url": "/v1/completions",
+             "body": {"prompt": "x"}}, err="invalid_request")
 open(f"{d}/job.jsonl", "w").write("\n".join(lines) + "\n")
 json.dump({"good": good, "errors": errors}, open(f"{d}/expected.json", "w"))
 PY
@@ -77,7 +79,9 @@ for r in rows:
     assert u["prompt_tokens"] > 0 and 1 <= u["completion_tokens"] <= g["max"], u
     assert u["total_tokens"] == u["prompt_tokens"] + u["completion_tokens"], u
     assert 0 <= u["prompt_tokens_details"]["cached_tokens"] < u["prompt_tokens"], u
-if sys.argv[3] == "grouped":  # members of a group find their shared prefix in the prefix cache
+if sys.argv[3] == "any":
+    pass
+elif sys.argv[3] == "grouped":  # members of a group find their shared prefix in the prefix cache
     assert sum(r["response"]["body"]["usage"]["prompt_tokens_details"]["cached_tokens"] for r in rows) > 0
     assert ids == sorted(ids, key=lambda i: i[0] == "a"), f"decode-heavy group first, contiguous: {ids}"
 else:
@@ -106,7 +110,7 @@ check "report: counts, two groups, a real bound, logical prompt tokens" 'python3
 import json, sys
 r = json.load(open(sys.argv[1]))
 rows = [json.loads(l) for l in open(sys.argv[2])]
-assert (r["lines"], r["requests"], r["ok"], r["failed"], r["refused"], r["skipped"]) == (15, 8, 8, 0, 7, 0), r
+assert (r["lines"], r["requests"], r["ok"], r["failed"], r["refused"], r["skipped"]) == (16, 8, 8, 0, 8, 0), r
 assert r["groups"] == 2, r
 assert r["prompt_tokens"] == sum(x["response"]["body"]["usage"]["prompt_tokens"] for x in rows), r
 assert r["output_tokens"] == sum(x["response"]["body"]["usage"]["completion_tokens"] for x in rows), r
@@ -117,7 +121,7 @@ check "stderr report has the saving ratio and its bound" 'grep -q "token saving 
 
 "$bin" batch "${flags[@]}" -i "$dir/job.jsonl" -o "$dir/plain.jsonl" --no-prefix-grouping 2>"$dir/log2"
 check "--no-prefix-grouping submits in input order" 'verify "$dir/plain.jsonl" input'
-check "errors default to OUTPUT_errors.jsonl" '[ "$(wc -l <"$dir/plain_errors.jsonl")" -eq 7 ]'
+check "errors default to OUTPUT_errors.jsonl" '[ "$(wc -l <"$dir/plain_errors.jsonl")" -eq 8 ]'
 
 # Resume: everything is there, nothing is added; a lost line comes back, alone.
 cp "$dir/out.jsonl" "$dir/first.jsonl"
@@ -135,6 +139,31 @@ head -c 60 "$dir/first.jsonl" >>"$dir/out.jsonl" # a write cut short by a crash
 "$bin" batch "${flags[@]}" -i "$dir/job.jsonl" -o "$dir/out.jsonl" --errors "$dir/err.jsonl" 2>"$dir/log5"
 check "a cut-off last line is dropped on resume" \
     '[ "$(wc -l <"$dir/out.jsonl")" -eq 8 ] && python3 -c "import json,sys; [json.loads(l) for l in open(sys.argv[1])]" "$dir/out.jsonl"'
+
+# Disk full (a file size limit here): the job stops with a clear message, the output keeps whole
+# lines only, and a rerun finishes it with every custom_id exactly once.
+rm -f "$dir/full.jsonl"
+prlimit --fsize=2500 "$bin" batch "${flags[@]}" -i "$dir/job.jsonl" -o "$dir/full.jsonl" --errors "$dir/full_err.jsonl" \
+    2>"$dir/log6"
+rc=$?
+check "a failed write stops the job with a message (exit $rc)" '[ $rc -eq 1 ] && grep -q "rerun" "$dir/log6"'
+check "the output keeps whole lines only, and not all of them" \
+    'python3 -c "import json,sys; rows=[json.loads(l) for l in open(sys.argv[1])]; assert 0 < len(rows) < 8, len(rows)" "$dir/full.jsonl" &&
+     [ "$(tail -c 1 "$dir/full.jsonl" | od -An -c | tr -d " ")" = "\\n" ]'
+"$bin" batch "${flags[@]}" -i "$dir/job.jsonl" -o "$dir/full.jsonl" --errors "$dir/full_err.jsonl" 2>"$dir/log7"
+rc=$?
+check "the rerun finishes the job, each request exactly once" \
+    '[ $rc -eq 0 ] && verify "$dir/full.jsonl" any'
+
+# One file named twice: refused before anything is opened for writing (the input survives a typo).
+cp "$dir/job.jsonl" "$dir/job_copy.jsonl"
+cp "$dir/first.jsonl" "$dir/keep.jsonl"
+ln -sf "$dir/job.jsonl" "$dir/job_link.jsonl"
+expect "--errors = --output" 2 "--errors is the output" "$bin" batch -m "$model" -i "$dir/job.jsonl" -o "$dir/keep.jsonl" --errors "$dir/keep.jsonl"
+expect "--errors = --input (another spelling)" 2 "--errors is the input" "$bin" batch -m "$model" -i "$dir/job.jsonl" -o "$dir/y.jsonl" --errors "$dir/../$(basename "$dir")/job.jsonl"
+expect "--errors = --input (a symlink)" 2 "--errors is the input" "$bin" batch -m "$model" -i "$dir/job.jsonl" -o "$dir/y.jsonl" --errors "$dir/job_link.jsonl"
+expect "--output = --input" 2 "--output is the input" "$bin" batch -m "$model" -i "$dir/job.jsonl" -o "$dir/job.jsonl"
+check "nothing named twice was touched" 'cmp -s "$dir/job.jsonl" "$dir/job_copy.jsonl" && cmp -s "$dir/keep.jsonl" "$dir/first.jsonl" && [ ! -e "$dir/y.jsonl" ]'
 
 # Bad command lines: a message and a non-zero exit, never a crash.
 expect "missing --input" 2 "--input is required" "$bin" batch -m "$model" -o "$dir/x.jsonl"
