@@ -229,10 +229,10 @@ cobatch_req_id cobatch_submit(cobatch_engine *engine, const struct cobatch_reque
 
 /* The prompt tokens cobatch_submit would queue for params (text tokenized, token ids checked
  * against the vocabulary, or messages rendered with the chat template). Returns a malloc'd array
- * the caller frees, its length in *n; NULL with a message in err when the prompt is invalid.
- * Thread-safe. */
+ * the caller frees, its length in *n; NULL with a message in err, and in *status (if not NULL)
+ * COBATCH_ERR_INVALID for an invalid prompt or COBATCH_ERR_NOMEM. Thread-safe. */
 int32_t *cobatch_prompt_tokens(cobatch_engine *engine, const struct cobatch_request_params *params, int32_t *n,
-                               char *err, size_t errlen);
+                               int *status, char *err, size_t errlen);
 
 /* Asks the engine to stop a request; its cells are freed at the next step and it finishes with
  * CANCELLED (or with its natural reason if it finished first). Returns COBATCH_OK or

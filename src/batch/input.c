@@ -78,7 +78,9 @@ static int parse_line(cb_batch_input *in, cb_batch_out *o, const cb_idset *done,
         cb_batch_out_error(o, line, NULL, "invalid_request", "a string contains a NUL character (\\u0000)");
         return 0;
     }
-    cJSON *root = cJSON_ParseWithLength(s, len);
+    oai_error e = {0};
+    cJSON *root = oai_json_parse(s, len, &e);
+    if (!root && e.status >= 500) return -1; /* out of memory: the job stops, a rerun reads the line again */
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
         in->refused++;

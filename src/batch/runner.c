@@ -47,7 +47,7 @@ static int32_t tokenize_all(run *r, int32_t *idx) {
         cb_batch_item *it = r->in->items[i];
         char err[256] = "";
         int32_t n = 0;
-        it->tokens = cobatch_prompt_tokens(r->e, &it->req.params, &n, err, sizeof(err));
+        it->tokens = cobatch_prompt_tokens(r->e, &it->req.params, &n, NULL, err, sizeof(err));
         if (!it->tokens || n >= n_ctx_seq) {
             if (!it->tokens)
                 cb_batch_out_error(r->out, it->line, it->custom_id, "invalid_request", "%s", err);

@@ -118,6 +118,15 @@ void cb_kv_ops_push(cb_kv_ops *o, int32_t seq, int32_t src, int32_t p0, int32_t 
     o->v[o->n++] = (cb_kv_op){.seq = seq, .src = src, .p0 = p0, .p1 = p1};
 }
 
+int cb_kv_ops_reserve(cb_kv_ops *o, int32_t n) {
+    if (n <= o->cap) return 0;
+    cb_kv_op *v = realloc(o->v, sizeof(*v) * (size_t)n);
+    if (!v) return -1;
+    o->v = v;
+    o->cap = n;
+    return 0;
+}
+
 void cb_kv_ops_free(cb_kv_ops *o) {
     free(o->v);
     o->v = NULL;

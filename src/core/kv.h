@@ -39,6 +39,9 @@ typedef struct {
  * until it reaches the largest step; on allocation failure it aborts: a lost op would leave
  * llama.cpp's cells out of step with the accounting, which nothing could repair. */
 void cb_kv_ops_push(cb_kv_ops *o, int32_t seq, int32_t src, int32_t p0, int32_t p1);
+/* Makes room for n ops up front (so that pushing allocates nothing until a step needs more than
+ * n). Returns 0, or -1 on allocation failure. */
+int cb_kv_ops_reserve(cb_kv_ops *o, int32_t n);
 void cb_kv_ops_free(cb_kv_ops *o);
 
 /* unified: capacity cells shared; split: capacity / n_seq cells per sequence.

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define CB_OPS_RESERVE 1024 /* cb_kv_op: 16 bytes each */
+
 struct cb_sched {
     cb_sched_config cfg;
     cb_kv *kv;
@@ -82,7 +84,9 @@ cb_sched *cb_sched_new(const cb_sched_config *cfg, cb_kv *kv) {
     s->kv = kv;
     s->running = calloc((size_t)cfg->max_num_seqs, sizeof(*s->running));
     s->cur = &s->pending;
-    if (!s->running) {
+    /* the cell changes of a busy step, up front: a lost op could not be repaired, so running out
+     * of memory while queueing one aborts (kv.h); this makes that need far more than a step */
+    if (!s->running || cb_kv_ops_reserve(&s->pending, CB_OPS_RESERVE) != 0) {
         cb_sched_free(s);
         return NULL;
     }
@@ -102,7 +106,7 @@ int cb_plan_init(cb_plan *plan, int32_t max_num_seqs) {
     plan->items = calloc((size_t)max_num_seqs, sizeof(*plan->items));
     /* a step stops preempting for want of movers at max_num_seqs; the decode pass may add as many */
     plan->preempted = calloc(2 * (size_t)max_num_seqs, sizeof(*plan->preempted));
-    if (!plan->items || !plan->preempted) {
+    if (!plan->items || !plan->preempted || cb_kv_ops_reserve(&plan->ops, CB_OPS_RESERVE) != 0) {
         cb_plan_free(plan);
         return -1;
     }

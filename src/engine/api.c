@@ -349,8 +349,9 @@ static const char *check_sampling(const struct cobatch_sampling *s) {
 }
 
 /* Produces the prompt tokens of p (malloc'd) or NULL with a message. */
-static int32_t *prompt_tokens(cobatch_engine *e, const struct cobatch_request_params *p, int32_t *n, char *err,
-                              size_t errlen) {
+static int32_t *prompt_tokens(cobatch_engine *e, const struct cobatch_request_params *p, int32_t *n, int *status,
+                              char *err, size_t errlen) {
+    *status = COBATCH_ERR_INVALID;
     int given = (p->prompt != NULL) + (p->prompt_tokens != NULL) + (p->messages != NULL);
     if (given != 1) {
         cb_set_err(err, errlen, "give exactly one of prompt, prompt tokens or messages");
@@ -369,7 +370,12 @@ static int32_t *prompt_tokens(cobatch_engine *e, const struct cobatch_request_pa
             }
         }
         int32_t *t = malloc(sizeof(int32_t) * (size_t)p->n_prompt_tokens);
-        if (t) memcpy(t, p->prompt_tokens, sizeof(int32_t) * (size_t)p->n_prompt_tokens);
+        if (!t) {
+            *status = COBATCH_ERR_NOMEM;
+            cb_set_err(err, errlen, "out of memory");
+            return NULL;
+        }
+        memcpy(t, p->prompt_tokens, sizeof(int32_t) * (size_t)p->n_prompt_tokens);
         *n = p->n_prompt_tokens;
         return t;
     }
@@ -388,12 +394,17 @@ static int32_t *prompt_tokens(cobatch_engine *e, const struct cobatch_request_pa
             any |= contents[i][0] != '\0';
         }
         if (roles && contents && any) t = cb_model_chat_tokens(&e->model, roles, contents, p->n_messages, n);
+        bool oom = !roles || !contents;
         free(roles);
         free(contents);
-        if (!any)
+        if (!any && !oom) {
             cb_set_err(err, errlen, "the prompt is empty");
-        else if (!t)
+        } else if (!t && (oom || cb_model_has_chat_template(&e->model))) {
+            *status = COBATCH_ERR_NOMEM;
+            cb_set_err(err, errlen, "out of memory rendering the chat template");
+        } else if (!t) {
             cb_set_err(err, errlen, "the model has no built-in chat template this engine can apply");
+        }
         return t;
     }
     if (p->prompt[0] == '\0') {
@@ -402,14 +413,18 @@ static int32_t *prompt_tokens(cobatch_engine *e, const struct cobatch_request_pa
     }
     /* a text prompt is the client's own: special tokens in it are parsed, as llama-server does */
     int32_t *t = cb_model_tokenize(&e->model, p->prompt, strlen(p->prompt), true, true, n);
-    if (!t) cb_set_err(err, errlen, "cannot tokenize the prompt");
+    if (!t) {
+        *status = COBATCH_ERR_NOMEM;
+        cb_set_err(err, errlen, "out of memory tokenizing the prompt");
+    }
     return t;
 }
 
-int32_t *cobatch_prompt_tokens(cobatch_engine *e, const struct cobatch_request_params *p, int32_t *n, char *err,
-                               size_t errlen) {
+int32_t *cobatch_prompt_tokens(cobatch_engine *e, const struct cobatch_request_params *p, int32_t *n, int *status,
+                               char *err, size_t errlen) {
+    int st;
     if (!e || !p || !n) return NULL;
-    return prompt_tokens(e, p, n, err, errlen);
+    return prompt_tokens(e, p, n, status ? status : &st, err, errlen);
 }
 
 /* A fresh seed for a request that asked for none: from the kernel's generator, never
@@ -462,8 +477,9 @@ cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_pa
         return COBATCH_ERR_INVALID;
     }
     int32_t n = 0;
-    int32_t *toks = prompt_tokens(e, p, &n, err, errlen);
-    if (!toks) return COBATCH_ERR_INVALID;
+    int status = COBATCH_OK;
+    int32_t *toks = prompt_tokens(e, p, &n, &status, err, errlen);
+    if (!toks) return status;
     if (!cb_sched_fits(e->sched, n)) {
         cb_set_err(err, errlen,
                    "the prompt has %d tokens; this engine's context holds %d per sequence (prompt plus "
@@ -487,7 +503,7 @@ cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_pa
     r->t_submit_us = cobatch_time_us();
 
     pthread_mutex_lock(&e->mu);
-    int status = COBATCH_OK;
+    status = COBATCH_OK;
     bool reserved = false;
     if (e->stop) {
         status = COBATCH_ERR_SHUTDOWN;

@@ -253,6 +253,8 @@ int32_t *cb_model_chat_tokens(const cb_model *m, const char *const *roles, const
     return v;
 }
 
+bool cb_model_has_chat_template(const cb_model *m) { return llama_model_chat_template(m->model, NULL) != NULL; }
+
 int32_t cb_model_piece(const cb_model *m, int32_t token, char *buf, int32_t cap) {
     int32_t n = llama_token_to_piece(m->vocab, token, buf, cap, 0, false);
     return n < 0 ? -1 : n;

@@ -55,6 +55,8 @@ int32_t cb_model_tokenize_into(const cb_model *m, const char *text, size_t len, 
 int32_t *cb_model_chat_tokens(const cb_model *m, const char *const *roles, const char *const *contents, size_t n,
                               int32_t *n_out);
 
+bool cb_model_has_chat_template(const cb_model *m);
+
 /* Text of one token (special tokens rendered as nothing); writes at most cap bytes, returns the
  * length, or -1 if it did not fit. */
 int32_t cb_model_piece(const cb_model *m, int32_t token, char *buf, int32_t cap);

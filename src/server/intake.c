@@ -42,17 +42,37 @@ static void do_completion(intake *q, intake_job *j) {
         return;
     }
     char err[256] = "";
-    j->tokens = cobatch_prompt_tokens(q->engine, &j->req.params, &j->n_tokens, err, sizeof(err));
+    int status = 0;
+    j->tokens = cobatch_prompt_tokens(q->engine, &j->req.params, &j->n_tokens, &status, err, sizeof(err));
     if (j->tokens)
         j->status = 200;
+    else if (status == COBATCH_ERR_NOMEM)
+        set_error(j, 503, NULL, err);
     else
         set_error(j, 400, j->api == OAI_CHAT ? "messages" : "prompt", err);
 }
 
 /* {"content" | "prompt": text, "add_special" | "add_special_tokens": bool, "parse_special": bool}
  *   -> {"tokens", "count", "max_model_len"} */
+/* The body as JSON, or NULL with the job's error set (400 not JSON or a NUL in a string; 503 out
+ * of memory). */
+static cJSON *parse_body(intake_job *j) {
+    oai_error e = {0};
+    if (oai_has_nul(j->body, j->len)) {
+        set_error(j, 400, NULL, "a string contains a NUL character (\\u0000); it is not accepted");
+        return NULL;
+    }
+    cJSON *root = oai_json_parse(j->body, j->len, &e);
+    if (!root) {
+        j->status = e.status;
+        j->json = oai_error_json(&e);
+    }
+    return root;
+}
+
 static void do_tokenize(intake *q, intake_job *j) {
-    cJSON *root = cJSON_ParseWithLength(j->body, j->len);
+    cJSON *root = parse_body(j);
+    if (!root) return;
     cJSON *c = root ? cJSON_GetObjectItemCaseSensitive(root, "content") : NULL;
     if (!c && root) c = cJSON_GetObjectItemCaseSensitive(root, "prompt");
     cJSON *add = root ? cJSON_GetObjectItemCaseSensitive(root, "add_special_tokens") : NULL;
@@ -97,7 +117,8 @@ static void do_tokenize(intake *q, intake_job *j) {
 
 /* {"tokens": [ids]} -> {"content", "prompt"}; every id an integer of the vocabulary. */
 static void do_detokenize(intake *q, intake_job *j) {
-    cJSON *root = cJSON_ParseWithLength(j->body, j->len);
+    cJSON *root = parse_body(j);
+    if (!root) return;
     cJSON *t = root ? cJSON_GetObjectItemCaseSensitive(root, "tokens") : NULL;
     int n = cJSON_IsArray(t) ? cJSON_GetArraySize(t) : -1;
     int32_t *toks = n >= 0 ? malloc(sizeof(int32_t) * (size_t)(n + 1)) : NULL;

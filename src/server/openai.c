@@ -21,9 +21,9 @@ static int bad(oai_error *e, const char *param, const char *fmt, ...) {
 }
 
 static int oom(oai_error *e) {
-    bad(e, NULL, "out of memory");
-    e->status = 500;
-    e->type = "server_error";
+    bad(e, NULL, "out of memory; retry later");
+    e->status = 503;
+    e->type = "service_unavailable";
     return -1;
 }
 
@@ -232,13 +232,139 @@ bool oai_has_nul(const char *s, size_t len) {
     return false;
 }
 
+/* ---------------------------------------------------------------- well-formed JSON --------- */
+
+/* A syntax check that allocates nothing (RFC 8259), so that a parse that failed for want of memory
+ * is not answered as the client's mistake. Recursive descent, nesting bounded as cJSON's. */
+typedef struct {
+    const char *s, *end;
+    int depth;
+} jscan;
+
+static void ws(jscan *j) {
+    while (j->s < j->end && (*j->s == ' ' || *j->s == '\t' || *j->s == '\n' || *j->s == '\r'))
+        j->s++;
+}
+
+static bool lit(jscan *j, const char *w) {
+    size_t n = strlen(w);
+    if ((size_t)(j->end - j->s) < n || memcmp(j->s, w, n) != 0) return false;
+    j->s += n;
+    return true;
+}
+
+static bool str(jscan *j) {
+    if (j->s >= j->end || *j->s != '"') return false;
+    for (j->s++; j->s < j->end; j->s++) {
+        unsigned char c = (unsigned char)*j->s;
+        if (c == '"') {
+            j->s++;
+            return true;
+        }
+        if (c < 0x20) return false;
+        if (c == '\\') {
+            if (++j->s >= j->end) return false;
+            if (*j->s == 'u') {
+                for (int k = 0; k < 4; k++)
+                    if (++j->s >= j->end || !strchr("0123456789abcdefABCDEF", *j->s) || !*j->s) return false;
+            } else if (!strchr("\"\\/bfnrt", *j->s) || !*j->s) {
+                return false;
+            }
+        }
+    }
+    return false;
+}
+
+static bool digits(jscan *j) {
+    const char *a = j->s;
+    while (j->s < j->end && *j->s >= '0' && *j->s <= '9')
+        j->s++;
+    return j->s > a;
+}
+
+static bool number(jscan *j) {
+    if (j->s < j->end && *j->s == '-') j->s++;
+    if (j->s < j->end && *j->s == '0')
+        j->s++;
+    else if (!digits(j))
+        return false;
+    if (j->s < j->end && *j->s == '.' && (j->s++, !digits(j))) return false;
+    if (j->s < j->end && (*j->s == 'e' || *j->s == 'E')) {
+        j->s++;
+        if (j->s < j->end && (*j->s == '+' || *j->s == '-')) j->s++;
+        if (!digits(j)) return false;
+    }
+    return true;
+}
+
+static bool value(jscan *j);
+
+static bool members(jscan *j, char close, bool keyed) {
+    if (++j->depth > 1000) return false;
+    j->s++;
+    ws(j);
+    if (j->s < j->end && *j->s == close) {
+        j->s++;
+        j->depth--;
+        return true;
+    }
+    for (;;) {
+        ws(j);
+        if (keyed) {
+            if (!str(j)) return false;
+            ws(j);
+            if (j->s >= j->end || *j->s++ != ':') return false;
+        }
+        if (!value(j)) return false;
+        ws(j);
+        if (j->s >= j->end) return false;
+        if (*j->s == close) {
+            j->s++;
+            j->depth--;
+            return true;
+        }
+        if (*j->s++ != ',') return false;
+    }
+}
+
+static bool value(jscan *j) {
+    ws(j);
+    if (j->s >= j->end) return false;
+    switch (*j->s) {
+    case '{': return members(j, '}', true);
+    case '[': return members(j, ']', false);
+    case '"': return str(j);
+    case 't': return lit(j, "true");
+    case 'f': return lit(j, "false");
+    case 'n': return lit(j, "null");
+    default: return number(j);
+    }
+}
+
+bool oai_json_well_formed(const char *s, size_t len) {
+    jscan j = {s, s + len, 0};
+    if (!value(&j)) return false;
+    ws(&j);
+    return j.s == j.end || (j.s < j.end && *j.s == '\0' && j.s + 1 == j.end);
+}
+
+cJSON *oai_json_parse(const char *s, size_t len, oai_error *e) {
+    cJSON *root = cJSON_ParseWithLength(s, len);
+    if (root) return root;
+    if (oai_json_well_formed(s, len))
+        oom(e); /* valid JSON that could not be held: the server's trouble, not the client's */
+    else
+        bad(e, NULL, "the body is not valid JSON");
+    return NULL;
+}
+
 int oai_parse(oai_kind kind, const char *body, size_t len, oai_request *r, oai_error *e) {
     memset(r, 0, sizeof(*r));
     memset(e, 0, sizeof(*e));
     /* cJSON would end a string at a NUL: a prompt, a stop string cut short without a word */
     if (oai_has_nul(body, len)) return bad(e, NULL, "a string contains a NUL character (\\u0000); it is not accepted");
-    cJSON *root = cJSON_ParseWithLength(body, len);
-    if (!root) return bad(e, NULL, "the body is not valid JSON");
+    cJSON *root = oai_json_parse(body, len, e);
+    if (!root) return -1;
     int rc = oai_parse_json(kind, root, r, e);
     cJSON_Delete(root);
     return rc;

@@ -45,6 +45,12 @@ int oai_parse(oai_kind kind, const char *body, size_t len, oai_request *r, oai_e
 struct cJSON;
 int oai_parse_json(oai_kind kind, struct cJSON *root, oai_request *r, oai_error *e);
 void oai_request_free(oai_request *r);
+/* Parses JSON text s[0, len) (cJSON). NULL with e set when it fails: 400 for text that is not
+ * JSON, 503 when it is (the parse ran out of memory). The caller deletes the result. */
+struct cJSON *oai_json_parse(const char *s, size_t len, oai_error *e);
+/* Whether s[0, len) is well-formed JSON (one value; a NUL right at the end allowed). Linear, no
+ * allocation. */
+bool oai_json_well_formed(const char *s, size_t len);
 /* Whether JSON text s[0, len) holds a NUL byte or a \u0000 escape. */
 bool oai_has_nul(const char *s, size_t len);
 

@@ -6,6 +6,7 @@
  * error body (a stream that has begun ends with an error event instead), or nothing when its
  * client has gone. */
 #include "server.h"
+#include "../core/faultalloc.h"
 #include "httpd.h"
 #include "intake.h"
 #include "metrics.h"
@@ -71,6 +72,7 @@ static void count_status(srv *s, int status) {
 static void reply_json(srv *s, cb_conn *c, int status, const char *json, const char *extra) {
     static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\"}}";
     if (!json) status = 500, json = oom;
+    if (!extra && (status == 429 || status == 503)) extra = "Retry-After: 1\r\n";
     count_status(s, status);
     cb_conn_reply(c, status, "application/json", extra, json, strlen(json));
 }
@@ -85,7 +87,7 @@ static void reply_error(srv *s, cb_conn *c, int status, const char *type, const 
     vsnprintf(e.message, sizeof(e.message), fmt, ap);
     va_end(ap);
     char *j = oai_error_json(&e);
-    reply_json(s, c, status, j, status == 429 || status == 503 ? "Retry-After: 1\r\n" : NULL);
+    reply_json(s, c, status, j, NULL);
     free(j);
 }
 
@@ -559,6 +561,11 @@ int srv_run(cobatch_engine *engine, const srv_params *params) {
     srv_metrics_init(&s->m);
     model_name(s);
     signal(SIGPIPE, SIG_IGN);
+    if (cb_fault_alloc_available()) { /* a test build: cJSON's and libevent's allocations can fail too */
+        cJSON_Hooks hooks = {.malloc_fn = cb_fa_malloc, .free_fn = free};
+        cJSON_InitHooks(&hooks);
+        event_set_mem_functions(cb_fa_malloc, cb_fa_realloc, free);
+    }
     int rc = -1;
     char err[256] = "";
     cb_httpd_params hp = {.host = s->p.host,
@@ -595,6 +602,7 @@ int srv_run(cobatch_engine *engine, const srv_params *params) {
         FILE *f = fopen(s->p.port_file, "w");
         if (f) fprintf(f, "%d\n", port), fclose(f);
     }
+    cb_fault_alloc_arm_from_env(); /* tests: allocations fail from now on (sanitizer build only) */
     event_base_dispatch(s->base);
     rc = 0;
     fprintf(stderr, "cobatch serve: stopped\n");

@@ -446,3 +446,72 @@ def test_priority_needs_the_priority_policy(srv):
         assert r.status_code == 200
     finally:
         assert s.stop() == 0
+
+
+# ---------------------------------------------------------------- memory running out
+
+@pytest.mark.skipif(not os.environ.get("COBATCH_FAULT_BUILD"), reason="allocation failures need the sanitizer build")
+def test_allocation_failures_in_the_server():
+    """Every 23rd allocation of cobatch's code, cJSON's and libevent's fails for 8 s while a crowd
+    of clients is served: each request still ends (a status, or a reset connection: never a hang,
+    never a short answer that looks whole), the process survives, and once memory is back it serves
+    as before, with nothing left open."""
+    s = Server(*MODEL_ARGS, env={"COBATCH_FAIL_ALLOC": "every=23,seconds=8"})
+    outcomes = {}
+    lock = threading.Lock()
+
+    def client(i):
+        kind = i % 4
+        try:
+            if kind == 3:
+                r = httpx.post(s.url + "/tokenize", json={"content": f"text {i}"}, timeout=60)
+                out = r.status_code
+            elif kind == 2:
+                with httpx.stream("POST", s.url + "/v1/completions", timeout=60, json={
+                        "prompt": f"Story {i}:", "max_tokens": 12, "stream": True, "ignore_eos": True}) as r:
+                    lines = [ln for ln in r.iter_lines() if ln.startswith("data: ")]
+                # a 200 stream either ends with [DONE] after a finish reason, or with an error chunk
+                out = r.status_code if r.status_code != 200 or (lines and lines[-1] == "data: [DONE]") else "cut"
+            else:
+                body = {"max_tokens": 8, "ignore_eos": True}
+                if kind == 0:
+                    r = httpx.post(s.url + "/v1/completions", json={"prompt": f"Count {i}:", **body}, timeout=60)
+                else:
+                    r = httpx.post(s.url + "/v1/chat/completions", timeout=60,
+                                   json={"messages": [{"role": "user", "content": f"Say {i}"}], **body})
+                out = r.status_code
+                if out == 200:
+                    assert r.json()["usage"]["completion_tokens"] == 8
+                else:
+                    assert r.json()["error"]["message"] or True
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.ConnectError):
+            out = "reset"
+        with lock:
+            outcomes[i] = out
+
+    threads = []
+    t0 = time.time()
+    i = 0
+    while time.time() - t0 < 8:
+        th = threading.Thread(target=client, args=(i,))
+        th.start()
+        threads.append(th)
+        i += 1
+        time.sleep(0.1)
+    for th in threads:
+        th.join(90)
+    assert all(not th.is_alive() for th in threads), "a client hung"
+    counts = {}
+    for v in outcomes.values():
+        counts[v] = counts.get(v, 0) + 1
+    print(f"# {len(outcomes)} requests while allocations failed: {counts}")
+    assert len(outcomes) == i and "cut" not in counts
+    assert not [k for k in counts if isinstance(k, int) and 400 <= k < 500], counts  # every request was valid
+    assert s.proc.poll() is None, s.logs()
+    time.sleep(1)
+    r = httpx.post(s.url + "/v1/completions", json={"prompt": "The capital of France is", "max_tokens": 5,
+                                                    "ignore_eos": True}, timeout=60)
+    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 5
+    m = wait_for(lambda: (lambda m: m if m["cobatch:requests_open"] == 0 else None)(s.metrics()), what="all closed")
+    assert m["cobatch:kv_mismatched_sequences"] == 0 and m["cobatch:num_requests_running"] == 0
+    assert s.stop() == 0, s.logs()[-3000:]
