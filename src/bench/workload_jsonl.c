@@ -3,6 +3,7 @@
 #include "workload.h"
 
 #include <cjson/cJSON.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,14 +31,14 @@ static const char *parse_line(const char *line, cb_tokenize_fn fn, void *ctx, cb
             it->n_out = (int32_t)mt->valuedouble;
     }
     if (!bad && arr) {
-        if (!cJSON_IsNumber(arr) || arr->valuedouble < 0)
+        if (!cJSON_IsNumber(arr) || !(arr->valuedouble >= 0 && arr->valuedouble < 1e12))
             bad = "arrival_s must be a number >= 0";
         else
             it->arrival_s = arr->valuedouble, *has_arrival = true;
     }
     if (!bad && pri) {
-        if (!cJSON_IsNumber(pri))
-            bad = "priority must be a number";
+        if (!cJSON_IsNumber(pri) || !(pri->valuedouble >= -1e6 && pri->valuedouble <= 1e6))
+            bad = "priority must be a number from -1000000 to 1000000";
         else
             it->priority = (int32_t)pri->valuedouble;
     }
@@ -54,12 +55,16 @@ static const char *parse_line(const char *line, cb_tokenize_fn fn, void *ctx, cb
             bad = "prompt_tokens must be a non-empty array";
         else if (!(it->tokens = malloc(sizeof(int32_t) * (size_t)n)))
             bad = "out of memory";
-        for (int k = 0; !bad && k < n; k++) {
-            cJSON *t = cJSON_GetArrayItem(toks, k);
-            if (!cJSON_IsNumber(t) || t->valuedouble < 0)
-                bad = "prompt_tokens must hold token ids";
-            else
-                it->tokens[k] = (int32_t)t->valuedouble;
+        int k = 0;
+        cJSON *t;
+        if (!bad) {
+            cJSON_ArrayForEach(t, toks) { /* one walk: cJSON_GetArrayItem(toks, k) is O(k) */
+                if (!cJSON_IsNumber(t) || !(t->valuedouble >= 0 && t->valuedouble <= INT32_MAX)) {
+                    bad = "prompt_tokens must hold token ids";
+                    break;
+                }
+                it->tokens[k++] = (int32_t)t->valuedouble;
+            }
         }
         it->n_in = n;
     }
@@ -76,14 +81,30 @@ int cb_workload_load_jsonl(const char *path, cb_tokenize_fn fn, void *ctx, cb_wo
         cb_set_err(err, errlen, "cannot read %s", path);
         return -1;
     }
+    int rc = cb_workload_read_jsonl(f, path, fn, ctx, w, has_arrivals, err, errlen);
+    fclose(f);
+    return rc;
+}
+
+int cb_workload_read_jsonl(FILE *f, const char *path, cb_tokenize_fn fn, void *ctx, cb_workload *w,
+                           bool *has_arrivals, char *err, size_t errlen) {
+    memset(w, 0, sizeof(*w));
+    *has_arrivals = false;
     const char *base = strrchr(path, '/');
     snprintf(w->name, sizeof(w->name), "%s", base ? base + 1 : path);
-    char *line = malloc(MAX_LINE);
+    char *line = NULL;
+    size_t line_cap = 0;
     int cap = 0, lineno = 0, rc = 0;
-    while (line && fgets(line, MAX_LINE, f)) {
+    ssize_t got;
+    while ((got = getline(&line, &line_cap, f)) >= 0) {
         lineno++;
-        size_t len = strlen(line);
-        if (len == MAX_LINE - 1 && line[len - 1] != '\n') {
+        size_t len = (size_t)got;
+        if (memchr(line, '\0', len)) {
+            cb_set_err(err, errlen, "%s:%d: a NUL byte in the line", path, lineno);
+            rc = -1;
+            break;
+        }
+        if ((size_t)got > MAX_LINE) {
             cb_set_err(err, errlen, "%s:%d: line longer than %d bytes", path, lineno, MAX_LINE);
             rc = -1;
             break;
@@ -110,9 +131,8 @@ int cb_workload_load_jsonl(const char *path, cb_tokenize_fn fn, void *ctx, cb_wo
         }
         w->n++;
     }
-    if (!line) cb_set_err(err, errlen, "out of memory"), rc = -1;
+    if (rc == 0 && ferror(f)) cb_set_err(err, errlen, "%s: read error", path), rc = -1;
     free(line);
-    fclose(f);
     if (rc == 0 && w->n == 0) cb_set_err(err, errlen, "%s: no requests", path), rc = -1;
     if (rc != 0) cb_workload_free(w);
     return rc;

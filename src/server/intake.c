@@ -1,5 +1,6 @@
 /* intake.c — the worker thread (see intake.h). */
 #include "intake.h"
+#include "../core/textout.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -60,6 +61,10 @@ static cJSON *parse_body(intake_job *j) {
     oai_error e = {0};
     if (oai_has_nul(j->body, j->len)) {
         set_error(j, 400, NULL, "a string contains a NUL character (\\u0000); it is not accepted");
+        return NULL;
+    }
+    if (cb_utf8_valid_prefix(j->body, j->len, NULL) != j->len) {
+        set_error(j, 400, NULL, "the body is not valid UTF-8");
         return NULL;
     }
     cJSON *root = oai_json_parse(j->body, j->len, &e);

@@ -1,4 +1,5 @@
 #include "openai.h"
+#include "../core/textout.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -253,23 +254,43 @@ static bool lit(jscan *j, const char *w) {
     return true;
 }
 
+/* Four hex digits after "\\u" at j->s (which is left after them); -1 when not there. */
+static long hex4(jscan *j) {
+    if (j->end - j->s < 4) return -1;
+    long v = 0;
+    for (int k = 0; k < 4; k++) {
+        char c = *j->s++;
+        int d = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
+        if (d < 0) return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* A string, with cJSON's rule for UTF-16 escapes: a high surrogate needs its low one next, a low
+ * one never stands alone. */
 static bool str(jscan *j) {
     if (j->s >= j->end || *j->s != '"') return false;
-    for (j->s++; j->s < j->end; j->s++) {
-        unsigned char c = (unsigned char)*j->s;
-        if (c == '"') {
-            j->s++;
-            return true;
-        }
-        if (c < 0x20) return false;
-        if (c == '\\') {
-            if (++j->s >= j->end) return false;
-            if (*j->s == 'u') {
-                for (int k = 0; k < 4; k++)
-                    if (++j->s >= j->end || !strchr("0123456789abcdefABCDEF", *j->s) || !*j->s) return false;
-            } else if (!strchr("\"\\/bfnrt", *j->s) || !*j->s) {
-                return false;
+    for (j->s++; j->s < j->end;) {
+        unsigned char c = (unsigned char)*j->s++;
+        if (c == '"') return true;
+        if (c != '\\') continue; /* cJSON takes raw control characters; so does this check */
+        if (j->s >= j->end) return false;
+        char e = *j->s++;
+        if (e == 'u') {
+            long u = hex4(j);
+            if (u < 0 || (u >= 0xDC00 && u <= 0xDFFF)) return false;
+            if (u >= 0xD800 && u <= 0xDBFF) {
+                if (j->end - j->s < 2 || j->s[0] != '\\' || j->s[1] != 'u') return false;
+                j->s += 2;
+                long lo = hex4(j);
+                if (lo < 0xDC00 || lo > 0xDFFF) return false;
             }
+        } else if (!e || !strchr("\"\\/bfnrt", e)) {
+            return false;
         }
     }
     return false;
@@ -363,6 +384,7 @@ int oai_parse(oai_kind kind, const char *body, size_t len, oai_request *r, oai_e
     memset(e, 0, sizeof(*e));
     /* cJSON would end a string at a NUL: a prompt, a stop string cut short without a word */
     if (oai_has_nul(body, len)) return bad(e, NULL, "a string contains a NUL character (\\u0000); it is not accepted");
+    if (cb_utf8_valid_prefix(body, len, NULL) != len) return bad(e, NULL, "the body is not valid UTF-8");
     cJSON *root = oai_json_parse(body, len, e);
     if (!root) return -1;
     int rc = oai_parse_json(kind, root, r, e);

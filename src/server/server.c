@@ -11,6 +11,7 @@
 #include "intake.h"
 #include "metrics.h"
 #include "openai.h"
+#include "routes.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -429,70 +430,38 @@ static void handle_metrics(srv *s, cb_conn *c) {
 
 /* ---------------------------------------------------------------- routing ------------------- */
 
-/* Constant time in the key's length: the time an answer takes tells nothing of where a guess went wrong. */
-static bool same_secret(const char *a, const char *b) {
-    size_t na = strlen(a), nb = strlen(b);
-    unsigned char d = na != nb;
-    for (size_t i = 0; i < nb; i++)
-        d |= (unsigned char)(i < na ? a[i] : 0) ^ (unsigned char)b[i];
-    return d == 0;
-}
-
-static bool authorized(srv *s, const cb_http_req *hr) {
-    if (!s->p.api_key) return true;
-    const char *h = cb_http_header_get(hr, "Authorization");
-    if (!h || strncasecmp(h, "Bearer", 6) != 0 || (h[6] != ' ' && h[6] != '\t')) return false;
-    h += 7;
-    while (*h == ' ' || *h == '\t')
-        h++;
-    return same_secret(h, s->p.api_key);
-}
-
-enum route_id { R_HEALTH, R_METRICS, R_MODELS, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE };
-
-static const struct {
-    const char *path;
-    bool post, auth;
-    enum route_id id;
-} ROUTES[] = {{"/health", false, false, R_HEALTH},          {"/metrics", false, false, R_METRICS},
-              {"/v1/models", false, true, R_MODELS},        {"/v1/completions", true, true, R_COMPLETIONS},
-              {"/v1/chat/completions", true, true, R_CHAT}, {"/tokenize", true, true, R_TOKENIZE},
-              {"/detokenize", true, true, R_DETOKENIZE}};
-
 static void on_request(cb_conn *c, cb_http_req *hr, void *user) {
     srv *s = user;
     s->m.http_requests++;
-    size_t plen = strcspn(hr->target, "?");
-    bool post = !strcmp(hr->method, "POST"), get = !strcmp(hr->method, "GET");
-    for (size_t i = 0; i < sizeof(ROUTES) / sizeof(ROUTES[0]); i++) {
-        if (strlen(ROUTES[i].path) != plen || strncmp(hr->target, ROUTES[i].path, plen) != 0) continue;
-        if (ROUTES[i].post ? !post : !get) {
-            reply_error(s, c, 405, "invalid_request_error", NULL, "use %s for %s", ROUTES[i].post ? "POST" : "GET",
-                        ROUTES[i].path);
-            return;
-        }
-        if (ROUTES[i].auth && !authorized(s, hr)) {
-            reply_error(s, c, 401, "authentication_error", NULL,
-                        "a valid API key is required (Authorization: Bearer KEY)");
-            return;
-        }
-        switch (ROUTES[i].id) {
-        case R_HEALTH:
-            if (s->draining)
-                reply_error(s, c, 503, "service_unavailable", NULL, "the server is shutting down");
-            else
-                reply_json(s, c, 200, "{\"status\":\"ok\"}", NULL);
-            return;
-        case R_METRICS: handle_metrics(s, c); return;
-        case R_MODELS: handle_models(s, c); return;
-        case R_COMPLETIONS: to_intake(s, c, hr, INTAKE_COMPLETION, OAI_COMPLETION); return;
-        case R_CHAT: to_intake(s, c, hr, INTAKE_COMPLETION, OAI_CHAT); return;
-        case R_TOKENIZE: to_intake(s, c, hr, INTAKE_TOKENIZE, OAI_COMPLETION); return;
-        case R_DETOKENIZE: to_intake(s, c, hr, INTAKE_DETOKENIZE, OAI_COMPLETION); return;
-        }
+    const srv_route *rt = srv_route_find(hr->target);
+    if (!rt) {
+        size_t plen = strcspn(hr->target, "?");
+        reply_error(s, c, 404, "invalid_request_error", NULL, "no route for %.*s", (int)(plen < 200 ? plen : 200),
+                    hr->target);
+        return;
     }
-    reply_error(s, c, 404, "invalid_request_error", NULL, "no route for %.*s", (int)(plen < 200 ? plen : 200),
-                hr->target);
+    if (strcmp(hr->method, rt->post ? "POST" : "GET") != 0) {
+        reply_error(s, c, 405, "invalid_request_error", NULL, "use %s for %s", rt->post ? "POST" : "GET", rt->path);
+        return;
+    }
+    if (rt->auth && !srv_authorized(s->p.api_key, cb_http_header_get(hr, "Authorization"))) {
+        reply_error(s, c, 401, "authentication_error", NULL, "a valid API key is required (Authorization: Bearer KEY)");
+        return;
+    }
+    switch (rt->id) {
+    case R_HEALTH:
+        if (s->draining)
+            reply_error(s, c, 503, "service_unavailable", NULL, "the server is shutting down");
+        else
+            reply_json(s, c, 200, "{\"status\":\"ok\"}", NULL);
+        return;
+    case R_METRICS: handle_metrics(s, c); return;
+    case R_MODELS: handle_models(s, c); return;
+    case R_COMPLETIONS: to_intake(s, c, hr, INTAKE_COMPLETION, OAI_COMPLETION); return;
+    case R_CHAT: to_intake(s, c, hr, INTAKE_COMPLETION, OAI_CHAT); return;
+    case R_TOKENIZE: to_intake(s, c, hr, INTAKE_TOKENIZE, OAI_COMPLETION); return;
+    case R_DETOKENIZE: to_intake(s, c, hr, INTAKE_DETOKENIZE, OAI_COMPLETION); return;
+    }
 }
 
 /* ---------------------------------------------------------------- lifecycle ----------------- */
