@@ -190,6 +190,7 @@ struct cobatch_stats {
     int32_t kv_mismatches;              /* sequences whose cells in llama.cpp differ from cobatch's accounting
                                            after the last step: 0, or a bug */
     int64_t steps, preemptions, decode_retries;
+    int32_t events_queued;   /* events not yet polled (bounded: the engine waits past 4096) */
     int64_t decode_failures; /* llama_decode calls that failed (other than "no KV slot", which is retried); the
                                 requests of such a step end with an error, the others go on */
     int64_t prompt_tokens, generated_tokens; /* tokens computed (prompt incl. recompute) and sampled */

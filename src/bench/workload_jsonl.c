@@ -86,8 +86,8 @@ int cb_workload_load_jsonl(const char *path, cb_tokenize_fn fn, void *ctx, cb_wo
     return rc;
 }
 
-int cb_workload_read_jsonl(FILE *f, const char *path, cb_tokenize_fn fn, void *ctx, cb_workload *w,
-                           bool *has_arrivals, char *err, size_t errlen) {
+int cb_workload_read_jsonl(FILE *f, const char *path, cb_tokenize_fn fn, void *ctx, cb_workload *w, bool *has_arrivals,
+                           char *err, size_t errlen) {
     memset(w, 0, sizeof(*w));
     *has_arrivals = false;
     const char *base = strrchr(path, '/');

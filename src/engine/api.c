@@ -524,6 +524,9 @@ void cobatch_engine_stats(cobatch_engine *e, struct cobatch_stats *out) {
     *out = e->stats;
     out->waiting = e->n_queued;
     pthread_mutex_unlock(&e->mu);
+    pthread_mutex_lock(&e->ev_mu); /* now, not at the last step: the poller may have taken them since */
+    out->events_queued = e->events.len;
+    pthread_mutex_unlock(&e->ev_mu);
 }
 
 int32_t cobatch_n_ctx_seq(const cobatch_engine *e) { return e->n_ctx_seq; }

@@ -242,6 +242,7 @@ static void update_stats(cobatch_engine *e) {
     e->stats.kv_cells_llama = llama_cells(e);
     e->stats.kv_mismatches = kv_mismatches(e);
     e->stats.decode_failures = e->n_decode_failures;
+
     e->nodes_seen = e->runner.last_nodes;
     e->stats.steps = ss->steps;
     e->stats.preemptions = ss->preemptions;

@@ -24,7 +24,11 @@ typedef enum {
     C_HANDLING,  /* the request is with its owner, no answer yet */
     C_STREAMING, /* a streamed answer is under way */
     C_CLOSING,   /* the last answer is being written, then the connection closes */
+    C_LINGER,    /* written and shut for writing: what the client still sends is read and dropped a little
+                    while, so that closing with unread input (a reset) does not destroy the answer */
 } conn_state;
+
+#define LINGER_MS 2000
 
 struct cb_conn {
     cb_httpd *h;
@@ -132,6 +136,10 @@ static void send_error(cb_conn *c, int status, const char *reason) {
 static void read_input(cb_conn *c) {
     cb_httpd *h = c->h;
     struct evbuffer *in = bufferevent_get_input(c->bev);
+    if (c->state == C_CLOSING || c->state == C_LINGER) { /* a body we refused, still coming: dropped */
+        evbuffer_drain(in, evbuffer_get_length(in));
+        return;
+    }
     while (c->state == C_READING && evbuffer_get_length(in) > 0) {
         struct evbuffer_iovec v;
         if (evbuffer_peek(in, -1, NULL, &v, 1) < 1) break;
@@ -179,7 +187,10 @@ static void on_resume(evutil_socket_t fd, short what, void *arg) {
 static void on_write(struct bufferevent *bev, void *arg) {
     (void)bev;
     cb_conn *c = arg;
-    if (c->state == C_CLOSING) conn_free(c, false);
+    if (c->state != C_CLOSING) return;
+    c->state = C_LINGER; /* the answer has left: say so (FIN), then drain what the client still sends */
+    shutdown(bufferevent_getfd(c->bev), SHUT_WR);
+    arm(c, LINGER_MS);
 }
 
 static void on_event(struct bufferevent *bev, short what, void *arg) {
@@ -194,8 +205,8 @@ static void answered(cb_conn *c) {
     c->req_user = NULL;
     if (!c->keep_alive) {
         c->state = C_CLOSING;
-        bufferevent_disable(c->bev, EV_READ);
         arm(c, c->h->p.write_timeout_ms); /* the last answer gets this long to leave */
+        if (evbuffer_get_length(bufferevent_get_input(c->bev)) > 0) event_active(c->resume, EV_TIMEOUT, 0);
         return;
     }
     cb_http_req_reset(&c->req);

@@ -141,6 +141,7 @@ char *srv_metrics_render(const srv_metrics *m, const srv_gauges *g, const struct
     gauge(&b, "cobatch:kv_mismatched_sequences",
           "Sequences whose cells in llama.cpp differ from the accounting after the last step (0 unless a bug).", model,
           st->kv_mismatches);
+    gauge(&b, "cobatch:engine_events_queued", "Engine events not yet taken by the server.", model, st->events_queued);
     counter(&b, "cobatch:decode_failures_total", "llama_decode calls that failed; their requests ended with an error.",
             model, (double)st->decode_failures);
     hist(&b, "cobatch:time_to_first_token_seconds", "Time to first token.", model, &m->ttft);
