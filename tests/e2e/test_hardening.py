@@ -515,3 +515,57 @@ def test_allocation_failures_in_the_server():
     m = wait_for(lambda: (lambda m: m if m["cobatch:requests_open"] == 0 else None)(s.metrics()), what="all closed")
     assert m["cobatch:kv_mismatched_sequences"] == 0 and m["cobatch:num_requests_running"] == 0
     assert s.stop() == 0, s.logs()[-3000:]
+
+
+# ---------------------------------------------------------------- fairness
+
+def _overtakers(*flags, low_priority=10, seconds=4):
+    """One slot; a steady stream of urgent requests (priority 0) arriving faster than they are
+    served; one low-priority request (vLLM's meaning: a larger value waits) queued behind a running
+    one before the stream starts. Returns how many urgent requests sent after the low one finished
+    before it (an order, not a time: the machine's speed does not matter), and how many were sent."""
+    s = Server("--max-num-seqs", "1", "--max-queue", "256", *flags)
+    try:
+        done, lock = {}, threading.Lock()
+
+        def post(name, prio, tokens):
+            body = {"prompt": f"{name}:", "max_tokens": tokens, "ignore_eos": True}
+            if low_priority:
+                body["priority"] = prio
+            r = httpx.post(s.url + "/v1/completions", json=body, timeout=600)
+            assert r.status_code == 200, r.text
+            with lock:
+                done[name] = time.monotonic()
+
+        first = threading.Thread(target=post, args=("first", 0, 16))
+        first.start()
+        wait_for(lambda: s.metrics()["cobatch:num_requests_running"] == 1, what="busy")
+        low = threading.Thread(target=post, args=("low", low_priority, 4))
+        low.start()
+        wait_for(lambda: s.metrics()["cobatch:num_requests_waiting"] == 1, what="low queued")
+        threads, t0, i = [], time.time(), 0
+        while time.time() - t0 < seconds:
+            th = threading.Thread(target=post, args=(f"urgent{i}", 0, 16))
+            th.start()
+            threads.append(th)
+            i += 1
+            time.sleep(0.05)  # faster than one slot serves 16 tokens
+        assert s.metrics()["cobatch:num_requests_waiting"] > 5  # a backlog formed: the test means something
+        for th in threads + [first, low]:
+            th.join(600)
+        return sum(1 for k in range(i) if done[f"urgent{k}"] < done["low"]), i
+    finally:
+        assert s.stop() == 0
+
+
+@pytest.mark.skipif(bool(os.environ.get("COBATCH_SANITIZED")),
+                    reason="a scheduling order under load, not memory or threads: the plain build checks it")
+def test_priority_aging_bounds_the_wait():
+    aged, sent = _overtakers("--scheduling-policy", "priority", "--priority-aging-ms", "100")
+    starved, _ = _overtakers("--scheduling-policy", "priority", "--priority-aging-ms", "0")
+    fcfs, _ = _overtakers(low_priority=0)  # FCFS, no priorities: first come, first served
+    print(f"# urgent requests sent after a low-priority one that finished before it: {aged} of {sent} with aging "
+          f"(10 points x 0.1 s: the ones sent in its first second), {starved} without aging, {fcfs} under FCFS")
+    assert aged <= 1.0 / 0.05 + 10  # bounded: only those it had not out-waited yet
+    assert starved >= 0.8 * sent    # starved: (nearly) every one went first (the last few may still be in transit)
+    assert fcfs == 0
