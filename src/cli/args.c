@@ -223,6 +223,6 @@ void cb_args_sampling_help(void) {
           "  --temp T                      temperature, 0 = greedy (default)\n"
           "  --top-k K  --top-p P  --min-p P\n"
           "  --repeat-penalty R  --presence-penalty P  --frequency-penalty F  --repeat-last-n N\n"
-          "  --seed S                      seed for temperature > 0\n",
+          "  --seed S                      seed for temperature > 0 (default: a fresh random one)\n",
           stdout);
 }

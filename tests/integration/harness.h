@@ -46,6 +46,31 @@ static inline void it_append(it_result *r, const char *s, size_t n) {
     r->text[r->text_len] = '\0';
 }
 
+/* Records an event into the it_result its user_data points at, and clears it. Returns 1 for a
+ * FINISHED event. */
+static inline int it_take(struct cobatch_event *ev) {
+    it_result *r = ev->user_data;
+    int finished = ev->type == COBATCH_EVENT_FINISHED;
+    if (ev->text_len) {
+        r->pieces_valid_utf8 &= cb_utf8_check(ev->text, ev->text_len);
+        it_append(r, ev->text, ev->text_len);
+    }
+    if (!finished && r->n_tokens < IT_MAX_TOK) {
+        r->margins[r->n_tokens] = ev->margin;
+        r->tokens[r->n_tokens++] = ev->token;
+    } else if (finished) {
+        r->n_finished++;
+        r->reason = ev->reason;
+        r->n_prompt = ev->n_prompt;
+        r->n_generated = ev->n_generated;
+        r->n_preemptions = ev->n_preemptions;
+        if (ev->error) snprintf(r->error, sizeof(r->error), "%s", ev->error);
+        if (ev->reason == COBATCH_FINISH_ERROR) fprintf(stderr, "request error: %s\n", ev->error);
+    }
+    cobatch_event_clear(ev);
+    return finished;
+}
+
 /* Submits every request, then polls until each has finished. Returns false on a submit error. */
 static inline bool it_run(cobatch_engine *e, const struct cobatch_request_params *ps, it_result *out, int n) {
     for (int i = 0; i < n; i++) {
@@ -65,27 +90,8 @@ static inline bool it_run(cobatch_engine *e, const struct cobatch_request_params
     while (done < n) {
         struct cobatch_event ev[32];
         int k = cobatch_poll(e, ev, 32, 1000);
-        for (int j = 0; j < k; j++) {
-            it_result *r = ev[j].user_data;
-            if (ev[j].text_len) {
-                r->pieces_valid_utf8 &= cb_utf8_check(ev[j].text, ev[j].text_len);
-                it_append(r, ev[j].text, ev[j].text_len);
-            }
-            if (ev[j].type == COBATCH_EVENT_TOKEN && r->n_tokens < IT_MAX_TOK) {
-                r->margins[r->n_tokens] = ev[j].margin;
-                r->tokens[r->n_tokens++] = ev[j].token;
-            } else if (ev[j].type == COBATCH_EVENT_FINISHED) {
-                r->n_finished++;
-                r->reason = ev[j].reason;
-                r->n_prompt = ev[j].n_prompt;
-                r->n_generated = ev[j].n_generated;
-                r->n_preemptions = ev[j].n_preemptions;
-                if (ev[j].error) snprintf(r->error, sizeof(r->error), "%s", ev[j].error);
-                if (ev[j].reason == COBATCH_FINISH_ERROR) fprintf(stderr, "request error: %s\n", ev[j].error);
-                done++;
-            }
-            cobatch_event_clear(&ev[j]);
-        }
+        for (int j = 0; j < k; j++)
+            done += it_take(&ev[j]);
     }
     return true;
 }

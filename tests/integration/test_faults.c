@@ -107,20 +107,8 @@ static void collect(cobatch_engine *e, it_result *rs, int n) {
         if (cobatch_time_us() > deadline) fail_msg("requests did not finish in 120 s");
         struct cobatch_event ev[16];
         int k = cobatch_poll(e, ev, 16, 200);
-        for (int j = 0; j < k; j++) {
-            it_result *r = ev[j].user_data;
-            if (ev[j].text_len) it_append(r, ev[j].text, ev[j].text_len);
-            if (ev[j].type == COBATCH_EVENT_TOKEN && r->n_tokens < IT_MAX_TOK) {
-                r->margins[r->n_tokens] = ev[j].margin;
-                r->tokens[r->n_tokens++] = ev[j].token;
-            } else if (ev[j].type == COBATCH_EVENT_FINISHED) {
-                r->n_finished++;
-                r->reason = ev[j].reason;
-                r->n_generated = ev[j].n_generated;
-                if (ev[j].error) snprintf(r->error, sizeof(r->error), "%s", ev[j].error);
-            }
-            cobatch_event_clear(&ev[j]);
-        }
+        for (int j = 0; j < k; j++)
+            it_take(&ev[j]);
     }
 }
 

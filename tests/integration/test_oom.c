@@ -86,18 +86,8 @@ static void allocation_failures_lose_no_request(void **state) {
                 fail_msg("every %llu: %d of %d finished", (unsigned long long)everies[k], done, n_acc);
             struct cobatch_event ev[16];
             int got = cobatch_poll(e, ev, 16, 100);
-            for (int j = 0; j < got; j++) {
-                it_result *r = ev[j].user_data;
-                if (ev[j].text_len) it_append(r, ev[j].text, ev[j].text_len);
-                if (ev[j].type == COBATCH_EVENT_FINISHED) {
-                    r->n_finished++;
-                    r->reason = ev[j].reason;
-                    done++;
-                } else if (r->n_tokens < IT_MAX_TOK) {
-                    r->tokens[r->n_tokens++] = ev[j].token;
-                }
-                cobatch_event_clear(&ev[j]);
-            }
+            for (int j = 0; j < got; j++)
+                done += it_take(&ev[j]);
         }
         cb_fault_alloc_set(0);
         int errors = 0;
