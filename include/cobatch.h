@@ -265,6 +265,9 @@ void cobatch_engine_stats(cobatch_engine *engine, struct cobatch_stats *out);
 
 /* Model facts, fixed for the engine's lifetime. */
 int32_t cobatch_n_ctx_seq(const cobatch_engine *engine); /* longest sequence (prompt + output) */
+/* Bytes of text beyond which a prompt cannot fit (n_ctx_seq tokens of the vocabulary's longest text):
+ * longer prompts are refused (COBATCH_ERR_TOO_LONG) before tokenizing. */
+size_t cobatch_max_prompt_bytes(const cobatch_engine *engine);
 const char *cobatch_model_name(const cobatch_engine *engine);
 
 /* Tokenizes text with the engine's vocabulary (adds BOS as the model wants, parses special

@@ -108,33 +108,37 @@ static size_t utf8_unfinished_tail(const char *str, size_t n) {
     return 0;
 }
 
+size_t cb_utf8_sanitize(const char *s, size_t n, char *out) {
+    size_t o = 0;
+    while (n > 0) {
+        size_t ok = cb_utf8_valid_prefix(s, n, NULL);
+        memcpy(out + o, s, ok);
+        o += ok;
+        s += ok;
+        n -= ok;
+        if (n > 0) { /* one invalid byte (or an unfinished character at the very end) */
+            memcpy(out + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            s++;
+            n--;
+        }
+    }
+    out[o] = '\0';
+    return o;
+}
+
 /* Copies buf[emitted, end) to out, replacing invalid bytes by U+FFFD, and advances emitted. */
 static void release(cb_textout *t, size_t end, const char **out, size_t *out_len) {
-    size_t n = end - t->emitted, o = 0;
+    size_t n = end - t->emitted;
     if (!reserve(&t->out, &t->out_cap, n * 3 + 1)) { /* each bad byte may become 3 bytes */
         t->failed = true;
         *out = "";
         *out_len = 0;
         return;
     }
-    const char *s = t->buf + t->emitted;
-    while (n > 0) {
-        size_t ok = cb_utf8_valid_prefix(s, n, NULL);
-        memcpy(t->out + o, s, ok);
-        o += ok;
-        s += ok;
-        n -= ok;
-        if (n > 0) { /* one invalid byte (or an unfinished character at the very end) */
-            memcpy(t->out + o, "\xEF\xBF\xBD", 3);
-            o += 3;
-            s++;
-            n--;
-        }
-    }
-    t->out[o] = '\0';
+    *out_len = cb_utf8_sanitize(t->buf + t->emitted, n, t->out);
     t->emitted = end;
     *out = t->out;
-    *out_len = o;
 }
 
 /* Longest suffix of buf[from, len) that is a proper prefix of a stop string. */

@@ -51,4 +51,8 @@ char *cb_textout_take_final(cb_textout *t, bool flush, size_t *len);
  * *incomplete is set) or invalid. */
 size_t cb_utf8_valid_prefix(const char *s, size_t n, bool *incomplete);
 
+/* Copies s[0, n) to out (room for 3n + 1 bytes) with every byte that is not part of valid UTF-8
+ * replaced by U+FFFD, NUL-terminated. Returns the bytes written. */
+size_t cb_utf8_sanitize(const char *s, size_t n, char *out);
+
 #endif

@@ -325,6 +325,20 @@ static int32_t *prompt_tokens(cobatch_engine *e, const struct cobatch_request_pa
         *n = p->n_prompt_tokens;
         return t;
     }
+    /* Text that could never fit is refused before it is tokenized: llama.cpp's tokenizer is
+     * quadratic in the number of special-token texts, and a megabyte of them takes half a minute. */
+    size_t bytes = 0, most = cobatch_max_prompt_bytes(e);
+    for (size_t i = 0; p->messages && i < p->n_messages; i++)
+        bytes += p->messages[i].content ? strlen(p->messages[i].content) : 0;
+    if (p->prompt) bytes = strlen(p->prompt);
+    if (bytes > most) {
+        *status = COBATCH_ERR_TOO_LONG;
+        cb_set_err(err, errlen,
+                   "the prompt has %zu bytes; no prompt of more than %zu fits this engine's context (%d tokens of at "
+                   "most %d bytes)",
+                   bytes, most, e->n_ctx_seq, e->model.max_piece);
+        return NULL;
+    }
     if (p->messages) {
         if (p->n_messages == 0) {
             cb_set_err(err, errlen, "messages is empty");
@@ -530,6 +544,7 @@ void cobatch_engine_stats(cobatch_engine *e, struct cobatch_stats *out) {
 }
 
 int32_t cobatch_n_ctx_seq(const cobatch_engine *e) { return e->n_ctx_seq; }
+size_t cobatch_max_prompt_bytes(const cobatch_engine *e) { return (size_t)e->n_ctx_seq * (size_t)e->model.max_piece; }
 const char *cobatch_model_name(const cobatch_engine *e) { return e->model.name; }
 
 int32_t cobatch_tokenize(const cobatch_engine *e, const char *text, int32_t *out, int32_t max) {

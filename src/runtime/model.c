@@ -70,6 +70,13 @@ int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errle
     m->n_seq_max = (int32_t)llama_n_seq_max(m->ctx);
     m->split_kv = p->split_kv;
     m->n_vocab = llama_vocab_n_tokens(m->vocab);
+    char piece[1024];
+    for (int32_t t = 0; t < m->n_vocab; t++) { /* O(vocabulary), once: tens of ms */
+        int32_t k = llama_token_to_piece(m->vocab, t, piece, (int32_t)sizeof(piece), 0, true);
+        k = k < 0 ? -k : k;
+        if (k > m->max_piece) m->max_piece = k;
+    }
+    if (m->max_piece < 1) m->max_piece = 1;
     if (llama_model_meta_val_str(m->model, "general.name", m->name, sizeof(m->name)) < 0) {
         const char *base = strrchr(p->path, '/');
         snprintf(m->name, sizeof(m->name), "%s", base ? base + 1 : p->path);

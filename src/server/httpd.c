@@ -71,8 +71,17 @@ static void account(cb_conn *c) {
     c->held = now;
 }
 
+static void reset_on_close(cb_conn *c) {
+    struct linger lg = {.l_onoff = 1, .l_linger = 0}; /* close sends a reset */
+    if (c->bev) setsockopt(bufferevent_getfd(c->bev), SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+}
+
+/* Closes c. An answer under way (a stream, or output not yet written) is cut with a reset: a plain
+ * close would end it like a whole one (an HTTP/1.0 stream has no other framing). */
 static void conn_free(cb_conn *c, bool tell_owner) {
     cb_httpd *h = c->h;
+    if (c->bev && (c->state == C_STREAMING || evbuffer_get_length(bufferevent_get_output(c->bev)) > 0))
+        reset_on_close(c);
     if (c->req_user && tell_owner) {
         h->st.gone++;
         void *u = c->req_user;
@@ -94,8 +103,7 @@ static void conn_free(cb_conn *c, bool tell_owner) {
 }
 
 void cb_conn_abort(cb_conn *c) {
-    struct linger lg = {.l_onoff = 1, .l_linger = 0}; /* close sends a reset */
-    setsockopt(bufferevent_getfd(c->bev), SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    reset_on_close(c);
     c->req_user = NULL;
     conn_free(c, false);
 }
@@ -136,6 +144,12 @@ static void send_error(cb_conn *c, int status, const char *reason) {
 static void read_input(cb_conn *c) {
     cb_httpd *h = c->h;
     struct evbuffer *in = bufferevent_get_input(c->bev);
+    if (c->state == C_READING && evbuffer_get_length(bufferevent_get_output(c->bev)) > PIPELINE_MAX) {
+        /* answers the client has not read yet: the next pipelined request waits for them to leave
+         * (on_write), so a client that sends and never reads cannot grow the output */
+        bufferevent_disable(c->bev, EV_READ);
+        return;
+    }
     if (c->state == C_CLOSING || c->state == C_LINGER) { /* a body we refused, still coming: dropped */
         evbuffer_drain(in, evbuffer_get_length(in));
         return;
@@ -187,6 +201,11 @@ static void on_resume(evutil_socket_t fd, short what, void *arg) {
 static void on_write(struct bufferevent *bev, void *arg) {
     (void)bev;
     cb_conn *c = arg;
+    if (c->state == C_READING) { /* the output left: pipelined input may be read again */
+        bufferevent_enable(c->bev, EV_READ);
+        if (evbuffer_get_length(bufferevent_get_input(c->bev)) > 0) event_active(c->resume, EV_TIMEOUT, 0);
+        return;
+    }
     if (c->state != C_CLOSING) return;
     c->state = C_LINGER; /* the answer has left: say so (FIN), then drain what the client still sends */
     shutdown(bufferevent_getfd(c->bev), SHUT_WR);
@@ -196,7 +215,22 @@ static void on_write(struct bufferevent *bev, void *arg) {
 static void on_event(struct bufferevent *bev, short what, void *arg) {
     (void)bev;
     cb_conn *c = arg;
-    /* end of input, a reset, or a write that made no progress in time: the client is gone */
+    /* End of input while a stream or the last answer is being written: the client may only have
+     * shut its sending side, so writing goes on (a client that closed for good resets the next
+     * write, an error here). Before the answer has begun, end of input means the client left, as
+     * nginx takes it (its 499): the request is cancelled. A reset, or a write that made no progress
+     * in time: gone. */
+    bool eof = (what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR);
+    if (eof && (c->state == C_STREAMING || c->state == C_CLOSING)) {
+        bufferevent_disable(c->bev, EV_READ);
+        return;
+    }
+    if (eof && c->state == C_READING && evbuffer_get_length(bufferevent_get_output(c->bev)) > 0) {
+        c->state = C_CLOSING; /* answers to pipelined requests still leaving: write them, then close */
+        bufferevent_disable(c->bev, EV_READ);
+        arm(c, c->h->p.write_timeout_ms);
+        return;
+    }
     if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) conn_free(c, true);
 }
 
@@ -434,6 +468,7 @@ void cb_httpd_set_draining(cb_httpd *h) {
     h->draining = true;
     for (cb_conn *c = h->conns, *next; c; c = next) { /* idle keep-alive connections go now */
         next = c->next;
-        if (c->state == C_READING && !c->got_bytes) conn_free(c, false);
+        if (c->state == C_READING && !c->got_bytes && evbuffer_get_length(bufferevent_get_input(c->bev)) == 0)
+            conn_free(c, false);
     }
 }

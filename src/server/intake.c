@@ -49,6 +49,8 @@ static void do_completion(intake *q, intake_job *j) {
         j->status = 200;
     else if (status == COBATCH_ERR_NOMEM)
         set_error(j, 503, NULL, err);
+    else if (status == COBATCH_ERR_TOO_LONG)
+        set_error(j, 400, j->api == OAI_CHAT ? "messages" : "prompt", err);
     else
         set_error(j, 400, j->api == OAI_CHAT ? "messages" : "prompt", err);
 }
@@ -94,6 +96,13 @@ static void do_tokenize(intake *q, intake_job *j) {
         set_error(j, 400, "parse_special", "'parse_special' must be a boolean");
     } else if (pieces && !cJSON_IsFalse(pieces) && !cJSON_IsNull(pieces)) {
         set_error(j, 400, "with_pieces", "'with_pieces' is not supported");
+    } else if (strlen(c->valuestring) > 4 * cobatch_max_prompt_bytes(q->engine)) {
+        /* bounded as prompts are (the tokenizer is quadratic in special-token texts); four
+         * contexts' worth, for clients that tokenize a document to cut it in windows */
+        char msg[160];
+        snprintf(msg, sizeof(msg), "the text is longer than %zu bytes; tokenize it in parts",
+                 4 * cobatch_max_prompt_bytes(q->engine));
+        set_error(j, 400, "content", msg);
     } else {
         size_t len = strlen(c->valuestring);
         int32_t cap = len < (size_t)INT32_MAX / 2 ? (int32_t)len + 16 : -1;
@@ -150,10 +159,13 @@ static void do_detokenize(intake *q, intake_job *j) {
     } else if (k < 0) {
         set_error(j, 500, NULL, "cannot detokenize (out of memory)");
     } else {
-        text[k] = '\0';
-        cJSON *out = cJSON_CreateObject();
-        cJSON_AddStringToObject(out, "content", text);
-        cJSON_AddStringToObject(out, "prompt", text);
+        /* a token may hold part of a character: what is not UTF-8 becomes U+FFFD, as in completions */
+        char *clean = malloc((size_t)k * 3 + 1);
+        cJSON *out = clean ? cJSON_CreateObject() : NULL;
+        if (clean) cb_utf8_sanitize(text, (size_t)k, clean);
+        cJSON_AddStringToObject(out, "content", clean);
+        cJSON_AddStringToObject(out, "prompt", clean);
+        free(clean);
         j->json = cJSON_PrintUnformatted(out);
         cJSON_Delete(out);
         if (j->json)

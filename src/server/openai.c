@@ -370,13 +370,15 @@ bool oai_json_well_formed(const char *s, size_t len) {
 }
 
 cJSON *oai_json_parse(const char *s, size_t len, oai_error *e) {
-    cJSON *root = cJSON_ParseWithLength(s, len);
-    if (root) return root;
-    if (oai_json_well_formed(s, len))
-        oom(e); /* valid JSON that could not be held: the server's trouble, not the client's */
-    else
+    /* checked first: cJSON alone takes text after the value ("{...} garbage", "{...}{...}") and
+     * numbers such as 01 or 1. */
+    if (!oai_json_well_formed(s, len)) {
         bad(e, NULL, "the body is not valid JSON");
-    return NULL;
+        return NULL;
+    }
+    cJSON *root = cJSON_ParseWithLength(s, len);
+    if (!root) oom(e); /* valid JSON that could not be held: the server's trouble, not the client's */
+    return root;
 }
 
 int oai_parse(oai_kind kind, const char *body, size_t len, oai_request *r, oai_error *e) {

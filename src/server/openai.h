@@ -45,8 +45,9 @@ int oai_parse(oai_kind kind, const char *body, size_t len, oai_request *r, oai_e
 struct cJSON;
 int oai_parse_json(oai_kind kind, struct cJSON *root, oai_request *r, oai_error *e);
 void oai_request_free(oai_request *r);
-/* Parses JSON text s[0, len) (cJSON). NULL with e set when it fails: 400 for text that is not
- * JSON, 503 when it is (the parse ran out of memory). The caller deletes the result. */
+/* Parses JSON text s[0, len) (cJSON), which must be one well-formed value (RFC 8259) and nothing
+ * else. NULL with e set when it fails: 400 for text that is not JSON, 503 when it is (the parse
+ * ran out of memory). The caller deletes the result. */
 struct cJSON *oai_json_parse(const char *s, size_t len, oai_error *e);
 /* Whether s[0, len) is well-formed JSON (one value; a NUL right at the end allowed). Linear, no
  * allocation. */

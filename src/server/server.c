@@ -485,9 +485,13 @@ static void on_tick(evutil_socket_t fd, short what, void *arg) {
     srv *s = arg;
     int64_t now = cobatch_time_us();
     if (!s->cut && now >= s->drain_end_us) cut(s);
-    bool idle = s->n_reqs == 0 && intake_pending(s->in) == 0;
+    bool idle = true; /* no request with a client or in the engine (a job at intake whose client was
+                         answered is not waited for: the worker is joined at exit) */
+    for (srv_req *r = s->reqs; r && idle; r = r->next)
+        idle = !r->conn && r->id <= 0;
     cb_httpd_stats hs;
     cb_httpd_get_stats(s->httpd, &hs);
+    if (!idle) s->flush_end_us = 0; /* e.g. a /tokenize that came in during the drain */
     if (idle && !s->flush_end_us) s->flush_end_us = now + 2 * 1000000LL;
     if ((idle && (hs.open == 0 || now >= s->flush_end_us)) || (s->cut && now >= s->cut_end_us))
         event_base_loopexit(s->base, NULL);
@@ -505,7 +509,12 @@ static void on_signal(evutil_socket_t sig, short what, void *arg) {
     s->draining = true;
     s->drain_end_us = cobatch_time_us() + (int64_t)s->p.drain_timeout_s * 1000000;
     cb_httpd_set_draining(s->httpd);
-    cobatch_cancel_waiting(s->engine); /* queued requests hear at once: 503, go elsewhere */
+    cobatch_cancel_waiting(s->engine);           /* queued requests hear at once: 503, go elsewhere */
+    for (srv_req *r = s->reqs; r; r = r->next) { /* so do those still being parsed */
+        if (!r->at_intake || !r->conn) continue;
+        reply_error(s, r->conn, 503, "service_unavailable", NULL, "the server is shutting down; retry elsewhere");
+        r->conn = NULL;
+    }
     struct timeval tv = {0, 50000};
     s->ev_tick = event_new(s->base, -1, EV_PERSIST, on_tick, s);
     if (s->ev_tick) event_add(s->ev_tick, &tv);

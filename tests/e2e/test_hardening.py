@@ -569,3 +569,106 @@ def test_priority_aging_bounds_the_wait():
     assert aged <= 1.0 / 0.05 + 10  # bounded: only those it had not out-waited yet
     assert starved >= 0.8 * sent    # starved: (nearly) every one went first (the last few may still be in transit)
     assert fcfs == 0
+
+
+# ---------------------------------------------------------------- found by an attacker's pass
+
+def test_pipelining_client_that_never_reads_stays_bounded(srv):
+    """Requests pipelined by a client that reads nothing: the next is not read while earlier
+    answers wait, so the server's memory stays put (it grew by a gigabyte in seconds)."""
+    rss0 = int(open(f"/proc/{srv.proc.pid}/status").read().split("VmRSS:")[1].split()[0])
+    c = socket.socket()
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    c.connect(("127.0.0.1", srv.port))
+    c.setblocking(False)
+    burst = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 1000
+    t0, sent = time.time(), 0
+    while time.time() - t0 < 4:
+        try:
+            sent += c.send(burst)
+        except BlockingIOError:
+            time.sleep(0.01)
+    rss1 = int(open(f"/proc/{srv.proc.pid}/status").read().split("VmRSS:")[1].split()[0])
+    c.close()
+    print(f"# {sent / 1e6:.1f} MB of pipelined requests never read: server RSS {rss0 // 1024} -> {rss1 // 1024} MiB")
+    assert rss1 - rss0 < 64 * 1024
+    assert httpx.get(srv.url + "/health", timeout=10).status_code == 200
+
+
+def test_a_prompt_that_cannot_fit_is_refused_before_tokenizing(srv):
+    """A megabyte of special-token text took llama.cpp's tokenizer half a minute (quadratic) on the
+    one parsing worker; text longer than any prompt that fits is refused before, and others wait
+    for nothing."""
+    results = {}
+
+    def post():
+        t = time.time()
+        r = httpx.post(srv.url + "/v1/completions", json={"prompt": "a<|im_end|>" * 90000, "max_tokens": 1},
+                       timeout=120)
+        results["big"] = (r.status_code, time.time() - t, r.json()["error"]["message"])
+
+    th = threading.Thread(target=post)
+    th.start()
+    time.sleep(0.2)
+    t = time.time()
+    r = httpx.post(srv.url + "/v1/completions", json={"prompt": "Hi", "max_tokens": 1}, timeout=120)
+    other = time.time() - t
+    th.join()
+    print(f"# 1 MB of control-token text refused in {results['big'][1]:.2f} s; a small request beside it {other:.2f} s")
+    assert results["big"][0] == 400 and "fits" in results["big"][2]
+    assert r.status_code == 200 and other < 10
+    r = httpx.post(srv.url + "/tokenize", json={"content": "<|im_start|>" * 80000}, timeout=60)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "content"
+
+
+def test_a_stream_cut_by_the_write_timeout_is_reset():
+    """A stream whose client stops reading is dropped at the write timeout with a reset: a plain
+    close would end an HTTP/1.0 stream exactly like a finished one."""
+    s = Server("--write-timeout", "2", "--sndbuf", "4096")
+    try:
+        c = socket.socket()
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
+        c.connect(("127.0.0.1", s.port))
+        data = json.dumps({"prompt": "Write forever:", "stream": True, "max_tokens": 900, "ignore_eos": True}).encode()
+        c.sendall(f"POST /v1/completions HTTP/1.0\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data)
+        wait_for(lambda: s.metrics()["cobatch:client_gone_total"] + s.metrics()["cobatch:slow_clients_total"] >= 1,
+                 timeout=60, what="the stalled client dropped")
+        got, reset = b"", False
+        c.settimeout(10)
+        try:
+            while True:
+                b = c.recv(65536)
+                if not b:
+                    break
+                got += b
+        except ConnectionResetError:
+            reset = True
+        assert reset and b"[DONE]" not in got, got[-200:]
+    finally:
+        assert s.stop() == 0
+
+
+def test_a_client_that_half_closes_gets_its_stream(srv):
+    """A client that shuts its sending side once the stream has begun still gets all of it. (Before
+    the answer begins, end of input counts as leaving, as nginx takes it: see RELIABILITY.md.)"""
+    s = send_request(srv.port, {"prompt": "Count:", "stream": True, "max_tokens": 40, "ignore_eos": True})
+    first = s.recv(65536)
+    assert first.startswith(b"HTTP/1.1 200")
+    s.shutdown(socket.SHUT_WR)  # nothing more to send; the answer is still wanted
+    status, _, body = parse_response(first + read_all(s))
+    assert status == 200 and b"data: [DONE]" in body and body.count(b'"text"') >= 40
+
+
+def test_detokenize_keeps_json_valid_utf8(srv):
+    toks = httpx.post(srv.url + "/tokenize", json={"content": "😀", "add_special": False}).json()["tokens"]
+    assert len(toks) > 1  # the emoji is cut over several tokens
+    r = httpx.post(srv.url + "/detokenize", json={"tokens": toks[:1]})
+    assert r.status_code == 200 and "\ufffd" in r.json()["content"]  # json() fails on raw bytes
+    assert httpx.post(srv.url + "/detokenize", json={"tokens": toks}).json()["content"] == "😀"
+
+
+@pytest.mark.parametrize("body", ['{"prompt": "Hi", "max_tokens": 1} garbage', '{"prompt": "Hi"}{"prompt": "x"}',
+                                  '{"prompt": "Hi", "max_tokens": 01}', '{"prompt": "Hi", "max_tokens": 1.}'])
+def test_json_with_trailing_text_or_lax_numbers_is_refused(srv, body):
+    r = httpx.post(srv.url + "/v1/completions", content=body)
+    assert r.status_code == 400 and r.json()["error"]["message"] == "the body is not valid JSON"
