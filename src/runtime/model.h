@@ -29,10 +29,10 @@ typedef struct {
     struct llama_context *ctx;
     const struct llama_vocab *vocab;
     int32_t n_ctx, n_ctx_seq, n_vocab, n_batch, n_seq_max;
-    bool split_kv;  /* a stream per sequence (llama.cpp's kv_unified = false) */
+    bool split_kv;     /* a stream per sequence (llama.cpp's kv_unified = false) */
     int32_t max_piece; /* bytes of the longest token's text (special tokens rendered): a text longer than
                           n x max_piece cannot be fewer than n tokens */
-    char name[128]; /* general.name or the file name */
+    char name[128];    /* general.name or the file name */
 } cb_model;
 
 /* Loads the model and creates the context. Returns 0, or -1 with a message in err; on failure
