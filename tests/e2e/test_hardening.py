@@ -537,7 +537,8 @@ def _overtakers(*flags, low_priority=10, seconds=4):
             with lock:
                 done[name] = time.monotonic()
 
-        first = threading.Thread(target=post, args=("first", 0, 16))
+        # long enough that the low one is queued behind it, also on a fast or idle machine
+        first = threading.Thread(target=post, args=("first", 0, 160))
         first.start()
         wait_for(lambda: s.metrics()["cobatch:num_requests_running"] == 1, what="busy")
         low = threading.Thread(target=post, args=("low", low_priority, 4))
