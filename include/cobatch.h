@@ -93,8 +93,8 @@ struct cobatch_engine_params {
     /* Flash attention: 1 on (default), 0 off, -1 auto = on in the unified layout (it skips the
      * masked cells of other sequences), off in the split layout (5-14% faster there on this
      * project's CPU, but a prompt computed with or without a cached prefix then differs in the
-     * last bits, so seeded sampling is no longer repeatable across cache hits: BENCHMARKS.md
-     * session 6). cobatch_params_flash_attn resolves. */
+     * last bits, so seeded sampling is no longer repeatable across cache hits: BENCHMARKS.md,
+     * 'Flash attention in the split layout'). cobatch_params_flash_attn resolves. */
     int flash_attn;
     bool prefix_caching; /* share resident prompt prefixes across requests; default true */
     /* Split layout with prefix caching: streams that keep finished requests' tokens for later
@@ -104,7 +104,8 @@ struct cobatch_engine_params {
     /* Idle cached cells kept (held by no running request); beyond it the least recently used
      * leaves go at the next step, the last one only in part. 0 = no limit (default). At one
      * sequence a 256-cell cap recovers the ~20% idle cells cost, 1024 does not (BENCHMARKS.md,
-     * session 3); off until what a small cap loses in cache hits is measured too. */
+     * 'The prefix cache at one sequence'); off until what a small cap loses in cache hits is
+     * measured too. */
     int32_t prefix_cache_max_idle;
     bool verbose;            /* let llama.cpp log to stderr */
     cobatch_step_fn on_step; /* called on the engine thread after each step; keep it short */

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prefix sharing on BatchLLM's shared-prefix workload (issue 5): no sharing vs the online prefix
+# Prefix sharing on BatchLLM's shared-prefix workload: no sharing vs the online prefix
 # cache (cobatch bench), and the offline batch runner (cobatch batch) on the same requests.
 # llama-server's side: LOADGEN_ARGS="--sharing-degree 16 --num-prompts 16" scripts/compare_servers.sh shared-prefix
 # Results go to $OUT (default bench-results/prefix). Tens of minutes on 2 cores.

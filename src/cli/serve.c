@@ -42,8 +42,8 @@ static void usage(void) {
 }
 
 /* Latency first: vLLM too sizes max_num_batched_tokens smaller for online serving than offline.
- * Measured on mixed, 16 clients (BENCHMARKS.md, session 3): p99 ITL 1.08 s at 128 vs 3.09 s at
- * 512 for the same throughput. */
+ * Measured on mixed, 16 clients (BENCHMARKS.md, 'cobatch serve vs llama-server at 1, 4, 16 and 32
+ * clients'): p99 ITL 1.08 s at 128 vs 3.09 s at 512 for the same throughput. */
 #define SERVE_STEP_BUDGET 128
 
 typedef struct {
