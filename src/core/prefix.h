@@ -46,7 +46,6 @@ typedef struct {
     int32_t n_nodes;
     int32_t locked_cells; /* cells of nodes some request uses (refs > 0); the rest can be evicted */
     int64_t clock;
-    int64_t query_tokens, hit_tokens; /* what admissions asked for and what they found */
     int64_t evicted_cells;
 } cb_prefix;
 

@@ -36,11 +36,14 @@ typedef struct cb_request {
     int32_t max_tokens;
 
     int32_t seq_id; /* KV sequence while running, else -1 */
-    /* prefix cache (prefix.h): tokens [0, pref_len) are cached cells the request shares, on the
-     * path it locked down to pref_node; pref_dead once it cannot publish (duplicate cells) */
-    int32_t pref_len;
-    struct cb_pnode *pref_node;
-    bool pref_dead;
+    /* the prefix cache's record of the request (cache.c; the scheduler does not read it): radix,
+     * tokens [0, len) are cached cells it shares on the path it locked down to node, dead once it
+     * cannot publish (it computed duplicates) */
+    struct {
+        void *node;
+        int32_t len;
+        bool dead;
+    } cache;
     int32_t n_cached; /* prompt tokens shared from the cache at its last admission */
     int32_t n_preemptions;
     int32_t in_plan;    /* tokens scheduled in the current (uncommitted) step */

@@ -42,7 +42,6 @@ typedef struct {
     int32_t *len;      /* (kv->n_seq) tokens a parked stream holds; 0 when empty or running */
     int64_t *last_use; /* (kv->n_seq) LRU clock of each parked stream */
     int64_t clock;
-    int64_t query_tokens, hit_tokens; /* what admissions asked for and what they found */
     int64_t copies, evicted_cells;
     int64_t moves; /* running requests moved to another stream (cb_streams_move) */
 } cb_streams;

@@ -187,25 +187,16 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
                           .max_batched_tokens = budget,
                           .prefill_chunk = p.prefill_chunk,
                           .kv_reserve = p.kv_reserve,
-                          .cache_max_idle = p.prefix_cache_max_idle,
+                          .split_tile = CB_RUNNER_FA_TILE,
                           .priority_aging_us =
                               p.sched_policy == COBATCH_SCHED_PRIORITY ? (int64_t)p.priority_aging_ms * 1000 : 0};
-    e->sched = cb_sched_new(&sc, &e->kv);
-    if (e->sched && split && p.prefix_caching) {
-        if (cb_streams_init(&e->streams, &e->kv, p.max_num_seqs, CB_STREAM_MIN_SHARE) != 0) {
-            cb_set_err(err, errlen, "out of memory");
-            goto fail;
-        }
-        e->streams_on = true;
-        cb_sched_set_streams(e->sched, &e->streams);
-    } else if (e->sched && holders > 0) {
-        if (cb_prefix_init(&e->prefix, &e->kv, holders) != 0) {
-            cb_set_err(err, errlen, "out of memory");
-            goto fail;
-        }
-        e->prefix_on = true;
-        cb_sched_set_prefix(e->sched, &e->prefix);
-    }
+    if (split && p.prefix_caching)
+        e->cache = cb_cache_new_streams(&e->kv, p.max_num_seqs, CB_STREAM_MIN_SHARE);
+    else if (holders > 0)
+        e->cache = cb_cache_new_radix(&e->kv, holders, p.prefix_cache_max_idle);
+    else
+        e->cache = cb_cache_new_none(&e->kv);
+    e->sched = e->cache ? cb_sched_new(&sc, &e->kv, e->cache) : NULL;
     if (!e->sched || cb_plan_init(&e->plan, p.max_num_seqs) != 0 ||
         cb_runner_init(&e->runner, &e->model, p.max_num_seqs) != 0) {
         cb_set_err(err, errlen, "out of memory");
@@ -252,8 +243,7 @@ void cobatch_engine_free(cobatch_engine *e) {
     cb_runner_free(&e->runner);
     cb_plan_free(&e->plan);
     cb_sched_free(e->sched);
-    if (e->prefix_on) cb_prefix_free(&e->prefix);
-    if (e->streams_on) cb_streams_free(&e->streams);
+    cb_cache_free(e->cache);
     cb_kv_free(&e->kv);
     cb_model_free(&e->model);
     if (e->event_fd >= 0) close(e->event_fd);

@@ -156,7 +156,7 @@ static bool emit_token(cobatch_engine *e, cb_request *r, int32_t tok, float marg
 }
 
 /* Samples every item that asked for logits, appends, checks stops, emits, retires. */
-static void postprocess(cobatch_engine *e, cb_plan *plan) {
+static void sample_and_emit(cobatch_engine *e, cb_plan *plan) {
     int64_t now = cobatch_time_us();
     char piece[CB_TEXTOUT_PIECE_MAX];
     for (int32_t i = 0; i < plan->n_items; i++) {
@@ -215,7 +215,7 @@ static int32_t kv_mismatches(cobatch_engine *e) {
     if (!e->kv.split) return bad;
     for (int32_t s = 0; s < e->kv.n_seq; s++) {
         if (e->kv.taken[s]) continue;
-        int32_t want = e->streams_on ? e->streams.len[s] : 0;
+        int32_t want = cb_cache_parked_len(e->cache, s);
         bad += cb_runner_seq_len(&e->runner, s) != want;
     }
     return bad;
@@ -252,15 +252,11 @@ static void update_stats(cobatch_engine *e) {
     e->stats.prompt_tokens = e->n_prompt_computed;
     e->stats.generated_tokens = e->n_generated;
     e->stats.decode_retries = e->n_retries;
-    if (e->prefix_on) {
-        e->stats.kv_cached = cb_prefix_idle_cells(&e->prefix);
-        e->stats.prefix_query_tokens = e->prefix.query_tokens;
-        e->stats.prefix_hit_tokens = e->prefix.hit_tokens;
-    } else if (e->streams_on) {
-        e->stats.kv_cached = e->kv.shared; /* parked streams: all idle */
-        e->stats.prefix_query_tokens = e->streams.query_tokens;
-        e->stats.prefix_hit_tokens = e->streams.hit_tokens;
-    }
+    cb_cache_stats cs;
+    cb_cache_get_stats(e->cache, &cs);
+    e->stats.kv_cached = cs.idle;
+    e->stats.prefix_query_tokens = cs.query_tokens;
+    e->stats.prefix_hit_tokens = cs.hit_tokens;
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -281,48 +277,65 @@ static void note_queue(cobatch_engine *e) {
     pthread_mutex_unlock(&e->mu);
 }
 
-static void step(cobatch_engine *e) {
+/* Plans a step of at most budget tokens (0: the configured one), and ends the requests the
+ * scheduler could not keep (out of memory for its queue). */
+static cb_plan *schedule(cobatch_engine *e, int32_t budget) {
     cb_plan *plan = &e->plan;
-    int64_t t0 = cobatch_time_us();
-    int32_t budget = 0;
+    cb_sched_step(e->sched, plan, budget);
+    note_queue(e);
+    for (int32_t i = 0; i < plan->n_failed; i++)
+        finish(e, plan->failed[i], CB_FINISHED_ERROR, "out of memory");
+    return plan;
+}
+
+/* Applies the plan's cell changes and decodes it (an empty plan only applies them). When
+ * llama.cpp finds no KV slot (code 1) the step is rolled back and planned again at half the
+ * tokens; any other failure is rolled back and returned, the plan's items kept for the failure
+ * path. Returns 0 or llama_decode's code. */
+static int run_plan(cobatch_engine *e, cb_plan **plan) {
     for (;;) {
-        int32_t n = cb_sched_step(e->sched, plan, budget);
-        note_queue(e);
-        for (int32_t i = 0; i < plan->n_preempted; i++)
-            if (plan->preempted[i]->state == CB_FINISHED_ERROR)
-                finish(e, plan->preempted[i], CB_FINISHED_ERROR, "out of memory");
-        if (n == 0) {
-            cb_runner_run(&e->runner, plan); /* applies the cell changes (a cancel's release) */
-            /* Nothing runnable with nobody running: the queue head can never fit. End it rather
-             * than spin (cb_sched_fits at submit should make this unreachable). */
-            if (cb_sched_n_running(e->sched) == 0 && cb_sched_n_waiting(e->sched) > 0)
-                finish(e, cb_sched_waiting_at(e->sched, 0), CB_FINISHED_ERROR, "request cannot be scheduled");
-            return;
-        }
-        int rc = cb_runner_run(&e->runner, plan);
-        if (rc == 0) {
-            cb_sched_commit(e->sched, plan, cobatch_time_us());
-            e->n_prompt_computed += plan->n_prefill_tokens;
-            struct cobatch_step_info info = {.t_start_us = t0,
-                                             .decode_rows = plan->n_decode,
-                                             .prefill_tokens = plan->n_prefill_tokens,
-                                             .n_requests = plan->n_items,
-                                             .preempted = plan->n_preempted,
-                                             .graph_runs = e->runner.n_runs};
-            postprocess(e, plan);
-            report_step(e, &info);
-            return;
-        }
-        cb_sched_rollback(e->sched, plan);   /* keeps plan->items for the failure path */
-        if (rc == 1 && plan->n_tokens > 1) { /* no KV slot: shrink the step and retry */
-            e->n_retries++;
-            budget = plan->n_tokens / 2;
-            continue;
-        }
-        /* aborted, an error, or not even one token fits: these requests end, the rest go on */
+        int rc = cb_runner_run(&e->runner, *plan);
+        if (rc == 0) return 0;
+        cb_sched_rollback(e->sched, *plan);
+        if (rc != 1 || (*plan)->n_tokens <= 1) return rc; /* aborted, an error, or not even one token fits */
+        e->n_retries++;
+        *plan = schedule(e, (*plan)->n_tokens / 2);
+    }
+}
+
+/* The plan ran (rc 0): its tokens are committed, sampled and emitted. Or it failed: its requests
+ * end, the rest go on. */
+static void postprocess(cobatch_engine *e, cb_plan *plan, int rc, int64_t t0) {
+    if (rc != 0) {
         fail_plan(e, plan, rc);
         return;
     }
+    if (plan->n_items == 0) {
+        /* Nothing runnable with nobody running: the queue head can never fit. End it rather than
+         * spin (cb_sched_fits at submit should make this unreachable). */
+        if (cb_sched_n_running(e->sched) == 0 && cb_sched_n_waiting(e->sched) > 0)
+            finish(e, cb_sched_waiting_at(e->sched, 0), CB_FINISHED_ERROR, "request cannot be scheduled");
+        return;
+    }
+    cb_sched_commit(e->sched, plan, cobatch_time_us());
+    e->n_prompt_computed += plan->n_prefill_tokens;
+    struct cobatch_step_info info = {.t_start_us = t0,
+                                     .decode_rows = plan->n_decode,
+                                     .prefill_tokens = plan->n_prefill_tokens,
+                                     .n_requests = plan->n_items,
+                                     .preempted = plan->n_preempted,
+                                     .graph_runs = e->runner.n_runs};
+    sample_and_emit(e, plan);
+    report_step(e, &info);
+}
+
+/* One step. With nothing to run it still applies the cell changes made since the last one (a
+ * cancel's release). */
+static void step(cobatch_engine *e) {
+    int64_t t0 = cobatch_time_us();
+    cb_plan *plan = schedule(e, 0);
+    int rc = run_plan(e, &plan);
+    postprocess(e, plan, rc, t0);
 }
 
 /* ---------------------------------------------------------------- the thread ----------------- */
@@ -360,19 +373,27 @@ static bool take_mail(cobatch_engine *e, cb_request ***in, int *in_cap, int *n_i
     return true;
 }
 
+/* What the API threads asked for since the last step: new requests queued, cancels and the
+ * cache drop applied. Returns false when the engine must stop. */
+static bool take_and_apply_mail(cobatch_engine *e, cb_request ***in, int *in_cap) {
+    int n_in = 0;
+    bool cancels, drop, cancel_waiting;
+    if (!take_mail(e, in, in_cap, &n_in, &cancels, &drop, &cancel_waiting)) return false;
+    intake(e, *in, n_in);
+    if (cancels) apply_cancels(e);
+    if (cancel_waiting) cancel_never_scheduled(e);
+    if (drop) cb_sched_drop_cache(e->sched); /* the removals run with this step's plan */
+    return true;
+}
+
 void *engine_main(void *arg) {
     cobatch_engine *e = arg;
     cb_request **in = NULL;
     int in_cap = 0, n_in = 0;
-    bool cancels, drop, cancel_waiting;
     for (;;) {
         engine_wait_for_event_space(e); /* a poller that does not keep up holds the engine here */
-        if (!take_mail(e, &in, &in_cap, &n_in, &cancels, &drop, &cancel_waiting)) break;
-        intake(e, in, n_in);
-        if (cancels) apply_cancels(e);
-        if (cancel_waiting) cancel_never_scheduled(e);
-        if (drop) cb_sched_drop_cache(e->sched); /* the removals run with this step's plan */
-        step(e); /* with nothing to run it still clears freed sequences (a cancel's cells) */
+        if (!take_and_apply_mail(e, &in, &in_cap)) break;
+        step(e);
         cb_runner_apply_ops(&e->runner, cb_sched_pending_ops(e->sched)); /* what this step's ends freed */
         update_stats(e);
         engine_wake_pollers(e);

@@ -63,10 +63,7 @@ struct cobatch_engine {
     cb_runner runner;
     cb_kv kv;
     cb_sched *sched;
-    cb_prefix prefix; /* when prefix_on */
-    bool prefix_on;
-    cb_streams streams; /* when streams_on: the split layout's prefix cache */
-    bool streams_on;
+    cb_cache *cache; /* the prefix cache the scheduler shares prefixes through (cache.h) */
     cb_plan plan;
     int32_t n_ctx_seq;
 

@@ -83,7 +83,7 @@ int cb_runner_run(cb_runner *r, const cb_plan *plan) {
     struct llama_batch *b = &r->batch;
     b->n_tokens = 0;
     if (r->model->split_kv) { /* the split layout's graph runs: see cb_plan_row_order */
-        r->n_order = cb_plan_row_order(plan, r->order);
+        r->n_order = cb_plan_row_order(plan, CB_RUNNER_FA_TILE, r->order);
         r->n_runs = cb_plan_graph_runs(plan, r->order, r->n_order);
     } else { /* unified: one graph run whatever the order; keep the plan's (numerics follow rows) */
         for (int32_t i = 0; i < plan->n_items; i++)

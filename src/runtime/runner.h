@@ -3,10 +3,14 @@
 #ifndef CB_RUNNER_H
 #define CB_RUNNER_H
 
-#include "../core/scheduler.h"
+#include "../core/plan.h"
 #include "model.h"
 
 #include <llama.h>
+
+/* Rows under which ggml's CPU flash attention leaves its tiled kernel for a stream (GGML_FA_TILE_Q
+ * of the pinned ggml): the split layout's chunks are shaped around it (plan.h). */
+#define CB_RUNNER_FA_TILE 64
 
 typedef struct {
     cb_model *model;

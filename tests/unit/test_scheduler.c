@@ -11,9 +11,10 @@
 
 typedef struct {
     cb_kv kv;
-    cb_prefix px;
+    cb_cache *cache;
+    const cb_prefix *px; /* the radix cache's tree (unified layout), or NULL */
     bool px_on;
-    cb_streams sc; /* split layout's prefix cache */
+    const cb_streams *sc; /* the split layout's stream cache, or NULL */
     bool sc_on;
     cb_sched *s;
     cb_plan plan;
@@ -29,7 +30,7 @@ typedef struct {
 
 static int32_t gen_token(int64_t id, int32_t k) { return (int32_t)((id * 7919 + k * 31) % 50000); }
 
-static int32_t g_cache_max_idle; /* the next h_init's cb_sched_config.cache_max_idle */
+static int32_t g_cache_max_idle; /* the next h_init's radix cache's max_idle */
 static int64_t g_aging_us;       /* the next h_init's cb_sched_config.priority_aging_us */
 static int64_t g_now_us;         /* t_submit_us of the requests h_add queues */
 
@@ -44,19 +45,21 @@ static void h_init_px(harness *h, cb_mode mode, int32_t seqs, int32_t budget, in
                                .max_batched_tokens = budget,
                                .prefill_chunk = chunk,
                                .kv_reserve = 4,
-                               .cache_max_idle = g_cache_max_idle,
+                               .split_tile = 64,
                                .priority_aging_us = g_aging_us};
-    h->s = cb_sched_new(&h->cfg, &h->kv);
+    if (split && holders >= 0)
+        h->cache = cb_cache_new_streams(&h->kv, seqs, 3);
+    else if (!split && holders > 0)
+        h->cache = cb_cache_new_radix(&h->kv, holders, g_cache_max_idle);
+    else
+        h->cache = cb_cache_new_none(&h->kv);
+    assert_non_null(h->cache);
+    h->px = cb_cache_prefix(h->cache);
+    h->sc = cb_cache_streams(h->cache);
+    h->px_on = h->px != NULL;
+    h->sc_on = h->sc != NULL;
+    h->s = cb_sched_new(&h->cfg, &h->kv, h->cache);
     assert_non_null(h->s);
-    if (split && holders >= 0) {
-        assert_int_equal(cb_streams_init(&h->sc, &h->kv, seqs, 3), 0);
-        h->sc_on = true;
-        cb_sched_set_streams(h->s, &h->sc);
-    } else if (!split && holders > 0) {
-        assert_int_equal(cb_prefix_init(&h->px, &h->kv, holders), 0);
-        h->px_on = true;
-        cb_sched_set_prefix(h->s, &h->px);
-    }
     assert_int_equal(cb_plan_init(&h->plan, seqs), 0);
     fake_init(&h->f, h->kv.n_seq, h->kv.capacity, h->kv.per_seq_cap, budget, split);
 }
@@ -73,8 +76,7 @@ static void h_free(harness *h) {
     }
     cb_plan_free(&h->plan);
     cb_sched_free(h->s);
-    if (h->px_on) cb_prefix_free(&h->px);
-    if (h->sc_on) cb_streams_free(&h->sc);
+    cb_cache_free(h->cache);
     cb_kv_free(&h->kv);
     fake_free(&h->f);
 }
@@ -135,20 +137,26 @@ static void h_check_cells(harness *h, const cb_plan *p) {
     for (int32_t s = 0; s < h->kv.n_seq; s++) {
         if (running[s] || h->f.cnt[s] == 0) continue;
         if (h->sc_on) { /* a parked or held stream: exactly the tokens recorded for it */
-            assert_int_equal(h->f.cnt[s], h->sc.len[s]);
-            const int32_t *toks = h->sc.tok + (size_t)s * (size_t)h->kv.per_seq_cap;
+            assert_int_equal(h->f.cnt[s], h->sc->len[s]);
+            const int32_t *toks = h->sc->tok + (size_t)s * (size_t)h->kv.per_seq_cap;
             if (!fake_seq_ok(&h->f, s, copied ? toks : NULL)) fail_msg("%s", h->f.err);
             continue;
         }
-        assert_true(h->px_on && h->px.held[s] > 0); /* a leaked sequence otherwise */
+        assert_true(h->px_on && h->px->held[s] > 0); /* a leaked sequence otherwise */
         if (!fake_seq_ok(&h->f, s, NULL)) fail_msg("%s", h->f.err);
     }
     free(running);
-    if (h->sc_on) assert_true(cb_streams_check(&h->sc));
+    if (h->sc_on) assert_true(cb_streams_check(h->sc));
     if (h->px_on) {
-        assert_true(cb_prefix_check(&h->px));
-        h_check_tree(h, &h->px.root);
+        assert_true(cb_prefix_check(h->px));
+        h_check_tree(h, &h->px->root);
     }
+}
+
+static cb_cache_stats h_stats(const harness *h) {
+    cb_cache_stats st;
+    cb_cache_get_stats(h->cache, &st);
+    return st;
 }
 
 static void h_finish(harness *h, cb_request *r, cb_state st) {
@@ -274,8 +282,8 @@ static void h_drain(harness *h, int max_steps) {
     assert_true(fake_run(&h->f, &h->plan));
     assert_int_equal(h->kv.total_used, 0);
     assert_int_equal(h->f.total, 0);
-    if (h->px_on) assert_int_equal(h->px.n_nodes, 0);
-    if (h->sc_on) assert_true(cb_streams_check(&h->sc));
+    if (h->px_on) assert_int_equal(h->px->n_nodes, 0);
+    if (h->sc_on) assert_true(cb_streams_check(h->sc));
 }
 
 /* Every request ended once, and its output is exactly what was "sampled" for it. */
@@ -525,8 +533,8 @@ static void prefix_computed_once(void **state) {
     for (int i = 0; i < 8; i++)
         h_add_shared(&h, 100, 10, 5);
     int64_t prompt_rows = h_until_idle(&h);
-    assert_int_equal(h.px.hit_tokens, 7 * 100);
-    assert_int_equal(h.px.query_tokens, 8 * 110);
+    assert_int_equal(h_stats(&h).hit_tokens, 7 * 100);
+    assert_int_equal(h_stats(&h).query_tokens, 8 * 110);
     /* 100 + 8 x 10 prompt tokens and 8 x 4 decode rows: nothing computed twice */
     assert_int_equal(prompt_rows, 100 + 8 * 10 + 8 * 4);
     h_drain(&h, 10);
@@ -547,7 +555,7 @@ static void prefix_full_hit_recomputes_last_token(void **state) {
     assert_ptr_equal(h.plan.items[0].req, b);
     assert_int_equal(h.plan.items[0].pos0, 49);
     assert_int_equal(h.plan.items[0].n_tokens, 1);
-    assert_int_equal(h.px.hit_tokens, 49);
+    assert_int_equal(h_stats(&h).hit_tokens, 49);
     h_drain(&h, 100);
     h_check_outputs(&h);
     h_free(&h);
@@ -565,14 +573,14 @@ static void prefix_idle_cap_keeps_the_trunk(void **state) {
         h_add_shared(&h, 40, 20, 5); /* leaves 40 shared + 20 own + 4 generated cells behind */
         while (cb_sched_n_running(h.s) + cb_sched_n_waiting(h.s) > 0) {
             h_step(&h);
-            assert_true(cb_prefix_idle_cells(&h.px) <= 50 + 64); /* over the cap for one step at most */
+            assert_true(cb_prefix_idle_cells(h.px) <= 50 + 64); /* over the cap for one step at most */
         }
     }
     assert_int_equal(cb_sched_step(h.s, &h.plan, 0), 0); /* an empty step applies the cap */
     assert_true(fake_run(&h.f, &h.plan));
     h_check_cells(&h, &h.plan);
-    assert_int_equal(cb_prefix_idle_cells(&h.px), 50); /* trimmed to the cell, not a whole leaf */
-    assert_int_equal(h.px.hit_tokens, 2 * 40);
+    assert_int_equal(cb_prefix_idle_cells(h.px), 50); /* trimmed to the cell, not a whole leaf */
+    assert_int_equal(h_stats(&h).hit_tokens, 2 * 40);
     h_drain(&h, 10);
     h_check_outputs(&h);
     h_free(&h);
@@ -591,7 +599,7 @@ static void prefix_cache_gives_way(void **state) {
     h_drain(&h, 500);
     h_check_outputs(&h);
     assert_int_equal(cb_sched_get_stats(h.s)->preemptions, 0);
-    assert_true(h.px.evicted_cells > 0);
+    assert_true(h.px->evicted_cells > 0);
     h_free(&h);
 }
 
@@ -606,10 +614,10 @@ static void streams_share_a_running_prefix(void **state) {
     for (int i = 0; i < 8; i++)
         h_add_shared(&h, 100, 10, 5);
     int64_t prompt_rows = h_until_idle(&h);
-    assert_int_equal(h.sc.hit_tokens, 7 * 100);
-    assert_int_equal(h.sc.query_tokens, 8 * 110);
+    assert_int_equal(h_stats(&h).hit_tokens, 7 * 100);
+    assert_int_equal(h_stats(&h).query_tokens, 8 * 110);
     assert_int_equal(prompt_rows, 100 + 8 * 10 + 8 * 4); /* nothing computed twice */
-    assert_int_equal(h.sc.copies, 7);
+    assert_int_equal(h.sc->copies, 7);
     h_drain(&h, 10);
     h_check_outputs(&h);
     h_free(&h);
@@ -628,16 +636,16 @@ static void streams_park_take_over_and_hold(void **state) {
         a[k] = 700000 + k;
     h_add_tokens(&h, a, 60, 5, 0); /* leaves 64 cells: its prompt and 4 generated tokens */
     h_until_idle(&h);
-    assert_int_equal(h.sc.len[0], 64);
+    assert_int_equal(h.sc->len[0], 64);
     h_add_shared(&h, 0, 30, 5); /* shares nothing */
     h_step(&h);
-    assert_int_equal(h.sc.len[1], 64);
-    assert_int_equal(h.sc.copies, 1);
+    assert_int_equal(h.sc->len[1], 64);
+    assert_int_equal(h.sc->copies, 1);
     h_until_idle(&h);
     cb_request *c = h_add_tokens(&h, a, 40, 5, 0); /* a prefix of the held prompt */
     h_step(&h);
-    assert_int_equal(h.sc.copies, 2);
-    assert_int_equal(h.sc.hit_tokens, 39);
+    assert_int_equal(h.sc->copies, 2);
+    assert_int_equal(h_stats(&h).hit_tokens, 39);
     assert_int_equal(h.plan.items[0].pos0, 39);
     h_until_idle(&h);
     int32_t next[44];
@@ -646,8 +654,8 @@ static void streams_park_take_over_and_hold(void **state) {
         next[40 + k] = gen_token(c->id, k);
     h_add_tokens(&h, next, 44, 5, 0);
     h_step(&h);
-    assert_int_equal(h.sc.copies, 2);
-    assert_int_equal(h.sc.hit_tokens, 39 + 43);
+    assert_int_equal(h.sc->copies, 2);
+    assert_int_equal(h_stats(&h).hit_tokens, 39 + 43);
     assert_int_equal(h.plan.items[0].req->seq_id, 0);
     assert_int_equal(h.plan.items[0].pos0, 43);
     h_drain(&h, 100);
@@ -724,10 +732,10 @@ static void split_moves_requests_into_one_block(void **state) {
         assert_int_equal(r[3]->seq_id, 1);
         assert_int_equal(cb_sched_get_stats(h.s)->stream_moves, 1);
         cb_row_piece order[8];
-        int32_t np = cb_plan_row_order(&h.plan, order);
+        int32_t np = cb_plan_row_order(&h.plan, 64, order);
         assert_int_equal(h.plan.n_items, 3);
         assert_int_equal(cb_plan_graph_runs(&h.plan, order, np), 1); /* {0, 1, 2}, one row each */
-        if (with_cache) assert_int_equal(h.sc.len[3], n_computed);   /* parked: the same tokens */
+        if (with_cache) assert_int_equal(h.sc->len[3], n_computed);  /* parked: the same tokens */
         if (!with_cache) assert_int_equal(h.f.cnt[3], 0);
         h_drain(&h, 100);
         h_check_outputs(&h);
@@ -824,10 +832,11 @@ static int32_t sim_split_equal(const int32_t *row_seq, int32_t n_rows, int32_t n
 
 /* The row order keeps items of different lengths out of one graph run: every item runs whole in
  * one graph run, or gives its first row to the one-row run of its block of consecutive ids and
- * the rest in one more. With rows simply by sequence id (the order of session 4) a 76-row chunk
- * next to a 100-row one left a 24-row run, and decode rows next to a chunk took a row of it. The
- * count of graph runs is what the simulator finds, never more than one per block of consecutive
- * ids with equal row counts (session 5's order), and fewer when decode rows surround a chunk. */
+ * the rest in one more. With rows simply by sequence id (the order before cb_plan_row_order) a
+ * 76-row chunk next to a 100-row one left a 24-row run, and decode rows next to a chunk took a row
+ * of it. The count of graph runs is what the simulator finds, never more than one per block of
+ * consecutive ids with equal row counts (the bound of the order's first version, one run a block),
+ * and fewer when decode rows surround a chunk. */
 static void row_order_gives_each_chunk_its_graph_run(void **state) {
     (void)state;
     uint64_t rng = 12345;
@@ -856,7 +865,7 @@ static void row_order_gives_each_chunk_its_graph_run(void **state) {
             plan.items[i].n_tokens = kind == 0 ? 1 : kind == 1 ? 40 : 1 + (int32_t)rnd(&tmp, 80);
             total += plan.items[i].n_tokens;
         }
-        /* session 5's bound: blocks of consecutive ids with equal row counts */
+        /* the first version's bound: blocks of consecutive ids with equal row counts */
         int32_t blocks = 0;
         for (int32_t id = 0; id < 16; id++) {
             int32_t i = -1, prev = -1;
@@ -869,7 +878,7 @@ static void row_order_gives_each_chunk_its_graph_run(void **state) {
         for (int pass = 0; pass < 2; pass++) {
             int32_t np;
             if (pass == 0) {
-                np = cb_plan_row_order(&plan, pieces);
+                np = cb_plan_row_order(&plan, 64, pieces);
             } else { /* whole items by id alone */
                 np = n;
                 for (int32_t i = 0; i < n; i++)
@@ -981,10 +990,10 @@ static void randomized_traces(void **state) {
         h_check_outputs(&h);
         total_steps += steps;
         total_preempt += cb_sched_get_stats(h.s)->preemptions;
-        total_hits += h.px.hit_tokens;
-        total_evicted += h.px.evicted_cells;
-        split_hits += h.sc.hit_tokens;
-        split_copies += h.sc.copies;
+        total_hits += h.px_on ? h_stats(&h).hit_tokens : 0;
+        total_evicted += h.px_on ? h.px->evicted_cells : 0;
+        split_hits += h.sc_on ? h_stats(&h).hit_tokens : 0;
+        split_copies += h.sc_on ? h.sc->copies : 0;
         h_free(&h);
     }
     assert_true(total_steps > 2000);

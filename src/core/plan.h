@@ -1,0 +1,69 @@
+/* plan.h — one step's plan, and how its rows go into llama.cpp's batch.
+ *
+ * The scheduler fills a plan (scheduler.h); the runner turns it into a llama_batch. In the split
+ * KV layout llama.cpp cuts a batch into graph runs (each a pass over the weights) of consecutive
+ * sequence ids taken in row order, each run as many rows per id as its shortest has left
+ * (split_equal), and a stream given fewer rows than the flash-attention tile leaves the tiled
+ * kernel for one row at a time. Those kernel facts (the tile comes from runtime, the layer that
+ * knows ggml) shape the batch here, not in the scheduler: which rows go first (cb_plan_row_order)
+ * and how long a step's prompt chunks are (cb_plan_split_chunk). The unified layout needs none of
+ * it. No llama.h. */
+#ifndef CB_PLAN_H
+#define CB_PLAN_H
+
+#include "kv.h"
+#include "request.h"
+
+typedef struct {
+    cb_request *req;
+    int32_t pos0;     /* first token index = the request's n_computed */
+    int32_t n_tokens; /* tokens [pos0, pos0 + n_tokens) of req->tokens go in the batch */
+    bool logits;      /* the last of them needs logits (it completes the request's pending tokens) */
+} cb_plan_item;
+
+typedef struct {
+    cb_plan_item *items; /* (max_num_seqs) */
+    int32_t n_items;
+    int32_t n_tokens;         /* batch rows */
+    int32_t n_decode;         /* items of one generated token (decode rows); a prompt token is prefill */
+    int32_t n_prefill_tokens; /* the other rows */
+    cb_kv_ops ops;            /* changes to the cells to apply, in order, before the batch (releases, shares,
+                                 publications, evictions); owned by the plan */
+    cb_request **preempted;   /* (2 x max_num_seqs) requests preempted by this step, for events */
+    int32_t n_preempted;
+    cb_request **failed; /* (2 x max_num_seqs) requests this step could not keep (out of memory for
+                            the waiting queue): state CB_FINISHED_ERROR, for the engine to end */
+    int32_t n_failed;
+} cb_plan;
+
+/* Returns 0, or -1 on allocation failure (nothing left allocated). */
+int cb_plan_init(cb_plan *plan, int32_t max_num_seqs);
+void cb_plan_free(cb_plan *plan);
+
+/* Split layout: the length of a cut prompt chunk that keeps a step's graph runs few and tiled.
+ * chunks of a step are equal (the first sets the length: step_chunk, 0 at the start of a step; a
+ * longer one is cut to it, a shorter one waits), a prompt's last piece goes whole, and a cut chunk
+ * under the tile waits unless the plan is empty (or `cap`, the most a configuration allows, is
+ * smaller). n: what the budget and cells allow; pending: what the request has left. Returns the
+ * chunk, 0 to wait. */
+int32_t cb_plan_split_chunk(int32_t *step_chunk, int32_t tile, int32_t cap, bool plan_empty, int32_t n,
+                            int32_t pending);
+
+/* Rows [k0, k0 + n) of items[item]: a piece of an item's rows in the batch. */
+typedef struct {
+    int32_t item, k0, n;
+} cb_row_piece;
+
+/* The order of the plan's rows in the batch for the split layout, as pieces (out: room for 2 x
+ * n_items; returns how many; an item's pieces come in row order). A block of consecutive ids
+ * holding decode rows and prompt chunks first runs one row of each (unless a chunk is exactly one
+ * tile: its rest would leave the tiled kernel), then the chunks' rest in blocks of consecutive ids
+ * with equal row counts, highest ids first, so different lengths never share a graph run. */
+int32_t cb_plan_row_order(const cb_plan *plan, int32_t tile, cb_row_piece *out);
+
+/* Graph runs llama.cpp makes of these pieces in the split layout, when one ubatch holds the whole
+ * plan: a run per block of pieces with consecutive ids (each the previous one's + 1) and equal row
+ * counts. */
+int32_t cb_plan_graph_runs(const cb_plan *plan, const cb_row_piece *pieces, int32_t n_pieces);
+
+#endif
