@@ -2,6 +2,7 @@
 #include "../batch/runner.h"
 #include "args.h"
 #include "cli.h"
+#include "flags.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,25 +10,6 @@
 #include <unistd.h>
 
 #define BATCH_MAX_NUM_SEQS 64 /* admission is by KV budget; many sequences keep the steps full */
-
-static void usage(void) {
-    fputs("usage: cobatch batch --input JOB.jsonl --output OUT.jsonl [flags] [engine flags]\n"
-          "  -i, --input FILE              requests, one per line: {\"custom_id\", \"method\": \"POST\",\n"
-          "                                \"url\": \"/v1/completions\" or \"/v1/chat/completions\", \"body\"}\n"
-          "  -o, --output FILE             results, one line per request as it finishes; appended to, and\n"
-          "                                custom_ids already there are skipped (rerun to resume)\n"
-          "  --errors FILE                 refused lines and failed requests (default: OUTPUT less .jsonl\n"
-          "                                plus _errors.jsonl); rewritten each run\n"
-          "  --json FILE                   the report as JSON\n"
-          "  --no-prefix-grouping          submit in input order (no prefix groups, no reordering)\n"
-          "  --window N                    requests submitted but unfinished at most (default 4 x max-num-seqs)\n"
-          "  --progress                    a progress line on stderr even when it is not a terminal\n"
-          "  --no-progress                 none even on a terminal\n"
-          "batch mode's defaults: --kv-layout unified (a group's prefix shared in place) and\n"
-          "--max-num-seqs 64 (16 with --kv-layout split).\n",
-          stdout);
-    cb_args_engine_help();
-}
 
 /* OUT.jsonl -> OUT_errors.jsonl; other names get _errors.jsonl appended. Caller frees. */
 static char *default_errors_path(const char *out) {
@@ -43,39 +25,34 @@ int cmd_batch(int argc, char **argv) {
     cb_batch_params bp = {.grouping = true, .progress = isatty(STDERR_FILENO)};
     ep.max_num_seqs = -1;              /* not given yet */
     ep.kv_layout = COBATCH_KV_UNIFIED; /* an offline job groups shared prefixes: shared in place, 64 at once */
-    int64_t x;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has = i + 1 < argc;
-        int r = cb_args_engine(argc, argv, &i, &ep);
-        if (r < 0) return 2;
-        if (r > 0) continue;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage();
-            return 0;
-        } else if ((!strcmp(a, "-i") || !strcmp(a, "--input")) && has) {
-            bp.input_path = argv[++i];
-        } else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && has) {
-            bp.output_path = argv[++i];
-        } else if (!strcmp(a, "--errors") && has) {
-            bp.errors_path = argv[++i];
-        } else if (!strcmp(a, "--json") && has) {
-            bp.json_path = argv[++i];
-        } else if (!strcmp(a, "--no-prefix-grouping")) {
-            bp.grouping = false;
-        } else if (!strcmp(a, "--progress")) {
-            bp.progress = true;
-        } else if (!strcmp(a, "--no-progress")) {
-            bp.progress = false;
-        } else if (!strcmp(a, "--window") && has && cb_parse_int(argv[i + 1], 1, 1 << 20, &x)) {
-            bp.window = (int32_t)x, i++;
-        } else {
-            fprintf(stderr,
-                    "cobatch batch: unknown, incomplete or invalid option '%s'%s%s (see cobatch batch --help)\n", a,
-                    has ? " " : "", has ? argv[i + 1] : "");
-            return 2;
-        }
-    }
+    const cb_flag own[] = {
+        {"-i, --input", "FILE", CB_FLAG_STR, &bp.input_path,
+         .help = "requests, one per line: {\"custom_id\", \"method\": \"POST\",\n\"url\": \"/v1/completions\" or "
+                 "\"/v1/chat/completions\", \"body\"}"},
+        {"-o, --output", "FILE", CB_FLAG_STR, &bp.output_path,
+         .help = "results, one line per request as it finishes; appended to, and\ncustom_ids already there are "
+                 "skipped (rerun to resume)"},
+        {"--errors", "FILE", CB_FLAG_STR, &bp.errors_path,
+         .help = "refused lines and failed requests (default: OUTPUT less .jsonl\nplus _errors.jsonl); rewritten "
+                 "each run"},
+        {"--json", "FILE", CB_FLAG_STR, &bp.json_path, .help = "the report as JSON"},
+        {"--no-prefix-grouping", NULL, CB_FLAG_CLEAR, &bp.grouping,
+         .help = "submit in input order (no prefix groups, no reordering)"},
+        {"--window", "N", CB_FLAG_I32, &bp.window, 1, 1 << 20,
+         .help = "requests submitted but unfinished at most (default 4 x max-num-seqs)"},
+        {"--progress", NULL, CB_FLAG_SET, &bp.progress,
+         .help = "a progress line on stderr even when it is not a terminal"},
+        {"--no-progress", NULL, CB_FLAG_CLEAR, &bp.progress, .help = "none even on a terminal"},
+    };
+    cb_flag eng[CB_ENGINE_FLAGS];
+    cb_cli cli = {.cmd = "cobatch batch",
+                  .usage = "usage: cobatch batch --input JOB.jsonl --output OUT.jsonl [flags] [engine flags]\n",
+                  .footer = "batch mode's defaults: --kv-layout unified (a group's prefix shared in place) and\n"
+                            "--max-num-seqs 64 (16 with --kv-layout split).\n",
+                  .groups = {{"batch", own, sizeof(own) / sizeof(own[0])}, cb_flags_engine(eng, &ep)},
+                  .n_groups = 2};
+    int pr = cb_flags_parse(&cli, argc, argv, stdout, stderr);
+    if (pr != 0) return pr == 1 ? 0 : 2;
     if (!bp.input_path || !bp.output_path) {
         fprintf(stderr, "cobatch batch: %s is required (see cobatch batch --help)\n",
                 !bp.input_path ? "--input" : "--output");

@@ -2,6 +2,7 @@
 #include "../bench/bench.h"
 #include "args.h"
 #include "cli.h"
+#include "flags.h"
 #include "wargs.h"
 
 #include <stdio.h>
@@ -9,28 +10,6 @@
 #include <string.h>
 
 #define MAX_CFG 64
-
-static void usage(void) {
-    printf("usage: cobatch bench [flags]   (no flags: the mixed workload in every mode, the main job)\n");
-    cb_wargs_help();
-    printf("configurations (each list is crossed with the others):\n"
-           "  --modes LIST                  of sequential,static,continuous (default all three)\n"
-           "  --prefill-chunks LIST         token counts or none (default 256)\n"
-           "  --max-num-batched-tokens LIST step budgets (default 512; chunk none runs once, at the\n"
-           "                                largest: without chunking a prompt needs room to go in whole)\n"
-           "  --kv-layouts LIST             of split,unified (default: --kv-layout's, split)\n"
-           "  --prefix-caching LIST         of on,off (default on; off with --no-prefix-caching)\n"
-           "  --repeat N                    run each configuration N times, report the median-wall run\n"
-           "                                (of an even count, the faster middle one)\n"
-           "output:\n"
-           "  --trace FILE                  one line per engine step (tab-separated)\n"
-           "  --json FILE                   every figure, the configurations, model and machine\n"
-           "  --plot DIR                    SVG charts: throughput, TTFT and ITL CDFs, tokens per step\n"
-           "  --no-ceiling                  skip measuring llama_decode alone (no scheduling efficiency)\n"
-           "  --write-batch FILE            write the workload as an OpenAI Batch API job (JSONL for\n"
-           "                                `cobatch batch`: token-id prompts, ignore_eos) and run nothing\n");
-    cb_args_engine_help();
-}
 
 static const char *MODE_NAMES[] = {"continuous", "static", "sequential"};
 
@@ -97,47 +76,49 @@ int cmd_bench(int argc, char **argv) {
     char modes_s[128] = "sequential,static,continuous", chunks_s[128] = "256", layouts_s[64] = "", caching_s[16] = "",
          budgets_s[128] = "";
     int64_t repeat = 1, x;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has = i + 1 < argc;
-        if (!strcmp(a, "--prefill-chunk")) a = "--prefill-chunks"; /* the engine flag, as a list here */
-        bool listed = !strcmp(a, "--prefill-chunks") || !strcmp(a, "--max-num-batched-tokens");
-        int r = listed ? 0 : cb_args_engine(argc, argv, &i, &ep);
-        if (r == 0) r = cb_wargs_parse(argc, argv, &i, &wa);
-        if (r < 0) return 2;
-        if (r > 0) continue;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage();
-            return 0;
-        } else if (!strcmp(a, "--modes") && has) {
-            snprintf(modes_s, sizeof(modes_s), "%s", argv[++i]);
-        } else if (!strcmp(a, "--prefill-chunks") && has) {
-            snprintf(chunks_s, sizeof(chunks_s), "%s", argv[++i]);
-        } else if (!strcmp(a, "--max-num-batched-tokens") && has) {
-            snprintf(budgets_s, sizeof(budgets_s), "%s", argv[++i]);
-        } else if (!strcmp(a, "--kv-layouts") && has) {
-            snprintf(layouts_s, sizeof(layouts_s), "%s", argv[++i]);
-        } else if (!strcmp(a, "--prefix-caching") && has) {
-            snprintf(caching_s, sizeof(caching_s), "%s", argv[++i]);
-        } else if (!strcmp(a, "--trace") && has) {
-            trace_path = argv[++i];
-        } else if (!strcmp(a, "--json") && has) {
-            json_path = argv[++i];
-        } else if (!strcmp(a, "--plot") && has) {
-            plot_dir = argv[++i];
-        } else if (!strcmp(a, "--write-batch") && has) {
-            batch_path = argv[++i];
-        } else if (!strcmp(a, "--no-ceiling")) {
-            ceiling_on = false;
-        } else if (!strcmp(a, "--repeat") && has && cb_parse_int(argv[i + 1], 1, 100, &x)) {
-            repeat = x, i++;
-        } else {
-            fprintf(stderr,
-                    "cobatch bench: unknown, incomplete or invalid option '%s'%s%s (see cobatch bench --help)\n", a,
-                    has ? " " : "", has ? argv[i + 1] : "");
-            return 2;
-        }
-    }
+    const char *modes_a = NULL, *chunks_a = NULL, *layouts_a = NULL, *caching_a = NULL, *budgets_a = NULL;
+    bool no_ceiling = false;
+    const cb_flag own[] = {
+        {"--modes", "LIST", CB_FLAG_STR, &modes_a, .help = "of sequential,static,continuous (default all three)"},
+        {"--prefill-chunks, --prefill-chunk", "LIST", CB_FLAG_STR, &chunks_a,
+         .help = "token counts or none (default 256)"},
+        {"--max-num-batched-tokens", "LIST", CB_FLAG_STR, &budgets_a,
+         .help = "step budgets (default 512; chunk none runs once, at the\nlargest: without chunking a prompt needs "
+                 "room to go in whole)"},
+        {"--kv-layouts", "LIST", CB_FLAG_STR, &layouts_a, .help = "of split,unified (default: --kv-layout's, split)"},
+        {"--prefix-caching", "LIST", CB_FLAG_STR, &caching_a,
+         .help = "of on,off (default on; off with --no-prefix-caching)"},
+        {"--repeat", "N", CB_FLAG_I64, &repeat, 1, 100,
+         .help = "run each configuration N times, report the median-wall run\n(of an even count, the faster "
+                 "middle one)"},
+        {"--trace", "FILE", CB_FLAG_STR, &trace_path, .help = "one line per engine step (tab-separated)"},
+        {"--json", "FILE", CB_FLAG_STR, &json_path, .help = "every figure, the configurations, model and machine"},
+        {"--plot", "DIR", CB_FLAG_STR, &plot_dir, .help = "SVG charts: throughput, TTFT and ITL CDFs, tokens per step"},
+        {"--no-ceiling", NULL, CB_FLAG_SET, &no_ceiling,
+         .help = "skip measuring llama_decode alone (no scheduling efficiency)"},
+        {"--write-batch", "FILE", CB_FLAG_STR, &batch_path,
+         .help = "write the workload as an OpenAI Batch API job (JSONL for\n`cobatch batch`: token-id prompts, "
+                 "ignore_eos) and run nothing"},
+    };
+    cb_flag wfl[CB_WARGS_FLAGS], eng[CB_ENGINE_FLAGS];
+    cb_cli cli = {.cmd = "cobatch bench",
+                  .usage = "usage: cobatch bench [flags]   (no flags: the mixed workload in every mode, the main "
+                           "job)\nConfiguration lists are crossed with each other.\n",
+                  .groups = {{"configurations and output", own, sizeof(own) / sizeof(own[0])},
+                             cb_wargs_flags(wfl, &wa),
+                             cb_flags_engine(eng, &ep)},
+                  .n_groups = 3};
+    int pr = cb_flags_parse(&cli, argc, argv, stdout, stderr);
+    if (pr != 0) return pr == 1 ? 0 : 2;
+    ceiling_on = !no_ceiling;
+#define TAKE(dst, src)                                                                                                 \
+    if (src) snprintf(dst, sizeof(dst), "%s", src)
+    TAKE(modes_s, modes_a);
+    TAKE(chunks_s, chunks_a);
+    TAKE(layouts_s, layouts_a);
+    TAKE(caching_s, caching_a);
+    TAKE(budgets_s, budgets_a);
+#undef TAKE
     /* the lists default to the engine flags (--kv-layout, --no-prefix-caching) */
     if (!layouts_s[0])
         snprintf(layouts_s, sizeof(layouts_s), "%s", ep.kv_layout == COBATCH_KV_SPLIT ? "split" : "unified");

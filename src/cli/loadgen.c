@@ -6,26 +6,13 @@
 #include "../bench/metrics.h"
 #include "args.h"
 #include "cli.h"
+#include "flags.h"
 #include "wargs.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void usage(void) {
-    printf("usage: cobatch loadgen --url http://HOST:PORT [flags]\n"
-           "  --url URL                     the server (http only)\n"
-           "  --endpoint PATH               default /v1/completions (token-id prompts, streaming)\n"
-           "  --served-model NAME           the \"model\" field to send (default: none)\n"
-           "  --api-key KEY                 sent as 'Authorization: Bearer KEY'\n"
-           "  -m, --model FILE              the model whose tokenizer makes the prompts (default: the fetched\n"
-           "                                SmolLM2-135M); the server must serve the same model\n"
-           "  --goodput SLOS                e.g. ttft:500,tpot:50,e2el:10000 (ms): requests meeting all of them\n"
-           "  --label TEXT                  the row's name in the table\n"
-           "  --json FILE                   every figure as JSON\n");
-    cb_wargs_help();
-}
 
 /* "ttft:500,tpot:50" -> limits in ms (<= 0: none). Returns false on a bad string. */
 static bool parse_slos(char *s, double *ttft, double *tpot, double *e2el) {
@@ -52,37 +39,29 @@ int cmd_loadgen(int argc, char **argv) {
     cb_wargs_init(&wa);
     cb_loadgen_params lp = {.path = "/v1/completions"};
     const char *url = NULL, *json_path = NULL, *label = "server";
+    const char *slos_arg = NULL;
+    const cb_flag own[] = {
+        {"--url", "URL", CB_FLAG_STR, &url, .help = "the server, http://HOST:PORT (http only)"},
+        {"--endpoint", "PATH", CB_FLAG_STR, &lp.path, .help = "default /v1/completions (token-id prompts, streaming)"},
+        {"--served-model", "NAME", CB_FLAG_STR, &lp.model, .help = "the \"model\" field to send (default: none)"},
+        {"--api-key", "KEY", CB_FLAG_STR, &lp.api_key, .help = "sent as 'Authorization: Bearer KEY'"},
+        {"-m, --model", "FILE", CB_FLAG_STR, &ep.model_path,
+         .help = "the model whose tokenizer makes the prompts (default: the fetched\nSmolLM2-135M); the server "
+                 "must serve the same model"},
+        {"--goodput", "SLOS", CB_FLAG_STR, &slos_arg,
+         .help = "e.g. ttft:500,tpot:50,e2el:10000 (ms): requests meeting all of them"},
+        {"--label", "TEXT", CB_FLAG_STR, &label, .help = "the row's name in the table"},
+        {"--json", "FILE", CB_FLAG_STR, &json_path, .help = "every figure as JSON"},
+    };
+    cb_flag wfl[CB_WARGS_FLAGS];
+    cb_cli cli = {.cmd = "cobatch loadgen",
+                  .usage = "usage: cobatch loadgen --url http://HOST:PORT [flags]\n",
+                  .groups = {{"loadgen", own, sizeof(own) / sizeof(own[0])}, cb_wargs_flags(wfl, &wa)},
+                  .n_groups = 2};
+    int pr = cb_flags_parse(&cli, argc, argv, stdout, stderr);
+    if (pr != 0) return pr == 1 ? 0 : 2;
     char slos[256] = "";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has = i + 1 < argc;
-        int r = cb_wargs_parse(argc, argv, &i, &wa);
-        if (r < 0) return 2;
-        if (r > 0) continue;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage();
-            return 0;
-        } else if (!strcmp(a, "--url") && has) {
-            url = argv[++i];
-        } else if (!strcmp(a, "--endpoint") && has) {
-            lp.path = argv[++i];
-        } else if (!strcmp(a, "--served-model") && has) {
-            lp.model = argv[++i];
-        } else if (!strcmp(a, "--api-key") && has) {
-            lp.api_key = argv[++i];
-        } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && has) {
-            ep.model_path = argv[++i];
-        } else if (!strcmp(a, "--goodput") && has) {
-            snprintf(slos, sizeof(slos), "%s", argv[++i]);
-        } else if (!strcmp(a, "--label") && has) {
-            label = argv[++i];
-        } else if (!strcmp(a, "--json") && has) {
-            json_path = argv[++i];
-        } else {
-            fprintf(stderr, "cobatch loadgen: unknown or incomplete option '%s' (see cobatch loadgen --help)\n", a);
-            return 2;
-        }
-    }
+    if (slos_arg) snprintf(slos, sizeof(slos), "%s", slos_arg);
     char host[256];
     int port = 80;
     if (!url || sscanf(url, "http://%255[^:/]:%d", host, &port) < 1 || port < 1 || port > 65535) {

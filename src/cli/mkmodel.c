@@ -2,50 +2,31 @@
 #include "../runtime/synth.h"
 #include "args.h"
 #include "cli.h"
+#include "flags.h"
 
 #include <stdio.h>
 #include <string.h>
 
-static void usage(void) {
-    printf("usage: cobatch mkmodel --preset NAME [--type TYPE] -o FILE [--seed N] [--threads N]\n"
-           "  --preset NAME    model shape: %s\n"
-           "  --type TYPE      weights: q8_0, q4_0, q4_1, q4_k_m, q5_k_m or f16 (default q8_0)\n"
-           "  -o, --out FILE   the GGUF file to write\n"
-           "  --seed N         weight seed (default 1)\n"
-           "Synthetic models have random weights: right for speed and plumbing, not for quality.\n",
-           cb_synth_preset_names());
-}
-
 int cmd_mkmodel(int argc, char **argv) {
     const char *preset = NULL, *type = "q8_0", *out = NULL;
     int64_t seed = 1, threads = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has = i + 1 < argc;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage();
-            return 0;
-        } else if (!strcmp(a, "--preset") && has) {
-            preset = argv[++i];
-        } else if (!strcmp(a, "--type") && has) {
-            type = argv[++i];
-        } else if ((!strcmp(a, "-o") || !strcmp(a, "--out")) && has) {
-            out = argv[++i];
-        } else if (!strcmp(a, "--seed") && has) {
-            if (!cb_parse_int(argv[++i], 0, INT64_MAX, &seed)) {
-                fprintf(stderr, "cobatch mkmodel: --seed takes a whole number >= 0 (got '%s')\n", argv[i]);
-                return 2;
-            }
-        } else if (!strcmp(a, "--threads") && has) {
-            if (!cb_parse_int(argv[++i], 1, 1024, &threads)) {
-                fprintf(stderr, "cobatch mkmodel: --threads takes a whole number from 1 to 1024 (got '%s')\n", argv[i]);
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "cobatch mkmodel: unknown or incomplete option '%s' (see cobatch mkmodel --help)\n", a);
-            return 2;
-        }
-    }
+    char presets[256];
+    snprintf(presets, sizeof(presets), "model shape: %s", cb_synth_preset_names());
+    const cb_flag own[] = {
+        {"--preset", "NAME", CB_FLAG_STR, &preset, .help = presets},
+        {"--type", "TYPE", CB_FLAG_STR, &type,
+         .help = "weights: q8_0, q4_0, q4_1, q4_k_m, q5_k_m or f16 (default q8_0)"},
+        {"-o, --out", "FILE", CB_FLAG_STR, &out, .help = "the GGUF file to write"},
+        {"--seed", "N", CB_FLAG_I64, &seed, 0, 9e15, .help = "weight seed (default 1)"},
+        {"--threads", "N", CB_FLAG_I64, &threads, 1, 1024, .help = "threads that quantize (default: all cores)"},
+    };
+    cb_cli cli = {.cmd = "cobatch mkmodel",
+                  .usage = "usage: cobatch mkmodel --preset NAME [--type TYPE] -o FILE [--seed N] [--threads N]\n",
+                  .footer = "Synthetic models have random weights: right for speed and plumbing, not for quality.\n",
+                  .groups = {{"mkmodel", own, sizeof(own) / sizeof(own[0])}},
+                  .n_groups = 1};
+    int pr = cb_flags_parse(&cli, argc, argv, stdout, stderr);
+    if (pr != 0) return pr == 1 ? 0 : 2;
     const cb_synth_shape *shape = preset ? cb_synth_preset(preset) : NULL;
     if (!shape) {
         fprintf(stderr, "cobatch mkmodel: --preset is one of %s%s%s\n", cb_synth_preset_names(), preset ? ", not " : "",

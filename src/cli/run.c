@@ -1,26 +1,13 @@
 /* run.c — `cobatch run`: one completion streamed to stdout. */
 #include "args.h"
 #include "cli.h"
+#include "flags.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MAX_STOPS 16
-
-static void usage(void) {
-    fputs("usage: cobatch run [-m MODEL] -p TEXT [--chat] [-n N] [--stop S]... [--ignore-eos] [flags]\n"
-          "  -p, --prompt TEXT             the prompt (required, not empty)\n"
-          "  --chat                        apply the model's chat template (TEXT is the user message)\n"
-          "  --system TEXT                 a system message, with --chat\n"
-          "  -n, --max-tokens N            tokens to generate at most, default 128\n"
-          "  --stop S                      stop string (repeatable, up to 16)\n"
-          "  --ignore-eos                  keep going past end-of-generation tokens\n"
-          "  --stats                       print timings to stderr at the end\n",
-          stdout);
-    cb_args_sampling_help();
-    cb_args_engine_help();
-}
 
 int cmd_run(int argc, char **argv) {
     struct cobatch_engine_params ep = cobatch_engine_default_params();
@@ -29,43 +16,28 @@ int cmd_run(int argc, char **argv) {
     const char *prompt = NULL, *system = NULL;
     const char *stops[MAX_STOPS];
     bool chat = false, show_stats = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int r = cb_args_engine(argc, argv, &i, &ep);
-        if (r == 0) r = cb_args_sampling(argc, argv, &i, &rp.sampling);
-        if (r < 0) return 2;
-        if (r > 0) continue;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage();
-            return 0;
-        } else if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && i + 1 < argc) {
-            prompt = argv[++i];
-        } else if (!strcmp(a, "--system") && i + 1 < argc) {
-            system = argv[++i];
-        } else if (!strcmp(a, "--chat")) {
-            chat = true;
-        } else if (!strcmp(a, "--ignore-eos")) {
-            rp.ignore_eos = true;
-        } else if (!strcmp(a, "--stats")) {
-            show_stats = true;
-        } else if (!strcmp(a, "--stop") && i + 1 < argc) {
-            if (rp.n_stop == MAX_STOPS) {
-                fprintf(stderr, "cobatch run: at most %d stop strings\n", MAX_STOPS);
-                return 2;
-            }
-            stops[rp.n_stop++] = argv[++i];
-        } else if ((!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) && i + 1 < argc) {
-            int64_t n;
-            if (!cb_parse_int(argv[++i], 1, 1 << 24, &n)) {
-                fprintf(stderr, "cobatch run: %s takes a whole number >= 1 (got '%s')\n", a, argv[i]);
-                return 2;
-            }
-            rp.max_tokens = (int32_t)n;
-        } else {
-            fprintf(stderr, "cobatch run: unknown or incomplete option '%s' (see cobatch run --help)\n", a);
-            return 2;
-        }
-    }
+    const cb_flag own[] = {
+        {"-p, --prompt", "TEXT", CB_FLAG_STR, &prompt, .help = "the prompt (required, not empty)"},
+        {"--chat", NULL, CB_FLAG_SET, &chat, .help = "apply the model's chat template (TEXT is the user message)"},
+        {"--system", "TEXT", CB_FLAG_STR, &system, .help = "a system message, with --chat"},
+        {"-n, --max-tokens", "N", CB_FLAG_I32, &rp.max_tokens, 1, 1 << 24,
+         .help = "tokens to generate at most, default 128"},
+        {"--stop", "S", CB_FLAG_LIST, stops, .count = &rp.n_stop, .max = MAX_STOPS,
+         .help = "stop string (repeatable, up to 16)"},
+        {"--ignore-eos", NULL, CB_FLAG_SET, &rp.ignore_eos, .help = "keep going past end-of-generation tokens"},
+        {"--stats", NULL, CB_FLAG_SET, &show_stats,
+         .help = "print the finish reason, token counts and timings to stderr"},
+    };
+    cb_flag eng[CB_ENGINE_FLAGS], smp[CB_SAMPLING_FLAGS];
+    cb_cli cli = {.cmd = "cobatch run",
+                  .usage =
+                      "usage: cobatch run [-m MODEL] -p TEXT [--chat] [-n N] [--stop S]... [--ignore-eos] [flags]\n",
+                  .groups = {{"run", own, sizeof(own) / sizeof(own[0])},
+                             cb_flags_sampling(smp, &rp.sampling),
+                             cb_flags_engine(eng, &ep)},
+                  .n_groups = 3};
+    int pr = cb_flags_parse(&cli, argc, argv, stdout, stderr);
+    if (pr != 0) return pr == 1 ? 0 : 2;
     if (!prompt) {
         fprintf(stderr, "cobatch run: no prompt: give -p TEXT\n");
         return 2;
@@ -108,6 +80,7 @@ int cmd_run(int argc, char **argv) {
         if (ev.type == COBATCH_EVENT_FINISHED) {
             done = true;
             fputc('\n', stdout);
+            fflush(stdout); /* the answer's line ends before --stats writes its own on stderr */
             if (ev.reason == COBATCH_FINISH_ERROR) {
                 fprintf(stderr, "cobatch run: %s\n", ev.error ? ev.error : "error");
                 rc = 1;

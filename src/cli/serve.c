@@ -3,43 +3,12 @@
 #include "../server/server.h"
 #include "args.h"
 #include "cli.h"
+#include "flags.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-
-static void usage(void) {
-    fputs("usage: cobatch serve [-m MODEL] [--host H] [--port P] [flags]\n"
-          "  --host H                      address to listen on (default 127.0.0.1)\n"
-          "  --port P                      port (default 8080; 0 = any free port)\n"
-          "  --api-key KEY                 require 'Authorization: Bearer KEY' on /v1 and tokenize routes\n"
-          "                                (also from $COBATCH_API_KEY, or --api-key-file FILE: its first line;\n"
-          "                                a key on the command line is visible to other local users)\n"
-          "  --served-model-name NAME      the model's name in responses (default: from the GGUF)\n"
-          "  --max-body-bytes N            largest request body (default 1048576)\n"
-          "  --max-header-bytes N          largest request line + headers (default 16384)\n"
-          "  --max-connections N           open connections; beyond, 503 at once (default 1024)\n"
-          "  --request-timeout S           a request must arrive whole in S seconds (default 30)\n"
-          "  --idle-timeout S              an idle keep-alive connection closes after S seconds (default 60)\n"
-          "  --write-timeout S             a client that reads nothing for S seconds is dropped (default 60)\n"
-          "  --max-stream-backlog N        streamed bytes a client may leave unread before it is dropped\n"
-          "                                (default 4194304; the kernel's send buffer holds more before it)\n"
-          "  --sndbuf N                    each connection's kernel send buffer in bytes (default: the\n"
-          "                                system's autotuning, up to 4 MiB on Linux)\n"
-          "  --scheduling-policy fcfs|priority   fcfs (default) refuses a request's 'priority'; priority\n"
-          "                                serves lower values first, as vLLM, with aging\n"
-          "  --priority-aging-ms N         priority: waiting N ms is worth one priority step (default 1000;\n"
-          "                                0 = none, a steady stream of urgent requests starves the others)\n"
-          "  --drain-timeout S             after SIGTERM, seconds running requests may finish (default 30);\n"
-          "                                queued ones get 503 at once, a second signal cuts at once\n"
-          "  --port-file FILE              write the port there once listening\n"
-          "  --trace FILE                  one line per engine step, as `cobatch bench --trace` writes\n"
-          "The server's step budget defaults to 128 tokens, not 512: a step's length is the gap every\n"
-          "running stream waits between two tokens (about 0.5 s for 128 prompt tokens on 2 cores).\n",
-          stdout);
-    cb_args_engine_help();
-}
 
 /* Latency first: vLLM too sizes max_num_batched_tokens smaller for online serving than offline.
  * Measured on mixed, 16 clients (BENCHMARKS.md, 'cobatch serve vs llama-server at 1, 4, 16 and 32
@@ -104,60 +73,58 @@ int cmd_serve(int argc, char **argv) {
     serve_trace trace = {0};
     const char *trace_path = NULL, *key_file = NULL;
     char *key = NULL;
-    int64_t x;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has = i + 1 < argc;
-        int r = cb_args_engine(argc, argv, &i, &ep);
-        if (r < 0) return 2;
-        if (r > 0) continue;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage();
-            return 0;
-        } else if (!strcmp(a, "--host") && has) {
-            sp.host = argv[++i];
-        } else if (!strcmp(a, "--port") && has && cb_parse_int(argv[i + 1], 0, 65535, &x)) {
-            sp.port = (int)x, i++;
-        } else if (!strcmp(a, "--api-key") && has) {
-            sp.api_key = argv[++i];
-        } else if (!strcmp(a, "--served-model-name") && has) {
-            sp.model_name = argv[++i];
-        } else if (!strcmp(a, "--api-key-file") && has) {
-            key_file = argv[++i];
-        } else if (!strcmp(a, "--max-body-bytes") && has && cb_parse_int(argv[i + 1], 1024, 1 << 30, &x)) {
-            sp.max_body = (size_t)x, i++;
-        } else if (!strcmp(a, "--max-header-bytes") && has && cb_parse_int(argv[i + 1], 1024, 1 << 20, &x)) {
-            sp.max_head = (size_t)x, i++;
-        } else if (!strcmp(a, "--max-connections") && has && cb_parse_int(argv[i + 1], 1, 1 << 20, &x)) {
-            sp.max_connections = (int)x, i++;
-        } else if (!strcmp(a, "--request-timeout") && has && cb_parse_int(argv[i + 1], 1, 86400, &x)) {
-            sp.request_timeout_s = (int)x, i++;
-        } else if (!strcmp(a, "--idle-timeout") && has && cb_parse_int(argv[i + 1], 1, 86400, &x)) {
-            sp.idle_timeout_s = (int)x, i++;
-        } else if (!strcmp(a, "--write-timeout") && has && cb_parse_int(argv[i + 1], 1, 86400, &x)) {
-            sp.write_timeout_s = (int)x, i++;
-        } else if (!strcmp(a, "--max-stream-backlog") && has && cb_parse_int(argv[i + 1], 4096, 1LL << 32, &x)) {
-            sp.max_stream_backlog = (size_t)x, i++;
-        } else if (!strcmp(a, "--sndbuf") && has && cb_parse_int(argv[i + 1], 1024, 1 << 30, &x)) {
-            sp.sndbuf = (int)x, i++;
-        } else if (!strcmp(a, "--scheduling-policy") && has &&
-                   (!strcmp(argv[i + 1], "fcfs") || !strcmp(argv[i + 1], "priority"))) {
-            ep.sched_policy = !strcmp(argv[++i], "fcfs") ? COBATCH_SCHED_FCFS : COBATCH_SCHED_PRIORITY;
-        } else if (!strcmp(a, "--priority-aging-ms") && has && cb_parse_int(argv[i + 1], 0, 1 << 30, &x)) {
-            ep.priority_aging_ms = (int32_t)x, i++;
-        } else if (!strcmp(a, "--drain-timeout") && has && cb_parse_int(argv[i + 1], 1, 3600, &x)) {
-            sp.drain_timeout_s = (int)x, i++;
-        } else if (!strcmp(a, "--port-file") && has) {
-            sp.port_file = argv[++i];
-        } else if (!strcmp(a, "--trace") && has) {
-            trace_path = argv[++i];
-        } else {
-            fprintf(stderr,
-                    "cobatch serve: unknown, incomplete or invalid option '%s'%s%s (see cobatch serve --help)\n", a,
-                    has ? " " : "", has ? argv[i + 1] : "");
-            return 2;
-        }
-    }
+    static const int POLICIES[] = {COBATCH_SCHED_FCFS, COBATCH_SCHED_PRIORITY};
+    const cb_flag own[] = {
+        {"--host", "H", CB_FLAG_STR, &sp.host, .help = "address to listen on (default 127.0.0.1)"},
+        {"--port", "P", CB_FLAG_INT, &sp.port, 0, 65535, .help = "port (default 8080; 0 = any free port)"},
+        {"--api-key", "KEY", CB_FLAG_STR, &sp.api_key,
+         .help = "require 'Authorization: Bearer KEY' on /v1 and tokenize routes\n(also from $COBATCH_API_KEY, or "
+                 "--api-key-file: a key on the\ncommand line is visible to other local users)"},
+        {"--api-key-file", "FILE", CB_FLAG_STR, &key_file, .help = "the API key is this file's first line"},
+        {"--served-model-name", "NAME", CB_FLAG_STR, &sp.model_name,
+         .help = "the model's name in responses (default: from the GGUF)"},
+        {"--max-body-bytes", "N", CB_FLAG_SIZE, &sp.max_body, 1024, 1 << 30,
+         .help = "largest request body (default 1048576)"},
+        {"--max-header-bytes", "N", CB_FLAG_SIZE, &sp.max_head, 1024, 1 << 20,
+         .help = "largest request line + headers (default 16384)"},
+        {"--max-connections", "N", CB_FLAG_INT, &sp.max_connections, 1, 1 << 20,
+         .help = "open connections; beyond, 503 at once (default 1024)"},
+        {"--request-timeout", "S", CB_FLAG_INT, &sp.request_timeout_s, 1, 86400,
+         .help = "a request must arrive whole in S seconds (default 30)"},
+        {"--idle-timeout", "S", CB_FLAG_INT, &sp.idle_timeout_s, 1, 86400,
+         .help = "an idle keep-alive connection closes after S seconds (default 60)"},
+        {"--write-timeout", "S", CB_FLAG_INT, &sp.write_timeout_s, 1, 86400,
+         .help = "a client that reads nothing for S seconds is dropped (default 60)"},
+        {"--max-stream-backlog", "N", CB_FLAG_SIZE, &sp.max_stream_backlog, 4096, 4294967296.0,
+         .help = "streamed bytes a client may leave unread before it is dropped\n(default 4194304; the kernel's "
+                 "send buffer holds more before it)"},
+        {"--sndbuf", "N", CB_FLAG_INT, &sp.sndbuf, 1024, 1 << 30,
+         .help = "each connection's kernel send buffer in bytes (default: the\nsystem's autotuning, up to 4 MiB on "
+                 "Linux)"},
+        {"--scheduling-policy", "fcfs|priority", CB_FLAG_ENUM, &ep.sched_policy, .choices = "fcfs|priority",
+         .values = POLICIES,
+         .help = "fcfs (default) refuses a request's 'priority'; priority serves\nlower values first, as vLLM, "
+                 "with aging"},
+        {"--priority-aging-ms", "N", CB_FLAG_I32, &ep.priority_aging_ms, 0, 1 << 30,
+         .help = "priority: waiting N ms is worth one priority step (default 1000;\n0 = none, a steady stream of "
+                 "urgent requests starves the others)"},
+        {"--drain-timeout", "S", CB_FLAG_INT, &sp.drain_timeout_s, 1, 3600,
+         .help = "after SIGTERM, seconds running requests may finish (default 30);\nqueued ones get 503 at once, a "
+                 "second signal cuts at once"},
+        {"--port-file", "FILE", CB_FLAG_STR, &sp.port_file, .help = "write the port there once listening"},
+        {"--trace", "FILE", CB_FLAG_STR, &trace_path,
+         .help = "one line per engine step, as `cobatch bench --trace` writes"},
+    };
+    cb_flag eng[CB_ENGINE_FLAGS];
+    cb_cli cli = {.cmd = "cobatch serve",
+                  .usage = "usage: cobatch serve [-m MODEL] [--host H] [--port P] [flags]\n",
+                  .footer = "The server's step budget defaults to 128 tokens, not 512: a step's length is the gap "
+                            "every\nrunning stream waits between two tokens (about 0.5 s for 128 prompt tokens on 2 "
+                            "cores).\n",
+                  .groups = {{"serve", own, sizeof(own) / sizeof(own[0])}, cb_flags_engine(eng, &ep)},
+                  .n_groups = 2};
+    int pr = cb_flags_parse(&cli, argc, argv, stdout, stderr);
+    if (pr != 0) return pr == 1 ? 0 : 2;
     if (!ep.model_path) ep.model_path = cb_default_model();
     sp.model_path = ep.model_path;
     sp.sched_policy = ep.sched_policy;

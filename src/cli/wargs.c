@@ -11,74 +11,35 @@ void cb_wargs_init(cb_wargs *a) {
     a->burstiness = 1;
 }
 
-void cb_wargs_help(void) {
-    printf("workload:\n"
-           "  --workload NAME               %s (default mixed)\n"
-           "  --num-prompts N               requests (default: the workload's own count)\n"
-           "  --seed N                      workload seed (default 0)\n"
-           "  --random-input-len N  --random-output-len N  --random-range-ratio R   (random)\n"
-           "  --prefix-len N  --distinct-len N  --output-len N  --sharing-degree S   (shared-prefix;\n"
-           "                                defaults 1000, 100, 50, 4)\n"
-           "  --workload-file FILE          JSONL: {\"prompt\": text | \"prompt_tokens\": [ids], \"max_tokens\",\n"
-           "                                \"arrival_s\", \"priority\"} per line\n"
-           "arrivals:\n"
-           "  --request-rate R              requests/s, open loop (default: all at once)\n"
-           "  --burstiness B                gamma shape of inter-arrival times (default 1 = Poisson)\n"
-           "  --max-concurrency N           at most N requests in flight (closed loop)\n",
-           cb_workload_names());
-}
-
-int cb_wargs_parse(int argc, char **argv, int *i, cb_wargs *a) {
-    const char *f = argv[*i];
-    const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
-    int64_t x;
-    double d;
-    if (!strcmp(f, "--workload") || !strcmp(f, "--workload-file")) {
-        if (!v) return fprintf(stderr, "cobatch: %s needs a value\n", f), -1;
-        if (f[10] == '-')
-            a->file = v;
-        else
-            a->workload = v;
-        (*i)++;
-        return 1;
-    }
-    struct {
-        const char *name;
-        double lo, hi;
-        bool is_int;
-        void *dst;
-        int kind; /* 0 int32, 1 uint64, 2 double, 3 int */
-    } T[] = {{"--num-prompts", 1, 1000000, true, &a->o.num_prompts, 3},
-             {"--seed", 0, 9e15, true, &a->o.seed, 1},
-             {"--random-input-len", 1, 1 << 20, true, &a->o.random_input_len, 0},
-             {"--random-output-len", 1, 1 << 20, true, &a->o.random_output_len, 0},
-             {"--random-range-ratio", 0, 0.99, false, &a->o.random_range_ratio, 2},
-             {"--prefix-len", 1, 1 << 20, true, &a->o.prefix_len, 0},
-             {"--distinct-len", 1, 1 << 20, true, &a->o.distinct_len, 0},
-             {"--output-len", 1, 1 << 20, true, &a->o.output_len, 0},
-             {"--sharing-degree", 1, 1 << 20, true, &a->o.sharing_degree, 0},
-             {"--request-rate", 0, 1e6, false, &a->rate, 2},
-             {"--burstiness", 1e-3, 1e3, false, &a->burstiness, 2},
-             {"--max-concurrency", 1, 1 << 20, true, &a->concurrency, 3}};
-    for (size_t k = 0; k < sizeof(T) / sizeof(T[0]); k++) {
-        if (strcmp(f, T[k].name)) continue;
-        bool ok = T[k].is_int ? cb_parse_int(v, (int64_t)T[k].lo, (int64_t)T[k].hi, &x)
-                              : cb_parse_float(v, T[k].lo, T[k].hi, &d);
-        if (!ok) {
-            fprintf(stderr, "cobatch: %s takes a %s from %g to %g (got '%s')\n", f,
-                    T[k].is_int ? "whole number" : "number", T[k].lo, T[k].hi, v ? v : "nothing");
-            return -1;
-        }
-        switch (T[k].kind) {
-        case 0: *(int32_t *)T[k].dst = (int32_t)x; break;
-        case 1: *(uint64_t *)T[k].dst = (uint64_t)x; break;
-        case 2: *(double *)T[k].dst = d; break;
-        default: *(int *)T[k].dst = (int)x; break;
-        }
-        (*i)++;
-        return 1;
-    }
-    return 0;
+cb_flag_group cb_wargs_flags(cb_flag *room, cb_wargs *a) {
+    static char names[256];
+    snprintf(names, sizeof(names), "%s (default mixed)", cb_workload_names());
+    const cb_flag t[] = {
+        {"--workload", "NAME", CB_FLAG_STR, &a->workload, .help = names},
+        {"--num-prompts", "N", CB_FLAG_INT, &a->o.num_prompts, 1, 1000000,
+         .help = "requests (default: the workload's own count)"},
+        {"--seed", "N", CB_FLAG_U64, &a->o.seed, 0, 9e15, .help = "workload seed (default 0)"},
+        {"--random-input-len", "N", CB_FLAG_I32, &a->o.random_input_len, 1, 1 << 20, .help = "random: prompt tokens"},
+        {"--random-output-len", "N", CB_FLAG_I32, &a->o.random_output_len, 1, 1 << 20, .help = "random: output tokens"},
+        {"--random-range-ratio", "R", CB_FLAG_F64, &a->o.random_range_ratio, 0, 0.99,
+         .help = "random: lengths vary by this share either way"},
+        {"--prefix-len", "N", CB_FLAG_I32, &a->o.prefix_len, 1, 1 << 20, .help = "shared-prefix: default 1000"},
+        {"--distinct-len", "N", CB_FLAG_I32, &a->o.distinct_len, 1, 1 << 20, .help = "shared-prefix: default 100"},
+        {"--output-len", "N", CB_FLAG_I32, &a->o.output_len, 1, 1 << 20, .help = "shared-prefix: default 50"},
+        {"--sharing-degree", "S", CB_FLAG_I32, &a->o.sharing_degree, 1, 1 << 20,
+         .help = "shared-prefix: requests per prefix, default 4"},
+        {"--workload-file", "FILE", CB_FLAG_STR, &a->file,
+         .help = "JSONL: {\"prompt\": text | \"prompt_tokens\": [ids], \"max_tokens\",\n\"arrival_s\", "
+                 "\"priority\"} per line"},
+        {"--request-rate", "R", CB_FLAG_F64, &a->rate, 0, 1e6, .help = "requests/s, open loop (default: all at once)"},
+        {"--burstiness", "B", CB_FLAG_F64, &a->burstiness, 1e-3, 1e3,
+         .help = "gamma shape of inter-arrival times (default 1 = Poisson)"},
+        {"--max-concurrency", "N", CB_FLAG_INT, &a->concurrency, 1, 1 << 20,
+         .help = "at most N requests in flight (closed loop)"},
+    };
+    _Static_assert(sizeof(t) / sizeof(t[0]) <= CB_WARGS_FLAGS, "room for the workload flags");
+    memcpy(room, t, sizeof(t));
+    return (cb_flag_group){"workload and arrivals", room, sizeof(t) / sizeof(t[0])};
 }
 
 int cb_wargs_build(const cb_wargs *a, const struct cobatch_engine_params *ep, cb_workload *w, char *model_name,

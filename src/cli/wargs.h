@@ -3,6 +3,7 @@
 #define CB_WARGS_H
 
 #include "../bench/workload.h"
+#include "flags.h"
 
 #include <cobatch.h>
 
@@ -15,9 +16,9 @@ typedef struct {
 } cb_wargs;
 
 void cb_wargs_init(cb_wargs *a);
-/* 1: argv[*i] was a workload flag (consumed); 0: not one; -1: bad value (message printed). */
-int cb_wargs_parse(int argc, char **argv, int *i, cb_wargs *a);
-void cb_wargs_help(void);
+/* The workload and arrival flags (flags.h), writing into a (not owned; it must outlive the group). */
+#define CB_WARGS_FLAGS 14
+cb_flag_group cb_wargs_flags(cb_flag *room, cb_wargs *a);
 /* Makes the workload in tokens of ep's model (loads its vocabulary), sets arrival times. Writes
  * the model's name into model_name. Returns 0, or -1 with a message. */
 int cb_wargs_build(const cb_wargs *a, const struct cobatch_engine_params *ep, cb_workload *w, char *model_name,

@@ -1,6 +1,7 @@
 /* api.c — the thread-safe public functions of cobatch.h: they validate and tokenize on the
  * caller's thread and talk to the engine thread only through the mailbox and the event queue. */
 #include "engine_internal.h"
+#include "sizes.h"
 #include "testing.h"
 #include "../runtime/ceiling.h"
 #include "../core/util.h"
@@ -114,28 +115,12 @@ int cobatch_event_fd(const cobatch_engine *e) { return e->event_fd; }
 
 /* ---------------------------------------------------------------- init / free ---------------- */
 
-static int32_t pad256(int32_t n) { return (n + 255) / 256 * 256; }
-
 cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, char *err, size_t errlen) {
     struct cobatch_engine_params p = params ? *params : cobatch_engine_default_params();
-    if (p.max_num_seqs <= 0 || p.max_model_len < 0 || p.max_num_batched_tokens <= 0 || p.prefill_chunk < 0 ||
-        p.kv_reserve < 0 || p.max_queue <= 0 || p.priority_aging_ms < 0) {
-        cb_set_err(err, errlen,
-                   "invalid engine parameters (max_num_seqs, max_num_batched_tokens, prefill_chunk, "
-                   "kv_reserve and max_queue must be positive)");
-        return NULL;
-    }
-    if (p.max_num_batched_tokens < p.max_num_seqs) {
-        cb_set_err(err, errlen, "max_num_batched_tokens (%d) must be at least max_num_seqs (%d)",
-                   p.max_num_batched_tokens, p.max_num_seqs);
-        return NULL;
-    }
-    bool split = p.kv_layout == COBATCH_KV_SPLIT;
+    cb_engine_sizes z;
+    if (cb_engine_resolve(&p, &z, err, errlen) != 0) return NULL;
     p.n_ctx = cobatch_params_n_ctx(&p);
-    /* Without chunking a whole prompt must fit one step: the step grows to the sequence context. */
-    int32_t budget = p.max_num_batched_tokens;
-    int32_t ctx_seq = split ? pad256(p.n_ctx / p.max_num_seqs) : pad256(p.n_ctx);
-    if (p.prefill_chunk == 0 && budget < ctx_seq) budget = ctx_seq;
+    int32_t budget = z.budget;
 
     cobatch_engine *e = calloc(1, sizeof(*e));
     if (!e) return NULL;
@@ -151,26 +136,18 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
     e->model_path = p.model_path ? strdup(p.model_path) : NULL;
     e->params.model_path = e->model_path;
 
-    /* The prefix cache holds cells under sequence ids of its own (prefix.h): llama.cpp allows
-     * LLAMA_MAX_SEQ (256) ids, requests keep max_num_seqs of them. */
-    int32_t holders = 0, n_ctx = p.n_ctx;
-    if (p.prefix_caching && !split) holders = 2 * p.max_num_seqs < 32 ? 32 : 2 * p.max_num_seqs;
-    if (p.prefix_caching && split) /* whole streams hold (streams.h) */
-        holders = p.prefix_cache_streams >= 0 ? p.prefix_cache_streams : (p.max_num_seqs + 3) / 4;
-    if (holders > 256 - p.max_num_seqs) holders = 256 - p.max_num_seqs;
-    if (holders < 1) holders = 0;
-    if (split && holders > 0) n_ctx = p.n_ctx / p.max_num_seqs * (p.max_num_seqs + holders); /* each adds a stream */
     cb_model_params mp = {.path = e->model_path,
-                          .n_ctx = n_ctx,
+                          .n_ctx = z.n_ctx,
                           .n_threads = p.n_threads,
-                          .n_seq_max = p.max_num_seqs + holders,
+                          .n_seq_max = z.n_seq_max,
                           .n_batch = budget,
-                          .split_kv = split,
+                          .split_kv = z.split,
                           .flash_attn = cobatch_params_flash_attn(&p),
                           .verbose = p.verbose};
     if (cb_model_load(&e->model, &mp, err, errlen) != 0) goto fail;
     e->n_ctx_seq = e->model.n_ctx_seq;
-    if (cb_kv_init(&e->kv, e->model.n_ctx, e->model.n_seq_max, split) != 0 || e->kv.per_seq_cap != e->model.n_ctx_seq) {
+    if (cb_kv_init(&e->kv, e->model.n_ctx, e->model.n_seq_max, z.split) != 0 ||
+        e->kv.per_seq_cap != e->model.n_ctx_seq) {
         cb_set_err(err, errlen, "KV accounting does not match the context (%d cells, %d per sequence)", e->model.n_ctx,
                    e->model.n_ctx_seq);
         goto fail;
@@ -181,19 +158,17 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
                    p.max_num_seqs);
         goto fail;
     }
-    bool sequential = p.mode == COBATCH_MODE_SEQUENTIAL;
     cb_sched_config sc = {.mode = p.mode == COBATCH_MODE_CONTINUOUS ? CB_MODE_CONTINUOUS : CB_MODE_STATIC,
-                          .max_num_seqs = sequential ? 1 : p.max_num_seqs,
+                          .max_num_seqs = z.sched_seqs,
                           .max_batched_tokens = budget,
                           .prefill_chunk = p.prefill_chunk,
                           .kv_reserve = p.kv_reserve,
                           .split_tile = CB_RUNNER_FA_TILE,
-                          .priority_aging_us =
-                              p.sched_policy == COBATCH_SCHED_PRIORITY ? (int64_t)p.priority_aging_ms * 1000 : 0};
-    if (split && p.prefix_caching)
+                          .priority_aging_us = z.aging_us};
+    if (z.cache == CB_CACHE_STREAMS)
         e->cache = cb_cache_new_streams(&e->kv, p.max_num_seqs, CB_STREAM_MIN_SHARE);
-    else if (holders > 0)
-        e->cache = cb_cache_new_radix(&e->kv, holders, p.prefix_cache_max_idle);
+    else if (z.cache == CB_CACHE_RADIX)
+        e->cache = cb_cache_new_radix(&e->kv, z.holders, p.prefix_cache_max_idle);
     else
         e->cache = cb_cache_new_none(&e->kv);
     e->sched = e->cache ? cb_sched_new(&sc, &e->kv, e->cache) : NULL;

@@ -11,12 +11,12 @@ expect "no prompt" 2 "no prompt" "$bin" run -m "$model"
 expect "prompt longer than the context" 1 "context holds" "$bin" run -m "$model" -c 512 -p "$long"
 expect "missing model file" 1 "cannot read model file" "$bin" run -m /nonexistent/model.gguf -p hi
 expect "not a model" 1 "failed to load model" "$bin" run -m "$0" -p hi
-expect "unknown flag" 2 "unknown or incomplete option '--bogus'" "$bin" run -m "$model" -p hi --bogus
+expect "unknown flag" 2 "unknown option '--bogus'" "$bin" run -m "$model" -p hi --bogus
 expect "bad number" 2 "--max-num-seqs takes a whole number" "$bin" run -m "$model" -p hi --max-num-seqs abc
 expect "zero max tokens" 2 "-n takes a whole number" "$bin" run -m "$model" -p hi -n 0
 expect "bad temperature" 2 "--temp takes a number" "$bin" run -m "$model" -p hi --temp -1
-expect "bad mode" 2 "--mode is continuous" "$bin" run -m "$model" -p hi --mode fast
-expect "bad flash attention" 2 "--flash-attn is on, off or auto" "$bin" run -m "$model" -p hi --flash-attn maybe
+expect "bad mode" 2 "--mode is continuous, static or sequential (got 'fast')" "$bin" run -m "$model" -p hi --mode fast
+expect "bad flash attention" 2 "--flash-attn is on, off or auto (got 'maybe')" "$bin" run -m "$model" -p hi --flash-attn maybe
 expect "flag without value" 2 "needs a value" "$bin" run -m "$model" -p hi --top-k
 expect "unknown command" 2 "unknown command" "$bin" frobnicate
 expect "budget below seqs" 1 "must be at least max_num_seqs" "$bin" run -m "$model" -p hi --max-num-seqs 8 --max-num-batched-tokens 4

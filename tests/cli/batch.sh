@@ -170,6 +170,6 @@ expect "missing --input" 2 "--input is required" "$bin" batch -m "$model" -o "$d
 expect "missing --output" 2 "--output is required" "$bin" batch -m "$model" -i "$dir/job.jsonl"
 expect "unreadable input" 1 "cannot read" "$bin" batch -m "$model" -i "$dir/nope.jsonl" -o "$dir/x.jsonl"
 expect "unwritable output" 1 "cannot" "$bin" batch -m "$model" -i "$dir/job.jsonl" -o "$dir/no/such/dir.jsonl"
-expect "bad --window" 2 "invalid option '--window'" "$bin" batch -i "$dir/job.jsonl" -o "$dir/x.jsonl" --window 0
+expect "bad --window" 2 "--window takes a whole number from 1 to 1048576 (got '0')" "$bin" batch -i "$dir/job.jsonl" -o "$dir/x.jsonl" --window 0
 expect "bad engine flag" 2 "--max-num-seqs takes" "$bin" batch -i "$dir/job.jsonl" -o "$dir/x.jsonl" --max-num-seqs x
 finish

@@ -1,0 +1,244 @@
+#include "flags.h"
+
+#include "args.h"
+
+#include <cobatch.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- matching ------------------- */
+
+/* Whether arg is one of the comma-separated spellings in names. */
+static bool spelled(const char *names, const char *arg) {
+    size_t n = strlen(arg);
+    for (const char *p = names; *p;) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        const char *end = p;
+        while (*end && *end != ',')
+            end++;
+        if ((size_t)(end - p) == n && !strncmp(p, arg, n)) return true;
+        p = end;
+    }
+    return false;
+}
+
+static const cb_flag *find(const cb_cli *cli, const char *arg) {
+    for (size_t g = 0; g < cli->n_groups; g++)
+        for (size_t k = 0; k < cli->groups[g].n; k++)
+            if (spelled(cli->groups[g].flags[k].names, arg)) return &cli->groups[g].flags[k];
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- values --------------------- */
+
+static bool is_int_type(cb_flag_type t) {
+    return t == CB_FLAG_I32 || t == CB_FLAG_INT || t == CB_FLAG_I64 || t == CB_FLAG_U32 || t == CB_FLAG_U64 ||
+           t == CB_FLAG_SIZE;
+}
+
+static bool store(const cb_flag *f, const char *v, FILE *err, const char *cmd, const char *arg) {
+    int64_t x = 0;
+    double d = 0;
+    if (is_int_type(f->type)) {
+        if (!cb_parse_int(v, (int64_t)f->lo, (int64_t)f->hi, &x)) {
+            fprintf(err, "%s: %s takes a whole number from %lld to %lld (got '%s')\n", cmd, arg, (long long)f->lo,
+                    (long long)f->hi, v);
+            return false;
+        }
+    } else if (f->type == CB_FLAG_F32 || f->type == CB_FLAG_F64) {
+        if (!cb_parse_float(v, f->lo, f->hi, &d)) {
+            fprintf(err, "%s: %s takes a number from %g to %g (got '%s')\n", cmd, arg, f->lo, f->hi, v);
+            return false;
+        }
+    }
+    switch (f->type) {
+    case CB_FLAG_I32: *(int32_t *)f->dst = (int32_t)x; break;
+    case CB_FLAG_INT: *(int *)f->dst = (int)x; break;
+    case CB_FLAG_I64: *(int64_t *)f->dst = x; break;
+    case CB_FLAG_U32: *(uint32_t *)f->dst = (uint32_t)x; break;
+    case CB_FLAG_U64: *(uint64_t *)f->dst = (uint64_t)x; break;
+    case CB_FLAG_SIZE: *(size_t *)f->dst = (size_t)x; break;
+    case CB_FLAG_F32: *(float *)f->dst = (float)d; break;
+    case CB_FLAG_F64: *(double *)f->dst = d; break;
+    case CB_FLAG_STR: *(const char **)f->dst = v; break;
+    case CB_FLAG_ENUM: {
+        int idx = 0;
+        for (const char *p = f->choices; *p; idx++) {
+            size_t n = strcspn(p, "|");
+            if (n == strlen(v) && !strncmp(p, v, n)) {
+                *(int *)f->dst = f->values ? f->values[idx] : idx;
+                return true;
+            }
+            p += n + (p[n] == '|');
+        }
+        fprintf(err, "%s: %s is ", cmd, arg); /* "a, b or c" */
+        for (const char *p = f->choices; *p;) {
+            size_t n = strcspn(p, "|");
+            const char *next = p + n + (p[n] == '|');
+            fprintf(err, "%s%.*s", p == f->choices ? "" : *next ? ", " : " or ", (int)n, p);
+            p = next;
+        }
+        fprintf(err, " (got '%s')\n", v);
+        return false;
+    }
+    case CB_FLAG_LIST:
+        if (*f->count >= f->max) {
+            fprintf(err, "%s: %s is given %zu times at most\n", cmd, arg, f->max);
+            return false;
+        }
+        ((const char **)f->dst)[(*f->count)++] = v;
+        break;
+    case CB_FLAG_FN:
+        if (!f->parse(v, f->dst)) {
+            fprintf(err, "%s: %s takes %s (got '%s')\n", cmd, arg, f->takes ? f->takes : f->meta, v);
+            return false;
+        }
+        break;
+    default: break;
+    }
+    return true;
+}
+
+int cb_flags_parse(const cb_cli *cli, int argc, char **argv, FILE *out, FILE *err) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            cb_flags_help(cli, out);
+            return 1;
+        }
+        const cb_flag *f = find(cli, a);
+        if (!f) {
+            fprintf(err, "%s: unknown option '%s' (see %s --help)\n", cli->cmd, a, cli->cmd);
+            return 2;
+        }
+        if (f->type == CB_FLAG_SET || f->type == CB_FLAG_CLEAR) {
+            *(bool *)f->dst = f->type == CB_FLAG_SET;
+            continue;
+        }
+        if (f->type == CB_FLAG_CONST) {
+            *(int *)f->dst = (int)f->lo;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(err, "%s: %s needs a value (%s)\n", cli->cmd, a, f->meta ? f->meta : "");
+            return 2;
+        }
+        if (!store(f, argv[++i], err, cli->cmd, a)) return 2;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- help ----------------------- */
+
+#define HELP_COL 32
+
+void cb_flags_help(const cb_cli *cli, FILE *out) {
+    fputs(cli->usage, out);
+    for (size_t g = 0; g < cli->n_groups; g++) {
+        const cb_flag_group *grp = &cli->groups[g];
+        if (grp->n == 0) continue;
+        fprintf(out, "%s:\n", grp->title);
+        for (size_t k = 0; k < grp->n; k++) {
+            const cb_flag *f = &grp->flags[k];
+            char head[128];
+            snprintf(head, sizeof(head), "  %s%s%s", f->names, f->meta ? " " : "", f->meta ? f->meta : "");
+            fputs(head, out);
+            size_t col = strlen(head);
+            const char *h = f->help ? f->help : "";
+            for (bool first = true; first || *h; first = false) {
+                size_t n = strcspn(h, "\n");
+                if (col >= HELP_COL) {
+                    fputc('\n', out);
+                    col = 0;
+                }
+                fprintf(out, "%*s%.*s\n", (int)(HELP_COL - col), "", (int)n, h);
+                col = 0;
+                h += n + (h[n] == '\n');
+                if (!*h) break;
+            }
+        }
+    }
+    if (cli->footer) fputs(cli->footer, out);
+}
+
+/* ---------------------------------------------------------------- shared groups -------------- */
+
+static bool parse_chunk(const char *v, void *dst) {
+    int64_t x;
+    if (!strcmp(v, "none") || !strcmp(v, "0")) {
+        *(int32_t *)dst = 0;
+        return true;
+    }
+    if (!cb_parse_int(v, 1, 1 << 20, &x)) return false;
+    *(int32_t *)dst = (int32_t)x;
+    return true;
+}
+
+static const int MODES[] = {COBATCH_MODE_CONTINUOUS, COBATCH_MODE_STATIC, COBATCH_MODE_SEQUENTIAL};
+static const int LAYOUTS[] = {COBATCH_KV_SPLIT, COBATCH_KV_UNIFIED};
+static const int FA[] = {1, 0, -1};
+
+cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
+    const cb_flag t[] = {
+        {"-m, --model", "FILE", CB_FLAG_STR, &p->model_path,
+         .help = "GGUF model (default: $COBATCH_MODEL or the fetched SmolLM2-135M)"},
+        {"-c, --ctx-size", "N", CB_FLAG_I32, &p->n_ctx, 16, 1 << 20,
+         .help = "KV cells in all; default max-model-len x max-num-seqs (split),\n4096 (unified)"},
+        {"--max-model-len", "N", CB_FLAG_I32, &p->max_model_len, 16, 1 << 20,
+         .help = "cells one request may use (prompt + output) when -c is not\ngiven; default 1024 (split; "
+                 "unified: all of -c)"},
+        {"-t, --threads", "N", CB_FLAG_I32, &p->n_threads, 1, 1024, .help = "decode threads, default: all cores"},
+        {"--max-num-seqs", "N", CB_FLAG_I32, &p->max_num_seqs, 1, 256, .help = "requests running at once, default 16"},
+        {"--max-num-batched-tokens", "N", CB_FLAG_I32, &p->max_num_batched_tokens, 1, 1 << 20,
+         .help = "token budget of one step, default 512"},
+        {"--prefill-chunk", "N|none", CB_FLAG_FN, &p->prefill_chunk, .parse = parse_chunk,
+         .takes = "a token count or 'none'",
+         .help = "prompt tokens per request per step (1 to 1048576, or none),\ndefault 256"},
+        {"--mode", "MODE", CB_FLAG_ENUM, &p->mode, .choices = "continuous|static|sequential", .values = MODES,
+         .help = "continuous (default), static or sequential scheduling"},
+        {"--kv-layout", "LAYOUT", CB_FLAG_ENUM, &p->kv_layout, .choices = "split|unified", .values = LAYOUTS,
+         .help = "split (default): each sequence has -c / max-num-seqs cells of its\nown (~20% less work a token "
+                 "with many streams), prefixes shared by\ncopying whole streams; unified: one pool, prefixes "
+                 "shared in place"},
+        {"--kv-reserve", "N", CB_FLAG_I32, &p->kv_reserve, 0, 1 << 20,
+         .help = "cells an admission leaves free, default 32"},
+        {"--max-queue", "N", CB_FLAG_I32, &p->max_queue, 1, 1 << 24,
+         .help = "waiting requests before refusing, default 1024"},
+        {"-fa, --flash-attn", "on|off|auto", CB_FLAG_ENUM, &p->flash_attn, .choices = "on|off|auto", .values = FA,
+         .help = "flash attention, default on; auto: off in the split layout\n(5-14% faster on this project's CPU; "
+                 "seeded sampling is then\nnot repeatable across prefix-cache hits), on in unified"},
+        {"--no-flash-attn", NULL, CB_FLAG_CONST, &p->flash_attn, 0, .help = "= --flash-attn off"},
+        {"--enable-prefix-caching", NULL, CB_FLAG_SET, &p->prefix_caching,
+         .help = "share cached prompt prefixes across requests (the default)"},
+        {"--no-prefix-caching", NULL, CB_FLAG_CLEAR, &p->prefix_caching, .help = "do not share them"},
+        {"--prefix-cache-max-idle", "N", CB_FLAG_I32, &p->prefix_cache_max_idle, 0, 1 << 24,
+         .help = "unified: idle cached cells kept (LRU beyond); default 0: no limit"},
+        {"--prefix-cache-streams", "N", CB_FLAG_I32, &p->prefix_cache_streams, 0, 255,
+         .help = "split: extra streams keeping finished requests' tokens (each\n-c / max-num-seqs cells more); "
+                 "default max-num-seqs / 4"},
+        {"--verbose", NULL, CB_FLAG_SET, &p->verbose, .help = "show llama.cpp's log"},
+    };
+    _Static_assert(sizeof(t) / sizeof(t[0]) <= CB_ENGINE_FLAGS, "room for the engine flags");
+    memcpy(room, t, sizeof(t));
+    return (cb_flag_group){"engine", room, sizeof(t) / sizeof(t[0])};
+}
+
+cb_flag_group cb_flags_sampling(cb_flag *room, struct cobatch_sampling *s) {
+    const cb_flag t[] = {
+        {"--temp, --temperature", "T", CB_FLAG_F32, &s->temperature, 0, 100,
+         .help = "temperature, 0 = greedy (default)"},
+        {"--top-k", "K", CB_FLAG_I32, &s->top_k, 0, 1 << 24, .help = "0 = off (default)"},
+        {"--top-p", "P", CB_FLAG_F32, &s->top_p, 1e-9, 1, .help = "1 = off (default)"},
+        {"--min-p", "P", CB_FLAG_F32, &s->min_p, 0, 1, .help = "0 = off (default)"},
+        {"--repeat-penalty", "R", CB_FLAG_F32, &s->repetition_penalty, 1e-9, 100, .help = "1 = off (default)"},
+        {"--presence-penalty", "P", CB_FLAG_F32, &s->presence_penalty, -2, 2, .help = "0 = off (default)"},
+        {"--frequency-penalty", "F", CB_FLAG_F32, &s->frequency_penalty, -2, 2, .help = "0 = off (default)"},
+        {"--repeat-last-n", "N", CB_FLAG_I32, &s->penalty_last_n, -1, 1 << 20,
+         .help = "tokens the penalties look back on, default 64 (-1: all)"},
+        {"--seed", "S", CB_FLAG_U32, &s->seed, 0, UINT32_MAX,
+         .help = "seed for temperature > 0 (default: a fresh random one)"},
+    };
+    _Static_assert(sizeof(t) / sizeof(t[0]) <= CB_SAMPLING_FLAGS, "room for the sampling flags");
+    memcpy(room, t, sizeof(t));
+    return (cb_flag_group){"sampling", room, sizeof(t) / sizeof(t[0])};
+}

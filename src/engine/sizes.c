@@ -1,0 +1,53 @@
+#include "sizes.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* llama.cpp rounds a context to 256 cells. */
+static int32_t pad256(int32_t n) { return (n + 255) / 256 * 256; }
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (err && errlen) vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int cb_engine_resolve(const struct cobatch_engine_params *p, cb_engine_sizes *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof(*out));
+    if (p->max_num_seqs <= 0 || p->max_model_len < 0 || p->max_num_batched_tokens <= 0 || p->prefill_chunk < 0 ||
+        p->kv_reserve < 0 || p->max_queue <= 0 || p->priority_aging_ms < 0 || p->n_ctx < 0)
+        return fail(err, errlen,
+                    "invalid engine parameters (max_num_seqs, max_num_batched_tokens, prefill_chunk, "
+                    "kv_reserve and max_queue must be positive)");
+    if (p->max_num_batched_tokens < p->max_num_seqs)
+        return fail(err, errlen, "max_num_batched_tokens (%d) must be at least max_num_seqs (%d)",
+                    p->max_num_batched_tokens, p->max_num_seqs);
+    bool split = p->kv_layout == COBATCH_KV_SPLIT;
+    out->split = split;
+    int32_t n_ctx = cobatch_params_n_ctx(p);
+
+    /* The prefix cache holds cells under sequence ids of its own: llama.cpp allows LLAMA_MAX_SEQ
+     * (256) ids, requests keep max_num_seqs of them. */
+    int32_t holders = 0;
+    if (p->prefix_caching && !split) holders = 2 * p->max_num_seqs < 32 ? 32 : 2 * p->max_num_seqs;
+    if (p->prefix_caching && split) /* whole streams hold (streams.h) */
+        holders = p->prefix_cache_streams >= 0 ? p->prefix_cache_streams : (p->max_num_seqs + 3) / 4;
+    if (holders > 256 - p->max_num_seqs) holders = 256 - p->max_num_seqs;
+    if (holders < 1) holders = 0;
+    out->holders = holders;
+    out->cache = split && p->prefix_caching ? CB_CACHE_STREAMS : holders > 0 ? CB_CACHE_RADIX : CB_CACHE_NONE;
+    out->n_ctx = split && holders > 0 ? n_ctx / p->max_num_seqs * (p->max_num_seqs + holders) /* each adds a stream */
+                                      : n_ctx;
+    out->n_seq_max = p->max_num_seqs + holders;
+
+    /* Without chunking a whole prompt must fit one step: the step grows to the sequence context. */
+    out->budget = p->max_num_batched_tokens;
+    int32_t ctx_seq = split ? pad256(n_ctx / p->max_num_seqs) : pad256(n_ctx);
+    if (p->prefill_chunk == 0 && out->budget < ctx_seq) out->budget = ctx_seq;
+    out->sched_seqs = p->mode == COBATCH_MODE_SEQUENTIAL ? 1 : p->max_num_seqs;
+    out->aging_us = p->sched_policy == COBATCH_SCHED_PRIORITY ? (int64_t)p->priority_aging_ms * 1000 : 0;
+    return 0;
+}

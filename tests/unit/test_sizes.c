@@ -1,0 +1,85 @@
+/* The engine's sizes, resolved from its parameters before anything loads (src/engine/sizes.c). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "../../src/engine/sizes.h"
+
+static void defaults_split_with_holder_streams(void **state) {
+    (void)state;
+    struct cobatch_engine_params p = cobatch_engine_default_params();
+    cb_engine_sizes z;
+    char err[256];
+    assert_int_equal(cb_engine_resolve(&p, &z, err, sizeof(err)), 0);
+    assert_true(z.split);
+    assert_int_equal(z.cache, CB_CACHE_STREAMS);
+    assert_int_equal(z.holders, 4);             /* max_num_seqs / 4 */
+    assert_int_equal(z.n_ctx, 1024 * (16 + 4)); /* a stream each, holders included */
+    assert_int_equal(z.n_seq_max, 20);
+    assert_int_equal(z.budget, 512);
+    assert_int_equal(z.sched_seqs, 16);
+    assert_int_equal(z.aging_us, 0); /* FCFS */
+}
+
+static void unified_radix_and_caps(void **state) {
+    (void)state;
+    struct cobatch_engine_params p = cobatch_engine_default_params();
+    p.kv_layout = COBATCH_KV_UNIFIED;
+    cb_engine_sizes z;
+    assert_int_equal(cb_engine_resolve(&p, &z, NULL, 0), 0);
+    assert_int_equal(z.cache, CB_CACHE_RADIX);
+    assert_int_equal(z.holders, 32); /* 2 x max_num_seqs, at least 32 */
+    assert_int_equal(z.n_ctx, 4096); /* holders take ids, not cells */
+    p.max_num_seqs = 200;
+    p.max_num_batched_tokens = 512;
+    assert_int_equal(cb_engine_resolve(&p, &z, NULL, 0), 0);
+    assert_int_equal(z.holders, 56); /* llama.cpp's 256 sequence ids in all */
+    assert_int_equal(z.n_seq_max, 256);
+    p.prefix_caching = false;
+    assert_int_equal(cb_engine_resolve(&p, &z, NULL, 0), 0);
+    assert_int_equal(z.cache, CB_CACHE_NONE);
+    assert_int_equal(z.holders, 0);
+}
+
+static void no_chunking_grows_the_step(void **state) {
+    (void)state;
+    struct cobatch_engine_params p = cobatch_engine_default_params();
+    p.prefill_chunk = 0;
+    p.max_model_len = 1000; /* rounded up to llama.cpp's 256 cells */
+    cb_engine_sizes z;
+    assert_int_equal(cb_engine_resolve(&p, &z, NULL, 0), 0);
+    assert_int_equal(z.budget, 1024);
+    p.mode = COBATCH_MODE_SEQUENTIAL;
+    p.sched_policy = COBATCH_SCHED_PRIORITY;
+    p.priority_aging_ms = 250;
+    assert_int_equal(cb_engine_resolve(&p, &z, NULL, 0), 0);
+    assert_int_equal(z.sched_seqs, 1);
+    assert_int_equal(z.aging_us, 250000);
+}
+
+static void bad_parameters_are_named(void **state) {
+    (void)state;
+    struct cobatch_engine_params p = cobatch_engine_default_params();
+    cb_engine_sizes z;
+    char err[256];
+    p.max_num_batched_tokens = 8;
+    assert_int_equal(cb_engine_resolve(&p, &z, err, sizeof(err)), -1);
+    assert_string_equal(err, "max_num_batched_tokens (8) must be at least max_num_seqs (16)");
+    p = cobatch_engine_default_params();
+    p.max_queue = 0;
+    assert_int_equal(cb_engine_resolve(&p, &z, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "max_queue"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(defaults_split_with_holder_streams),
+        cmocka_unit_test(unified_radix_and_caps),
+        cmocka_unit_test(no_chunking_grows_the_step),
+        cmocka_unit_test(bad_parameters_are_named),
+    };
+    return cmocka_run_group_tests_name("sizes", tests, NULL, NULL);
+}
