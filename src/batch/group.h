@@ -1,4 +1,4 @@
-/* group.h — global prefix identification for the offline batch runner (BatchLLM, seed 004 §4.2 and
+/* group.h — global prefix identification for the offline batch runner (BatchLLM §4.2 and
  * §4.3.2): the compact prefix tree (radix tree over token ids) of every prompt of a job, its
  * first-level prefixes enlarged by the paper's dynamic-programming pass (Algorithm 1), and the
  * prefix-sharing groups that come out of it, ordered by their decode/prefill ratio.
@@ -48,7 +48,7 @@ typedef struct {
  * O(total tokens); memory O(n) beside the prompts, which are not copied. */
 int cb_group_build(const cb_group_prompt *prompts, int32_t n, bool enlarge, cb_grouping *out);
 
-/* Orders the groups by R = decode / prefill, largest first (seed 004 eq. 3 and 4 with the
+/* Orders the groups by R = decode / prefill, largest first (BatchLLM eq. 3 and 4 with the
  * requests' own max_tokens as the decode length); ties keep the build order. Members stay put. */
 void cb_group_sort_by_ratio(cb_grouping *g);
 

@@ -7,11 +7,11 @@
 #include <string.h>
 
 #include "../core/textout.h"
-#include "../core/util.h"
+#include "../util/util.h"
 
 /* A line's envelope, checked before its body: custom_id, method, url. Returns the error code to
  * report ("" when the envelope is fine) and fills msg. */
-static const char *check_envelope(cJSON *root, oai_kind *kind, char *msg, size_t len) {
+static const char *check_envelope(cJSON *root, cb_openai_kind *kind, char *msg, size_t len) {
     cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "method");
     cJSON *u = cJSON_GetObjectItemCaseSensitive(root, "url");
     if (!cJSON_IsString(m) || strcmp(m->valuestring, "POST") != 0) {
@@ -19,9 +19,9 @@ static const char *check_envelope(cJSON *root, oai_kind *kind, char *msg, size_t
         return "invalid_method";
     }
     if (cJSON_IsString(u) && !strcmp(u->valuestring, "/v1/completions")) {
-        *kind = OAI_COMPLETION;
+        *kind = CB_OPENAI_COMPLETION;
     } else if (cJSON_IsString(u) && !strcmp(u->valuestring, "/v1/chat/completions")) {
-        *kind = OAI_CHAT;
+        *kind = CB_OPENAI_CHAT;
     } else {
         cb_set_err(msg, len, "'url' must be \"/v1/completions\" or \"/v1/chat/completions\"%s%s%s",
                    cJSON_IsString(u) ? " (got \"" : "", cJSON_IsString(u) ? u->valuestring : "",
@@ -48,14 +48,15 @@ static int push(cb_batch_input *in, cb_batch_item *it) {
 }
 
 /* Makes the item of a line whose envelope is fine; returns -1 only when out of memory. */
-static int accept(cb_batch_input *in, cb_batch_out *o, cJSON *root, const char *cid, oai_kind kind, int32_t line) {
+static int accept(cb_batch_input *in, cb_batch_out *o, cJSON *root, const char *cid, cb_openai_kind kind,
+                  int32_t line) {
     cb_batch_item *it = calloc(1, sizeof(*it));
     if (!it) return -1;
-    oai_error e;
-    if (oai_parse_json(kind, cJSON_GetObjectItemCaseSensitive(root, "body"), &it->req, &e) != 0) {
+    cb_openai_error e;
+    if (cb_openai_parse_json(kind, cJSON_GetObjectItemCaseSensitive(root, "body"), &it->req, &e) != 0) {
         cb_batch_out_error(o, line, cid, "invalid_request", "body: %s", e.message);
         in->refused++;
-        oai_request_free(&it->req);
+        cb_openai_request_free(&it->req);
         free(it);
         return 0;
     }
@@ -74,7 +75,7 @@ static int accept(cb_batch_input *in, cb_batch_out *o, cJSON *root, const char *
 /* One non-blank line. Returns -1 only when out of memory. */
 static int parse_line(cb_batch_input *in, cb_batch_out *o, const cb_idset *done, cb_idset *seen, int32_t line,
                       const char *s, size_t len) {
-    if (oai_has_nul(s, len)) { /* cJSON would cut a custom_id or a prompt there */
+    if (cb_openai_has_nul(s, len)) { /* cJSON would cut a custom_id or a prompt there */
         in->refused++;
         cb_batch_out_error(o, line, NULL, "invalid_request", "a string contains a NUL character (\\u0000)");
         return 0;
@@ -84,8 +85,8 @@ static int parse_line(cb_batch_input *in, cb_batch_out *o, const cb_idset *done,
         cb_batch_out_error(o, line, NULL, "invalid_json", "the line is not valid UTF-8");
         return 0;
     }
-    oai_error e = {0};
-    cJSON *root = oai_json_parse(s, len, &e);
+    cb_openai_error e = {0};
+    cJSON *root = cb_openai_json_parse(s, len, &e);
     if (!root && e.status >= 500) return -1; /* out of memory: the job stops, a rerun reads the line again */
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
@@ -97,7 +98,7 @@ static int parse_line(cb_batch_input *in, cb_batch_out *o, const cb_idset *done,
     char msg[256];
     const char *code = "";
     int rc = 0;
-    oai_kind kind = OAI_COMPLETION;
+    cb_openai_kind kind = CB_OPENAI_COMPLETION;
     cJSON *cid = cJSON_GetObjectItemCaseSensitive(root, "custom_id");
     if (!cid || cJSON_IsNull(cid)) {
         code = "missing_custom_id";
@@ -175,7 +176,7 @@ int cb_batch_input_read(FILE *f, const cb_idset *done, cb_batch_out *o, cb_batch
 }
 
 void cb_batch_item_release(cb_batch_item *it) {
-    oai_request_free(&it->req);
+    cb_openai_request_free(&it->req);
     free(it->tokens);
     it->tokens = NULL;
 }

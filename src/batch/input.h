@@ -6,7 +6,7 @@
 #ifndef CB_BATCH_INPUT_H
 #define CB_BATCH_INPUT_H
 
-#include "../server/openai.h"
+#include "../openai/openai.h"
 #include "idset.h"
 #include "output.h"
 
@@ -20,8 +20,8 @@
 typedef struct {
     int32_t line; /* 1-based line number in the input */
     char *custom_id;
-    oai_kind kind;
-    oai_request req; /* the parsed body; freed once submitted */
+    cb_openai_kind kind;
+    cb_openai_request req; /* the parsed body; freed once submitted */
     /* filled by the runner: */
     int32_t *tokens; /* (n_tokens) the prompt as the engine will queue it; freed once submitted */
     int32_t n_tokens;

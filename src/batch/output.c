@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../core/util.h"
+#include "../util/util.h"
 
 /* ---------------------------------------------------------------- lines --------------------- */
 
@@ -169,14 +169,15 @@ static void next_id(cb_batch_out *o, char *out, size_t len, const char *prefix) 
     snprintf(out, len, "%s%lx%06llx", prefix, (unsigned long)o->created, (unsigned long long)++o->seq);
 }
 
-int cb_batch_out_result(cb_batch_out *o, const char *custom_id, oai_kind kind, const char *text, const char *finish,
-                        int n_prompt, int n_generated, int n_cached) {
+int cb_batch_out_result(cb_batch_out *o, const char *custom_id, cb_openai_kind kind, const char *text,
+                        const char *finish, int n_prompt, int n_generated, int n_cached) {
     char id[64], suffix[48], body_id[64], req_id[64];
     next_id(o, suffix, sizeof(suffix), "");
     snprintf(id, sizeof(id), "batch_req_%s", suffix);
     snprintf(req_id, sizeof(req_id), "req_%s", suffix);
-    snprintf(body_id, sizeof(body_id), "%s-%s", kind == OAI_CHAT ? "chatcmpl" : "cmpl", suffix);
-    char *body = oai_response_json(kind, body_id, o->created, o->model, text, finish, n_prompt, n_generated, n_cached);
+    snprintf(body_id, sizeof(body_id), "%s-%s", kind == CB_OPENAI_CHAT ? "chatcmpl" : "cmpl", suffix);
+    char *body =
+        cb_openai_response_json(kind, body_id, o->created, o->model, text, finish, n_prompt, n_generated, n_cached);
     cJSON *b = body ? cJSON_Parse(body) : NULL;
     free(body);
     cJSON *line = cJSON_CreateObject(), *resp = cJSON_CreateObject();

@@ -5,7 +5,7 @@
 #ifndef CB_BATCH_OUTPUT_H
 #define CB_BATCH_OUTPUT_H
 
-#include "../server/openai.h"
+#include "../openai/openai.h"
 #include "idset.h"
 
 #include <stdbool.h>
@@ -40,8 +40,8 @@ int cb_batch_out_open(cb_batch_out *o, const char *out_path, const char *err_pat
  * Each line goes out in one write; one that fails (disk full, a file size limit) is cut off again,
  * so the file keeps whole lines only. Returns 0, or -1 when the write failed (o->failed, o->why):
  * the line is not in the file, its request counts as not done (a rerun runs it). */
-int cb_batch_out_result(cb_batch_out *o, const char *custom_id, oai_kind kind, const char *text, const char *finish,
-                        int n_prompt, int n_generated, int n_cached);
+int cb_batch_out_result(cb_batch_out *o, const char *custom_id, cb_openai_kind kind, const char *text,
+                        const char *finish, int n_prompt, int n_generated, int n_cached);
 
 /* An error line: {"id", "custom_id" (or null), "response": null, "error": {"code", "message"}};
  * the message is "line N: " and the formatted text. Returns 0 or -1 as above. */

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* 1 - part / whole (seed 004 eq. 2), or -1 when there is nothing to measure. */
+/* 1 - part / whole (BatchLLM eq. 2), or -1 when there is nothing to measure. */
 static double saving(int64_t part, int64_t whole) { return whole > 0 ? 1.0 - (double)part / (double)whole : -1; }
 
 static double per_s(int64_t n, double s) { return s > 0 ? (double)n / s : 0; }

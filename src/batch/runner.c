@@ -116,7 +116,7 @@ out:
 /* ---------------------------------------------------------------- submit and collect -------- */
 
 /* An item is done. When it was the last of its prefix group, the group's prefix is released at
- * once (seed 004 §4.3: a group's prefix lives as long as the group): later groups share nothing
+ * once (BatchLLM §4.3: a group's prefix lives as long as the group): later groups share nothing
  * with it, and a cache kept compact keeps every step's attention span short. Prefixes that
  * running requests use are not touched. */
 static void item_done(run *r, cb_batch_item *it) {

@@ -1,5 +1,5 @@
 #include "bench.h"
-#include "../core/util.h"
+#include "../util/util.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -112,9 +112,9 @@ out:
     return rc;
 }
 
-void cb_bench_efficiency(cb_bench_result *r, const struct cobatch_ceiling *c, int32_t max_seqs) {
+void cb_bench_efficiency(cb_bench_result *r, const cb_ceiling *c, int32_t max_seqs) {
     int32_t b = max_seqs < r->n ? max_seqs : r->n;
-    double pf = cobatch_ceiling_prefill(c), dc = cobatch_ceiling_decode(c, b);
+    double pf = cb_ceiling_prefill(c), dc = cb_ceiling_decode(c, b);
     r->ideal_s = r->efficiency = -1;
     if (pf <= 0 || dc <= 0 || r->wall_s <= 0) return;
     r->ideal_s = (double)r->m.input_tokens / pf + (double)r->m.output_tokens / dc;

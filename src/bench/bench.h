@@ -3,6 +3,7 @@
 #ifndef CB_BENCH_H
 #define CB_BENCH_H
 
+#include "../runtime/ceiling.h"
 #include "metrics.h"
 #include "workload.h"
 
@@ -42,7 +43,7 @@ struct cJSON *cb_dist_json(const cb_dist *d);
  * ceiling, the model (name, file, sha256, synthetic or real), the machine and llama.cpp's commit.
  * Returns 0 or -1. */
 int cb_bench_write_json(const char *path, const cb_bench_info *info, const cb_bench_config *cfgs,
-                        const cb_bench_result *res, int n, const struct cobatch_ceiling *ceil);
+                        const cb_bench_result *res, int n, const cb_ceiling *ceil);
 
 /* Writes throughput.svg, ttft_cdf.svg, itl_cdf.svg and steps.svg into dir (which must exist).
  * Returns 0 or -1. */
@@ -58,7 +59,7 @@ void cb_bench_result_free(cb_bench_result *r);
  * mix is  prompt tokens / best prefill tok/s  +  output tokens / decode tok/s at batch B,
  * B = min(sequences the configuration may run at once, requests). Only meaningful when every
  * request arrives at once; sets r->ideal_s and r->efficiency. */
-void cb_bench_efficiency(cb_bench_result *r, const struct cobatch_ceiling *c, int32_t max_seqs);
+void cb_bench_efficiency(cb_bench_result *r, const cb_ceiling *c, int32_t max_seqs);
 
 /* Writes the trace: one line per step (config label, ms since start, decode rows, prefill tokens,
  * requests in batch, running, waiting, KV cells, preempted). */

@@ -1,5 +1,5 @@
 #include "loadgen.h"
-#include "../core/util.h"
+#include "../util/util.h"
 
 #include <cjson/cJSON.h>
 #include <event2/buffer.h>

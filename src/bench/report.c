@@ -1,5 +1,5 @@
 /* report.c — the JSON report of `cobatch bench --json`. */
-#include "../core/sha256.h"
+#include "../util/sha256.h"
 #include "bench.h"
 
 #include <cjson/cJSON.h>
@@ -94,7 +94,7 @@ static cJSON *result(const cb_bench_result *r) {
     return o;
 }
 
-static cJSON *ceiling(const struct cobatch_ceiling *c) {
+static cJSON *ceiling(const cb_ceiling *c) {
     cJSON *o = cJSON_CreateObject(), *pf = cJSON_CreateArray(), *dc = cJSON_CreateArray();
     for (int i = 0; i < c->n_chunk; i++) {
         cJSON *e = cJSON_CreateObject();
@@ -115,7 +115,7 @@ static cJSON *ceiling(const struct cobatch_ceiling *c) {
 }
 
 int cb_bench_write_json(const char *path, const cb_bench_info *info, const cb_bench_config *cfgs,
-                        const cb_bench_result *res, int n, const struct cobatch_ceiling *ceil) {
+                        const cb_bench_result *res, int n, const cb_ceiling *ceil) {
     cJSON *root = cJSON_CreateObject();
     cJSON *run = cJSON_AddObjectToObject(root, "run");
     cJSON_AddStringToObject(run, "workload", info->workload);

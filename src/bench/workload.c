@@ -1,5 +1,5 @@
 #include "workload.h"
-#include "../core/util.h"
+#include "../util/util.h"
 
 #include <math.h>
 #include <stdbool.h>

@@ -1,5 +1,5 @@
 /* workload_jsonl.c — a benchmark workload from a JSONL file (see workload.h). */
-#include "../core/util.h"
+#include "../util/util.h"
 #include "workload.h"
 
 #include <cjson/cJSON.h>

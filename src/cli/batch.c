@@ -20,7 +20,7 @@ static char *default_errors_path(const char *out) {
     return p;
 }
 
-int cmd_batch(int argc, char **argv) {
+int cb_cmd_batch(int argc, char **argv) {
     struct cobatch_engine_params ep = cobatch_engine_default_params();
     cb_batch_params bp = {.grouping = true, .progress = isatty(STDERR_FILENO)};
     ep.max_num_seqs = -1;              /* not given yet */

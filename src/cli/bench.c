@@ -39,7 +39,7 @@ static int write_batch(const char *path, const cb_workload *w) {
     return fclose(f) == 0 && !bad ? 0 : -1;
 }
 
-static void print_ceiling(const struct cobatch_ceiling *c) {
+static void print_ceiling(const cb_ceiling *c) {
     printf("\nceiling (llama_decode alone, this machine):\n\n| prompt chunk | ");
     for (int i = 0; i < c->n_chunk; i++)
         printf("%d | ", c->chunk[i]);
@@ -67,7 +67,7 @@ static int cmp_wall(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-int cmd_bench(int argc, char **argv) {
+int cb_cmd_bench(int argc, char **argv) {
     struct cobatch_engine_params ep = cobatch_engine_default_params();
     cb_wargs wa;
     cb_wargs_init(&wa);
@@ -231,13 +231,13 @@ int cmd_bench(int argc, char **argv) {
         tin += w.items[i].n_in, tout += w.items[i].n_out;
 
     /* the ceiling, with the first configuration's threads, layout and flash attention */
-    struct cobatch_ceiling ceil = {0};
+    cb_ceiling ceil = {0};
     if (ceiling_on) {
         /* decode cost grows with context: measure at the workload's mean context over a request's
          * decode (prompt + half the output), not at its prompt alone */
         int32_t ctx = (int32_t)((tin + tout / 2) / (w.n ? w.n : 1));
         if (ctx > 512) ctx = 512;
-        if (cobatch_ceiling_measure(&cfgs[0].engine, ctx, &ceil, err, sizeof(err)) != 0) {
+        if (cb_ceiling_measure_for(&cfgs[0].engine, ctx, &ceil, err, sizeof(err)) != 0) {
             fprintf(stderr, "cobatch bench: ceiling: %s\n", err);
             cb_workload_free(&w);
             return 1;

@@ -3,11 +3,11 @@
 #ifndef CB_CLI_H
 #define CB_CLI_H
 
-int cmd_run(int argc, char **argv);
-int cmd_mkmodel(int argc, char **argv);
-int cmd_bench(int argc, char **argv);
-int cmd_serve(int argc, char **argv);
-int cmd_loadgen(int argc, char **argv);
-int cmd_batch(int argc, char **argv);
+int cb_cmd_run(int argc, char **argv);
+int cb_cmd_mkmodel(int argc, char **argv);
+int cb_cmd_bench(int argc, char **argv);
+int cb_cmd_serve(int argc, char **argv);
+int cb_cmd_loadgen(int argc, char **argv);
+int cb_cmd_batch(int argc, char **argv);
 
 #endif

@@ -33,7 +33,7 @@ static bool parse_slos(char *s, double *ttft, double *tpot, double *e2el) {
     return true;
 }
 
-int cmd_loadgen(int argc, char **argv) {
+int cb_cmd_loadgen(int argc, char **argv) {
     struct cobatch_engine_params ep = cobatch_engine_default_params();
     cb_wargs wa;
     cb_wargs_init(&wa);

@@ -23,12 +23,12 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *cmd = argv[1];
-    if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
-    if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
-    if (!strcmp(cmd, "batch")) return cmd_batch(argc - 1, argv + 1);
-    if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
-    if (!strcmp(cmd, "loadgen")) return cmd_loadgen(argc - 1, argv + 1);
-    if (!strcmp(cmd, "mkmodel")) return cmd_mkmodel(argc - 1, argv + 1);
+    if (!strcmp(cmd, "run")) return cb_cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench")) return cb_cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(cmd, "batch")) return cb_cmd_batch(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve")) return cb_cmd_serve(argc - 1, argv + 1);
+    if (!strcmp(cmd, "loadgen")) return cb_cmd_loadgen(argc - 1, argv + 1);
+    if (!strcmp(cmd, "mkmodel")) return cb_cmd_mkmodel(argc - 1, argv + 1);
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
         usage(stdout);
         return 0;

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-int cmd_mkmodel(int argc, char **argv) {
+int cb_cmd_mkmodel(int argc, char **argv) {
     const char *preset = NULL, *type = "q8_0", *out = NULL;
     int64_t seed = 1, threads = 0;
     char presets[256];

@@ -9,7 +9,7 @@
 
 #define MAX_STOPS 16
 
-int cmd_run(int argc, char **argv) {
+int cb_cmd_run(int argc, char **argv) {
     struct cobatch_engine_params ep = cobatch_engine_default_params();
     struct cobatch_request_params rp = cobatch_request_default_params();
     ep.max_num_seqs = 1;

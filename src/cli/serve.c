@@ -11,8 +11,8 @@
 #include <sys/resource.h>
 
 /* Latency first: vLLM too sizes max_num_batched_tokens smaller for online serving than offline.
- * Measured on mixed, 16 clients (BENCHMARKS.md, 'cobatch serve vs llama-server at 1, 4, 16 and 32
- * clients'): p99 ITL 1.08 s at 128 vs 3.09 s at 512 for the same throughput. */
+ * Measured on mixed, 16 clients (BENCHMARKS.md, 'Chunked prefill and
+ * ITL'): p99 ITL 1.08 s at 128 vs 3.09 s at 512 for the same throughput. */
 #define SERVE_STEP_BUDGET 128
 
 typedef struct {
@@ -66,10 +66,10 @@ static int fit_connections(int want) {
     return want;
 }
 
-int cmd_serve(int argc, char **argv) {
+int cb_cmd_serve(int argc, char **argv) {
     struct cobatch_engine_params ep = cobatch_engine_default_params();
     ep.max_num_batched_tokens = SERVE_STEP_BUDGET;
-    srv_params sp = {.port = 8080};
+    cb_srv_params sp = {.port = 8080};
     serve_trace trace = {0};
     const char *trace_path = NULL, *key_file = NULL;
     char *key = NULL;
@@ -150,7 +150,7 @@ int cmd_serve(int argc, char **argv) {
         free(key);
         return 1;
     }
-    int rc = srv_run(e, &sp);
+    int rc = cb_srv_run(e, &sp);
     cobatch_engine_free(e); /* joins the engine thread: the trace is complete */
     if (trace.f) fclose(trace.f);
     free(key);

@@ -238,7 +238,7 @@ static bool may_admit(cb_sched *s, const cb_request *r) {
 
 /* Continuous mode: r shares more tokens than it finds cached with a prompt a running request is
  * still computing (and will publish chunk by chunk). Admitting r now would compute them twice; it
- * waits for those cells instead (seed 004 §4.3.1: the prefix before the distinct parts), a step
+ * waits for those cells instead (BatchLLM §4.3.1: the prefix before the distinct parts), a step
  * or a few. O(running x prompt), only for requests at the head of the queue. */
 static bool prefix_in_flight(const cb_sched *s, const cb_request *r, int32_t cached) {
     int32_t least = cb_cache_min_share(s->cache);

@@ -3,7 +3,7 @@
  * In llama.cpp's split layout each sequence id owns a stream of its own cells, and a copy
  * between streams (llama_memory_seq_cp) can only take a whole stream: it resets the destination,
  * tags the source's cells there and copies the stream's K/V at the start of the next decode
- * (milliseconds: BENCHMARKS "Sharing a prefix in the split layout"). So instead of prefix.h's
+ * (milliseconds: BENCHMARKS.md, "KV layouts"). So instead of prefix.h's
  * radix tree this cache keeps whole streams:
  *   - a request that leaves (finished, cancelled, preempted) parks its stream: the cells stay,
  *     the id is free, and the stream's tokens are recorded here;

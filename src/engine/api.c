@@ -3,8 +3,7 @@
 #include "engine_internal.h"
 #include "sizes.h"
 #include "testing.h"
-#include "../runtime/ceiling.h"
-#include "../core/util.h"
+#include "../util/util.h"
 
 #include <errno.h>
 #include <math.h>
@@ -18,7 +17,7 @@
 
 /* ---------------------------------------------------------------- events --------------------- */
 
-void engine_push_event(cobatch_engine *e, struct cobatch_event *ev) {
+void cb_engine_push_event(cobatch_engine *e, struct cobatch_event *ev) {
     pthread_mutex_lock(&e->ev_mu);
     event_queue *q = &e->events;
     if (ev->type == COBATCH_EVENT_FINISHED) q->reserved--;
@@ -55,14 +54,14 @@ static bool reserve_event_slot(cobatch_engine *e) {
     return true;
 }
 
-void engine_wait_for_event_space(cobatch_engine *e) {
+void cb_engine_wait_for_event_space(cobatch_engine *e) {
     pthread_mutex_lock(&e->ev_mu);
     while (e->events.len >= e->event_backlog && !e->ev_stop)
         pthread_cond_wait(&e->ev_space, &e->ev_mu);
     pthread_mutex_unlock(&e->ev_mu);
 }
 
-void engine_wake_pollers(cobatch_engine *e) {
+void cb_engine_wake_pollers(cobatch_engine *e) {
     if (!e->ev_unsignalled) return;
     e->ev_unsignalled = false;
     pthread_mutex_lock(&e->ev_mu);
@@ -182,7 +181,7 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
         cb_set_err(err, errlen, "eventfd: %s", strerror(errno));
         goto fail;
     }
-    if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
+    if (pthread_create(&e->thread, NULL, cb_engine_main, e) != 0) {
         cb_set_err(err, errlen, "cannot start the engine thread");
         goto fail;
     }
@@ -211,7 +210,7 @@ void cobatch_engine_free(cobatch_engine *e) {
         cobatch_event_clear(&ev);
     free(e->events.v);
     for (int i = 0; i < e->inbox_len; i++)
-        engine_free_request(e->inbox[i]);
+        cb_engine_free_request(e->inbox[i]);
     free(e->inbox);
     free(e->live);
     free(e->reqs);
@@ -367,7 +366,7 @@ static uint32_t random_seed(void) {
 }
 
 /* The request's engine-side state, with what its FINISHED event needs allocated now. */
-static engine_req *engine_req_new(const struct cobatch_request_params *p) {
+static engine_req *cb_engine_req_new(const struct cobatch_request_params *p) {
     engine_req *er = calloc(1, sizeof(*er));
     if (!er) return NULL;
     er->err_buf = malloc(CB_ERR_BUF);
@@ -417,7 +416,7 @@ cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_pa
     int32_t max_tokens = p->max_tokens < e->n_ctx_seq - n ? p->max_tokens : e->n_ctx_seq - n;
     cb_request *r = cb_request_new(0, toks, n, max_tokens);
     free(toks);
-    engine_req *er = r ? engine_req_new(p) : NULL;
+    engine_req *er = r ? cb_engine_req_new(p) : NULL;
     if (!er) {
         cb_request_free(r);
         cb_set_err(err, errlen, "out of memory");
@@ -460,7 +459,7 @@ cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_pa
     cobatch_req_id id = r->id;
     pthread_mutex_unlock(&e->mu);
     if (status != COBATCH_OK) {
-        engine_free_request(r);
+        cb_engine_free_request(r);
         return status;
     }
     return id;
@@ -527,45 +526,6 @@ int32_t cobatch_detokenize(const cobatch_engine *e, const int32_t *tokens, int32
         if (tokens[i] < 0 || tokens[i] >= e->model.n_vocab) return -1;
     int32_t k = cb_model_detokenize(&e->model, tokens, n, out, max);
     return k < 0 ? -k : k;
-}
-
-typedef struct {
-    cb_ceiling_params p;
-    struct cobatch_ceiling *out;
-    char *err;
-    size_t errlen;
-    int rc;
-} ceiling_job;
-
-static void *ceiling_thread(void *arg) {
-    ceiling_job *j = arg;
-    j->rc = cb_ceiling_measure(&j->p, j->out, j->err, j->errlen);
-    return NULL;
-}
-
-/* Runs on a thread of its own that then exits: ggml's OpenMP team belongs to the thread that
- * computes, and a team left behind on the caller's thread makes libgomp count more busy threads
- * than cores and throttle its spinning, which measurably slowed every later small step (ITL of
- * sequential runs 6.5 -> 11 ms on 2 cores). */
-int cobatch_ceiling_measure(const struct cobatch_engine_params *p, int32_t context, struct cobatch_ceiling *out,
-                            char *err, size_t errlen) {
-    ceiling_job j = {.p = {.model_path = p->model_path,
-                           .n_threads = p->n_threads,
-                           .split_kv = p->kv_layout == COBATCH_KV_SPLIT,
-                           .flash_attn = cobatch_params_flash_attn(p),
-                           .max_batch = p->max_num_seqs,
-                           .context = context},
-                     .out = out,
-                     .err = err,
-                     .errlen = errlen,
-                     .rc = -1};
-    pthread_t t;
-    if (pthread_create(&t, NULL, ceiling_thread, &j) != 0) {
-        cb_set_err(err, errlen, "cannot start a thread");
-        return -1;
-    }
-    pthread_join(t, NULL);
-    return j.rc;
 }
 
 /* ---------------------------------------------------------------- test hooks (testing.h) ----- */

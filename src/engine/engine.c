@@ -10,7 +10,7 @@
 
 /* ---------------------------------------------------------------- request bookkeeping -------- */
 
-void engine_free_request(cb_request *r) {
+void cb_engine_free_request(cb_request *r) {
     if (!r) return;
     engine_req *er = r->rt;
     if (er) {
@@ -81,8 +81,8 @@ static void finish(cobatch_engine *e, cb_request *r, cb_state st, const char *er
     ev.timings.t_finish_us = r->t_finish_us;
     reqs_remove(e, r);
     live_remove(e, r->id);
-    engine_push_event(e, &ev);
-    engine_free_request(r);
+    cb_engine_push_event(e, &ev);
+    cb_engine_free_request(r);
 }
 
 /* ---------------------------------------------------------------- intake and cancels --------- */
@@ -151,7 +151,7 @@ static bool emit_token(cobatch_engine *e, cb_request *r, int32_t tok, float marg
     ev.text = strndup(text, len);
     if (!ev.text) return false;
     ev.text_len = len;
-    engine_push_event(e, &ev);
+    cb_engine_push_event(e, &ev);
     return true;
 }
 
@@ -386,17 +386,17 @@ static bool take_and_apply_mail(cobatch_engine *e, cb_request ***in, int *in_cap
     return true;
 }
 
-void *engine_main(void *arg) {
+void *cb_engine_main(void *arg) {
     cobatch_engine *e = arg;
     cb_request **in = NULL;
     int in_cap = 0, n_in = 0;
     for (;;) {
-        engine_wait_for_event_space(e); /* a poller that does not keep up holds the engine here */
+        cb_engine_wait_for_event_space(e); /* a poller that does not keep up holds the engine here */
         if (!take_and_apply_mail(e, &in, &in_cap)) break;
         step(e);
         cb_runner_apply_ops(&e->runner, cb_sched_pending_ops(e->sched)); /* what this step's ends freed */
         update_stats(e);
-        engine_wake_pollers(e);
+        cb_engine_wake_pollers(e);
     }
     /* shutting down: whatever is left ends as cancelled, inbox included */
     pthread_mutex_lock(&e->mu);
@@ -409,7 +409,7 @@ void *engine_main(void *arg) {
     }
     while (e->n_reqs > 0)
         finish(e, e->reqs[0], CB_FINISHED_CANCELLED, NULL);
-    engine_wake_pollers(e);
+    cb_engine_wake_pollers(e);
     free(in);
     return NULL;
 }

@@ -101,18 +101,18 @@ struct cobatch_engine {
     int event_backlog;       /* CB_EVENT_BACKLOG unless a test lowers it */
     event_queue events;
     int event_fd;
-    bool ev_unsignalled; /* engine thread only: events queued since the last engine_wake_pollers */
+    bool ev_unsignalled; /* engine thread only: events queued since the last cb_engine_wake_pollers */
 };
 
-void *engine_main(void *arg);
-void engine_free_request(cb_request *r);
+void *cb_engine_main(void *arg);
+void cb_engine_free_request(cb_request *r);
 /* Queues an event (takes ownership of its strings) into space reserved at submit: never fails.
- * Pollers are woken by engine_wake_pollers,
+ * Pollers are woken by cb_engine_wake_pollers,
  * once per engine iteration: one wake-up per step, not one per token (on a 2-core machine every
  * wake-up of the server thread takes a core from llama.cpp's threads mid-graph). */
-void engine_push_event(cobatch_engine *e, struct cobatch_event *ev);
-void engine_wake_pollers(cobatch_engine *e);
+void cb_engine_push_event(cobatch_engine *e, struct cobatch_event *ev);
+void cb_engine_wake_pollers(cobatch_engine *e);
 /* Waits while CB_EVENT_BACKLOG events are queued and the engine is not stopping. */
-void engine_wait_for_event_space(cobatch_engine *e);
+void cb_engine_wait_for_event_space(cobatch_engine *e);
 
 #endif

@@ -10,7 +10,16 @@
 
 #include <cobatch.h>
 
-typedef struct cobatch_ceiling cb_ceiling;
+#define CB_CEIL_MAX 8
+typedef struct {
+    int32_t chunk[CB_CEIL_MAX];
+    double prefill_tps[CB_CEIL_MAX]; /* prompt tok/s when one sequence's chunk of chunk[i] is a step */
+    int n_chunk;
+    int32_t batch[CB_CEIL_MAX];
+    double decode_tps[CB_CEIL_MAX]; /* tok/s when batch[i] sequences decode one token per step */
+    int n_batch;
+    int32_t context; /* tokens of context each decoding sequence holds */
+} cb_ceiling;
 
 typedef struct {
     const char *model_path;
@@ -20,7 +29,17 @@ typedef struct {
     int32_t context;   /* tokens of context per decoding sequence */
 } cb_ceiling_params;
 
-/* Measures the ceiling (a few seconds to tens of seconds). Returns 0, or -1 with a message. */
+/* Measures the ceiling (a few seconds to tens of seconds) on the caller's thread. Returns 0, or -1
+ * with a message. */
 int cb_ceiling_measure(const cb_ceiling_params *p, cb_ceiling *out, char *err, size_t errlen);
+
+/* The same for the model, threads, layout and flash attention of engine parameters, decode batches
+ * up to max_num_seqs, each decoding sequence holding `context` tokens; on a thread of its own. */
+int cb_ceiling_measure_for(const struct cobatch_engine_params *params, int32_t context, cb_ceiling *out, char *err,
+                           size_t errlen);
+
+/* Best prompt tok/s over the chunks; decode tok/s at batch b (interpolated, clamped). */
+double cb_ceiling_prefill(const cb_ceiling *c);
+double cb_ceiling_decode(const cb_ceiling *c, int32_t b);
 
 #endif

@@ -1,5 +1,5 @@
 #include "model.h"
-#include "../core/util.h"
+#include "../util/util.h"
 
 #include <llama.h>
 #include <pthread.h>

@@ -1,5 +1,5 @@
 #include "synth.h"
-#include "../core/util.h"
+#include "../util/util.h"
 #include "model.h"
 
 #include <ggml.h>

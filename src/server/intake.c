@@ -21,25 +21,25 @@ struct intake {
     bool started, stop;
     pthread_mutex_t mu;
     pthread_cond_t cond;
-    intake_job *todo, *todo_tail, *done, *done_tail;
+    cb_intake_job *todo, *todo_tail, *done, *done_tail;
     int fd;
 };
 
 /* ---------------------------------------------------------------- jobs ---------------------- */
 
-static void set_error(intake_job *j, int status, const char *param, const char *msg) {
-    oai_error e = {.status = status, .type = status >= 500 ? "server_error" : "invalid_request_error"};
+static void set_error(cb_intake_job *j, int status, const char *param, const char *msg) {
+    cb_openai_error e = {.status = status, .type = status >= 500 ? "server_error" : "invalid_request_error"};
     snprintf(e.param, sizeof(e.param), "%s", param ? param : "");
     snprintf(e.message, sizeof(e.message), "%s", msg);
     j->status = status;
-    j->json = oai_error_json(&e);
+    j->json = cb_openai_error_json(&e);
 }
 
-static void do_completion(intake *q, intake_job *j) {
-    oai_error e;
-    if (oai_parse(j->api, j->body, j->len, &j->req, &e) != 0) {
+static void do_completion(intake *q, cb_intake_job *j) {
+    cb_openai_error e;
+    if (cb_openai_parse(j->api, j->body, j->len, &j->req, &e) != 0) {
         j->status = e.status;
-        j->json = oai_error_json(&e);
+        j->json = cb_openai_error_json(&e);
         return;
     }
     char err[256] = "";
@@ -50,18 +50,18 @@ static void do_completion(intake *q, intake_job *j) {
     else if (status == COBATCH_ERR_NOMEM)
         set_error(j, 503, NULL, err);
     else if (status == COBATCH_ERR_TOO_LONG)
-        set_error(j, 400, j->api == OAI_CHAT ? "messages" : "prompt", err);
+        set_error(j, 400, j->api == CB_OPENAI_CHAT ? "messages" : "prompt", err);
     else
-        set_error(j, 400, j->api == OAI_CHAT ? "messages" : "prompt", err);
+        set_error(j, 400, j->api == CB_OPENAI_CHAT ? "messages" : "prompt", err);
 }
 
 /* {"content" | "prompt": text, "add_special" | "add_special_tokens": bool, "parse_special": bool}
  *   -> {"tokens", "count", "max_model_len"} */
 /* The body as JSON, or NULL with the job's error set (400 not JSON or a NUL in a string; 503 out
  * of memory). */
-static cJSON *parse_body(intake_job *j) {
-    oai_error e = {0};
-    if (oai_has_nul(j->body, j->len)) {
+static cJSON *parse_body(cb_intake_job *j) {
+    cb_openai_error e = {0};
+    if (cb_openai_has_nul(j->body, j->len)) {
         set_error(j, 400, NULL, "a string contains a NUL character (\\u0000); it is not accepted");
         return NULL;
     }
@@ -69,15 +69,15 @@ static cJSON *parse_body(intake_job *j) {
         set_error(j, 400, NULL, "the body is not valid UTF-8");
         return NULL;
     }
-    cJSON *root = oai_json_parse(j->body, j->len, &e);
+    cJSON *root = cb_openai_json_parse(j->body, j->len, &e);
     if (!root) {
         j->status = e.status;
-        j->json = oai_error_json(&e);
+        j->json = cb_openai_error_json(&e);
     }
     return root;
 }
 
-static void do_tokenize(intake *q, intake_job *j) {
+static void do_tokenize(intake *q, cb_intake_job *j) {
     cJSON *root = parse_body(j);
     if (!root) return;
     cJSON *c = root ? cJSON_GetObjectItemCaseSensitive(root, "content") : NULL;
@@ -130,7 +130,7 @@ static void do_tokenize(intake *q, intake_job *j) {
 }
 
 /* {"tokens": [ids]} -> {"content", "prompt"}; every id an integer of the vocabulary. */
-static void do_detokenize(intake *q, intake_job *j) {
+static void do_detokenize(intake *q, cb_intake_job *j) {
     cJSON *root = parse_body(j);
     if (!root) return;
     cJSON *t = root ? cJSON_GetObjectItemCaseSensitive(root, "tokens") : NULL;
@@ -176,12 +176,12 @@ static void do_detokenize(intake *q, intake_job *j) {
     free(text);
 }
 
-void intake_job_free(intake_job *j) {
+void cb_intake_job_free(cb_intake_job *j) {
     if (!j) return;
     free(j->body);
     free(j->json);
     free(j->tokens);
-    oai_request_free(&j->req);
+    cb_openai_request_free(&j->req);
     free(j);
 }
 
@@ -197,7 +197,7 @@ static void *worker(void *arg) {
         while (!q->stop && !q->todo)
             pthread_cond_wait(&q->cond, &q->mu);
         if (q->stop) break;
-        intake_job *j = q->todo;
+        cb_intake_job *j = q->todo;
         q->todo = j->next;
         if (!q->todo) q->todo_tail = NULL;
         pthread_mutex_unlock(&q->mu);
@@ -223,7 +223,7 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-intake *intake_new(cobatch_engine *engine, int max_jobs) {
+intake *cb_intake_new(cobatch_engine *engine, int max_jobs) {
     intake *q = calloc(1, sizeof(*q));
     if (!q) return NULL;
     q->engine = engine;
@@ -232,14 +232,14 @@ intake *intake_new(cobatch_engine *engine, int max_jobs) {
     pthread_cond_init(&q->cond, NULL);
     q->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (q->fd < 0 || pthread_create(&q->thread, NULL, worker, q) != 0) {
-        intake_free(q);
+        cb_intake_free(q);
         return NULL;
     }
     q->started = true;
     return q;
 }
 
-void intake_free(intake *q) {
+void cb_intake_free(intake *q) {
     if (!q) return;
     if (q->started) {
         pthread_mutex_lock(&q->mu);
@@ -248,13 +248,13 @@ void intake_free(intake *q) {
         pthread_mutex_unlock(&q->mu);
         pthread_join(q->thread, NULL);
     }
-    for (intake_job *j = q->todo, *n; j; j = n) {
+    for (cb_intake_job *j = q->todo, *n; j; j = n) {
         n = j->next;
-        intake_job_free(j);
+        cb_intake_job_free(j);
     }
-    for (intake_job *j = q->done, *n; j; j = n) {
+    for (cb_intake_job *j = q->done, *n; j; j = n) {
         n = j->next;
-        intake_job_free(j);
+        cb_intake_job_free(j);
     }
     if (q->fd >= 0) close(q->fd);
     pthread_mutex_destroy(&q->mu);
@@ -262,9 +262,9 @@ void intake_free(intake *q) {
     free(q);
 }
 
-int intake_fd(const intake *q) { return q->fd; }
+int cb_intake_fd(const intake *q) { return q->fd; }
 
-bool intake_submit(intake *q, intake_job *j) {
+bool cb_intake_submit(intake *q, cb_intake_job *j) {
     pthread_mutex_lock(&q->mu);
     bool ok = q->out < q->max_jobs;
     if (ok) {
@@ -281,9 +281,9 @@ bool intake_submit(intake *q, intake_job *j) {
     return ok;
 }
 
-intake_job *intake_take(intake *q) {
+cb_intake_job *cb_intake_take(intake *q) {
     pthread_mutex_lock(&q->mu);
-    intake_job *j = q->done;
+    cb_intake_job *j = q->done;
     if (j) {
         q->done = j->next;
         if (!q->done) q->done_tail = NULL;
@@ -294,7 +294,7 @@ intake_job *intake_take(intake *q) {
     return j;
 }
 
-int intake_pending(const intake *q) {
+int cb_intake_pending(const intake *q) {
     pthread_mutex_lock((pthread_mutex_t *)&q->mu);
     int n = q->out;
     pthread_mutex_unlock((pthread_mutex_t *)&q->mu);

@@ -6,44 +6,44 @@
 #ifndef CB_INTAKE_H
 #define CB_INTAKE_H
 
-#include "openai.h"
+#include "../openai/openai.h"
 
 #include <cobatch.h>
 #include <stdbool.h>
 #include <stddef.h>
 
-typedef enum { INTAKE_COMPLETION, INTAKE_TOKENIZE, INTAKE_DETOKENIZE } intake_kind;
+typedef enum { INTAKE_COMPLETION, INTAKE_TOKENIZE, INTAKE_DETOKENIZE } cb_intake_kind;
 
-typedef struct intake_job {
-    intake_kind kind;
-    oai_kind api; /* INTAKE_COMPLETION: which API the body is for */
-    char *body;   /* the request body (NUL-terminated), owned by the job */
+typedef struct cb_intake_job {
+    cb_intake_kind kind;
+    cb_openai_kind api; /* INTAKE_COMPLETION: which API the body is for */
+    char *body;         /* the request body (NUL-terminated), owned by the job */
     size_t len;
     void *owner; /* the loop's object for this job; not touched by the worker */
     /* results, set by the worker */
-    int status;      /* 200, or the HTTP status of an error */
-    char *json;      /* an error body, or the answer of a tokenizer endpoint (malloc'd) */
-    oai_request req; /* INTAKE_COMPLETION with status 200: the parsed request */
-    int32_t *tokens; /* INTAKE_COMPLETION with status 200: its prompt, as the engine will queue it */
+    int status;            /* 200, or the HTTP status of an error */
+    char *json;            /* an error body, or the answer of a tokenizer endpoint (malloc'd) */
+    cb_openai_request req; /* INTAKE_COMPLETION with status 200: the parsed request */
+    int32_t *tokens;       /* INTAKE_COMPLETION with status 200: its prompt, as the engine will queue it */
     int32_t n_tokens;
-    struct intake_job *next;
-} intake_job;
+    struct cb_intake_job *next;
+} cb_intake_job;
 
 typedef struct intake intake;
 
 /* Starts the worker. Returns NULL on failure. */
-intake *intake_new(cobatch_engine *engine, int max_jobs);
+intake *cb_intake_new(cobatch_engine *engine, int max_jobs);
 /* Stops the worker and frees every job it still holds (done or not). */
-void intake_free(intake *q);
+void cb_intake_free(intake *q);
 /* Readable when done jobs wait (read 8 bytes to reset it). */
-int intake_fd(const intake *q);
+int cb_intake_fd(const intake *q);
 /* Hands a job over (the queue owns it until intake_take gives it back). Returns false, keeping
  * nothing, when max_jobs are out. */
-bool intake_submit(intake *q, intake_job *j);
+bool cb_intake_submit(intake *q, cb_intake_job *j);
 /* A done job, or NULL. The caller owns it: intake_job_free. */
-intake_job *intake_take(intake *q);
+cb_intake_job *cb_intake_take(intake *q);
 /* Jobs handed over and not yet taken back. */
-int intake_pending(const intake *q);
-void intake_job_free(intake_job *j);
+int cb_intake_pending(const intake *q);
+void cb_intake_job_free(cb_intake_job *j);
 
 #endif

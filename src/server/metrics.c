@@ -12,15 +12,15 @@ static const double QUEUE_B[] = {0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 1
 
 #define NB(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-void srv_metrics_init(srv_metrics *m) {
+void cb_srv_metrics_init(cb_srv_metrics *m) {
     memset(m, 0, sizeof(*m));
-    m->ttft = (srv_hist){.bounds = TTFT_B, .n = NB(TTFT_B)};
-    m->itl = (srv_hist){.bounds = ITL_B, .n = NB(ITL_B)};
-    m->e2e = (srv_hist){.bounds = E2E_B, .n = NB(E2E_B)};
-    m->queue = (srv_hist){.bounds = QUEUE_B, .n = NB(QUEUE_B)};
+    m->ttft = (cb_srv_hist){.bounds = TTFT_B, .n = NB(TTFT_B)};
+    m->itl = (cb_srv_hist){.bounds = ITL_B, .n = NB(ITL_B)};
+    m->e2e = (cb_srv_hist){.bounds = E2E_B, .n = NB(E2E_B)};
+    m->queue = (cb_srv_hist){.bounds = QUEUE_B, .n = NB(QUEUE_B)};
 }
 
-void srv_hist_observe(srv_hist *h, double v) {
+void cb_srv_hist_observe(cb_srv_hist *h, double v) {
     int i = 0;
     while (i < h->n && v > h->bounds[i])
         i++;
@@ -69,7 +69,7 @@ static void counter(sbuf *b, const char *name, const char *help, const char *mod
     put(b, "# HELP %s %s\n# TYPE %s counter\n%s{model_name=\"%s\"} %.17g\n", name, help, name, name, model, v);
 }
 
-static void hist(sbuf *b, const char *name, const char *help, const char *model, const srv_hist *h) {
+static void hist(sbuf *b, const char *name, const char *help, const char *model, const cb_srv_hist *h) {
     put(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
     uint64_t cum = 0;
     for (int i = 0; i < h->n; i++) {
@@ -82,7 +82,8 @@ static void hist(sbuf *b, const char *name, const char *help, const char *model,
         (unsigned long long)h->count);
 }
 
-char *srv_metrics_render(const srv_metrics *m, const srv_gauges *g, const struct cobatch_stats *st, const char *model) {
+char *cb_srv_metrics_render(const cb_srv_metrics *m, const cb_srv_gauges *g, const struct cobatch_stats *st,
+                            const char *model) {
     sbuf b = {malloc(8192), 0, 8192, 0};
     if (!b.s) return NULL;
     b.s[0] = '\0';

@@ -16,17 +16,17 @@ typedef struct {
     uint64_t counts[HIST_MAX_BUCKETS + 1]; /* the last one is +Inf */
     double sum;
     uint64_t count;
-} srv_hist;
+} cb_srv_hist;
 
 typedef struct {
-    srv_hist ttft, itl, e2e, queue;
+    cb_srv_hist ttft, itl, e2e, queue;
     uint64_t finished_stop, finished_length, finished_cancelled, finished_error;
     uint64_t prompt_tokens, generation_tokens;
     uint64_t http_requests, http_errors_4xx, http_errors_5xx, rejected_queue_full;
     uint64_t rejected_busy; /* the intake worker had max jobs */
     uint64_t client_gone;   /* requests cancelled because their client closed the connection */
     uint64_t slow_clients;  /* streams dropped because the client left too much unread */
-} srv_metrics;
+} cb_srv_metrics;
 
 /* The server's state when /metrics is asked for. */
 typedef struct {
@@ -34,11 +34,12 @@ typedef struct {
     uint64_t accepted, refused_connections, request_timeouts, bad_requests;
     size_t buffered_bytes;
     bool draining;
-} srv_gauges;
+} cb_srv_gauges;
 
-void srv_metrics_init(srv_metrics *m);
-void srv_hist_observe(srv_hist *h, double seconds);
+void cb_srv_metrics_init(cb_srv_metrics *m);
+void cb_srv_hist_observe(cb_srv_hist *h, double seconds);
 /* Renders everything into a malloc'd NUL-terminated string (caller frees), or NULL. */
-char *srv_metrics_render(const srv_metrics *m, const srv_gauges *g, const struct cobatch_stats *st, const char *model);
+char *cb_srv_metrics_render(const cb_srv_metrics *m, const cb_srv_gauges *g, const struct cobatch_stats *st,
+                            const char *model);
 
 #endif

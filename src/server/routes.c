@@ -4,13 +4,13 @@
 #include <string.h>
 #include <strings.h>
 
-static const srv_route ROUTES[] = {
+static const cb_srv_route ROUTES[] = {
     {"/health", false, false, R_HEALTH},          {"/metrics", false, false, R_METRICS},
     {"/v1/models", false, true, R_MODELS},        {"/v1/completions", true, true, R_COMPLETIONS},
     {"/v1/chat/completions", true, true, R_CHAT}, {"/tokenize", true, true, R_TOKENIZE},
     {"/detokenize", true, true, R_DETOKENIZE}};
 
-const srv_route *srv_route_find(const char *target) {
+const cb_srv_route *cb_srv_route_find(const char *target) {
     size_t plen = strcspn(target, "?");
     for (size_t i = 0; i < sizeof(ROUTES) / sizeof(ROUTES[0]); i++)
         if (strlen(ROUTES[i].path) == plen && !strncmp(target, ROUTES[i].path, plen)) return &ROUTES[i];
@@ -27,7 +27,7 @@ static bool same_secret(const char *given, const char *key) {
     return d == 0;
 }
 
-bool srv_authorized(const char *api_key, const char *h) {
+bool cb_srv_authorized(const char *api_key, const char *h) {
     if (!api_key) return true;
     if (!h || strncasecmp(h, "Bearer", 6) != 0 || (h[6] != ' ' && h[6] != '\t')) return false;
     h += 6;

@@ -5,21 +5,21 @@
 
 #include <stdbool.h>
 
-typedef enum { R_HEALTH, R_METRICS, R_MODELS, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE } srv_route_id;
+typedef enum { R_HEALTH, R_METRICS, R_MODELS, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE } cb_srv_route_id;
 
 typedef struct {
     const char *path;
     bool post; /* POST (else GET) */
     bool auth; /* needs the API key when one is set */
-    srv_route_id id;
-} srv_route;
+    cb_srv_route_id id;
+} cb_srv_route;
 
 /* The route of target's path (the query is ignored), or NULL. */
-const srv_route *srv_route_find(const char *target);
+const cb_srv_route *cb_srv_route_find(const char *target);
 
 /* Whether an Authorization header value carries the key: "Bearer" (any case), blanks, the key.
  * Compared in time that depends on the given value's length only, never on where it differs. A NULL
  * key lets everything through. */
-bool srv_authorized(const char *api_key, const char *authorization);
+bool cb_srv_authorized(const char *api_key, const char *authorization);
 
 #endif

@@ -10,7 +10,7 @@
 #include "httpd.h"
 #include "intake.h"
 #include "metrics.h"
-#include "openai.h"
+#include "../openai/openai.h"
 #include "routes.h"
 
 #include <cjson/cJSON.h>
@@ -28,24 +28,24 @@
 typedef struct srv srv;
 
 /* One completion request, from its HTTP request to its end. */
-typedef struct srv_req {
+typedef struct cb_srv_req {
     srv *s;
-    cb_conn *conn;     /* NULL once the client has gone (httpd's on_gone) */
-    cobatch_req_id id; /* > 0 once submitted */
-    bool at_intake;    /* on the worker: freed when the job comes back */
-    intake_kind job;   /* what the worker does with its body */
-    oai_kind kind;
+    cb_conn *conn;      /* NULL once the client has gone (httpd's on_gone) */
+    cobatch_req_id id;  /* > 0 once submitted */
+    bool at_intake;     /* on the worker: freed when the job comes back */
+    cb_intake_kind job; /* what the worker does with its body */
+    cb_openai_kind kind;
     bool stream, include_usage, started; /* started: the stream's head and first chunk are out */
     char cid[48];                        /* "cmpl-..." / "chatcmpl-..." */
     long created;
     char *text; /* (cap) the whole output, for non-streaming answers */
     size_t len, cap;
     int64_t t_last_token_us;
-    struct srv_req *prev, *next; /* the server's list of requests */
-} srv_req;
+    struct cb_srv_req *prev, *next; /* the server's list of requests */
+} cb_srv_req;
 
 struct srv {
-    srv_params p;
+    cb_srv_params p;
     cobatch_engine *engine;
     char model[128];
     struct event_base *base;
@@ -56,9 +56,9 @@ struct srv {
     int64_t drain_end_us, cut_end_us; /* when the drain times out; when to leave even if requests remain */
     int64_t flush_end_us;             /* when to leave once nothing is left but answers in transit */
     int n_reqs;
-    srv_req *reqs;
+    cb_srv_req *reqs;
     uint64_t next_cid;
-    srv_metrics m;
+    cb_srv_metrics m;
 };
 
 /* ---------------------------------------------------------------- answers ------------------- */
@@ -81,13 +81,13 @@ static void reply_json(srv *s, cb_conn *c, int status, const char *json, const c
 static void reply_error(srv *s, cb_conn *c, int status, const char *type, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 static void reply_error(srv *s, cb_conn *c, int status, const char *type, const char *param, const char *fmt, ...) {
-    oai_error e = {.status = status, .type = type};
+    cb_openai_error e = {.status = status, .type = type};
     snprintf(e.param, sizeof(e.param), "%s", param ? param : "");
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(e.message, sizeof(e.message), fmt, ap);
     va_end(ap);
-    char *j = oai_error_json(&e);
+    char *j = cb_openai_error_json(&e);
     reply_json(s, c, status, j, NULL);
     free(j);
 }
@@ -101,14 +101,14 @@ static void reply_cjson(srv *s, cb_conn *c, cJSON *o) { /* takes o */
 
 /* ---------------------------------------------------------------- requests ------------------ */
 
-static srv_req *req_new(srv *s, cb_conn *c, oai_kind kind) {
-    srv_req *r = calloc(1, sizeof(*r));
+static cb_srv_req *req_new(srv *s, cb_conn *c, cb_openai_kind kind) {
+    cb_srv_req *r = calloc(1, sizeof(*r));
     if (!r) return NULL;
     r->s = s;
     r->conn = c;
     r->kind = kind;
     r->created = (long)time(NULL);
-    snprintf(r->cid, sizeof(r->cid), "%s-%llx%06llx", kind == OAI_CHAT ? "chatcmpl" : "cmpl",
+    snprintf(r->cid, sizeof(r->cid), "%s-%llx%06llx", kind == CB_OPENAI_CHAT ? "chatcmpl" : "cmpl",
              (unsigned long long)r->created, (unsigned long long)++s->next_cid);
     r->next = s->reqs;
     if (s->reqs) s->reqs->prev = r;
@@ -117,7 +117,7 @@ static srv_req *req_new(srv *s, cb_conn *c, oai_kind kind) {
     return r;
 }
 
-static void req_free(srv_req *r) {
+static void req_free(cb_srv_req *r) {
     srv *s = r->s;
     if (r->prev)
         r->prev->next = r->next;
@@ -133,7 +133,7 @@ static void req_free(srv_req *r) {
 static void on_gone(cb_conn *c, void *req_user, void *user) {
     (void)c;
     srv *s = user;
-    srv_req *r = req_user;
+    cb_srv_req *r = req_user;
     r->conn = NULL;
     if (r->id > 0) {
         s->m.client_gone++;
@@ -143,14 +143,14 @@ static void on_gone(cb_conn *c, void *req_user, void *user) {
 
 /* A stream that cannot go on (the client reads too slowly, or memory ran out): the request is
  * cancelled and the connection reset, so the client sees a failure, not a short answer. */
-static void drop_stream(srv *s, srv_req *r, bool slow) {
+static void drop_stream(srv *s, cb_srv_req *r, bool slow) {
     if (slow) s->m.slow_clients++;
     if (r->id > 0) cobatch_cancel(s->engine, r->id);
     cb_conn_abort(r->conn);
     r->conn = NULL;
 }
 
-static bool sse(srv *s, srv_req *r, const char *json) {
+static bool sse(srv *s, cb_srv_req *r, const char *json) {
     if (!r->conn) return false;
     bool ok = json != NULL;
     if (ok) {
@@ -162,11 +162,11 @@ static bool sse(srv *s, srv_req *r, const char *json) {
     return ok;
 }
 
-static void start_stream(srv *s, srv_req *r) {
+static void start_stream(srv *s, cb_srv_req *r) {
     r->started = true;
     cb_conn_stream_start(r->conn, 200, "text/event-stream", "Cache-Control: no-cache\r\n");
-    if (r->kind == OAI_CHAT) { /* the opening chunk carries the role */
-        char *j = oai_chunk_json(r->kind, r->cid, r->created, s->model, "", NULL, true);
+    if (r->kind == CB_OPENAI_CHAT) { /* the opening chunk carries the role */
+        char *j = cb_openai_chunk_json(r->kind, r->cid, r->created, s->model, "", NULL, true);
         sse(s, r, j);
         free(j);
     }
@@ -175,7 +175,7 @@ static void start_stream(srv *s, srv_req *r) {
 static const char *finish_name(enum cobatch_finish_reason f) { return f == COBATCH_FINISH_LENGTH ? "length" : "stop"; }
 
 /* Output for a non-streaming answer; bounded by the request's max_tokens. */
-static bool append(srv_req *r, const char *text, size_t n) {
+static bool append(cb_srv_req *r, const char *text, size_t n) {
     if (r->len + n + 1 > r->cap) {
         size_t cap = (r->cap + n) * 2 + 64;
         char *t = realloc(r->text, cap);
@@ -189,15 +189,15 @@ static bool append(srv_req *r, const char *text, size_t n) {
     return true;
 }
 
-static void on_token(srv *s, srv_req *r, const struct cobatch_event *ev) {
+static void on_token(srv *s, cb_srv_req *r, const struct cobatch_event *ev) {
     s->m.generation_tokens++;
-    if (r->t_last_token_us) srv_hist_observe(&s->m.itl, (double)(ev->t_us - r->t_last_token_us) / 1e6);
+    if (r->t_last_token_us) cb_srv_hist_observe(&s->m.itl, (double)(ev->t_us - r->t_last_token_us) / 1e6);
     r->t_last_token_us = ev->t_us;
     if (!r->conn) return;
     if (r->stream) {
         if (!r->started) start_stream(s, r);
         if (!ev->text_len || !r->conn) return;
-        char *j = oai_chunk_json(r->kind, r->cid, r->created, s->model, ev->text, NULL, false);
+        char *j = cb_openai_chunk_json(r->kind, r->cid, r->created, s->model, ev->text, NULL, false);
         sse(s, r, j);
         free(j);
         return;
@@ -218,9 +218,9 @@ static void count_finish(srv *s, const struct cobatch_event *ev) {
     default: s->m.finished_error++; break;
     }
     s->m.prompt_tokens += (uint64_t)ev->n_prompt;
-    if (t->t_first_token_us) srv_hist_observe(&s->m.ttft, (double)(t->t_first_token_us - t->t_submit_us) / 1e6);
-    if (t->t_scheduled_us) srv_hist_observe(&s->m.queue, (double)(t->t_scheduled_us - t->t_submit_us) / 1e6);
-    srv_hist_observe(&s->m.e2e, (double)(t->t_finish_us - t->t_submit_us) / 1e6);
+    if (t->t_first_token_us) cb_srv_hist_observe(&s->m.ttft, (double)(t->t_first_token_us - t->t_submit_us) / 1e6);
+    if (t->t_scheduled_us) cb_srv_hist_observe(&s->m.queue, (double)(t->t_scheduled_us - t->t_submit_us) / 1e6);
+    cb_srv_hist_observe(&s->m.e2e, (double)(t->t_finish_us - t->t_submit_us) / 1e6);
 }
 
 /* A request the server cut short (drain) or the engine failed: why, and the status it answers. */
@@ -237,17 +237,17 @@ static int failure(const srv *s, const struct cobatch_event *ev, const char **ty
     return 500;
 }
 
-static void on_finished(srv *s, srv_req *r, const struct cobatch_event *ev) {
+static void on_finished(srv *s, cb_srv_req *r, const struct cobatch_event *ev) {
     count_finish(s, ev);
     bool ok = ev->reason == COBATCH_FINISH_STOP || ev->reason == COBATCH_FINISH_LENGTH;
     if (r->conn && r->stream && ok) {
         if (!r->started) start_stream(s, r);
-        char *j = oai_chunk_json(r->kind, r->cid, r->created, s->model, ev->text, finish_name(ev->reason), false);
+        char *j = cb_openai_chunk_json(r->kind, r->cid, r->created, s->model, ev->text, finish_name(ev->reason), false);
         bool sent = sse(s, r, j);
         free(j);
         if (sent && r->include_usage) {
-            j = oai_usage_chunk_json(r->kind, r->cid, r->created, s->model, ev->n_prompt, ev->n_generated,
-                                     ev->n_cached);
+            j = cb_openai_usage_chunk_json(r->kind, r->cid, r->created, s->model, ev->n_prompt, ev->n_generated,
+                                           ev->n_cached);
             sent = sse(s, r, j);
             free(j);
         }
@@ -257,8 +257,8 @@ static void on_finished(srv *s, srv_req *r, const struct cobatch_event *ev) {
             drop_stream(s, r, false);
     } else if (r->conn && ok) {
         if (append(r, ev->text, ev->text_len)) {
-            char *j = oai_response_json(r->kind, r->cid, r->created, s->model, r->text ? r->text : "",
-                                        finish_name(ev->reason), ev->n_prompt, ev->n_generated, ev->n_cached);
+            char *j = cb_openai_response_json(r->kind, r->cid, r->created, s->model, r->text ? r->text : "",
+                                              finish_name(ev->reason), ev->n_prompt, ev->n_generated, ev->n_cached);
             reply_json(s, r->conn, 200, j, NULL);
             free(j);
         } else {
@@ -268,7 +268,7 @@ static void on_finished(srv *s, srv_req *r, const struct cobatch_event *ev) {
         const char *type, *why;
         int status = failure(s, ev, &type, &why);
         if (r->stream && r->started) { /* the stream's last chunk: a finish reason and the error */
-            char *j = oai_abort_chunk_json(r->kind, r->cid, r->created, s->model, status, type, why);
+            char *j = cb_openai_abort_chunk_json(r->kind, r->cid, r->created, s->model, status, type, why);
             if (sse(s, r, j) && cb_conn_stream_write(r->conn, "data: [DONE]\n\n", 14))
                 cb_conn_stream_end(r->conn);
             else if (r->conn)
@@ -291,7 +291,7 @@ static void on_engine_events(evutil_socket_t fd, short what, void *arg) {
     int k;
     while ((k = cobatch_poll(s->engine, evs, 64, 0)) > 0) {
         for (int i = 0; i < k; i++) {
-            srv_req *r = evs[i].user_data;
+            cb_srv_req *r = evs[i].user_data;
             if (evs[i].type == COBATCH_EVENT_TOKEN)
                 on_token(s, r, &evs[i]);
             else
@@ -304,7 +304,7 @@ static void on_engine_events(evutil_socket_t fd, short what, void *arg) {
 /* ---------------------------------------------------------------- completions --------------- */
 
 /* A parsed and tokenized request back from the intake worker: submit it. */
-static void submit(srv *s, srv_req *r, intake_job *j) {
+static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
     if (s->draining) {
         reply_error(s, r->conn, 503, "service_unavailable", NULL, "the server is shutting down; retry elsewhere");
         return;
@@ -337,7 +337,8 @@ static void submit(srv *s, srv_req *r, intake_job *j) {
     } else if (id == COBATCH_ERR_NOMEM) {
         reply_error(s, r->conn, 503, "service_unavailable", NULL, "%s", err);
     } else {
-        reply_error(s, r->conn, 400, "invalid_request_error", r->kind == OAI_CHAT ? "messages" : "prompt", "%s", err);
+        reply_error(s, r->conn, 400, "invalid_request_error", r->kind == CB_OPENAI_CHAT ? "messages" : "prompt", "%s",
+                    err);
     }
 }
 
@@ -347,27 +348,27 @@ static void on_intake(evutil_socket_t fd, short what, void *arg) {
     uint64_t v;
     ssize_t n = read(fd, &v, sizeof(v));
     (void)n;
-    intake_job *j;
-    while ((j = intake_take(s->in)) != NULL) {
-        srv_req *r = j->owner;
+    cb_intake_job *j;
+    while ((j = cb_intake_take(s->in)) != NULL) {
+        cb_srv_req *r = j->owner;
         r->at_intake = false;
         if (r->conn && (j->status != 200 || j->kind != INTAKE_COMPLETION))
             reply_json(s, r->conn, j->status, j->json, NULL);
         else if (r->conn)
             submit(s, r, j);
         if (r->id <= 0) req_free(r); /* answered already, or the client left */
-        intake_job_free(j);
+        cb_intake_job_free(j);
     }
 }
 
 /* Hands the request's body to the intake worker. */
-static void to_intake(srv *s, cb_conn *c, cb_http_req *hr, intake_kind kind, oai_kind api) {
+static void to_intake(srv *s, cb_conn *c, cb_http_req *hr, cb_intake_kind kind, cb_openai_kind api) {
     if (s->draining && kind == INTAKE_COMPLETION) {
         reply_error(s, c, 503, "service_unavailable", NULL, "the server is shutting down; retry elsewhere");
         return;
     }
-    intake_job *j = calloc(1, sizeof(*j));
-    srv_req *r = j ? req_new(s, c, api) : NULL;
+    cb_intake_job *j = calloc(1, sizeof(*j));
+    cb_srv_req *r = j ? req_new(s, c, api) : NULL;
     if (!r) {
         free(j);
         reply_error(s, c, 503, "service_unavailable", NULL, "out of memory");
@@ -377,9 +378,9 @@ static void to_intake(srv *s, cb_conn *c, cb_http_req *hr, intake_kind kind, oai
     j->api = api;
     j->body = cb_http_req_take_body(hr, &j->len);
     j->owner = r;
-    if (!j->body || !intake_submit(s->in, j)) {
+    if (!j->body || !cb_intake_submit(s->in, j)) {
         bool busy = j->body != NULL;
-        intake_job_free(j);
+        cb_intake_job_free(j);
         r->conn = NULL;
         req_free(r);
         if (busy) s->m.rejected_busy++;
@@ -410,16 +411,16 @@ static void handle_metrics(srv *s, cb_conn *c) {
     cb_httpd_stats hs;
     cobatch_engine_stats(s->engine, &st);
     cb_httpd_get_stats(s->httpd, &hs);
-    srv_gauges g = {.connections = hs.open,
-                    .accepted = hs.accepted,
-                    .refused_connections = hs.refused_full + hs.refused_fd,
-                    .request_timeouts = hs.timeouts,
-                    .bad_requests = hs.bad_requests,
-                    .buffered_bytes = hs.buffered,
-                    .intake_pending = intake_pending(s->in),
-                    .requests_open = s->n_reqs,
-                    .draining = s->draining};
-    char *text = srv_metrics_render(&s->m, &g, &st, s->model);
+    cb_srv_gauges g = {.connections = hs.open,
+                       .accepted = hs.accepted,
+                       .refused_connections = hs.refused_full + hs.refused_fd,
+                       .request_timeouts = hs.timeouts,
+                       .bad_requests = hs.bad_requests,
+                       .buffered_bytes = hs.buffered,
+                       .intake_pending = cb_intake_pending(s->in),
+                       .requests_open = s->n_reqs,
+                       .draining = s->draining};
+    char *text = cb_srv_metrics_render(&s->m, &g, &st, s->model);
     if (!text) {
         reply_error(s, c, 500, "server_error", NULL, "out of memory");
         return;
@@ -433,7 +434,7 @@ static void handle_metrics(srv *s, cb_conn *c) {
 static void on_request(cb_conn *c, cb_http_req *hr, void *user) {
     srv *s = user;
     s->m.http_requests++;
-    const srv_route *rt = srv_route_find(hr->target);
+    const cb_srv_route *rt = cb_srv_route_find(hr->target);
     if (!rt) {
         size_t plen = strcspn(hr->target, "?");
         reply_error(s, c, 404, "invalid_request_error", NULL, "no route for %.*s", (int)(plen < 200 ? plen : 200),
@@ -444,7 +445,7 @@ static void on_request(cb_conn *c, cb_http_req *hr, void *user) {
         reply_error(s, c, 405, "invalid_request_error", NULL, "use %s for %s", rt->post ? "POST" : "GET", rt->path);
         return;
     }
-    if (rt->auth && !srv_authorized(s->p.api_key, cb_http_header_get(hr, "Authorization"))) {
+    if (rt->auth && !cb_srv_authorized(s->p.api_key, cb_http_header_get(hr, "Authorization"))) {
         reply_error(s, c, 401, "authentication_error", NULL, "a valid API key is required (Authorization: Bearer KEY)");
         return;
     }
@@ -457,10 +458,10 @@ static void on_request(cb_conn *c, cb_http_req *hr, void *user) {
         return;
     case R_METRICS: handle_metrics(s, c); return;
     case R_MODELS: handle_models(s, c); return;
-    case R_COMPLETIONS: to_intake(s, c, hr, INTAKE_COMPLETION, OAI_COMPLETION); return;
-    case R_CHAT: to_intake(s, c, hr, INTAKE_COMPLETION, OAI_CHAT); return;
-    case R_TOKENIZE: to_intake(s, c, hr, INTAKE_TOKENIZE, OAI_COMPLETION); return;
-    case R_DETOKENIZE: to_intake(s, c, hr, INTAKE_DETOKENIZE, OAI_COMPLETION); return;
+    case R_COMPLETIONS: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_COMPLETION); return;
+    case R_CHAT: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_CHAT); return;
+    case R_TOKENIZE: to_intake(s, c, hr, INTAKE_TOKENIZE, CB_OPENAI_COMPLETION); return;
+    case R_DETOKENIZE: to_intake(s, c, hr, INTAKE_DETOKENIZE, CB_OPENAI_COMPLETION); return;
     }
 }
 
@@ -473,7 +474,7 @@ static void cut(srv *s) {
     s->cut = true;
     s->cut_end_us = cobatch_time_us() + 10 * 1000000LL; /* an engine step is seconds at most */
     int n = 0;
-    for (srv_req *r = s->reqs; r; r = r->next)
+    for (cb_srv_req *r = s->reqs; r; r = r->next)
         if (r->id > 0) n += cobatch_cancel(s->engine, r->id) == COBATCH_OK;
     fprintf(stderr, "cobatch serve: drain timeout, %d requests cut short\n", n);
 }
@@ -487,7 +488,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg) {
     if (!s->cut && now >= s->drain_end_us) cut(s);
     bool idle = true; /* no request with a client or in the engine (a job at intake whose client was
                          answered is not waited for: the worker is joined at exit) */
-    for (srv_req *r = s->reqs; r && idle; r = r->next)
+    for (cb_srv_req *r = s->reqs; r && idle; r = r->next)
         idle = !r->conn && r->id <= 0;
     cb_httpd_stats hs;
     cb_httpd_get_stats(s->httpd, &hs);
@@ -509,8 +510,8 @@ static void on_signal(evutil_socket_t sig, short what, void *arg) {
     s->draining = true;
     s->drain_end_us = cobatch_time_us() + (int64_t)s->p.drain_timeout_s * 1000000;
     cb_httpd_set_draining(s->httpd);
-    cobatch_cancel_waiting(s->engine);           /* queued requests hear at once: 503, go elsewhere */
-    for (srv_req *r = s->reqs; r; r = r->next) { /* so do those still being parsed */
+    cobatch_cancel_waiting(s->engine);              /* queued requests hear at once: 503, go elsewhere */
+    for (cb_srv_req *r = s->reqs; r; r = r->next) { /* so do those still being parsed */
         if (!r->at_intake || !r->conn) continue;
         reply_error(s, r->conn, 503, "service_unavailable", NULL, "the server is shutting down; retry elsewhere");
         r->conn = NULL;
@@ -530,13 +531,13 @@ static void model_name(srv *s) {
     }
 }
 
-int srv_run(cobatch_engine *engine, const srv_params *params) {
+int cb_srv_run(cobatch_engine *engine, const cb_srv_params *params) {
     srv *s = calloc(1, sizeof(*s));
     if (!s) return -1;
     s->p = *params;
     if (s->p.drain_timeout_s <= 0) s->p.drain_timeout_s = 30;
     s->engine = engine;
-    srv_metrics_init(&s->m);
+    cb_srv_metrics_init(&s->m);
     model_name(s);
     signal(SIGPIPE, SIG_IGN);
     if (cb_fault_alloc_available()) { /* a test build: cJSON's and libevent's allocations can fail too */
@@ -559,14 +560,14 @@ int srv_run(cobatch_engine *engine, const srv_params *params) {
                           .on_gone = on_gone,
                           .user = s};
     s->base = event_base_new();
-    s->in = intake_new(engine, 64);
+    s->in = cb_intake_new(engine, 64);
     s->httpd = s->base && s->in ? cb_httpd_new(s->base, &hp, err, sizeof(err)) : NULL;
     if (!s->httpd) {
         fprintf(stderr, "cobatch serve: %s\n", err[0] ? err : "out of memory");
         goto out;
     }
     s->ev_engine = event_new(s->base, cobatch_event_fd(engine), EV_READ | EV_PERSIST, on_engine_events, s);
-    s->ev_intake = event_new(s->base, intake_fd(s->in), EV_READ | EV_PERSIST, on_intake, s);
+    s->ev_intake = event_new(s->base, cb_intake_fd(s->in), EV_READ | EV_PERSIST, on_intake, s);
     s->ev_term = evsignal_new(s->base, SIGTERM, on_signal, s);
     s->ev_int = evsignal_new(s->base, SIGINT, on_signal, s);
     if (!s->ev_engine || !s->ev_intake || !s->ev_term || !s->ev_int) goto out;
@@ -586,7 +587,7 @@ int srv_run(cobatch_engine *engine, const srv_params *params) {
     fprintf(stderr, "cobatch serve: stopped\n");
 out:
     if (s->httpd) cb_httpd_free(s->httpd); /* clients still connected are told nothing more */
-    if (s->in) intake_free(s->in);
+    if (s->in) cb_intake_free(s->in);
     while (s->reqs) /* left after a cut that outlasted its time: the engine cancels them as it stops */
         req_free(s->reqs);
     if (s->ev_engine) event_free(s->ev_engine);

@@ -25,13 +25,13 @@ typedef struct {
     int drain_timeout_s;                    /* after SIGTERM: how long running requests may finish; default 30 */
     enum cobatch_sched_policy sched_policy; /* the engine's: a request's priority needs PRIORITY */
     const char *port_file;                  /* if set, the bound port is written there once listening (tests) */
-} srv_params;
+} cb_srv_params;
 
 /* Serves until SIGTERM/SIGINT and the drain: on the first signal /health answers 503, new and
  * queued requests get 503 at once, running ones may finish for drain_timeout_s; then they are cut
  * short (a stream gets a last chunk with an error, a non-streaming request a 503); a second
  * signal cuts at once. Takes a running engine (not owned). Returns 0 on a clean stop, or -1 with
  * a message printed (cannot bind, ...). */
-int srv_run(cobatch_engine *engine, const srv_params *p);
+int cb_srv_run(cobatch_engine *engine, const cb_srv_params *p);
 
 #endif

@@ -2,7 +2,7 @@
  * of varying sizes, through the HTTP reader (pipelined requests one after another), then the route,
  * the API key check and, for the completion endpoints, the OpenAI parser. */
 #include "../../src/server/http.h"
-#include "../../src/server/openai.h"
+#include "../../src/openai/openai.h"
 #include "../../src/server/routes.h"
 
 #include <stdint.h>
@@ -12,13 +12,13 @@
 static void handle(cb_http_req *r) {
     if (!r->method || !r->target || r->body_len > r->lim.max_body || r->body[r->body_len] != '\0') abort();
     if (r->n_headers > r->lim.max_headers) abort();
-    const srv_route *rt = srv_route_find(r->target);
-    (void)srv_authorized("key", cb_http_header_get(r, "Authorization"));
+    const cb_srv_route *rt = cb_srv_route_find(r->target);
+    (void)cb_srv_authorized("key", cb_http_header_get(r, "Authorization"));
     if (!rt || (rt->id != R_COMPLETIONS && rt->id != R_CHAT)) return;
-    oai_request o;
-    oai_error e;
-    oai_parse(rt->id == R_CHAT ? OAI_CHAT : OAI_COMPLETION, r->body, r->body_len, &o, &e);
-    oai_request_free(&o);
+    cb_openai_request o;
+    cb_openai_error e;
+    cb_openai_parse(rt->id == R_CHAT ? CB_OPENAI_CHAT : CB_OPENAI_COMPLETION, r->body, r->body_len, &o, &e);
+    cb_openai_request_free(&o);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

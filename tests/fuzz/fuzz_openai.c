@@ -1,6 +1,6 @@
 /* libFuzzer: the OpenAI request parser (completions and chat), and the allocation-free JSON check
  * that tells a parse that ran out of memory from bad JSON. First byte: which API. */
-#include "../../src/server/openai.h"
+#include "../../src/openai/openai.h"
 
 #include <cjson/cJSON.h>
 #include <stdint.h>
@@ -9,16 +9,16 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
-    oai_kind kind = data[0] & 1 ? OAI_CHAT : OAI_COMPLETION;
+    cb_openai_kind kind = data[0] & 1 ? CB_OPENAI_CHAT : CB_OPENAI_COMPLETION;
     const char *body = (const char *)data + 1;
     size_t len = size - 1;
-    oai_request r;
-    oai_error e;
-    int rc = oai_parse(kind, body, len, &r, &e);
+    cb_openai_request r;
+    cb_openai_error e;
+    int rc = cb_openai_parse(kind, body, len, &r, &e);
     if (rc == 0) { /* what the engine gets is consistent */
         const struct cobatch_request_params *p = &r.params;
         int given = (p->prompt != NULL) + (p->prompt_tokens != NULL) + (p->messages != NULL);
-        if (given != 1 || p->max_tokens < 1 || p->n_stop > OAI_MAX_STOP) abort();
+        if (given != 1 || p->max_tokens < 1 || p->n_stop > CB_OPENAI_MAX_STOP) abort();
         for (size_t i = 0; i < p->n_messages; i++)
             if (!p->messages[i].role || !p->messages[i].content) abort();
         for (size_t i = 0; i < p->n_stop; i++)
@@ -27,10 +27,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     } else if (e.status != 400 && e.status != 503) {
         abort();
     }
-    oai_request_free(&r);
+    cb_openai_request_free(&r);
     /* the syntax check agrees with cJSON: well-formed text that cJSON refuses would be answered
      * "out of memory" instead of 400 */
-    if (oai_json_well_formed(body, len) && !oai_has_nul(body, len)) {
+    if (cb_openai_json_well_formed(body, len) && !cb_openai_has_nul(body, len)) {
         cJSON *root = cJSON_ParseWithLength(body, len);
         if (!root) abort();
         cJSON_Delete(root);

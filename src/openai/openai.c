@@ -10,7 +10,7 @@
 
 /* ---------------------------------------------------------------- errors -------------------- */
 
-static int bad(oai_error *e, const char *param, const char *fmt, ...) {
+static int bad(cb_openai_error *e, const char *param, const char *fmt, ...) {
     e->status = 400;
     e->type = "invalid_request_error";
     snprintf(e->param, sizeof(e->param), "%s", param ? param : "");
@@ -21,14 +21,14 @@ static int bad(oai_error *e, const char *param, const char *fmt, ...) {
     return -1;
 }
 
-static int oom(oai_error *e) {
+static int oom(cb_openai_error *e) {
     bad(e, NULL, "out of memory; retry later");
     e->status = 503;
     e->type = "service_unavailable";
     return -1;
 }
 
-char *oai_error_json(const oai_error *e) {
+char *cb_openai_error_json(const cb_openai_error *e) {
     cJSON *root = cJSON_CreateObject(), *err = cJSON_AddObjectToObject(root, "error");
     cJSON_AddStringToObject(err, "message", e->message);
     cJSON_AddStringToObject(err, "type", e->type ? e->type : "invalid_request_error");
@@ -44,7 +44,7 @@ char *oai_error_json(const oai_error *e) {
 
 /* ---------------------------------------------------------------- parsing ------------------- */
 
-static char *keep(oai_request *r, const char *s) {
+static char *keep(cb_openai_request *r, const char *s) {
     if (r->n_strings == r->strings_cap) { /* doubling: a request of many messages stays linear */
         size_t cap = r->strings_cap ? r->strings_cap * 2 : 16;
         char **v = realloc(r->strings, sizeof(char *) * cap);
@@ -58,7 +58,7 @@ static char *keep(oai_request *r, const char *s) {
 }
 
 /* A number field in [lo, hi] (integer when want_int); absent or null leaves *out alone. */
-static int num(cJSON *root, const char *key, double lo, double hi, bool want_int, double *out, oai_error *e) {
+static int num(cJSON *root, const char *key, double lo, double hi, bool want_int, double *out, cb_openai_error *e) {
     cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!v || cJSON_IsNull(v)) return 0;
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
@@ -69,7 +69,7 @@ static int num(cJSON *root, const char *key, double lo, double hi, bool want_int
     return 0;
 }
 
-static int boolean(cJSON *root, const char *key, bool *out, oai_error *e) {
+static int boolean(cJSON *root, const char *key, bool *out, cb_openai_error *e) {
     cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!v || cJSON_IsNull(v)) return 0;
     if (!cJSON_IsBool(v)) return bad(e, key, "'%s' must be a boolean", key);
@@ -77,7 +77,7 @@ static int boolean(cJSON *root, const char *key, bool *out, oai_error *e) {
     return 0;
 }
 
-static int parse_prompt(cJSON *root, oai_request *r, oai_error *e) {
+static int parse_prompt(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
     cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
     if (!p) return bad(e, "prompt", "'prompt' is required");
     if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(p->child))
@@ -107,7 +107,7 @@ static int parse_prompt(cJSON *root, oai_request *r, oai_error *e) {
 }
 
 /* content: a string, or an array of {"type": "text", "text": ...} parts (joined). */
-static const char *message_content(cJSON *c, oai_request *r) {
+static const char *message_content(cJSON *c, cb_openai_request *r) {
     if (cJSON_IsString(c)) return keep(r, c->valuestring);
     if (!cJSON_IsArray(c)) return NULL;
     size_t len = 0;
@@ -131,7 +131,7 @@ static const char *message_content(cJSON *c, oai_request *r) {
     return k;
 }
 
-static int parse_messages(cJSON *root, oai_request *r, oai_error *e) {
+static int parse_messages(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
     cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "messages");
     if (!m) return bad(e, "messages", "'messages' is required");
     if (!cJSON_IsArray(m)) return bad(e, "messages", "'messages' must be an array");
@@ -161,13 +161,14 @@ static int parse_messages(cJSON *root, oai_request *r, oai_error *e) {
     return 0;
 }
 
-static int parse_stop(cJSON *root, oai_request *r, oai_error *e) {
+static int parse_stop(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
     cJSON *s = cJSON_GetObjectItemCaseSensitive(root, "stop");
     if (!s || cJSON_IsNull(s)) return 0;
     if (cJSON_IsString(s)) {
         if (!(r->stops[r->params.n_stop++] = keep(r, s->valuestring))) return oom(e);
     } else if (cJSON_IsArray(s)) {
-        if (cJSON_GetArraySize(s) > OAI_MAX_STOP) return bad(e, "stop", "at most %d stop strings", OAI_MAX_STOP);
+        if (cJSON_GetArraySize(s) > CB_OPENAI_MAX_STOP)
+            return bad(e, "stop", "at most %d stop strings", CB_OPENAI_MAX_STOP);
         cJSON *x;
         cJSON_ArrayForEach(x, s) {
             if (!cJSON_IsString(x)) return bad(e, "stop", "'stop' must be a string or an array of strings");
@@ -180,7 +181,7 @@ static int parse_stop(cJSON *root, oai_request *r, oai_error *e) {
     return 0;
 }
 
-static int parse_sampling(cJSON *root, oai_request *r, oai_error *e) {
+static int parse_sampling(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
     struct cobatch_sampling *s = &r->params.sampling;
 #define FIELD(key, lo, hi, isint, dst, type)                                                                           \
     do {                                                                                                               \
@@ -223,7 +224,7 @@ static int parse_sampling(cJSON *root, oai_request *r, oai_error *e) {
     return 0;
 }
 
-bool oai_has_nul(const char *s, size_t len) {
+bool cb_openai_has_nul(const char *s, size_t len) {
     if (memchr(s, '\0', len)) return true;
     for (size_t i = 0; i + 1 < len; i++) {
         if (s[i] != '\\') continue;
@@ -362,17 +363,17 @@ static bool value(jscan *j) {
     }
 }
 
-bool oai_json_well_formed(const char *s, size_t len) {
+bool cb_openai_json_well_formed(const char *s, size_t len) {
     jscan j = {s, s + len, 0};
     if (!value(&j)) return false;
     ws(&j);
     return j.s == j.end || (j.s < j.end && *j.s == '\0' && j.s + 1 == j.end);
 }
 
-cJSON *oai_json_parse(const char *s, size_t len, oai_error *e) {
+cJSON *cb_openai_json_parse(const char *s, size_t len, cb_openai_error *e) {
     /* checked first: cJSON alone takes text after the value ("{...} garbage", "{...}{...}") and
      * numbers such as 01 or 1. */
-    if (!oai_json_well_formed(s, len)) {
+    if (!cb_openai_json_well_formed(s, len)) {
         bad(e, NULL, "the body is not valid JSON");
         return NULL;
     }
@@ -381,26 +382,27 @@ cJSON *oai_json_parse(const char *s, size_t len, oai_error *e) {
     return root;
 }
 
-int oai_parse(oai_kind kind, const char *body, size_t len, oai_request *r, oai_error *e) {
+int cb_openai_parse(cb_openai_kind kind, const char *body, size_t len, cb_openai_request *r, cb_openai_error *e) {
     memset(r, 0, sizeof(*r));
     memset(e, 0, sizeof(*e));
     /* cJSON would end a string at a NUL: a prompt, a stop string cut short without a word */
-    if (oai_has_nul(body, len)) return bad(e, NULL, "a string contains a NUL character (\\u0000); it is not accepted");
+    if (cb_openai_has_nul(body, len))
+        return bad(e, NULL, "a string contains a NUL character (\\u0000); it is not accepted");
     if (cb_utf8_valid_prefix(body, len, NULL) != len) return bad(e, NULL, "the body is not valid UTF-8");
-    cJSON *root = oai_json_parse(body, len, e);
+    cJSON *root = cb_openai_json_parse(body, len, e);
     if (!root) return -1;
-    int rc = oai_parse_json(kind, root, r, e);
+    int rc = cb_openai_parse_json(kind, root, r, e);
     cJSON_Delete(root);
     return rc;
 }
 
-int oai_parse_json(oai_kind kind, cJSON *root, oai_request *r, oai_error *e) {
+int cb_openai_parse_json(cb_openai_kind kind, cJSON *root, cb_openai_request *r, cb_openai_error *e) {
     memset(r, 0, sizeof(*r));
     memset(e, 0, sizeof(*e));
     r->kind = kind;
     r->params = cobatch_request_default_params();
     /* OpenAI's defaults: 16 tokens for legacy completions, the rest of the context for chat */
-    r->params.max_tokens = kind == OAI_COMPLETION ? 16 : INT32_MAX / 2;
+    r->params.max_tokens = kind == CB_OPENAI_COMPLETION ? 16 : INT32_MAX / 2;
     int rc = -1;
     if (!cJSON_IsObject(root)) {
         bad(e, NULL, "the body must be a JSON object");
@@ -419,7 +421,7 @@ int oai_parse_json(oai_kind kind, cJSON *root, oai_request *r, oai_error *e) {
         bad(e, "user", "'user' must be a string");
         goto out;
     }
-    if ((kind == OAI_COMPLETION ? parse_prompt(root, r, e) : parse_messages(root, r, e)) != 0) goto out;
+    if ((kind == CB_OPENAI_COMPLETION ? parse_prompt(root, r, e) : parse_messages(root, r, e)) != 0) goto out;
     if (parse_sampling(root, r, e) != 0 || parse_stop(root, r, e) != 0) goto out;
     if (boolean(root, "stream", &r->stream, e) || boolean(root, "ignore_eos", &r->params.ignore_eos, e)) goto out;
     cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
@@ -447,7 +449,7 @@ out:
     return rc;
 }
 
-void oai_request_free(oai_request *r) {
+void cb_openai_request_free(cb_openai_request *r) {
     for (size_t i = 0; i < r->n_strings; i++)
         free(r->strings[i]);
     free(r->strings);
@@ -460,11 +462,12 @@ void oai_request_free(oai_request *r) {
 
 /* ---------------------------------------------------------------- responses ----------------- */
 
-static cJSON *envelope(oai_kind kind, const char *id, long created, const char *model, bool chunk) {
+static cJSON *envelope(cb_openai_kind kind, const char *id, long created, const char *model, bool chunk) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "id", id);
-    cJSON_AddStringToObject(
-        o, "object", kind == OAI_CHAT ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion");
+    cJSON_AddStringToObject(o, "object",
+                            kind == CB_OPENAI_CHAT ? (chunk ? "chat.completion.chunk" : "chat.completion")
+                                                   : "text_completion");
     cJSON_AddNumberToObject(o, "created", (double)created);
     cJSON_AddStringToObject(o, "model", model);
     return o;
@@ -485,12 +488,12 @@ static char *print(cJSON *o) {
     return s;
 }
 
-char *oai_response_json(oai_kind kind, const char *id, long created, const char *model, const char *text,
-                        const char *finish, int prompt_tokens, int completion_tokens, int cached_tokens) {
+char *cb_openai_response_json(cb_openai_kind kind, const char *id, long created, const char *model, const char *text,
+                              const char *finish, int prompt_tokens, int completion_tokens, int cached_tokens) {
     cJSON *o = envelope(kind, id, created, model, false);
     cJSON *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
     cJSON_AddNumberToObject(c, "index", 0);
-    if (kind == OAI_CHAT) {
+    if (kind == CB_OPENAI_CHAT) {
         cJSON *m = cJSON_AddObjectToObject(c, "message");
         cJSON_AddStringToObject(m, "role", "assistant");
         cJSON_AddStringToObject(m, "content", text);
@@ -504,12 +507,12 @@ char *oai_response_json(oai_kind kind, const char *id, long created, const char 
     return print(o);
 }
 
-char *oai_chunk_json(oai_kind kind, const char *id, long created, const char *model, const char *text,
-                     const char *finish, bool role_first) {
+char *cb_openai_chunk_json(cb_openai_kind kind, const char *id, long created, const char *model, const char *text,
+                           const char *finish, bool role_first) {
     cJSON *o = envelope(kind, id, created, model, true);
     cJSON *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
     cJSON_AddNumberToObject(c, "index", 0);
-    if (kind == OAI_CHAT) {
+    if (kind == CB_OPENAI_CHAT) {
         cJSON *d = cJSON_AddObjectToObject(c, "delta");
         if (role_first) cJSON_AddStringToObject(d, "role", "assistant");
         if (role_first || (text && text[0]) || !finish) cJSON_AddStringToObject(d, "content", text ? text : "");
@@ -525,20 +528,20 @@ char *oai_chunk_json(oai_kind kind, const char *id, long created, const char *mo
     return print(o);
 }
 
-char *oai_usage_chunk_json(oai_kind kind, const char *id, long created, const char *model, int prompt_tokens,
-                           int completion_tokens, int cached_tokens) {
+char *cb_openai_usage_chunk_json(cb_openai_kind kind, const char *id, long created, const char *model,
+                                 int prompt_tokens, int completion_tokens, int cached_tokens) {
     cJSON *o = envelope(kind, id, created, model, true);
     cJSON_AddArrayToObject(o, "choices");
     add_usage(o, prompt_tokens, completion_tokens, cached_tokens);
     return print(o);
 }
 
-char *oai_abort_chunk_json(oai_kind kind, const char *id, long created, const char *model, int status, const char *type,
-                           const char *message) {
+char *cb_openai_abort_chunk_json(cb_openai_kind kind, const char *id, long created, const char *model, int status,
+                                 const char *type, const char *message) {
     cJSON *o = envelope(kind, id, created, model, true);
     cJSON *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
     cJSON_AddNumberToObject(c, "index", 0);
-    if (kind == OAI_CHAT)
+    if (kind == CB_OPENAI_CHAT)
         cJSON_AddObjectToObject(c, "delta");
     else
         cJSON_AddStringToObject(c, "text", "");

@@ -8,13 +8,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define OAI_MAX_STOP 16
+#define CB_OPENAI_MAX_STOP 16
 
-typedef enum { OAI_COMPLETION, OAI_CHAT } oai_kind;
+typedef enum { CB_OPENAI_COMPLETION, CB_OPENAI_CHAT } cb_openai_kind;
 
 /* A parsed request. Owns every string and array the engine params point to. */
 typedef struct {
-    oai_kind kind;
+    cb_openai_kind kind;
     struct cobatch_request_params params;
     bool stream, include_usage;
     bool has_priority; /* a non-zero priority was given (needs the priority scheduling policy) */
@@ -25,8 +25,8 @@ typedef struct {
     struct cobatch_chat_message *messages;
     char **strings; /* (strings_cap) every role/content/stop string, freed together */
     size_t n_strings, strings_cap;
-    const char *stops[OAI_MAX_STOP];
-} oai_request;
+    const char *stops[CB_OPENAI_MAX_STOP];
+} cb_openai_request;
 
 /* An error to return: HTTP status plus OpenAI's error fields. */
 typedef struct {
@@ -34,42 +34,42 @@ typedef struct {
     const char *type; /* invalid_request_error, authentication_error, ... */
     char message[256];
     char param[64]; /* the offending field, or "" */
-} oai_error;
+} cb_openai_error;
 
 /* Parses body (len bytes) for kind. Returns 0 and fills r, or -1 and fills e (status 400). r is
- * valid until oai_request_free either way. Linear in the body's size. A body whose strings hold a
+ * valid until cb_openai_request_free either way. Linear in the body's size. A body whose strings hold a
  * NUL character is refused (C strings would end there). */
-int oai_parse(oai_kind kind, const char *body, size_t len, oai_request *r, oai_error *e);
+int cb_openai_parse(cb_openai_kind kind, const char *body, size_t len, cb_openai_request *r, cb_openai_error *e);
 /* The same for a body already parsed (the batch runner's JSONL lines); root is only read and
  * stays the caller's. */
 struct cJSON;
-int oai_parse_json(oai_kind kind, struct cJSON *root, oai_request *r, oai_error *e);
-void oai_request_free(oai_request *r);
+int cb_openai_parse_json(cb_openai_kind kind, struct cJSON *root, cb_openai_request *r, cb_openai_error *e);
+void cb_openai_request_free(cb_openai_request *r);
 /* Parses JSON text s[0, len) (cJSON), which must be one well-formed value (RFC 8259) and nothing
  * else. NULL with e set when it fails: 400 for text that is not JSON, 503 when it is (the parse
  * ran out of memory). The caller deletes the result. */
-struct cJSON *oai_json_parse(const char *s, size_t len, oai_error *e);
+struct cJSON *cb_openai_json_parse(const char *s, size_t len, cb_openai_error *e);
 /* Whether s[0, len) is well-formed JSON (one value; a NUL right at the end allowed). Linear, no
  * allocation. */
-bool oai_json_well_formed(const char *s, size_t len);
+bool cb_openai_json_well_formed(const char *s, size_t len);
 /* Whether JSON text s[0, len) holds a NUL byte or a \u0000 escape. */
-bool oai_has_nul(const char *s, size_t len);
+bool cb_openai_has_nul(const char *s, size_t len);
 
 /* All returned strings are malloc'd JSON; the caller frees them. NULL on allocation failure. */
-char *oai_error_json(const oai_error *e);
+char *cb_openai_error_json(const cb_openai_error *e);
 /* id: "cmpl-..." or "chatcmpl-..."; finish: "stop" or "length". */
 /* cached_tokens >= 0 adds usage.prompt_tokens_details.cached_tokens (prefix cache hits); < 0 omits it. */
-char *oai_response_json(oai_kind kind, const char *id, long created, const char *model, const char *text,
-                        const char *finish, int prompt_tokens, int completion_tokens, int cached_tokens);
+char *cb_openai_response_json(cb_openai_kind kind, const char *id, long created, const char *model, const char *text,
+                              const char *finish, int prompt_tokens, int completion_tokens, int cached_tokens);
 /* A stream chunk. role_first: the chat chunk that opens the stream (role, empty content).
  * finish: NULL while streaming. */
-char *oai_chunk_json(oai_kind kind, const char *id, long created, const char *model, const char *text,
-                     const char *finish, bool role_first);
+char *cb_openai_chunk_json(cb_openai_kind kind, const char *id, long created, const char *model, const char *text,
+                           const char *finish, bool role_first);
 /* The last chunk of a stream the server cut short or that failed: finish_reason "abort" and an
  * "error" object (the OpenAI SDKs raise it), for status 503 or 500. */
-char *oai_abort_chunk_json(oai_kind kind, const char *id, long created, const char *model, int status, const char *type,
-                           const char *message);
-char *oai_usage_chunk_json(oai_kind kind, const char *id, long created, const char *model, int prompt_tokens,
-                           int completion_tokens, int cached_tokens);
+char *cb_openai_abort_chunk_json(cb_openai_kind kind, const char *id, long created, const char *model, int status,
+                                 const char *type, const char *message);
+char *cb_openai_usage_chunk_json(cb_openai_kind kind, const char *id, long created, const char *model,
+                                 int prompt_tokens, int completion_tokens, int cached_tokens);
 
 #endif

@@ -1,0 +1,188 @@
+/* The OpenAI request/response schema (src/openai/openai.c) on its own: what a body turns into,
+ * which fields are refused and how the error names them, and the shapes of responses, stream
+ * chunks and error bodies as the official SDKs read them. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../src/openai/openai.h"
+
+static int parse(cb_openai_kind kind, const char *body, cb_openai_request *r, cb_openai_error *e) {
+    return cb_openai_parse(kind, body, strlen(body), r, e);
+}
+
+static void completion_fields_become_engine_params(void **state) {
+    (void)state;
+    cb_openai_request r;
+    cb_openai_error e;
+    assert_int_equal(
+        parse(CB_OPENAI_COMPLETION,
+              "{\"model\":\"m\",\"prompt\":\"Hello\",\"max_tokens\":5,\"temperature\":0.5,\"top_p\":0.9,"
+              "\"top_k\":-1,\"stop\":[\"a\",\"b\"],\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+              "\"seed\":42,\"ignore_eos\":true}",
+              &r, &e),
+        0);
+    assert_string_equal(r.params.prompt, "Hello");
+    assert_int_equal(r.params.max_tokens, 5);
+    assert_true(r.params.sampling.temperature == 0.5f);
+    assert_true(r.params.sampling.top_p == 0.9f);
+    assert_int_equal(r.params.sampling.top_k, 0); /* -1: off, as in vLLM */
+    assert_int_equal(r.params.n_stop, 2);
+    assert_string_equal(r.params.stop[1], "b");
+    assert_true(r.stream && r.include_usage && r.params.ignore_eos);
+    assert_int_equal(r.params.sampling.seed, 42);
+    assert_string_equal(r.model, "m");
+    cb_openai_request_free(&r);
+
+    /* token ids, and OpenAI's default of 16 tokens for legacy completions */
+    assert_int_equal(parse(CB_OPENAI_COMPLETION, "{\"prompt\":[1,2,3]}", &r, &e), 0);
+    assert_int_equal(r.params.n_prompt_tokens, 3);
+    assert_int_equal(r.params.prompt_tokens[2], 3);
+    assert_int_equal(r.params.max_tokens, 16);
+    assert_int_equal(r.params.sampling.seed, COBATCH_SEED_RANDOM); /* no seed: a fresh one */
+    cb_openai_request_free(&r);
+}
+
+static void chat_messages_and_priority(void **state) {
+    (void)state;
+    cb_openai_request r;
+    cb_openai_error e;
+    assert_int_equal(
+        parse(CB_OPENAI_CHAT,
+              "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":"
+              "[{\"type\":\"text\",\"text\":\"Hi\"}]}],\"max_completion_tokens\":7,\"max_tokens\":3,"
+              "\"priority\":-5}",
+              &r, &e),
+        0);
+    assert_int_equal(r.params.n_messages, 2);
+    assert_string_equal(r.params.messages[0].role, "system");
+    assert_string_equal(r.params.messages[1].content, "Hi");
+    assert_int_equal(r.params.max_tokens, 7); /* max_completion_tokens wins */
+    assert_true(r.has_priority);
+    assert_int_equal(r.params.priority, 5); /* vLLM's lower-is-first becomes the engine's higher-is-first */
+    cb_openai_request_free(&r);
+}
+
+static void refusals_name_the_field(void **state) {
+    (void)state;
+    struct {
+        cb_openai_kind kind;
+        const char *body, *param;
+        int status;
+    } cases[] = {
+        {CB_OPENAI_COMPLETION, "{}", "prompt", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"\"}", "prompt", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":[[1],[2]]}", "prompt", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"temperature\":3}", "temperature", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":0}", "max_tokens", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"n\":2}", "n", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"echo\":true}", "echo", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":2}", "logprobs", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"stop\":7}", "stop", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"stream\":\"yes\"}", "stream", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"model\":1}", "model", 400},
+        {CB_OPENAI_CHAT, "{\"messages\":[]}", "messages", 400},
+        {CB_OPENAI_CHAT, "{\"messages\":[{\"content\":\"hi\"}]}", "messages", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\"} trailing", "", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"a\\u0000b\"}", "", 400},
+        {CB_OPENAI_COMPLETION, "[1]", "", 400},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        cb_openai_request r;
+        cb_openai_error e;
+        if (parse(cases[k].kind, cases[k].body, &r, &e) != -1) fail_msg("accepted: %s", cases[k].body);
+        assert_int_equal(e.status, cases[k].status);
+        if (strcmp(e.param, cases[k].param))
+            fail_msg("%s: param '%s', want '%s'", cases[k].body, e.param, cases[k].param);
+        assert_true(e.message[0] != '\0');
+        cb_openai_request_free(&r);
+    }
+}
+
+static cJSON *json(char *s) {
+    assert_non_null(s);
+    cJSON *o = cJSON_Parse(s);
+    free(s);
+    assert_non_null(o);
+    return o;
+}
+
+static const char *str_at(cJSON *o, const char *path) { /* "a.b.0.c" */
+    char buf[128];
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (char *k = strtok(buf, "."); k && o; k = strtok(NULL, "."))
+        o = cJSON_IsArray(o) ? cJSON_GetArrayItem(o, atoi(k)) : cJSON_GetObjectItemCaseSensitive(o, k);
+    return o && cJSON_IsString(o) ? o->valuestring : NULL;
+}
+
+static double num_at(cJSON *o, const char *path) {
+    char buf[128];
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (char *k = strtok(buf, "."); k && o; k = strtok(NULL, "."))
+        o = cJSON_IsArray(o) ? cJSON_GetArrayItem(o, atoi(k)) : cJSON_GetObjectItemCaseSensitive(o, k);
+    return o && cJSON_IsNumber(o) ? o->valuedouble : -1;
+}
+
+static void response_shapes(void **state) {
+    (void)state;
+    cJSON *o = json(cb_openai_response_json(CB_OPENAI_CHAT, "chatcmpl-1", 100, "m", "Paris.", "stop", 10, 3, 4));
+    assert_string_equal(str_at(o, "object"), "chat.completion");
+    assert_string_equal(str_at(o, "choices.0.message.role"), "assistant");
+    assert_string_equal(str_at(o, "choices.0.message.content"), "Paris.");
+    assert_string_equal(str_at(o, "choices.0.finish_reason"), "stop");
+    assert_true(num_at(o, "usage.total_tokens") == 13);
+    assert_true(num_at(o, "usage.prompt_tokens_details.cached_tokens") == 4);
+    cJSON_Delete(o);
+
+    o = json(cb_openai_response_json(CB_OPENAI_COMPLETION, "cmpl-1", 100, "m", "x", "length", 1, 1, -1));
+    assert_string_equal(str_at(o, "object"), "text_completion");
+    assert_string_equal(str_at(o, "choices.0.text"), "x");
+    assert_null(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "usage"),
+                                                 "prompt_tokens_details")); /* cached < 0: omitted */
+    cJSON_Delete(o);
+
+    o = json(cb_openai_chunk_json(CB_OPENAI_CHAT, "chatcmpl-1", 100, "m", "", NULL, true));
+    assert_string_equal(str_at(o, "object"), "chat.completion.chunk");
+    assert_string_equal(str_at(o, "choices.0.delta.role"), "assistant");
+    cJSON_Delete(o);
+
+    o = json(cb_openai_abort_chunk_json(CB_OPENAI_CHAT, "chatcmpl-1", 100, "m", 503, "service_unavailable",
+                                        "the server is shutting down"));
+    assert_string_equal(str_at(o, "choices.0.finish_reason"), "abort");
+    assert_string_equal(str_at(o, "error.message"), "the server is shutting down");
+    cJSON_Delete(o);
+
+    cb_openai_error e = {.status = 400, .type = "invalid_request_error", .message = "bad", .param = "top_p"};
+    o = json(cb_openai_error_json(&e));
+    assert_string_equal(str_at(o, "error.type"), "invalid_request_error");
+    assert_string_equal(str_at(o, "error.param"), "top_p");
+    assert_string_equal(str_at(o, "error.message"), "bad");
+    cJSON_Delete(o);
+}
+
+static void json_check_agrees_with_rfc8259(void **state) {
+    (void)state;
+    const char *good[] = {"{}", "[1,2.5e-3,-0,true,false,null]", "\"\\u00e9\"", " {\"a\" : [ ] } "};
+    const char *bad[] = {"", "01", "1.", "{\"a\":1,}", "[1] [2]", "{a:1}", "\"\\x\"", "tru"};
+    for (size_t k = 0; k < sizeof(good) / sizeof(good[0]); k++)
+        assert_true(cb_openai_json_well_formed(good[k], strlen(good[k])));
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++)
+        if (cb_openai_json_well_formed(bad[k], strlen(bad[k]))) fail_msg("accepted: %s", bad[k]);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(completion_fields_become_engine_params),
+        cmocka_unit_test(chat_messages_and_priority),
+        cmocka_unit_test(refusals_name_the_field),
+        cmocka_unit_test(response_shapes),
+        cmocka_unit_test(json_check_agrees_with_rfc8259),
+    };
+    return cmocka_run_group_tests_name("openai", tests, NULL, NULL);
+}

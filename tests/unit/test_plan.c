@@ -1,0 +1,223 @@
+/* The batch layout for llama.cpp's split KV layout (src/core/plan.c): chunk shapes, and a row
+ * order checked against a simulation of llama.cpp's ubatch split. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "sched_harness.h"
+
+static void split_small_chunk_cap_keeps_prompts_moving(void **state) {
+    (void)state;
+    harness h;
+    h_init_px(&h, CB_MODE_CONTINUOUS, 4, 128, 16, 4 * 256, true, -1);
+    h_add(&h, 10, 100, 0); /* decodes throughout */
+    h_step(&h);
+    h_add(&h, 100, 4, 0);
+    h_add(&h, 100, 4, 0);
+    h_step(&h);
+    assert_int_equal(h.plan.n_items, 3); /* the decode row and two 16-token chunks */
+    assert_int_equal(h.plan.items[1].n_tokens, 16);
+    assert_int_equal(h.plan.items[2].n_tokens, 16);
+    h_drain(&h, 300);
+    h_check_outputs(&h);
+    h_free(&h);
+}
+
+/* Split layout: prompts of 300, 200 and 150 tokens, chunk 256, budget 512. The first chunk (256)
+ * sets the step's length; the 200-token prompt goes whole (it ends there); the third would get
+ * only 56 tokens and waits, then goes whole in the next step. */
+static void split_chunks_share_one_length(void **state) {
+    (void)state;
+    harness h;
+    h_init_px(&h, CB_MODE_CONTINUOUS, 4, 512, 256, 4 * 1024, true, -1);
+    h_add(&h, 300, 4, 0);
+    h_add(&h, 200, 4, 0);
+    cb_request *c = h_add(&h, 150, 4, 0);
+    h_step(&h);
+    assert_int_equal(h.plan.n_items, 2);
+    assert_int_equal(h.plan.items[0].n_tokens, 256);
+    assert_int_equal(h.plan.items[1].n_tokens, 200);
+    h_step(&h);
+    assert_int_equal(h.plan.n_items, 3); /* the 300's last 44, the 200's decode row, all of c */
+    assert_ptr_equal(h.plan.items[2].req, c);
+    assert_int_equal(h.plan.items[2].n_tokens, 150);
+    h_drain(&h, 100);
+    h_check_outputs(&h);
+    h_free(&h);
+}
+
+/* llama.cpp's split_equal(n_ubatch, sequential) on a batch of rows (each row: its sequence id),
+ * as the pinned tree does it: the sequences of one graph run are taken in row order, each the
+ * previous one's id + 1, and every one gets as many rows as the shortest has left. Fills
+ * ub_rows[item] with the rows each graph run gave each sequence, run after run. */
+enum { SIM_MAX = 64 };
+static int32_t sim_split_equal(const int32_t *row_seq, int32_t n_rows, int32_t n_ubatch, int32_t runs[][SIM_MAX],
+                               int32_t max_runs) {
+    bool used[1024] = {false};
+    int32_t n_used = 0, n_runs = 0;
+    while (n_used < n_rows && n_runs < max_runs) {
+        int32_t set[SIM_MAX], n_set = 0, last = -1;
+        for (int32_t i = 0; i < n_rows; i++) {
+            if (used[i]) continue;
+            bool in = false;
+            for (int32_t k = 0; k < n_set; k++)
+                in |= set[k] == row_seq[i];
+            if (in || (n_set > 0 && row_seq[i] != last + 1)) continue;
+            set[n_set++] = last = row_seq[i];
+        }
+        for (int32_t k = 0; k < SIM_MAX; k++)
+            runs[n_runs][k] = 0;
+        for (int32_t round = 0;; round++) {
+            bool all = true; /* every sequence of the set has an unused row left */
+            for (int32_t k = 0; k < n_set && all; k++) {
+                bool has = false;
+                for (int32_t i = 0; i < n_rows && !has; i++)
+                    has = !used[i] && row_seq[i] == set[k];
+                all = has;
+            }
+            if (!all) break;
+            for (int32_t k = 0; k < n_set; k++)
+                for (int32_t i = 0; i < n_rows; i++)
+                    if (!used[i] && row_seq[i] == set[k]) {
+                        used[i] = true;
+                        n_used++;
+                        runs[n_runs][set[k]]++;
+                        break;
+                    }
+            if ((round + 2) * n_set > n_ubatch) break;
+        }
+        n_runs++;
+    }
+    return n_runs;
+}
+
+/* The row order keeps items of different lengths out of one graph run: every item runs whole in
+ * one graph run, or gives its first row to the one-row run of its block of consecutive ids and
+ * the rest in one more. With rows simply by sequence id (the order before cb_plan_row_order) a
+ * 76-row chunk next to a 100-row one left a 24-row run, and decode rows next to a chunk took a row
+ * of it. The count of graph runs is what the simulator finds, never more than one per block of
+ * consecutive ids with equal row counts (the bound of the order's first version, one run a block),
+ * and fewer when decode rows surround a chunk. */
+static void row_order_gives_each_chunk_its_graph_run(void **state) {
+    (void)state;
+    uint64_t rng = 12345;
+    cb_plan plan;
+    assert_int_equal(cb_plan_init(&plan, SIM_MAX), 0);
+    static cb_request reqs[SIM_MAX];
+    cb_row_piece pieces[2 * SIM_MAX];
+    int32_t row_seq[1024];
+    static int32_t runs[256][SIM_MAX];
+    int bad_by_id = 0, fewer = 0;
+    for (int trial = 0; trial < 2000; trial++) {
+        harness tmp = {.rng = rng + (uint64_t)trial * 7919};
+        int32_t n = 1 + (int32_t)rnd(&tmp, 12), total = 0;
+        bool taken[SIM_MAX] = {false};
+        plan.n_items = n;
+        for (int32_t i = 0; i < n; i++) {
+            int32_t id;
+            do
+                id = (int32_t)rnd(&tmp, 16);
+            while (taken[id]);
+            taken[id] = true;
+            memset(&reqs[i], 0, sizeof(reqs[i]));
+            reqs[i].seq_id = id;
+            plan.items[i].req = &reqs[i];
+            int32_t kind = (int32_t)rnd(&tmp, 3); /* decode rows, or chunks of a few lengths */
+            plan.items[i].n_tokens = kind == 0 ? 1 : kind == 1 ? 40 : 1 + (int32_t)rnd(&tmp, 80);
+            total += plan.items[i].n_tokens;
+        }
+        /* the first version's bound: blocks of consecutive ids with equal row counts */
+        int32_t blocks = 0;
+        for (int32_t id = 0; id < 16; id++) {
+            int32_t i = -1, prev = -1;
+            for (int32_t k = 0; k < n; k++) {
+                if (reqs[k].seq_id == id) i = k;
+                if (id > 0 && reqs[k].seq_id == id - 1) prev = k;
+            }
+            if (i >= 0 && (prev < 0 || plan.items[prev].n_tokens != plan.items[i].n_tokens)) blocks++;
+        }
+        for (int pass = 0; pass < 2; pass++) {
+            int32_t np;
+            if (pass == 0) {
+                np = cb_plan_row_order(&plan, 64, pieces);
+            } else { /* whole items by id alone */
+                np = n;
+                for (int32_t i = 0; i < n; i++)
+                    pieces[i] = (cb_row_piece){.item = i, .k0 = 0, .n = plan.items[i].n_tokens};
+                for (int32_t i = 1; i < n; i++)
+                    for (int32_t k = i; k > 0 && reqs[pieces[k - 1].item].seq_id > reqs[pieces[k].item].seq_id; k--) {
+                        cb_row_piece t = pieces[k];
+                        pieces[k] = pieces[k - 1];
+                        pieces[k - 1] = t;
+                    }
+            }
+            int32_t next_row[SIM_MAX] = {0}, n_rows = 0; /* each item's rows once, in order */
+            for (int32_t j = 0; j < np; j++) {
+                assert_int_equal(pieces[j].k0, next_row[pieces[j].item]);
+                assert_true(pieces[j].n >= 1);
+                next_row[pieces[j].item] += pieces[j].n;
+                for (int32_t k = 0; k < pieces[j].n; k++)
+                    row_seq[n_rows++] = reqs[pieces[j].item].seq_id;
+            }
+            for (int32_t i = 0; i < n; i++)
+                assert_int_equal(next_row[i], plan.items[i].n_tokens);
+            assert_int_equal(n_rows, total);
+            int32_t nr = sim_split_equal(row_seq, n_rows, total, runs, 256);
+            bool ok = true;
+            for (int32_t i = 0; i < n; i++) {
+                int32_t id = reqs[i].seq_id, in = 0, first = -1;
+                for (int32_t u = 0; u < nr; u++)
+                    if (runs[u][id] > 0) {
+                        in++;
+                        if (first < 0) first = runs[u][id];
+                    }
+                ok &= in == 1 || (in == 2 && first == 1);
+                /* a chunk of 64 rows or more keeps 64 a run beyond its first row (the tiled kernel) */
+                for (int32_t u = 0; u < nr && plan.items[i].n_tokens >= 64; u++)
+                    if (pass == 0 && runs[u][id] > 1) assert_true(runs[u][id] >= 64);
+            }
+            if (pass == 0) {
+                assert_true(ok);
+                assert_int_equal(cb_plan_graph_runs(&plan, pieces, np), nr);
+                assert_true(nr <= blocks);
+                fewer += nr < blocks;
+            }
+            if (pass == 1 && (!ok || nr > blocks)) bad_by_id++;
+        }
+    }
+    cb_plan_free(&plan);
+    assert_true(bad_by_id > 100); /* the simulator tells the orders apart */
+    assert_true(fewer > 100);     /* and the first-row runs save graph runs */
+}
+
+/* The chunk rules one call at a time: a last piece goes whole; a cut chunk under the tile waits
+ * unless the plan is empty; the first cut chunk sets the step's length, longer ones are cut to it,
+ * shorter ones wait; a configuration's cap below the tile lowers the tile. */
+static void split_chunk_rules(void **state) {
+    (void)state;
+    int32_t sc = 0;
+    assert_int_equal(cb_plan_split_chunk(&sc, 64, 256, false, 100, 100), 100);
+    assert_int_equal(sc, 0);
+    assert_int_equal(cb_plan_split_chunk(&sc, 64, 256, false, 40, 300), 0);
+    assert_int_equal(cb_plan_split_chunk(&sc, 64, 256, true, 40, 300), 40);
+    assert_int_equal(sc, 40);
+    assert_int_equal(cb_plan_split_chunk(&sc, 64, 256, false, 128, 300), 40);
+    sc = 96;
+    assert_int_equal(cb_plan_split_chunk(&sc, 64, 256, false, 80, 300), 0);
+    assert_int_equal(cb_plan_split_chunk(&sc, 64, 256, false, 96, 300), 96);
+    sc = 0;
+    assert_int_equal(cb_plan_split_chunk(&sc, 64, 32, false, 32, 300), 32);
+    assert_int_equal(sc, 32);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(split_chunk_rules),
+        cmocka_unit_test(split_chunks_share_one_length),
+        cmocka_unit_test(split_small_chunk_cap_keeps_prompts_moving),
+        cmocka_unit_test(row_order_gives_each_chunk_its_graph_run),
+    };
+    return cmocka_run_group_tests_name("batch layout", tests, NULL, NULL);
+}

@@ -1,0 +1,158 @@
+/* The split layout's stream cache through the scheduler: sharing a running prefix, parking,
+ * taking over and holding streams, and keeping running requests in one block of stream ids. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "sched_harness.h"
+
+/* Split layout: requests arriving together with one prefix copy it from the stream computing it,
+ * instead of computing it again (a copy takes the whole stream, then a trim). */
+static void streams_share_a_running_prefix(void **state) {
+    (void)state;
+    harness h;
+    h_init_px(&h, CB_MODE_CONTINUOUS, 8, 64, 32, 8 * 160, true, 0);
+    for (int i = 0; i < 8; i++)
+        h_add_shared(&h, 100, 10, 5);
+    int64_t prompt_rows = h_until_idle(&h);
+    assert_int_equal(h_stats(&h).hit_tokens, 7 * 100);
+    assert_int_equal(h_stats(&h).query_tokens, 8 * 110);
+    assert_int_equal(prompt_rows, 100 + 8 * 10 + 8 * 4); /* nothing computed twice */
+    assert_int_equal(h.sc->copies, 7);
+    h_drain(&h, 10);
+    h_check_outputs(&h);
+    h_free(&h);
+}
+
+/* One running stream and one holder. A finished request's stream stays parked; an unrelated
+ * request reuses it after its tokens are saved to the holder (one copy); a request sharing the
+ * held prompt copies it from there; a request continuing the last conversation (its prompt and
+ * what it generated) takes its parked stream over in place: no copy. */
+static void streams_park_take_over_and_hold(void **state) {
+    (void)state;
+    harness h;
+    h_init_px(&h, CB_MODE_CONTINUOUS, 1, 64, 32, 2 * 128, true, 1);
+    int32_t a[60];
+    for (int32_t k = 0; k < 60; k++)
+        a[k] = 700000 + k;
+    h_add_tokens(&h, a, 60, 5, 0); /* leaves 64 cells: its prompt and 4 generated tokens */
+    h_until_idle(&h);
+    assert_int_equal(h.sc->len[0], 64);
+    h_add_shared(&h, 0, 30, 5); /* shares nothing */
+    h_step(&h);
+    assert_int_equal(h.sc->len[1], 64);
+    assert_int_equal(h.sc->copies, 1);
+    h_until_idle(&h);
+    cb_request *c = h_add_tokens(&h, a, 40, 5, 0); /* a prefix of the held prompt */
+    h_step(&h);
+    assert_int_equal(h.sc->copies, 2);
+    assert_int_equal(h_stats(&h).hit_tokens, 39);
+    assert_int_equal(h.plan.items[0].pos0, 39);
+    h_until_idle(&h);
+    int32_t next[44];
+    memcpy(next, a, sizeof(int32_t) * 40);
+    for (int32_t k = 0; k < 4; k++)
+        next[40 + k] = gen_token(c->id, k);
+    h_add_tokens(&h, next, 44, 5, 0);
+    h_step(&h);
+    assert_int_equal(h.sc->copies, 2);
+    assert_int_equal(h_stats(&h).hit_tokens, 39 + 43);
+    assert_int_equal(h.plan.items[0].req->seq_id, 0);
+    assert_int_equal(h.plan.items[0].pos0, 43);
+    h_drain(&h, 100);
+    h_check_outputs(&h);
+    h_free(&h);
+}
+
+/* Split layout with a chunk cap under 64 (and decode rows in every step): long prompts still
+ * move several at a time, at the cap. */
+
+/* Adds n requests (10-token prompts, outs[i] tokens each) and steps until r[until] has finished. */
+static void h_add_run_until(harness *h, cb_request **r, const int32_t *outs, int n, int until) {
+    for (int i = 0; i < n; i++)
+        r[i] = h_add(h, 10, outs[i], 0);
+    while (!CB_STATE_FINISHED(r[until]->state))
+        h_step(h);
+}
+
+/* Split layout: a request that finishes in the middle of the running block leaves a hole; with
+ * nobody waiting, the highest running request moves into it (one whole-stream copy), so the next
+ * decode step is one graph run. With the stream cache the old stream stays parked with the moved
+ * request's tokens; without it the old stream is emptied. Outputs and cells are checked by the
+ * harness (h_check_cells reads every stream after the copy). */
+static void split_moves_requests_into_one_block(void **state) {
+    (void)state;
+    for (int with_cache = 0; with_cache < 2; with_cache++) {
+        harness h;
+        h_init_px(&h, CB_MODE_CONTINUOUS, 4, 64, 32, 5 * 128, true, with_cache ? 1 : -1);
+        int32_t outs[4] = {20, 3, 20, 20};
+        cb_request *r[4];
+        h_add_run_until(&h, r, outs, 4, 1);
+        assert_int_equal(r[3]->seq_id, 3);
+        int32_t n_computed = r[3]->n_computed;
+        h_step(&h);
+        assert_int_equal(r[3]->seq_id, 1);
+        assert_int_equal(cb_sched_get_stats(h.s)->stream_moves, 1);
+        cb_row_piece order[8];
+        int32_t np = cb_plan_row_order(&h.plan, 64, order);
+        assert_int_equal(h.plan.n_items, 3);
+        assert_int_equal(cb_plan_graph_runs(&h.plan, order, np), 1); /* {0, 1, 2}, one row each */
+        if (with_cache) assert_int_equal(h.sc->len[3], n_computed);  /* parked: the same tokens */
+        if (!with_cache) assert_int_equal(h.f.cnt[3], 0);
+        h_drain(&h, 100);
+        h_check_outputs(&h);
+        assert_int_equal(cb_sched_get_stats(h.s)->stream_moves, 1); /* the others left from the top */
+        h_free(&h);
+    }
+}
+
+/* With a request waiting, the hole goes to its admission instead (no copy), before an empty id
+ * above the block. */
+static void split_admission_fills_a_hole(void **state) {
+    (void)state;
+    harness h;
+    h_init_px(&h, CB_MODE_CONTINUOUS, 5, 64, 32, 6 * 128, true, 1);
+    cb_request *r[4];
+    int32_t outs[4] = {20, 3, 20, 20};
+    h_add_run_until(&h, r, outs, 4, 1);
+    cb_request *late = h_add(&h, 10, 5, 0);
+    h_step(&h);
+    assert_int_equal(late->seq_id, 1);
+    assert_int_equal(r[3]->seq_id, 3);
+    assert_int_equal(cb_sched_get_stats(h.s)->stream_moves, 0);
+    h_drain(&h, 100);
+    h_check_outputs(&h);
+    h_free(&h);
+}
+
+/* A new request goes next to the running block, not to the lowest (or least recently used) free
+ * stream below it: with 2..5 running and 0, 1 free, it takes 1 and nothing needs to move. */
+static void split_admission_extends_the_block(void **state) {
+    (void)state;
+    for (int with_cache = 0; with_cache < 2; with_cache++) {
+        harness h;
+        h_init_px(&h, CB_MODE_CONTINUOUS, 6, 64, 32, 7 * 128, true, with_cache ? 1 : -1);
+        int32_t outs[6] = {3, 4, 30, 30, 30, 30};
+        cb_request *r[6];
+        h_add_run_until(&h, r, outs, 6, 1);
+        assert_int_equal(r[2]->seq_id, 2);
+        cb_request *late = h_add(&h, 10, 5, 0);
+        h_step(&h);
+        assert_int_equal(late->seq_id, 1);
+        h_drain(&h, 100);
+        h_check_outputs(&h);
+        assert_int_equal(cb_sched_get_stats(h.s)->stream_moves, 0);
+        h_free(&h);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(streams_share_a_running_prefix),      cmocka_unit_test(streams_park_take_over_and_hold),
+        cmocka_unit_test(split_moves_requests_into_one_block), cmocka_unit_test(split_admission_fills_a_hole),
+        cmocka_unit_test(split_admission_extends_the_block),
+    };
+    return cmocka_run_group_tests_name("streams", tests, NULL, NULL);
+}
