@@ -286,28 +286,6 @@ int32_t cobatch_tokenize_ext(const cobatch_engine *engine, const char *text, boo
  * Thread-safe. */
 int32_t cobatch_detokenize(const cobatch_engine *engine, const int32_t *tokens, int32_t n, char *out, int32_t max);
 
-/* The machine's ceiling, measured with llama_decode alone (llama-batched-bench style). */
-#define COBATCH_CEIL_MAX 8
-struct cobatch_ceiling {
-    int32_t chunk[COBATCH_CEIL_MAX];
-    double prefill_tps[COBATCH_CEIL_MAX]; /* prompt tok/s when one sequence's chunk of chunk[i] is a step */
-    int n_chunk;
-    int32_t batch[COBATCH_CEIL_MAX];
-    double decode_tps[COBATCH_CEIL_MAX]; /* tok/s when batch[i] sequences decode one token per step */
-    int n_batch;
-    int32_t context; /* tokens of context each decoding sequence holds */
-};
-
-/* Loads the model of params on its own context (same threads, layout, flash attention) and
- * measures prompt throughput per chunk size and decode throughput per batch size up to
- * params->max_num_seqs, each decoding sequence holding `context` tokens. Takes seconds. Returns 0,
- * or -1 with a message. */
-int cobatch_ceiling_measure(const struct cobatch_engine_params *params, int32_t context, struct cobatch_ceiling *out,
-                            char *err, size_t errlen);
-/* Best prompt tok/s over the chunks; decode tok/s at batch b (interpolated, clamped). */
-double cobatch_ceiling_prefill(const struct cobatch_ceiling *c);
-double cobatch_ceiling_decode(const struct cobatch_ceiling *c, int32_t b);
-
 int64_t cobatch_time_us(void);
 const char *cobatch_finish_reason_str(enum cobatch_finish_reason reason);
 
