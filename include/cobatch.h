@@ -133,6 +133,13 @@ struct cobatch_chat_message {
     const char *content;
 };
 
+/* A bias added to one token's logit before sampling (OpenAI's logit_bias: -100 in effect bans the
+ * token, 100 in effect forces it). */
+struct cobatch_logit_bias {
+    int32_t token; /* < the vocabulary's size (cobatch_n_vocab) */
+    float bias;    /* in [-100, 100] */
+};
+
 struct cobatch_request_params {
     /* Exactly one of: text prompt, token prompt, chat messages. All are copied by submit. */
     const char *prompt;
@@ -145,6 +152,8 @@ struct cobatch_request_params {
     struct cobatch_sampling sampling;
     const char *const *stop; /* stop strings; never emitted, text that may become one is held */
     size_t n_stop;
+    const struct cobatch_logit_bias *logit_bias; /* applied first in the sampler chain; copied by submit */
+    size_t n_logit_bias;
     bool ignore_eos;
     int32_t priority;   /* COBATCH_SCHED_PRIORITY only (else it must be 0): higher runs first and is preempted
                            last; default 0 */
@@ -266,6 +275,7 @@ void cobatch_engine_stats(cobatch_engine *engine, struct cobatch_stats *out);
 
 /* Model facts, fixed for the engine's lifetime. */
 int32_t cobatch_n_ctx_seq(const cobatch_engine *engine); /* longest sequence (prompt + output) */
+int32_t cobatch_n_vocab(const cobatch_engine *engine);   /* token ids are [0, n_vocab) */
 /* Bytes of text beyond which a prompt cannot fit (n_ctx_seq tokens of the vocabulary's longest text):
  * longer prompts are refused (COBATCH_ERR_TOO_LONG) before tokenizing. */
 size_t cobatch_max_prompt_bytes(const cobatch_engine *engine);

@@ -375,6 +375,17 @@ static engine_req *cb_engine_req_new(const struct cobatch_request_params *p) {
         free(er);
         return NULL;
     }
+    if (p->n_logit_bias > 0) {
+        er->logit_bias = malloc(sizeof(*er->logit_bias) * p->n_logit_bias);
+        if (!er->logit_bias) {
+            cb_textout_free(&er->text);
+            free(er->err_buf);
+            free(er);
+            return NULL;
+        }
+        memcpy(er->logit_bias, p->logit_bias, sizeof(*er->logit_bias) * p->n_logit_bias);
+        er->n_logit_bias = p->n_logit_bias;
+    }
     er->sampling = p->sampling;
     if (er->sampling.seed == COBATCH_SEED_RANDOM) er->sampling.seed = random_seed();
     er->user_data = p->user_data;
@@ -394,6 +405,18 @@ cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_pa
     if (bad) {
         cb_set_err(err, errlen, "%s", bad);
         return COBATCH_ERR_INVALID;
+    }
+    for (size_t i = 0; i < p->n_logit_bias; i++) {
+        const struct cobatch_logit_bias *b = &p->logit_bias[i];
+        if (b->token < 0 || b->token >= e->model.n_vocab) {
+            cb_set_err(err, errlen, "logit_bias: token %d is not in the vocabulary (0 to %d)", b->token,
+                       e->model.n_vocab - 1);
+            return COBATCH_ERR_INVALID;
+        }
+        if (!(b->bias >= -100.0f && b->bias <= 100.0f)) {
+            cb_set_err(err, errlen, "logit_bias: biases are from -100 to 100");
+            return COBATCH_ERR_INVALID;
+        }
     }
     if (p->priority != 0 && e->params.sched_policy != COBATCH_SCHED_PRIORITY) {
         cb_set_err(err, errlen,
@@ -507,6 +530,7 @@ void cobatch_engine_stats(cobatch_engine *e, struct cobatch_stats *out) {
     pthread_mutex_unlock(&e->ev_mu);
 }
 
+int32_t cobatch_n_vocab(const cobatch_engine *e) { return e->model.n_vocab; }
 int32_t cobatch_n_ctx_seq(const cobatch_engine *e) { return e->n_ctx_seq; }
 size_t cobatch_max_prompt_bytes(const cobatch_engine *e) { return (size_t)e->n_ctx_seq * (size_t)e->model.max_piece; }
 const char *cobatch_model_name(const cobatch_engine *e) { return e->model.name; }

@@ -16,6 +16,7 @@ void cb_engine_free_request(cb_request *r) {
     if (er) {
         cb_sampler_free(er->smpl);
         cb_textout_free(&er->text);
+        free(er->logit_bias);
         free(er->err_buf);
         free(er);
     }
@@ -91,7 +92,7 @@ static void intake(cobatch_engine *e, cb_request **in, int n) {
     for (int i = 0; i < n; i++) {
         cb_request *r = in[i];
         engine_req *er = r->rt;
-        er->smpl = cb_sampler_new(&e->model, &er->sampling);
+        er->smpl = cb_sampler_new(&e->model, &er->sampling, er->logit_bias, er->n_logit_bias);
         if (e->n_reqs == e->reqs_cap) {
             int cap = e->reqs_cap ? e->reqs_cap * 2 : 64;
             cb_request **v = realloc(e->reqs, sizeof(*v) * (size_t)cap);

@@ -21,6 +21,8 @@
  * always ends with its event, also when memory runs out. */
 typedef struct {
     struct cobatch_sampling sampling;
+    struct cobatch_logit_bias *logit_bias; /* (n_logit_bias) a copy of the request's */
+    size_t n_logit_bias;
     struct llama_sampler *smpl; /* created on the engine thread at intake */
     cb_textout text;
     char *err_buf; /* (CB_ERR_BUF) the FINISHED event's error message, handed over to it */

@@ -396,6 +396,75 @@ int cb_openai_parse(cb_openai_kind kind, const char *body, size_t len, cb_openai
     return rc;
 }
 
+/* {"token id": bias, ...}: OpenAI's keys are token ids written as strings; the engine checks them
+ * against the vocabulary. At most one entry per token of a 256k vocabulary. */
+static int parse_logit_bias(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
+    cJSON *lb = cJSON_GetObjectItemCaseSensitive(root, "logit_bias");
+    if (!lb || cJSON_IsNull(lb)) return 0;
+    if (!cJSON_IsObject(lb)) return bad(e, "logit_bias", "'logit_bias' must be an object of token id -> bias");
+    size_t n = 0;
+    for (cJSON *x = lb->child; x; x = x->next)
+        n++;
+    if (n == 0) return 0;
+    if (n > 300000) return bad(e, "logit_bias", "'logit_bias' has more entries than any vocabulary has tokens");
+    r->logit_bias = malloc(sizeof(*r->logit_bias) * n);
+    if (!r->logit_bias) return oom(e);
+    size_t k = 0;
+    for (cJSON *x = lb->child; x; x = x->next, k++) {
+        char *end = NULL;
+        long id = x->string && x->string[0] >= '0' && x->string[0] <= '9' ? strtol(x->string, &end, 10) : -1;
+        if (id < 0 || !end || *end || id > INT32_MAX)
+            return bad(e, "logit_bias", "'logit_bias' keys are token ids (got \"%.40s\")", x->string ? x->string : "");
+        if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble < -100 || x->valuedouble > 100)
+            return bad(e, "logit_bias", "'logit_bias' values are numbers from -100 to 100");
+        r->logit_bias[k] = (struct cobatch_logit_bias){.token = (int32_t)id, .bias = (float)x->valuedouble};
+    }
+    r->params.logit_bias = r->logit_bias;
+    r->params.n_logit_bias = n;
+    return 0;
+}
+
+/* Every field a request may carry; any other is refused by name, so that nothing a client asks for
+ * is silently ignored (a field sent as null asks for nothing and is accepted). */
+static const char *const COMMON_KEYS[] = {"model",
+                                          "stream",
+                                          "stream_options",
+                                          "max_tokens",
+                                          "max_completion_tokens",
+                                          "temperature",
+                                          "top_p",
+                                          "top_k",
+                                          "min_p",
+                                          "presence_penalty",
+                                          "frequency_penalty",
+                                          "repetition_penalty",
+                                          "seed",
+                                          "stop",
+                                          "n",
+                                          "priority",
+                                          "ignore_eos",
+                                          "logprobs",
+                                          "logit_bias",
+                                          "user",
+                                          NULL};
+static const char *const COMPLETION_KEYS[] = {"prompt", "echo", NULL};
+static const char *const CHAT_KEYS[] = {"messages", NULL};
+
+static bool listed(const char *const *keys, const char *k) {
+    for (; *keys; keys++)
+        if (!strcmp(*keys, k)) return true;
+    return false;
+}
+
+static int check_keys(cb_openai_kind kind, cJSON *root, cb_openai_error *e) {
+    for (cJSON *x = root->child; x; x = x->next) {
+        if (!x->string || cJSON_IsNull(x) || listed(COMMON_KEYS, x->string)) continue;
+        if (listed(kind == CB_OPENAI_COMPLETION ? COMPLETION_KEYS : CHAT_KEYS, x->string)) continue;
+        return bad(e, x->string, "'%.40s' is not supported by this server", x->string);
+    }
+    return 0;
+}
+
 int cb_openai_parse_json(cb_openai_kind kind, cJSON *root, cb_openai_request *r, cb_openai_error *e) {
     memset(r, 0, sizeof(*r));
     memset(e, 0, sizeof(*e));
@@ -408,6 +477,7 @@ int cb_openai_parse_json(cb_openai_kind kind, cJSON *root, cb_openai_request *r,
         bad(e, NULL, "the body must be a JSON object");
         goto out;
     }
+    if (check_keys(kind, root, e) != 0) goto out;
     cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     if (model && !cJSON_IsNull(model)) {
         if (!cJSON_IsString(model)) {
@@ -422,7 +492,7 @@ int cb_openai_parse_json(cb_openai_kind kind, cJSON *root, cb_openai_request *r,
         goto out;
     }
     if ((kind == CB_OPENAI_COMPLETION ? parse_prompt(root, r, e) : parse_messages(root, r, e)) != 0) goto out;
-    if (parse_sampling(root, r, e) != 0 || parse_stop(root, r, e) != 0) goto out;
+    if (parse_sampling(root, r, e) != 0 || parse_stop(root, r, e) != 0 || parse_logit_bias(root, r, e) != 0) goto out;
     if (boolean(root, "stream", &r->stream, e) || boolean(root, "ignore_eos", &r->params.ignore_eos, e)) goto out;
     cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
     if (so && !cJSON_IsNull(so)) {
@@ -456,6 +526,7 @@ void cb_openai_request_free(cb_openai_request *r) {
     free(r->prompt);
     free(r->prompt_tokens);
     free(r->messages);
+    free(r->logit_bias);
     free(r->model);
     memset(r, 0, sizeof(*r));
 }

@@ -26,6 +26,7 @@ typedef struct {
     char **strings; /* (strings_cap) every role/content/stop string, freed together */
     size_t n_strings, strings_cap;
     const char *stops[CB_OPENAI_MAX_STOP];
+    struct cobatch_logit_bias *logit_bias; /* (params.n_logit_bias) */
 } cb_openai_request;
 
 /* An error to return: HTTP status plus OpenAI's error fields. */

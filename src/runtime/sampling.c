@@ -2,12 +2,25 @@
 
 #include <llama.h>
 #include <math.h>
+#include <stdlib.h>
 
-struct llama_sampler *cb_sampler_new(const cb_model *m, const struct cobatch_sampling *s) {
+struct llama_sampler *cb_sampler_new(const cb_model *m, const struct cobatch_sampling *s,
+                                     const struct cobatch_logit_bias *bias, size_t n_bias) {
     struct llama_sampler_chain_params cp = llama_sampler_chain_default_params();
     cp.no_perf = true;
     struct llama_sampler *c = llama_sampler_chain_init(cp);
     if (!c) return NULL;
+    if (n_bias > 0) { /* llama.cpp copies the list */
+        llama_logit_bias *lb = malloc(sizeof(*lb) * n_bias);
+        if (!lb) {
+            llama_sampler_free(c);
+            return NULL;
+        }
+        for (size_t i = 0; i < n_bias; i++)
+            lb[i] = (llama_logit_bias){.token = bias[i].token, .bias = bias[i].bias};
+        llama_sampler_chain_add(c, llama_sampler_init_logit_bias(m->n_vocab, (int32_t)n_bias, lb));
+        free(lb);
+    }
     bool penalties = s->repetition_penalty != 1.0f || s->presence_penalty != 0.0f || s->frequency_penalty != 0.0f;
     if (penalties && s->penalty_last_n != 0) {
         llama_sampler_chain_add(c,

@@ -8,10 +8,11 @@
 
 struct llama_sampler;
 
-/* Builds the chain: penalties, then greedy at temperature <= 0, else top_k, top_p, min_p,
- * temperature and a seeded draw. Returns NULL on allocation failure. Caller frees with
- * cb_sampler_free. */
-struct llama_sampler *cb_sampler_new(const cb_model *m, const struct cobatch_sampling *s);
+/* Builds the chain: the logit biases (ids checked by the caller), penalties, then greedy at
+ * temperature <= 0, else top_k, top_p, min_p, temperature and a seeded draw. Returns NULL on
+ * allocation failure. Caller frees with cb_sampler_free. */
+struct llama_sampler *cb_sampler_new(const cb_model *m, const struct cobatch_sampling *s,
+                                     const struct cobatch_logit_bias *bias, size_t n_bias);
 void cb_sampler_free(struct llama_sampler *smpl);
 
 /* Samples (and accepts) a token from logits row `row` of the last decode. If margin is not NULL

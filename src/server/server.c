@@ -337,8 +337,10 @@ static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
     } else if (id == COBATCH_ERR_NOMEM) {
         reply_error(s, r->conn, 503, "service_unavailable", NULL, "%s", err);
     } else {
-        reply_error(s, r->conn, 400, "invalid_request_error", r->kind == CB_OPENAI_CHAT ? "messages" : "prompt", "%s",
-                    err);
+        const char *param = !strncmp(err, "logit_bias", 10) ? "logit_bias"
+                            : r->kind == CB_OPENAI_CHAT     ? "messages"
+                                                            : "prompt";
+        reply_error(s, r->conn, 400, "invalid_request_error", param, "%s", err);
     }
 }
 

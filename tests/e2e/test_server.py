@@ -345,3 +345,64 @@ def test_tokenize_round_trip_and_bad_bodies(server):
         assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
     r = httpx.post(server.url + "/detokenize", json={"tokens": [1, 99999999]})
     assert r.status_code == 400 and r.json()["error"]["param"] == "tokens"
+
+
+# ---------------------------------------------------------------- fields a client may send
+
+def first_token(server, prompt, **kw):
+    """The first generated token's id and text (greedy, one token)."""
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="none")
+    text = client.completions.create(model=model_id(server), prompt=prompt, max_tokens=1, temperature=0, **kw) \
+        .choices[0].text
+    ids = httpx.post(server.url + "/tokenize", json={"content": PROMPT + text, "add_special": False},
+                     timeout=30).json()["tokens"]
+    base = httpx.post(server.url + "/tokenize", json={"content": PROMPT, "add_special": False},
+                      timeout=30).json()["tokens"]
+    assert ids[:len(base)] == base
+    return ids[len(base)], text
+
+
+def test_logit_bias_bans_and_forces_a_token(server):
+    tok, text = first_token(server, PROMPT)
+    assert "Paris" in text or text.strip()  # the greedy choice, whatever it is
+    banned, banned_text = first_token(server, PROMPT, logit_bias={str(tok): -100})
+    assert banned != tok, "logit_bias -100 did not ban the greedy token"
+    target = httpx.post(server.url + "/tokenize", json={"content": " banana", "add_special": False},
+                        timeout=30).json()["tokens"][0]
+    forced, _ = first_token(server, PROMPT, logit_bias={str(target): 100})
+    assert forced == target, "logit_bias +100 did not force the token"
+    # the same through chat, streamed
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="none")
+    out = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(
+        model=model_id(server), messages=CHAT, max_tokens=3, temperature=0, stream=True,
+        logit_bias={str(target): 100}) if c.choices)
+    assert out.startswith(" banana") or out.startswith("banana"), out
+
+
+def test_logit_bias_outside_the_vocabulary_is_refused(server):
+    for bias, why in [({"99999999": 5}, "vocabulary"), ({"x": 5}, "token ids"), ({"1": 101}, "-100 to 100")]:
+        r = httpx.post(server.url + "/v1/completions", json={"prompt": PROMPT, "max_tokens": 1, "logit_bias": bias},
+                       timeout=30)
+        assert r.status_code == 400, r.text
+        assert r.json()["error"]["param"] == "logit_bias" and why in r.json()["error"]["message"], r.text
+
+
+@pytest.mark.parametrize("path,body,field", [
+    ("/v1/completions", {"prompt": "x", "suffix": "y"}, "suffix"),
+    ("/v1/completions", {"prompt": "x", "best_of": 2}, "best_of"),
+    ("/v1/chat/completions", {"messages": CHAT, "tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+    ("/v1/chat/completions", {"messages": CHAT, "response_format": {"type": "json_object"}}, "response_format"),
+    ("/v1/chat/completions", {"messages": CHAT, "top_logprobs": 2}, "top_logprobs"),
+    ("/v1/chat/completions", {"messages": CHAT, "echo": True}, "echo"),
+])
+def test_a_field_the_server_does_not_honour_is_refused_by_name(server, path, body, field):
+    r = httpx.post(server.url + path, json=body, timeout=30)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["param"] == field and field in err["message"], err
+
+
+def test_a_field_sent_as_null_asks_for_nothing(server):
+    r = httpx.post(server.url + "/v1/chat/completions",
+                   json={"messages": CHAT, "max_tokens": 2, "tools": None, "response_format": None}, timeout=60)
+    assert r.status_code == 200, r.text

@@ -49,6 +49,21 @@ static void completion_fields_become_engine_params(void **state) {
     cb_openai_request_free(&r);
 }
 
+static void logit_bias_and_null_fields(void **state) {
+    (void)state;
+    cb_openai_request r;
+    cb_openai_error e;
+    assert_int_equal(parse(CB_OPENAI_COMPLETION,
+                           "{\"prompt\":\"x\",\"logit_bias\":{\"50256\":-100,\"7\":2.5},\"tools\":null}", &r, &e),
+                     0);
+    assert_int_equal(r.params.n_logit_bias, 2);
+    assert_int_equal(r.params.logit_bias[0].token, 50256);
+    assert_true(r.params.logit_bias[0].bias == -100.0f);
+    assert_int_equal(r.params.logit_bias[1].token, 7);
+    assert_true(r.params.logit_bias[1].bias == 2.5f);
+    cb_openai_request_free(&r);
+}
+
 static void chat_messages_and_priority(void **state) {
     (void)state;
     cb_openai_request r;
@@ -92,6 +107,13 @@ static void refusals_name_the_field(void **state) {
         {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\"} trailing", "", 400},
         {CB_OPENAI_COMPLETION, "{\"prompt\":\"a\\u0000b\"}", "", 400},
         {CB_OPENAI_COMPLETION, "[1]", "", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"suffix\":\"y\"}", "suffix", 400},
+        {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[]}", "tools", 400},
+        {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"prompt\":\"y\"}", "prompt", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"logit_bias\":{\"-1\":1}}", "logit_bias", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"logit_bias\":{\"12a\":1}}", "logit_bias", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"logit_bias\":{\"12\":-101}}", "logit_bias", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"logit_bias\":[1]}", "logit_bias", 400},
     };
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         cb_openai_request r;
@@ -180,6 +202,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(completion_fields_become_engine_params),
         cmocka_unit_test(chat_messages_and_priority),
+        cmocka_unit_test(logit_bias_and_null_fields),
         cmocka_unit_test(refusals_name_the_field),
         cmocka_unit_test(response_shapes),
         cmocka_unit_test(json_check_agrees_with_rfc8259),
