@@ -276,6 +276,15 @@ void cobatch_engine_stats(cobatch_engine *engine, struct cobatch_stats *out);
 /* Model facts, fixed for the engine's lifetime. */
 int32_t cobatch_n_ctx_seq(const cobatch_engine *engine); /* longest sequence (prompt + output) */
 int32_t cobatch_n_vocab(const cobatch_engine *engine);   /* token ids are [0, n_vocab) */
+/* What a client's own tokenizer needs to match the engine's (the server's /tokenizer_info). */
+struct cobatch_vocab_info {
+    int32_t n_vocab;
+    int32_t bos, eos;                /* token ids, -1 when the vocabulary has none */
+    const char *bos_text, *eos_text; /* their texts ("" when none); the engine's, valid while it lives */
+    bool add_bos;                    /* tokenizing a prompt adds bos */
+    const char *chat_template;       /* the model's Jinja chat template, or NULL */
+};
+void cobatch_vocab_info(const cobatch_engine *engine, struct cobatch_vocab_info *out);
 /* Bytes of text beyond which a prompt cannot fit (n_ctx_seq tokens of the vocabulary's longest text):
  * longer prompts are refused (COBATCH_ERR_TOO_LONG) before tokenizing. */
 size_t cobatch_max_prompt_bytes(const cobatch_engine *engine);
@@ -291,8 +300,9 @@ int32_t cobatch_tokenize(const cobatch_engine *engine, const char *text, int32_t
 int32_t cobatch_tokenize_ext(const cobatch_engine *engine, const char *text, bool add_special, bool parse_special,
                              int32_t *out, int32_t max);
 
-/* Turns tokens back into text (special tokens dropped). Returns the byte count; if it exceeds max,
- * out holds nothing useful and the return value is the size needed. Negative for invalid tokens.
+/* Turns tokens back into text (a tokenize round trip: an added bos/eos dropped, other special tokens as
+ * their text). Returns the byte count; if it
+ * exceeds max, out holds nothing useful and the return value is the size needed. Negative for invalid tokens.
  * Thread-safe. */
 int32_t cobatch_detokenize(const cobatch_engine *engine, const int32_t *tokens, int32_t n, char *out, int32_t max);
 

@@ -53,7 +53,7 @@ static int accept(cb_batch_input *in, cb_batch_out *o, cJSON *root, const char *
     cb_batch_item *it = calloc(1, sizeof(*it));
     if (!it) return -1;
     cb_openai_error e;
-    if (cb_openai_parse_json(kind, cJSON_GetObjectItemCaseSensitive(root, "body"), &it->req, &e) != 0) {
+    if (cb_openai_parse_json(kind, NULL, cJSON_GetObjectItemCaseSensitive(root, "body"), &it->req, &e) != 0) {
         cb_batch_out_error(o, line, cid, "invalid_request", "body: %s", e.message);
         in->refused++;
         cb_openai_request_free(&it->req);

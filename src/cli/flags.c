@@ -226,7 +226,8 @@ cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
 cb_flag_group cb_flags_sampling(cb_flag *room, struct cobatch_sampling *s) {
     const cb_flag t[] = {
         {"--temp, --temperature", "T", CB_FLAG_F32, &s->temperature, 0, 100,
-         .help = "temperature, 0 = greedy (default)"},
+         .help =
+             "temperature, 0 = greedy (run: default 0; serve: the default for\nrequests without one, 1 as OpenAI's)"},
         {"--top-k", "K", CB_FLAG_I32, &s->top_k, 0, 1 << 24, .help = "0 = off (default)"},
         {"--top-p", "P", CB_FLAG_F32, &s->top_p, 1e-9, 1, .help = "1 = off (default)"},
         {"--min-p", "P", CB_FLAG_F32, &s->min_p, 0, 1, .help = "0 = off (default)"},

@@ -1,5 +1,6 @@
 /* serve.c — `cobatch serve`: the OpenAI-compatible server. */
 #include "../bench/bench.h"
+#include "../openai/openai.h"
 #include "../server/server.h"
 #include "args.h"
 #include "cli.h"
@@ -69,7 +70,7 @@ static int fit_connections(int want) {
 int cb_cmd_serve(int argc, char **argv) {
     struct cobatch_engine_params ep = cobatch_engine_default_params();
     ep.max_num_batched_tokens = SERVE_STEP_BUDGET;
-    cb_srv_params sp = {.port = 8080};
+    cb_srv_params sp = {.port = 8080, .defaults = cb_openai_default_sampling()};
     serve_trace trace = {0};
     const char *trace_path = NULL, *key_file = NULL;
     char *key = NULL;
@@ -115,14 +116,18 @@ int cb_cmd_serve(int argc, char **argv) {
         {"--trace", "FILE", CB_FLAG_STR, &trace_path,
          .help = "one line per engine step, as `cobatch bench --trace` writes"},
     };
-    cb_flag eng[CB_ENGINE_FLAGS];
+    cb_flag eng[CB_ENGINE_FLAGS], smp[CB_SAMPLING_FLAGS];
     cb_cli cli = {.cmd = "cobatch serve",
                   .usage = "usage: cobatch serve [-m MODEL] [--host H] [--port P] [flags]\n",
-                  .footer = "The server's step budget defaults to 128 tokens, not 512: a step's length is the gap "
+                  .footer = "Sampling flags set what a request that leaves the field out gets (OpenAI's defaults\n"
+                            "otherwise: temperature 1, top_p 1, a fresh seed per request).\n"
+                            "The server's step budget defaults to 128 tokens, not 512: a step's length is the gap "
                             "every\nrunning stream waits between two tokens (about 0.5 s for 128 prompt tokens on 2 "
                             "cores).\n",
-                  .groups = {{"serve", own, sizeof(own) / sizeof(own[0])}, cb_flags_engine(eng, &ep)},
-                  .n_groups = 2};
+                  .groups = {{"serve", own, sizeof(own) / sizeof(own[0])},
+                             cb_flags_sampling(smp, &sp.defaults),
+                             cb_flags_engine(eng, &ep)},
+                  .n_groups = 3};
     int pr = cb_flags_parse(&cli, argc, argv, stdout, stderr);
     if (pr != 0) return pr == 1 ? 0 : 2;
     if (!ep.model_path) ep.model_path = cb_default_model();

@@ -531,6 +531,9 @@ void cobatch_engine_stats(cobatch_engine *e, struct cobatch_stats *out) {
 }
 
 int32_t cobatch_n_vocab(const cobatch_engine *e) { return e->model.n_vocab; }
+void cobatch_vocab_info(const cobatch_engine *e, struct cobatch_vocab_info *out) {
+    cb_model_vocab_info(&e->model, out);
+}
 int32_t cobatch_n_ctx_seq(const cobatch_engine *e) { return e->n_ctx_seq; }
 size_t cobatch_max_prompt_bytes(const cobatch_engine *e) { return (size_t)e->n_ctx_seq * (size_t)e->model.max_piece; }
 const char *cobatch_model_name(const cobatch_engine *e) { return e->model.name; }

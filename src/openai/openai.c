@@ -382,7 +382,8 @@ cJSON *cb_openai_json_parse(const char *s, size_t len, cb_openai_error *e) {
     return root;
 }
 
-int cb_openai_parse(cb_openai_kind kind, const char *body, size_t len, cb_openai_request *r, cb_openai_error *e) {
+int cb_openai_parse(cb_openai_kind kind, const struct cobatch_sampling *defaults, const char *body, size_t len,
+                    cb_openai_request *r, cb_openai_error *e) {
     memset(r, 0, sizeof(*r));
     memset(e, 0, sizeof(*e));
     /* cJSON would end a string at a NUL: a prompt, a stop string cut short without a word */
@@ -391,7 +392,7 @@ int cb_openai_parse(cb_openai_kind kind, const char *body, size_t len, cb_openai
     if (cb_utf8_valid_prefix(body, len, NULL) != len) return bad(e, NULL, "the body is not valid UTF-8");
     cJSON *root = cb_openai_json_parse(body, len, e);
     if (!root) return -1;
-    int rc = cb_openai_parse_json(kind, root, r, e);
+    int rc = cb_openai_parse_json(kind, defaults, root, r, e);
     cJSON_Delete(root);
     return rc;
 }
@@ -465,11 +466,19 @@ static int check_keys(cb_openai_kind kind, cJSON *root, cb_openai_error *e) {
     return 0;
 }
 
-int cb_openai_parse_json(cb_openai_kind kind, cJSON *root, cb_openai_request *r, cb_openai_error *e) {
+struct cobatch_sampling cb_openai_default_sampling(void) {
+    struct cobatch_sampling s = cobatch_request_default_params().sampling;
+    s.temperature = 1.0f;
+    return s;
+}
+
+int cb_openai_parse_json(cb_openai_kind kind, const struct cobatch_sampling *defaults, cJSON *root,
+                         cb_openai_request *r, cb_openai_error *e) {
     memset(r, 0, sizeof(*r));
     memset(e, 0, sizeof(*e));
     r->kind = kind;
     r->params = cobatch_request_default_params();
+    r->params.sampling = defaults ? *defaults : cb_openai_default_sampling();
     /* OpenAI's defaults: 16 tokens for legacy completions, the rest of the context for chat */
     r->params.max_tokens = kind == CB_OPENAI_COMPLETION ? 16 : INT32_MAX / 2;
     int rc = -1;

@@ -37,14 +37,21 @@ typedef struct {
     char param[64]; /* the offending field, or "" */
 } cb_openai_error;
 
-/* Parses body (len bytes) for kind. Returns 0 and fills r, or -1 and fills e (status 400). r is
+/* OpenAI's defaults for what a request leaves out: temperature 1, top_p 1, a fresh random seed,
+ * no penalties. */
+struct cobatch_sampling cb_openai_default_sampling(void);
+
+/* Parses body (len bytes) for kind, fields left out taking `defaults` (NULL: OpenAI's; a server's
+ * operator may set others). Returns 0 and fills r, or -1 and fills e (status 400). r is
  * valid until cb_openai_request_free either way. Linear in the body's size. A body whose strings hold a
  * NUL character is refused (C strings would end there). */
-int cb_openai_parse(cb_openai_kind kind, const char *body, size_t len, cb_openai_request *r, cb_openai_error *e);
+int cb_openai_parse(cb_openai_kind kind, const struct cobatch_sampling *defaults, const char *body, size_t len,
+                    cb_openai_request *r, cb_openai_error *e);
 /* The same for a body already parsed (the batch runner's JSONL lines); root is only read and
  * stays the caller's. */
 struct cJSON;
-int cb_openai_parse_json(cb_openai_kind kind, struct cJSON *root, cb_openai_request *r, cb_openai_error *e);
+int cb_openai_parse_json(cb_openai_kind kind, const struct cobatch_sampling *defaults, struct cJSON *root,
+                         cb_openai_request *r, cb_openai_error *e);
 void cb_openai_request_free(cb_openai_request *r);
 /* Parses JSON text s[0, len) (cJSON), which must be one well-formed value (RFC 8259) and nothing
  * else. NULL with e set when it fails: 400 for text that is not JSON, 503 when it is (the parse

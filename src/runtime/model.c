@@ -262,6 +262,18 @@ int32_t *cb_model_chat_tokens(const cb_model *m, const char *const *roles, const
 
 bool cb_model_has_chat_template(const cb_model *m) { return llama_model_chat_template(m->model, NULL) != NULL; }
 
+void cb_model_vocab_info(const cb_model *m, struct cobatch_vocab_info *out) {
+    out->n_vocab = m->n_vocab;
+    out->bos = llama_vocab_bos(m->vocab);
+    out->eos = llama_vocab_eos(m->vocab);
+    if (out->bos >= m->n_vocab) out->bos = -1;
+    if (out->eos >= m->n_vocab) out->eos = -1;
+    out->bos_text = out->bos >= 0 ? llama_vocab_get_text(m->vocab, out->bos) : "";
+    out->eos_text = out->eos >= 0 ? llama_vocab_get_text(m->vocab, out->eos) : "";
+    out->add_bos = llama_vocab_get_add_bos(m->vocab);
+    out->chat_template = llama_model_chat_template(m->model, NULL);
+}
+
 int32_t cb_model_piece(const cb_model *m, int32_t token, char *buf, int32_t cap) {
     int32_t n = llama_token_to_piece(m->vocab, token, buf, cap, 0, false);
     return n < 0 ? -1 : n;
@@ -270,5 +282,6 @@ int32_t cb_model_piece(const cb_model *m, int32_t token, char *buf, int32_t cap)
 bool cb_model_is_eog(const cb_model *m, int32_t token) { return llama_vocab_is_eog(m->vocab, token); }
 
 int32_t cb_model_detokenize(const cb_model *m, const int32_t *tokens, int32_t n, char *out, int32_t max) {
-    return llama_detokenize(m->vocab, tokens, n, out, max, true, false);
+    return llama_detokenize(m->vocab, tokens, n, out, max, true,
+                            true); /* the added bos/eos go, other specials stay text */
 }

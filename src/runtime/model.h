@@ -4,6 +4,7 @@
 #ifndef CB_MODEL_H
 #define CB_MODEL_H
 
+#include <cobatch.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -58,11 +59,14 @@ int32_t *cb_model_chat_tokens(const cb_model *m, const char *const *roles, const
                               int32_t *n_out);
 
 bool cb_model_has_chat_template(const cb_model *m);
+/* The vocabulary's special tokens, their texts and the chat template (strings are the model's). */
+void cb_model_vocab_info(const cb_model *m, struct cobatch_vocab_info *out);
 
 /* Text of one token (special tokens rendered as nothing); writes at most cap bytes, returns the
  * length, or -1 if it did not fit. */
 int32_t cb_model_piece(const cb_model *m, int32_t token, char *buf, int32_t cap);
-/* Text of a token sequence, special tokens removed; returns -(needed) when max is too small. */
+/* Text of a token sequence: a bos/eos the tokenizer adds by itself is dropped, other special tokens
+ * are written as their text (a tokenize round trip); returns -(needed) when max is too small. */
 int32_t cb_model_detokenize(const cb_model *m, const int32_t *tokens, int32_t n, char *out, int32_t max);
 bool cb_model_is_eog(const cb_model *m, int32_t token);
 

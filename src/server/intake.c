@@ -16,7 +16,8 @@
 
 struct intake {
     cobatch_engine *engine;
-    int max_jobs, out; /* out: handed over, not yet taken back */
+    struct cobatch_sampling defaults; /* for the fields a request leaves out */
+    int max_jobs, out;                /* out: handed over, not yet taken back */
     pthread_t thread;
     bool started, stop;
     pthread_mutex_t mu;
@@ -37,7 +38,7 @@ static void set_error(cb_intake_job *j, int status, const char *param, const cha
 
 static void do_completion(intake *q, cb_intake_job *j) {
     cb_openai_error e;
-    if (cb_openai_parse(j->api, j->body, j->len, &j->req, &e) != 0) {
+    if (cb_openai_parse(j->api, &q->defaults, j->body, j->len, &j->req, &e) != 0) {
         j->status = e.status;
         j->json = cb_openai_error_json(&e);
         return;
@@ -223,10 +224,11 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-intake *cb_intake_new(cobatch_engine *engine, int max_jobs) {
+intake *cb_intake_new(cobatch_engine *engine, const struct cobatch_sampling *defaults, int max_jobs) {
     intake *q = calloc(1, sizeof(*q));
     if (!q) return NULL;
     q->engine = engine;
+    q->defaults = defaults ? *defaults : cb_openai_default_sampling();
     q->max_jobs = max_jobs > 0 ? max_jobs : 64;
     pthread_mutex_init(&q->mu, NULL);
     pthread_cond_init(&q->cond, NULL);

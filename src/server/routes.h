@@ -5,7 +5,16 @@
 
 #include <stdbool.h>
 
-typedef enum { R_HEALTH, R_METRICS, R_MODELS, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE } cb_srv_route_id;
+typedef enum {
+    R_HEALTH,
+    R_METRICS,
+    R_MODELS,
+    R_COMPLETIONS,
+    R_CHAT,
+    R_TOKENIZE,
+    R_DETOKENIZE,
+    R_TOKENIZER_INFO
+} cb_srv_route_id;
 
 typedef struct {
     const char *path;

@@ -408,6 +408,36 @@ static void handle_models(srv *s, cb_conn *c) {
     reply_cjson(s, c, root);
 }
 
+/* What lm-evaluation-harness's server-side tokenizer (and vLLM's /tokenizer_info) reads. */
+static void handle_tokenizer_info(srv *s, cb_conn *c) {
+    struct cobatch_vocab_info v;
+    cobatch_vocab_info(s->engine, &v);
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "tokenizer_class", "llama.cpp GGUF");
+    cJSON_AddNumberToObject(root, "vocab_size", v.n_vocab);
+    cJSON_AddNumberToObject(root, "model_max_length", cobatch_n_ctx_seq(s->engine));
+    if (v.bos >= 0) {
+        cJSON_AddStringToObject(root, "bos_token", v.bos_text);
+        cJSON_AddNumberToObject(root, "bos_token_id", v.bos);
+    } else {
+        cJSON_AddNullToObject(root, "bos_token");
+        cJSON_AddNullToObject(root, "bos_token_id");
+    }
+    if (v.eos >= 0) {
+        cJSON_AddStringToObject(root, "eos_token", v.eos_text);
+        cJSON_AddNumberToObject(root, "eos_token_id", v.eos);
+    } else {
+        cJSON_AddNullToObject(root, "eos_token");
+        cJSON_AddNullToObject(root, "eos_token_id");
+    }
+    cJSON_AddBoolToObject(root, "add_bos_token", v.add_bos);
+    if (v.chat_template)
+        cJSON_AddStringToObject(root, "chat_template", v.chat_template);
+    else
+        cJSON_AddNullToObject(root, "chat_template");
+    reply_cjson(s, c, root);
+}
+
 static void handle_metrics(srv *s, cb_conn *c) {
     struct cobatch_stats st;
     cb_httpd_stats hs;
@@ -460,6 +490,7 @@ static void on_request(cb_conn *c, cb_http_req *hr, void *user) {
         return;
     case R_METRICS: handle_metrics(s, c); return;
     case R_MODELS: handle_models(s, c); return;
+    case R_TOKENIZER_INFO: handle_tokenizer_info(s, c); return;
     case R_COMPLETIONS: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_COMPLETION); return;
     case R_CHAT: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_CHAT); return;
     case R_TOKENIZE: to_intake(s, c, hr, INTAKE_TOKENIZE, CB_OPENAI_COMPLETION); return;
@@ -562,7 +593,7 @@ int cb_srv_run(cobatch_engine *engine, const cb_srv_params *params) {
                           .on_gone = on_gone,
                           .user = s};
     s->base = event_base_new();
-    s->in = cb_intake_new(engine, 64);
+    s->in = cb_intake_new(engine, &s->p.defaults, 64);
     s->httpd = s->base && s->in ? cb_httpd_new(s->base, &hp, err, sizeof(err)) : NULL;
     if (!s->httpd) {
         fprintf(stderr, "cobatch serve: %s\n", err[0] ? err : "out of memory");

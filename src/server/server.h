@@ -25,6 +25,8 @@ typedef struct {
     int drain_timeout_s;                    /* after SIGTERM: how long running requests may finish; default 30 */
     enum cobatch_sched_policy sched_policy; /* the engine's: a request's priority needs PRIORITY */
     const char *port_file;                  /* if set, the bound port is written there once listening (tests) */
+    struct cobatch_sampling defaults;       /* for the sampling fields a request leaves out (OpenAI's:
+                                               cb_openai_default_sampling) */
 } cb_srv_params;
 
 /* Serves until SIGTERM/SIGINT and the drain: on the first signal /health answers 503, new and

@@ -57,6 +57,8 @@ class Server:
 
 @pytest.fixture(scope="module")
 def server():
-    s = Server("--max-num-seqs", "8", "--max-num-batched-tokens", "256", "--prefill-chunk", "64")
+    # greedy unless a request says otherwise (an operator's default; OpenAI's is temperature 1):
+    # these tests compare texts across streamed and whole answers and across clients
+    s = Server("--max-num-seqs", "8", "--max-num-batched-tokens", "256", "--prefill-chunk", "64", "--temp", "0")
     yield s
     assert s.stop() == 0, s.logs()

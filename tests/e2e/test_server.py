@@ -406,3 +406,47 @@ def test_a_field_sent_as_null_asks_for_nothing(server):
     r = httpx.post(server.url + "/v1/chat/completions",
                    json={"messages": CHAT, "max_tokens": 2, "tools": None, "response_format": None}, timeout=60)
     assert r.status_code == 200, r.text
+
+
+def test_tokenizer_info_and_round_trip(server):
+    """What lm-evaluation-harness's server-side tokenizer reads; tokenize then detokenize gives the
+    text back."""
+    info = httpx.get(server.url + "/tokenizer_info", timeout=30).json()
+    assert info["eos_token"] == "<|im_end|>" and isinstance(info["eos_token_id"], int)
+    assert "bos_token" in info and "add_bos_token" in info
+    assert "<|im_start|>" in info["chat_template"]  # SmolLM2's own ChatML template
+    assert info["vocab_size"] == 49152 and info["model_max_length"] >= 1024
+    text = "Hello, world! Ünïcödé and <|im_end|> as text."
+    toks = httpx.post(server.url + "/tokenize", json={"prompt": text, "add_special_tokens": False},
+                      timeout=30).json()["tokens"]
+    assert httpx.post(server.url + "/detokenize", json={"tokens": toks}, timeout=30).json()["prompt"] == text
+    with_special = httpx.post(server.url + "/tokenize", json={"prompt": text, "add_special_tokens": True},
+                              timeout=30).json()["tokens"]
+    if info["add_bos_token"]:
+        assert with_special[0] == info["bos_token_id"] and with_special[1:] == toks
+    else:
+        assert with_special == toks
+
+
+def test_openai_sampling_defaults_and_operator_defaults():
+    """Without an operator's default a request that leaves out temperature samples at 1 with a fresh
+    seed (OpenAI's defaults): two such requests differ, two with the same seed match. --temp 0 on
+    the server makes the same requests greedy: they match without a seed."""
+    body = {"prompt": "Once upon a time", "max_tokens": 24, "ignore_eos": True}
+    s = Server("--max-num-seqs", "4")
+    try:
+        texts = [httpx.post(s.url + "/v1/completions", json=body, timeout=60).json()["choices"][0]["text"]
+                 for _ in range(3)]
+        assert len(set(texts)) > 1, texts
+        seeded = [httpx.post(s.url + "/v1/completions", json={**body, "seed": 11}, timeout=60)
+                  .json()["choices"][0]["text"] for _ in range(2)]
+        assert seeded[0] == seeded[1]
+    finally:
+        assert s.stop() == 0
+    s = Server("--max-num-seqs", "4", "--temp", "0")
+    try:
+        texts = [httpx.post(s.url + "/v1/completions", json=body, timeout=60).json()["choices"][0]["text"]
+                 for _ in range(2)]
+        assert texts[0] == texts[1]
+    finally:
+        assert s.stop() == 0

@@ -17,7 +17,7 @@ static void handle(cb_http_req *r) {
     if (!rt || (rt->id != R_COMPLETIONS && rt->id != R_CHAT)) return;
     cb_openai_request o;
     cb_openai_error e;
-    cb_openai_parse(rt->id == R_CHAT ? CB_OPENAI_CHAT : CB_OPENAI_COMPLETION, r->body, r->body_len, &o, &e);
+    cb_openai_parse(rt->id == R_CHAT ? CB_OPENAI_CHAT : CB_OPENAI_COMPLETION, NULL, r->body, r->body_len, &o, &e);
     cb_openai_request_free(&o);
 }
 

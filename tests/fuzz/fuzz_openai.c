@@ -14,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t len = size - 1;
     cb_openai_request r;
     cb_openai_error e;
-    int rc = cb_openai_parse(kind, body, len, &r, &e);
+    int rc = cb_openai_parse(kind, NULL, body, len, &r, &e);
     if (rc == 0) { /* what the engine gets is consistent */
         const struct cobatch_request_params *p = &r.params;
         int given = (p->prompt != NULL) + (p->prompt_tokens != NULL) + (p->messages != NULL);

@@ -14,7 +14,7 @@
 #include "../../src/openai/openai.h"
 
 static int parse(cb_openai_kind kind, const char *body, cb_openai_request *r, cb_openai_error *e) {
-    return cb_openai_parse(kind, body, strlen(body), r, e);
+    return cb_openai_parse(kind, NULL, body, strlen(body), r, e);
 }
 
 static void completion_fields_become_engine_params(void **state) {
