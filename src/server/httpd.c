@@ -176,6 +176,8 @@ static void read_input(cb_conn *c) {
         }
         if (rc == CB_HTTP_NEED_MORE && c->req.expect_continue && !c->continued && cb_http_head_done(&c->req)) {
             c->continued = true;
+            c->keep_alive = false; /* should on_head answer now: the body is not read (reset when it is) */
+            if (h->p.on_head && !h->p.on_head(c, &c->req, h->p.user)) return;
             bufferevent_write(c->bev, "HTTP/1.1 100 Continue\r\n\r\n", 25);
         }
         if (rc == CB_HTTP_DONE) {

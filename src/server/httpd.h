@@ -24,6 +24,10 @@ typedef struct cb_conn cb_conn;
 
 typedef void (*cb_httpd_request_fn)(cb_conn *c, cb_http_req *req, void *user);
 typedef void (*cb_httpd_gone_fn)(cb_conn *c, void *req_user, void *user);
+/* A request's head is in and its client waits for "100 Continue" before sending the body: true to
+ * let it send, false when the function answered already (a 401, 404, ...; the body is then
+ * dropped unread and the connection closes). */
+typedef bool (*cb_httpd_head_fn)(cb_conn *c, cb_http_req *req, void *user);
 
 typedef struct {
     const char *host;          /* default 127.0.0.1 */
@@ -39,6 +43,7 @@ typedef struct {
                                   autotuning (up to net.ipv4.tcp_wmem's maximum, 4 MiB by default) */
     cb_httpd_request_fn on_request;
     cb_httpd_gone_fn on_gone;
+    cb_httpd_head_fn on_head; /* NULL: every such client may send */
     void *user;
 } cb_httpd_params;
 

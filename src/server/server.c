@@ -463,24 +463,39 @@ static void handle_metrics(srv *s, cb_conn *c) {
 
 /* ---------------------------------------------------------------- routing ------------------- */
 
-static void on_request(cb_conn *c, cb_http_req *hr, void *user) {
-    srv *s = user;
-    s->m.http_requests++;
+/* The request's route, or NULL once it has been answered (404, 405, 401): from its head alone. */
+static const cb_srv_route *admit_route(srv *s, cb_conn *c, cb_http_req *hr) {
     const cb_srv_route *rt = cb_srv_route_find(hr->target);
     if (!rt) {
         size_t plen = strcspn(hr->target, "?");
         reply_error(s, c, 404, "invalid_request_error", NULL, "no route for %.*s", (int)(plen < 200 ? plen : 200),
                     hr->target);
-        return;
+        return NULL;
     }
     if (strcmp(hr->method, rt->post ? "POST" : "GET") != 0) {
         reply_error(s, c, 405, "invalid_request_error", NULL, "use %s for %s", rt->post ? "POST" : "GET", rt->path);
-        return;
+        return NULL;
     }
     if (rt->auth && !cb_srv_authorized(s->p.api_key, cb_http_header_get(hr, "Authorization"))) {
         reply_error(s, c, 401, "authentication_error", NULL, "a valid API key is required (Authorization: Bearer KEY)");
-        return;
+        return NULL;
     }
+    return rt;
+}
+
+/* A client waiting for 100 Continue is answered before it sends a body the server would refuse. */
+static bool on_head(cb_conn *c, cb_http_req *hr, void *user) {
+    srv *s = user;
+    if (admit_route(s, c, hr)) return true;
+    s->m.http_requests++;
+    return false;
+}
+
+static void on_request(cb_conn *c, cb_http_req *hr, void *user) {
+    srv *s = user;
+    s->m.http_requests++;
+    const cb_srv_route *rt = admit_route(s, c, hr);
+    if (!rt) return;
     switch (rt->id) {
     case R_HEALTH:
         if (s->draining)
@@ -591,6 +606,7 @@ int cb_srv_run(cobatch_engine *engine, const cb_srv_params *params) {
                           .sndbuf = s->p.sndbuf,
                           .on_request = on_request,
                           .on_gone = on_gone,
+                          .on_head = on_head,
                           .user = s};
     s->base = event_base_new();
     s->in = cb_intake_new(engine, &s->p.defaults, 64);

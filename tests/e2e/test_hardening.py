@@ -424,6 +424,20 @@ def test_api_key_sources_and_bearer_case(tmp_path):
             assert httpx.post(s.url + "/v1/completions", json=body, headers={"Authorization": h}).status_code == 200
         for h in ("Bearer file-secre", "Bearer file-secret2", "Basic file-secret", "Bearerfile-secret"):
             assert httpx.post(s.url + "/v1/completions", json=body, headers={"Authorization": h}).status_code == 401
+        # a client waiting for 100 Continue is refused before it sends its body: 401, then the close
+        for head in (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n", b"POST /nowhere HTTP/1.1\r\nHost: x\r\n"):
+            c = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+            c.sendall(head + b"Content-Length: 900000\r\nExpect: 100-continue\r\n\r\n")
+            status, _, answer = parse_response(read_all(c))
+            assert status in (401, 404) and b"error" in answer, (status, answer)
+        c = socket.create_connection(("127.0.0.1", s.port), timeout=10)  # with the key: 100, then the answer
+        data = json.dumps(body).encode()
+        c.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer file-secret\r\n"
+                  b"Connection: close\r\nExpect: 100-continue\r\nContent-Length: " + str(len(data)).encode() +
+                  b"\r\n\r\n")
+        assert c.recv(64).startswith(b"HTTP/1.1 100 Continue")
+        c.sendall(data)
+        assert b"HTTP/1.1 200" in read_all(c)
     finally:
         assert s.stop() == 0
     s = Server(env={"COBATCH_API_KEY": "env-secret"})
