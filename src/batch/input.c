@@ -53,7 +53,9 @@ static int accept(cb_batch_input *in, cb_batch_out *o, cJSON *root, const char *
     cb_batch_item *it = calloc(1, sizeof(*it));
     if (!it) return -1;
     cb_openai_error e;
-    if (cb_openai_parse_json(kind, NULL, cJSON_GetObjectItemCaseSensitive(root, "body"), &it->req, &e) != 0) {
+    int rc = cb_openai_parse_json(kind, in->defaults, cJSON_GetObjectItemCaseSensitive(root, "body"), &it->req, &e);
+    if (rc == 0 && it->req.n > 1) rc = -1, snprintf(e.message, sizeof(e.message), "'n' above 1 is not supported here");
+    if (rc != 0) {
         cb_batch_out_error(o, line, cid, "invalid_request", "body: %s", e.message);
         in->refused++;
         cb_openai_request_free(&it->req);
@@ -136,8 +138,10 @@ static bool blank(const char *s) {
     return true;
 }
 
-int cb_batch_input_read(FILE *f, const cb_idset *done, cb_batch_out *o, cb_batch_input *in, char *err, size_t errlen) {
+int cb_batch_input_read(FILE *f, const cb_idset *done, const struct cobatch_sampling *defaults, cb_batch_out *o,
+                        cb_batch_input *in, char *err, size_t errlen) {
     memset(in, 0, sizeof(*in));
+    in->defaults = defaults;
     cb_idset seen;
     cb_idset_init(&seen);
     char *buf = NULL;

@@ -318,7 +318,7 @@ static int read_job(const cb_batch_params *bp, const struct cobatch_engine_param
     if (rc == 0) rc = cb_batch_out_open(o, bp->output_path, bp->errors_path, ep->model_path, err, sizeof(err));
     if (rc != 0) {
         fprintf(stderr, "cobatch batch: %s\n", err);
-    } else if (cb_batch_input_read(f, &done, o, in, err, sizeof(err)) != 0) {
+    } else if (cb_batch_input_read(f, &done, &bp->defaults, o, in, err, sizeof(err)) != 0) {
         fprintf(stderr, "cobatch batch: %s: %s\n", bp->input_path, err);
         cb_batch_input_free(in);
         cb_batch_out_close(o);

@@ -1,5 +1,6 @@
 /* batch.c — `cobatch batch`: an OpenAI Batch API JSONL job, offline, through one engine. */
 #include "../batch/runner.h"
+#include "../openai/openai.h"
 #include "args.h"
 #include "cli.h"
 #include "flags.h"
@@ -22,7 +23,8 @@ static char *default_errors_path(const char *out) {
 
 int cb_cmd_batch(int argc, char **argv) {
     struct cobatch_engine_params ep = cobatch_engine_default_params();
-    cb_batch_params bp = {.grouping = true, .progress = isatty(STDERR_FILENO)};
+    cb_batch_params bp = {
+        .grouping = true, .progress = isatty(STDERR_FILENO), .defaults = cb_openai_default_sampling()};
     ep.max_num_seqs = -1;              /* not given yet */
     ep.kv_layout = COBATCH_KV_UNIFIED; /* an offline job groups shared prefixes: shared in place, 64 at once */
     const cb_flag own[] = {
@@ -44,13 +46,15 @@ int cb_cmd_batch(int argc, char **argv) {
          .help = "a progress line on stderr even when it is not a terminal"},
         {"--no-progress", NULL, CB_FLAG_CLEAR, &bp.progress, .help = "none even on a terminal"},
     };
-    cb_flag eng[CB_ENGINE_FLAGS];
+    cb_flag eng[CB_ENGINE_FLAGS], smp[CB_SAMPLING_FLAGS];
     cb_cli cli = {.cmd = "cobatch batch",
                   .usage = "usage: cobatch batch --input JOB.jsonl --output OUT.jsonl [flags] [engine flags]\n",
                   .footer = "batch mode's defaults: --kv-layout unified (a group's prefix shared in place) and\n"
                             "--max-num-seqs 64 (16 with --kv-layout split).\n",
-                  .groups = {{"batch", own, sizeof(own) / sizeof(own[0])}, cb_flags_engine(eng, &ep)},
-                  .n_groups = 2};
+                  .groups = {{"batch", own, sizeof(own) / sizeof(own[0])},
+                             cb_flags_sampling(smp, &bp.defaults),
+                             cb_flags_engine(eng, &ep)},
+                  .n_groups = 3};
     int pr = cb_flags_parse(&cli, argc, argv, stdout, stderr);
     if (pr != 0) return pr == 1 ? 0 : 2;
     if (!bp.input_path || !bp.output_path) {

@@ -174,6 +174,10 @@ static bool parse_chunk(const char *v, void *dst) {
     return true;
 }
 
+/* ENUM and CONST rows write an int into these enums' fields */
+_Static_assert(sizeof(enum cobatch_mode) == sizeof(int) && sizeof(enum cobatch_kv_layout) == sizeof(int) &&
+                   sizeof(enum cobatch_sched_policy) == sizeof(int),
+               "enums are ints");
 static const int MODES[] = {COBATCH_MODE_CONTINUOUS, COBATCH_MODE_STATIC, COBATCH_MODE_SEQUENTIAL};
 static const int LAYOUTS[] = {COBATCH_KV_SPLIT, COBATCH_KV_UNIFIED};
 static const int FA[] = {1, 0, -1};

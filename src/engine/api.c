@@ -406,6 +406,10 @@ cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_pa
         cb_set_err(err, errlen, "%s", bad);
         return COBATCH_ERR_INVALID;
     }
+    if (p->n_logit_bias > 0 && (!p->logit_bias || p->n_logit_bias > (size_t)e->model.n_vocab)) {
+        cb_set_err(err, errlen, "logit_bias: %s", p->logit_bias ? "more entries than tokens" : "no list given");
+        return COBATCH_ERR_INVALID;
+    }
     for (size_t i = 0; i < p->n_logit_bias; i++) {
         const struct cobatch_logit_bias *b = &p->logit_bias[i];
         if (b->token < 0 || b->token >= e->model.n_vocab) {

@@ -18,10 +18,16 @@ static int fail(char *err, size_t errlen, const char *fmt, ...) {
 int cb_engine_resolve(const struct cobatch_engine_params *p, cb_engine_sizes *out, char *err, size_t errlen) {
     memset(out, 0, sizeof(*out));
     if (p->max_num_seqs <= 0 || p->max_model_len < 0 || p->max_num_batched_tokens <= 0 || p->prefill_chunk < 0 ||
-        p->kv_reserve < 0 || p->max_queue <= 0 || p->priority_aging_ms < 0 || p->n_ctx < 0)
+        p->kv_reserve < 0 || p->max_queue <= 0)
         return fail(err, errlen,
                     "invalid engine parameters (max_num_seqs, max_num_batched_tokens, prefill_chunk, "
                     "kv_reserve and max_queue must be positive)");
+    if (p->n_ctx < 0) return fail(err, errlen, "n_ctx must be 0 (derived) or positive (got %d)", p->n_ctx);
+    if (p->priority_aging_ms < 0)
+        return fail(err, errlen, "priority_aging_ms must be 0 or positive (got %d)", p->priority_aging_ms);
+    if (p->prefix_cache_max_idle < 0)
+        return fail(err, errlen, "prefix_cache_max_idle must be 0 (no limit) or positive (got %d)",
+                    p->prefix_cache_max_idle);
     if (p->max_num_batched_tokens < p->max_num_seqs)
         return fail(err, errlen, "max_num_batched_tokens (%d) must be at least max_num_seqs (%d)",
                     p->max_num_batched_tokens, p->max_num_seqs);

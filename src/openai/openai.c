@@ -199,6 +199,9 @@ static int parse_sampling(cJSON *root, cb_openai_request *r, cb_openai_error *e)
     /* no seed, or -1: a fresh one per request (the engine draws it); OpenAI's seeds are 64-bit */
     double seed = -1;
     if (num(root, "seed", -9.2e18, 9.2e18, true, &seed, e)) return -1;
+    if (seed == -1 && cJSON_GetObjectItemCaseSensitive(root, "seed") &&
+        cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(root, "seed")))
+        s->seed = COBATCH_SEED_RANDOM; /* asked for a fresh one, whatever the operator's default */
     if (seed != -1) {
         uint64_t x = (uint64_t)(int64_t)seed;
         uint32_t v = (uint32_t)(x ^ (x >> 32));
@@ -219,7 +222,8 @@ static int parse_sampling(cJSON *root, cb_openai_request *r, cb_openai_error *e)
     r->params.priority = -(int32_t)prio;
     r->has_priority = prio != 0;
     double n = 1;
-    FIELD("n", 1, 1, true, n, double); /* one choice per request */
+    FIELD("n", 1, CB_OPENAI_MAX_N, true, n, double);
+    r->n = (int)n;
 #undef FIELD
     return 0;
 }
@@ -397,6 +401,17 @@ int cb_openai_parse(cb_openai_kind kind, const struct cobatch_sampling *defaults
     return rc;
 }
 
+typedef struct {
+    struct cobatch_logit_bias b;
+    size_t pos; /* where it came in the object */
+} bias_entry;
+
+static int by_token_then_pos(const void *a, const void *b) {
+    const bias_entry *x = a, *y = b;
+    if (x->b.token != y->b.token) return (x->b.token > y->b.token) - (x->b.token < y->b.token);
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
 /* {"token id": bias, ...}: OpenAI's keys are token ids written as strings; the engine checks them
  * against the vocabulary. At most one entry per token of a 256k vocabulary. */
 static int parse_logit_bias(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
@@ -420,8 +435,20 @@ static int parse_logit_bias(cJSON *root, cb_openai_request *r, cb_openai_error *
             return bad(e, "logit_bias", "'logit_bias' values are numbers from -100 to 100");
         r->logit_bias[k] = (struct cobatch_logit_bias){.token = (int32_t)id, .bias = (float)x->valuedouble};
     }
+    /* a token named twice: the last value wins (JSON's rule), not the sum of both */
+    bias_entry *t = malloc(sizeof(*t) * n);
+    if (!t) return oom(e);
+    for (size_t i = 0; i < n; i++)
+        t[i] = (bias_entry){.b = r->logit_bias[i], .pos = i};
+    qsort(t, n, sizeof(*t), by_token_then_pos);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (m > 0 && r->logit_bias[m - 1].token == t[i].b.token) m--;
+        r->logit_bias[m++] = t[i].b;
+    }
+    free(t);
     r->params.logit_bias = r->logit_bias;
-    r->params.n_logit_bias = n;
+    r->params.n_logit_bias = m;
     return 0;
 }
 
@@ -457,9 +484,27 @@ static bool listed(const char *const *keys, const char *k) {
     return false;
 }
 
+/* Fields this server does not implement, sent with the value that asks for nothing (some clients
+ * send them always): best_of 1, suffix "", tools [], tool_choice "none", response_format text,
+ * store false, top_logprobs 0, parallel_tool_calls with no tools. */
+static bool asks_nothing(const cJSON *x) {
+    const char *k = x->string;
+    if (!strcmp(k, "best_of") || !strcmp(k, "top_logprobs"))
+        return cJSON_IsNumber(x) && x->valuedouble == (!strcmp(k, "best_of") ? 1 : 0);
+    if (!strcmp(k, "suffix")) return cJSON_IsString(x) && !x->valuestring[0];
+    if (!strcmp(k, "tools")) return cJSON_IsArray(x) && cJSON_GetArraySize(x) == 0;
+    if (!strcmp(k, "tool_choice")) return cJSON_IsString(x) && !strcmp(x->valuestring, "none");
+    if (!strcmp(k, "store") || !strcmp(k, "parallel_tool_calls")) return cJSON_IsBool(x);
+    if (!strcmp(k, "response_format")) {
+        const cJSON *t = cJSON_IsObject(x) ? cJSON_GetObjectItemCaseSensitive(x, "type") : NULL;
+        return t && cJSON_IsString(t) && !strcmp(t->valuestring, "text") && cJSON_GetArraySize(x) == 1;
+    }
+    return false;
+}
+
 static int check_keys(cb_openai_kind kind, cJSON *root, cb_openai_error *e) {
     for (cJSON *x = root->child; x; x = x->next) {
-        if (!x->string || cJSON_IsNull(x) || listed(COMMON_KEYS, x->string)) continue;
+        if (!x->string || cJSON_IsNull(x) || listed(COMMON_KEYS, x->string) || asks_nothing(x)) continue;
         if (listed(kind == CB_OPENAI_COMPLETION ? COMPLETION_KEYS : CHAT_KEYS, x->string)) continue;
         return bad(e, x->string, "'%.40s' is not supported by this server", x->string);
     }
@@ -509,6 +554,11 @@ int cb_openai_parse_json(cb_openai_kind kind, const struct cobatch_sampling *def
             bad(e, "stream_options", "'stream_options' must be an object");
             goto out;
         }
+        for (cJSON *x = so->child; x; x = x->next)
+            if (x->string && strcmp(x->string, "include_usage") != 0 && !cJSON_IsNull(x)) {
+                bad(e, "stream_options", "'stream_options.%.40s' is not supported by this server", x->string);
+                goto out;
+            }
         if (boolean(so, "include_usage", &r->include_usage, e)) goto out;
     }
     bool echo = false, logprobs = false;
@@ -517,8 +567,17 @@ int cb_openai_parse_json(cb_openai_kind kind, const struct cobatch_sampling *def
         bad(e, "echo", "'echo' is not supported");
         goto out;
     }
+    /* completions: a number asks for that many alternatives (0: the sampled token's own); chat: a
+     * boolean. Either asks for something this server does not give, except false. */
     cJSON *lp = cJSON_GetObjectItemCaseSensitive(root, "logprobs");
-    if (lp && (cJSON_IsTrue(lp) || (cJSON_IsNumber(lp) && lp->valuedouble > 0))) logprobs = true;
+    if (lp && !cJSON_IsNull(lp) && !cJSON_IsFalse(lp)) {
+        bool typed = kind == CB_OPENAI_CHAT ? cJSON_IsBool(lp) : cJSON_IsNumber(lp) || cJSON_IsBool(lp);
+        if (!typed) {
+            bad(e, "logprobs", "'logprobs' must be a %s", kind == CB_OPENAI_CHAT ? "boolean" : "number");
+            goto out;
+        }
+        logprobs = true;
+    }
     if (logprobs) {
         bad(e, "logprobs", "'logprobs' is not supported");
         goto out;
@@ -568,30 +627,34 @@ static char *print(cJSON *o) {
     return s;
 }
 
-char *cb_openai_response_json(cb_openai_kind kind, const char *id, long created, const char *model, const char *text,
-                              const char *finish, int prompt_tokens, int completion_tokens, int cached_tokens) {
+char *cb_openai_response_json(cb_openai_kind kind, const char *id, long created, const char *model,
+                              const cb_openai_choice *choices, int n_choices, int prompt_tokens, int completion_tokens,
+                              int cached_tokens) {
     cJSON *o = envelope(kind, id, created, model, false);
-    cJSON *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
-    cJSON_AddNumberToObject(c, "index", 0);
-    if (kind == CB_OPENAI_CHAT) {
-        cJSON *m = cJSON_AddObjectToObject(c, "message");
-        cJSON_AddStringToObject(m, "role", "assistant");
-        cJSON_AddStringToObject(m, "content", text);
-    } else {
-        cJSON_AddStringToObject(c, "text", text);
+    cJSON *arr = cJSON_AddArrayToObject(o, "choices");
+    for (int i = 0; i < n_choices; i++) {
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddNumberToObject(c, "index", i);
+        if (kind == CB_OPENAI_CHAT) {
+            cJSON *m = cJSON_AddObjectToObject(c, "message");
+            cJSON_AddStringToObject(m, "role", "assistant");
+            cJSON_AddStringToObject(m, "content", choices[i].text);
+        } else {
+            cJSON_AddStringToObject(c, "text", choices[i].text);
+        }
+        cJSON_AddNullToObject(c, "logprobs");
+        cJSON_AddStringToObject(c, "finish_reason", choices[i].finish);
+        cJSON_AddItemToArray(arr, c);
     }
-    cJSON_AddNullToObject(c, "logprobs");
-    cJSON_AddStringToObject(c, "finish_reason", finish);
-    cJSON_AddItemToArray(choices, c);
     add_usage(o, prompt_tokens, completion_tokens, cached_tokens);
     return print(o);
 }
 
-char *cb_openai_chunk_json(cb_openai_kind kind, const char *id, long created, const char *model, const char *text,
-                           const char *finish, bool role_first) {
+char *cb_openai_chunk_json(cb_openai_kind kind, const char *id, long created, const char *model, int index,
+                           const char *text, const char *finish, bool role_first) {
     cJSON *o = envelope(kind, id, created, model, true);
     cJSON *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
-    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON_AddNumberToObject(c, "index", index);
     if (kind == CB_OPENAI_CHAT) {
         cJSON *d = cJSON_AddObjectToObject(c, "delta");
         if (role_first) cJSON_AddStringToObject(d, "role", "assistant");
@@ -616,11 +679,11 @@ char *cb_openai_usage_chunk_json(cb_openai_kind kind, const char *id, long creat
     return print(o);
 }
 
-char *cb_openai_abort_chunk_json(cb_openai_kind kind, const char *id, long created, const char *model, int status,
-                                 const char *type, const char *message) {
+char *cb_openai_abort_chunk_json(cb_openai_kind kind, const char *id, long created, const char *model, int index,
+                                 int status, const char *type, const char *message) {
     cJSON *o = envelope(kind, id, created, model, true);
     cJSON *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
-    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON_AddNumberToObject(c, "index", index);
     if (kind == CB_OPENAI_CHAT)
         cJSON_AddObjectToObject(c, "delta");
     else

@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #define CB_OPENAI_MAX_STOP 16
+#define CB_OPENAI_MAX_N 16 /* choices of one request */
 
 typedef enum { CB_OPENAI_COMPLETION, CB_OPENAI_CHAT } cb_openai_kind;
 
@@ -16,6 +17,7 @@ typedef enum { CB_OPENAI_COMPLETION, CB_OPENAI_CHAT } cb_openai_kind;
 typedef struct {
     cb_openai_kind kind;
     struct cobatch_request_params params;
+    int n; /* choices to generate, each an engine request (1 to CB_OPENAI_MAX_N) */
     bool stream, include_usage;
     bool has_priority; /* a non-zero priority was given (needs the priority scheduling policy) */
     char *model;       /* as the client named it, or NULL */
@@ -67,16 +69,21 @@ bool cb_openai_has_nul(const char *s, size_t len);
 char *cb_openai_error_json(const cb_openai_error *e);
 /* id: "cmpl-..." or "chatcmpl-..."; finish: "stop" or "length". */
 /* cached_tokens >= 0 adds usage.prompt_tokens_details.cached_tokens (prefix cache hits); < 0 omits it. */
-char *cb_openai_response_json(cb_openai_kind kind, const char *id, long created, const char *model, const char *text,
-                              const char *finish, int prompt_tokens, int completion_tokens, int cached_tokens);
+typedef struct {
+    const char *text;
+    const char *finish; /* "stop" or "length" */
+} cb_openai_choice;
+char *cb_openai_response_json(cb_openai_kind kind, const char *id, long created, const char *model,
+                              const cb_openai_choice *choices, int n_choices, int prompt_tokens, int completion_tokens,
+                              int cached_tokens);
 /* A stream chunk. role_first: the chat chunk that opens the stream (role, empty content).
  * finish: NULL while streaming. */
-char *cb_openai_chunk_json(cb_openai_kind kind, const char *id, long created, const char *model, const char *text,
-                           const char *finish, bool role_first);
+char *cb_openai_chunk_json(cb_openai_kind kind, const char *id, long created, const char *model, int index,
+                           const char *text, const char *finish, bool role_first);
 /* The last chunk of a stream the server cut short or that failed: finish_reason "abort" and an
  * "error" object (the OpenAI SDKs raise it), for status 503 or 500. */
-char *cb_openai_abort_chunk_json(cb_openai_kind kind, const char *id, long created, const char *model, int status,
-                                 const char *type, const char *message);
+char *cb_openai_abort_chunk_json(cb_openai_kind kind, const char *id, long created, const char *model, int index,
+                                 int status, const char *type, const char *message);
 char *cb_openai_usage_chunk_json(cb_openai_kind kind, const char *id, long created, const char *model,
                                  int prompt_tokens, int completion_tokens, int cached_tokens);
 

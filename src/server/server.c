@@ -27,21 +27,34 @@
 
 typedef struct srv srv;
 
+struct cb_srv_req;
+
+/* One choice of a completion request (OpenAI's n): an engine request of its own. */
+typedef struct {
+    struct cb_srv_req *r;
+    int index;
+    cobatch_req_id id; /* > 0 while the engine has it */
+    char *text;        /* (cap) the whole output, for non-streaming answers */
+    size_t len, cap;
+    const char *finish; /* once it ended well: "stop" or "length" */
+    int64_t t_last_token_us;
+} cb_srv_choice;
+
 /* One completion request, from its HTTP request to its end. */
 typedef struct cb_srv_req {
     srv *s;
-    cb_conn *conn;      /* NULL once the client has gone (httpd's on_gone) */
-    cobatch_req_id id;  /* > 0 once submitted */
+    cb_conn *conn;      /* NULL once the client has gone (httpd's on_gone) or the answer is out */
     bool at_intake;     /* on the worker: freed when the job comes back */
     cb_intake_kind job; /* what the worker does with its body */
     cb_openai_kind kind;
     bool stream, include_usage, started; /* started: the stream's head and first chunk are out */
     char cid[48];                        /* "cmpl-..." / "chatcmpl-..." */
     long created;
-    char *text; /* (cap) the whole output, for non-streaming answers */
-    size_t len, cap;
-    int64_t t_last_token_us;
-    struct cb_srv_req *prev, *next; /* the server's list of requests */
+    cb_srv_choice *ch;                   /* (n) */
+    int n, live;                         /* choices; those the engine still has (the request is freed at 0) */
+    bool failed;                         /* a choice failed: the answer was an error, the rest are cancelled */
+    int n_prompt, n_cached, n_generated; /* usage: the prompt once, the outputs summed */
+    struct cb_srv_req *prev, *next;      /* the server's list of requests */
 } cb_srv_req;
 
 struct srv {
@@ -125,8 +138,15 @@ static void req_free(cb_srv_req *r) {
         s->reqs = r->next;
     if (r->next) r->next->prev = r->prev;
     s->n_reqs--;
-    free(r->text);
+    for (int i = 0; i < r->n; i++)
+        free(r->ch[i].text);
+    free(r->ch);
     free(r);
+}
+
+static void cancel_all(srv *s, cb_srv_req *r) {
+    for (int i = 0; i < r->n; i++)
+        if (r->ch[i].id > 0) cobatch_cancel(s->engine, r->ch[i].id);
 }
 
 /* The client left (or was dropped): stop writing to it; the engine frees the request's cells. */
@@ -135,9 +155,9 @@ static void on_gone(cb_conn *c, void *req_user, void *user) {
     srv *s = user;
     cb_srv_req *r = req_user;
     r->conn = NULL;
-    if (r->id > 0) {
+    if (r->live > 0) {
         s->m.client_gone++;
-        cobatch_cancel(s->engine, r->id);
+        cancel_all(s, r);
     }
 }
 
@@ -145,7 +165,7 @@ static void on_gone(cb_conn *c, void *req_user, void *user) {
  * cancelled and the connection reset, so the client sees a failure, not a short answer. */
 static void drop_stream(srv *s, cb_srv_req *r, bool slow) {
     if (slow) s->m.slow_clients++;
-    if (r->id > 0) cobatch_cancel(s->engine, r->id);
+    cancel_all(s, r);
     cb_conn_abort(r->conn);
     r->conn = NULL;
 }
@@ -165,17 +185,18 @@ static bool sse(srv *s, cb_srv_req *r, const char *json) {
 static void start_stream(srv *s, cb_srv_req *r) {
     r->started = true;
     cb_conn_stream_start(r->conn, 200, "text/event-stream", "Cache-Control: no-cache\r\n");
-    if (r->kind == CB_OPENAI_CHAT) { /* the opening chunk carries the role */
-        char *j = cb_openai_chunk_json(r->kind, r->cid, r->created, s->model, "", NULL, true);
-        sse(s, r, j);
+    for (int i = 0; i < r->n && r->kind == CB_OPENAI_CHAT; i++) { /* each choice's first chunk carries the role */
+        char *j = cb_openai_chunk_json(r->kind, r->cid, r->created, s->model, i, "", NULL, true);
+        bool ok = sse(s, r, j);
         free(j);
+        if (!ok) return;
     }
 }
 
 static const char *finish_name(enum cobatch_finish_reason f) { return f == COBATCH_FINISH_LENGTH ? "length" : "stop"; }
 
 /* Output for a non-streaming answer; bounded by the request's max_tokens. */
-static bool append(cb_srv_req *r, const char *text, size_t n) {
+static bool append(cb_srv_choice *r, const char *text, size_t n) {
     if (r->len + n + 1 > r->cap) {
         size_t cap = (r->cap + n) * 2 + 64;
         char *t = realloc(r->text, cap);
@@ -189,21 +210,23 @@ static bool append(cb_srv_req *r, const char *text, size_t n) {
     return true;
 }
 
-static void on_token(srv *s, cb_srv_req *r, const struct cobatch_event *ev) {
+static void on_token(srv *s, cb_srv_choice *c, const struct cobatch_event *ev) {
+    cb_srv_req *r = c->r;
     s->m.generation_tokens++;
-    if (r->t_last_token_us) cb_srv_hist_observe(&s->m.itl, (double)(ev->t_us - r->t_last_token_us) / 1e6);
-    r->t_last_token_us = ev->t_us;
+    if (c->t_last_token_us) cb_srv_hist_observe(&s->m.itl, (double)(ev->t_us - c->t_last_token_us) / 1e6);
+    c->t_last_token_us = ev->t_us;
     if (!r->conn) return;
     if (r->stream) {
         if (!r->started) start_stream(s, r);
         if (!ev->text_len || !r->conn) return;
-        char *j = cb_openai_chunk_json(r->kind, r->cid, r->created, s->model, ev->text, NULL, false);
+        char *j = cb_openai_chunk_json(r->kind, r->cid, r->created, s->model, c->index, ev->text, NULL, false);
         sse(s, r, j);
         free(j);
         return;
     }
-    if (!append(r, ev->text, ev->text_len)) { /* the answer would miss text: end it as a failure */
-        cobatch_cancel(s->engine, r->id);
+    if (!append(c, ev->text, ev->text_len)) { /* the answer would miss text: end it as a failure */
+        cancel_all(s, r);
+        r->failed = true;
         reply_error(s, r->conn, 500, "server_error", NULL, "out of memory collecting the output");
         r->conn = NULL;
     }
@@ -237,17 +260,13 @@ static int failure(const srv *s, const struct cobatch_event *ev, const char **ty
     return 500;
 }
 
-static void on_finished(srv *s, cb_srv_req *r, const struct cobatch_event *ev) {
-    count_finish(s, ev);
-    bool ok = ev->reason == COBATCH_FINISH_STOP || ev->reason == COBATCH_FINISH_LENGTH;
-    if (r->conn && r->stream && ok) {
-        if (!r->started) start_stream(s, r);
-        char *j = cb_openai_chunk_json(r->kind, r->cid, r->created, s->model, ev->text, finish_name(ev->reason), false);
-        bool sent = sse(s, r, j);
-        free(j);
-        if (sent && r->include_usage) {
-            j = cb_openai_usage_chunk_json(r->kind, r->cid, r->created, s->model, ev->n_prompt, ev->n_generated,
-                                           ev->n_cached);
+/* The answer once every choice ended well: the last chunks, or the whole response. */
+static void answer(srv *s, cb_srv_req *r) {
+    if (r->stream) {
+        bool sent = true;
+        if (r->include_usage) {
+            char *j = cb_openai_usage_chunk_json(r->kind, r->cid, r->created, s->model, r->n_prompt, r->n_generated,
+                                                 r->n_cached);
             sent = sse(s, r, j);
             free(j);
         }
@@ -255,29 +274,66 @@ static void on_finished(srv *s, cb_srv_req *r, const struct cobatch_event *ev) {
             cb_conn_stream_end(r->conn);
         else if (r->conn)
             drop_stream(s, r, false);
-    } else if (r->conn && ok) {
-        if (append(r, ev->text, ev->text_len)) {
-            char *j = cb_openai_response_json(r->kind, r->cid, r->created, s->model, r->text ? r->text : "",
-                                              finish_name(ev->reason), ev->n_prompt, ev->n_generated, ev->n_cached);
-            reply_json(s, r->conn, 200, j, NULL);
+        return;
+    }
+    cb_openai_choice cs[CB_OPENAI_MAX_N];
+    for (int i = 0; i < r->n; i++)
+        cs[i] = (cb_openai_choice){r->ch[i].text ? r->ch[i].text : "", r->ch[i].finish};
+    char *j = cb_openai_response_json(r->kind, r->cid, r->created, s->model, cs, r->n, r->n_prompt, r->n_generated,
+                                      r->n_cached);
+    reply_json(s, r->conn, 200, j, NULL);
+    free(j);
+}
+
+/* A choice failed (drain, a failed decode): the whole request answers the error, the other choices
+ * are cancelled. */
+static void fail(srv *s, cb_srv_req *r, int index, const struct cobatch_event *ev) {
+    r->failed = true;
+    cancel_all(s, r);
+    if (!r->conn) return;
+    const char *type, *why;
+    int status = failure(s, ev, &type, &why);
+    if (r->stream && r->started) { /* the stream's last chunk: a finish reason and the error */
+        char *j = cb_openai_abort_chunk_json(r->kind, r->cid, r->created, s->model, index, status, type, why);
+        if (sse(s, r, j) && cb_conn_stream_write(r->conn, "data: [DONE]\n\n", 14))
+            cb_conn_stream_end(r->conn);
+        else if (r->conn)
+            drop_stream(s, r, false);
+        free(j);
+    } else {
+        reply_error(s, r->conn, status, type, NULL, "%s", why);
+    }
+    r->conn = NULL;
+}
+
+static void on_finished(srv *s, cb_srv_choice *c, const struct cobatch_event *ev) {
+    cb_srv_req *r = c->r;
+    count_finish(s, ev);
+    c->id = 0;
+    r->live--;
+    bool ok = ev->reason == COBATCH_FINISH_STOP || ev->reason == COBATCH_FINISH_LENGTH;
+    if (!ok && !r->failed) fail(s, r, c->index, ev);
+    if (ok && !r->failed) {
+        c->finish = finish_name(ev->reason);
+        r->n_prompt = ev->n_prompt;
+        if (c->index == 0) r->n_cached = ev->n_cached;
+        r->n_generated += ev->n_generated;
+        if (r->conn && r->stream) {
+            if (!r->started) start_stream(s, r);
+            char *j = r->conn ? cb_openai_chunk_json(r->kind, r->cid, r->created, s->model, c->index, ev->text,
+                                                     c->finish, false)
+                              : NULL;
+            if (r->conn) sse(s, r, j);
             free(j);
-        } else {
+        } else if (r->conn && !append(c, ev->text, ev->text_len)) {
+            r->failed = true;
+            cancel_all(s, r);
             reply_error(s, r->conn, 500, "server_error", NULL, "out of memory collecting the output");
-        }
-    } else if (r->conn) {
-        const char *type, *why;
-        int status = failure(s, ev, &type, &why);
-        if (r->stream && r->started) { /* the stream's last chunk: a finish reason and the error */
-            char *j = cb_openai_abort_chunk_json(r->kind, r->cid, r->created, s->model, status, type, why);
-            if (sse(s, r, j) && cb_conn_stream_write(r->conn, "data: [DONE]\n\n", 14))
-                cb_conn_stream_end(r->conn);
-            else if (r->conn)
-                drop_stream(s, r, false);
-            free(j);
-        } else {
-            reply_error(s, r->conn, status, type, NULL, "%s", why);
+            r->conn = NULL;
         }
     }
+    if (r->live > 0) return;
+    if (r->conn && !r->failed) answer(s, r);
     req_free(r);
 }
 
@@ -291,11 +347,11 @@ static void on_engine_events(evutil_socket_t fd, short what, void *arg) {
     int k;
     while ((k = cobatch_poll(s->engine, evs, 64, 0)) > 0) {
         for (int i = 0; i < k; i++) {
-            cb_srv_req *r = evs[i].user_data;
+            cb_srv_choice *c = evs[i].user_data;
             if (evs[i].type == COBATCH_EVENT_TOKEN)
-                on_token(s, r, &evs[i]);
+                on_token(s, c, &evs[i]);
             else
-                on_finished(s, r, &evs[i]);
+                on_finished(s, c, &evs[i]);
             cobatch_event_clear(&evs[i]);
         }
     }
@@ -320,14 +376,32 @@ static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
     p.n_messages = 0;
     p.prompt_tokens = j->tokens;
     p.n_prompt_tokens = j->n_tokens;
-    p.user_data = r;
     r->stream = j->req.stream;
     r->include_usage = j->req.include_usage;
-    char err[256] = "";
-    cobatch_req_id id = cobatch_submit(s->engine, &p, err, sizeof(err));
-    if (id > 0) {
-        r->id = id;
+    r->ch = calloc((size_t)j->req.n, sizeof(*r->ch));
+    if (!r->ch) {
+        reply_error(s, r->conn, 503, "service_unavailable", NULL, "out of memory; retry later");
         return;
+    }
+    r->n = j->req.n;
+    char err[256] = "";
+    cobatch_req_id id = 0;
+    for (int i = 0; i < r->n; i++) { /* the choices share the prompt's cells through the prefix cache */
+        r->ch[i] = (cb_srv_choice){.r = r, .index = i};
+        p.user_data = &r->ch[i];
+        if (j->req.params.sampling.seed != COBATCH_SEED_RANDOM) { /* a seeded request: n seeded samples */
+            uint32_t seed = j->req.params.sampling.seed + (uint32_t)i;
+            p.sampling.seed = seed == COBATCH_SEED_RANDOM ? 0 : seed;
+        }
+        id = cobatch_submit(s->engine, &p, err, sizeof(err));
+        if (id <= 0) break;
+        r->ch[i].id = id;
+        r->live++;
+    }
+    if (id > 0) return;
+    if (r->live > 0) { /* some choices went in: they end cancelled, the answer is the error below */
+        r->failed = true;
+        cancel_all(s, r);
     }
     if (id == COBATCH_ERR_QUEUE_FULL) {
         s->m.rejected_queue_full++;
@@ -342,6 +416,7 @@ static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
                                                             : "prompt";
         reply_error(s, r->conn, 400, "invalid_request_error", param, "%s", err);
     }
+    r->conn = NULL;
 }
 
 static void on_intake(evutil_socket_t fd, short what, void *arg) {
@@ -358,7 +433,7 @@ static void on_intake(evutil_socket_t fd, short what, void *arg) {
             reply_json(s, r->conn, j->status, j->json, NULL);
         else if (r->conn)
             submit(s, r, j);
-        if (r->id <= 0) req_free(r); /* answered already, or the client left */
+        if (r->live == 0) req_free(r); /* answered already, or the client left */
         cb_intake_job_free(j);
     }
 }
@@ -523,7 +598,8 @@ static void cut(srv *s) {
     s->cut_end_us = cobatch_time_us() + 10 * 1000000LL; /* an engine step is seconds at most */
     int n = 0;
     for (cb_srv_req *r = s->reqs; r; r = r->next)
-        if (r->id > 0) n += cobatch_cancel(s->engine, r->id) == COBATCH_OK;
+        for (int i = 0; i < r->n; i++)
+            if (r->ch[i].id > 0) n += cobatch_cancel(s->engine, r->ch[i].id) == COBATCH_OK;
     fprintf(stderr, "cobatch serve: drain timeout, %d requests cut short\n", n);
 }
 
@@ -537,7 +613,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg) {
     bool idle = true; /* no request with a client or in the engine (a job at intake whose client was
                          answered is not waited for: the worker is joined at exit) */
     for (cb_srv_req *r = s->reqs; r && idle; r = r->next)
-        idle = !r->conn && r->id <= 0;
+        idle = !r->conn && r->live == 0;
     cb_httpd_stats hs;
     cb_httpd_get_stats(s->httpd, &hs);
     if (!idle) s->flush_end_us = 0; /* e.g. a /tokenize that came in during the drain */

@@ -192,7 +192,7 @@ BAD = [
     ("/v1/completions", '{"prompt": "hi", "top_p": 0}', 400, "invalid_request_error", "top_p"),
     ("/v1/completions", '{"prompt": "hi", "stop": 3}', 400, "invalid_request_error", "stop"),
     ("/v1/completions", '{"prompt": "hi", "stream": "yes"}', 400, "invalid_request_error", "stream"),
-    ("/v1/completions", '{"prompt": "hi", "n": 2}', 400, "invalid_request_error", "n"),
+    ("/v1/completions", '{"prompt": "hi", "n": 17}', 400, "invalid_request_error", "n"),
     ("/v1/completions", '{"prompt": [1, -5]}', 400, "invalid_request_error", "prompt"),
     ("/v1/completions", '{"prompt": [1, 99999999]}', 400, "invalid_request_error", "prompt"),
     ("/v1/completions", json.dumps({"prompt": "word " * 5000}), 400, "invalid_request_error", "prompt"),
@@ -450,3 +450,57 @@ def test_openai_sampling_defaults_and_operator_defaults():
         assert texts[0] == texts[1]
     finally:
         assert s.stop() == 0
+
+
+def test_n_choices_share_one_prompt(server):
+    """n=4: four choices, index 0..3, usage counts the prompt once and the outputs summed; the
+    choices after the first take the prompt's cells from the prefix cache instead of computing
+    them again; a seed gives the same four again. Streamed too, chunk by chunk with their index."""
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="none")
+    prompt = "Write a short poem about the sea and the wind over the harbour at night:"
+    n_prompt = tokens_of(server, prompt)
+    m0 = server.metrics()
+    r = client.completions.create(model=model_id(server), prompt=prompt, max_tokens=12, n=4, temperature=1.0,
+                                  seed=5, extra_body={"ignore_eos": True})
+    m1 = server.metrics()
+    assert [c.index for c in r.choices] == [0, 1, 2, 3]
+    assert all(c.finish_reason == "length" for c in r.choices)
+    assert r.usage.prompt_tokens == n_prompt and r.usage.completion_tokens == 48
+    assert len({c.text for c in r.choices}) > 1  # four samples, not one four times
+    hits = m1["cobatch:prefix_cache_hits_total"] - m0["cobatch:prefix_cache_hits_total"]
+    assert hits >= 3 * (n_prompt - 2), (hits, n_prompt)  # one prefill, three shares
+    again = client.completions.create(model=model_id(server), prompt=prompt, max_tokens=12, n=4, temperature=1.0,
+                                      seed=5, extra_body={"ignore_eos": True})
+    assert [c.text for c in again.choices] == [c.text for c in r.choices]
+
+    texts, finishes, usage = {}, {}, None
+    for ch in client.chat.completions.create(model=model_id(server), messages=CHAT, max_tokens=6, n=3, stream=True,
+                                             temperature=1.0, stream_options={"include_usage": True}):
+        usage = ch.usage or usage
+        for c in ch.choices:
+            texts[c.index] = texts.get(c.index, "") + (c.delta.content or "")
+            finishes[c.index] = c.finish_reason or finishes.get(c.index)
+    assert sorted(texts) == [0, 1, 2] and all(finishes[i] in ("stop", "length") for i in range(3))
+    assert usage.completion_tokens <= 18 and usage.prompt_tokens < 40
+
+    r = httpx.post(server.url + "/v1/completions", json={"prompt": "x", "n": 17}, timeout=30)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "n"
+
+
+@pytest.mark.parametrize("body", [
+    {"prompt": "x", "max_tokens": 1, "best_of": 1, "suffix": "", "store": False},
+    {"prompt": "x", "max_tokens": 1, "logprobs": False, "echo": False},
+])
+def test_unsupported_fields_with_the_value_that_asks_nothing_are_accepted(server, body):
+    assert httpx.post(server.url + "/v1/completions", json=body, timeout=60).status_code == 200
+
+
+@pytest.mark.parametrize("body,param", [
+    ({"prompt": "x", "logprobs": 0}, "logprobs"),
+    ({"prompt": "x", "logprobs": "yes"}, "logprobs"),
+    ({"prompt": "x", "stream": True, "stream_options": {"continuous_usage_stats": True}}, "stream_options"),
+    ({"prompt": "x", "best_of": 2}, "best_of"),
+])
+def test_fields_that_ask_for_something_unsupported_are_refused(server, body, param):
+    r = httpx.post(server.url + "/v1/completions", json=body, timeout=30)
+    assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text

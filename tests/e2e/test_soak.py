@@ -83,7 +83,7 @@ async def client(port, seed, until, outcomes):
                 if st == 200:
                     assert json.loads(b)["choices"][0]["message"]["role"] == "assistant"
             elif kind == "bad":
-                body = rnd.choice([b"{nope", b'{"prompt": 5}', b'{"prompt": "x", "n": 3}', b"[]",
+                body = rnd.choice([b"{nope", b'{"prompt": 5}', b'{"prompt": "x", "n": 99}', b"[]",
                                    b'{"messages": [{"role": "user"}], "temperature": -1}'])
                 st, h, b = await http(port, "POST", rnd.choice(["/v1/completions", "/v1/chat/completions"]), body)
                 assert st in (400, 503), (st, b)  # 503: the parsing worker's queue was full

@@ -21,7 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     cb_idset_init(&done);
     cb_batch_input in;
     char err[256];
-    if (cb_batch_input_read(f, &done, &o, &in, err, sizeof(err)) == 0) {
+    if (cb_batch_input_read(f, &done, NULL, &o, &in, err, sizeof(err)) == 0) {
         if (in.n + (size_t)in.refused + (size_t)in.skipped != (size_t)in.lines) abort();
         for (size_t i = 0; i < in.n; i++)
             if (!in.items[i]->custom_id || !in.items[i]->custom_id[0]) abort();

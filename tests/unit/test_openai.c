@@ -53,14 +53,16 @@ static void logit_bias_and_null_fields(void **state) {
     (void)state;
     cb_openai_request r;
     cb_openai_error e;
+    /* a token named twice keeps its last value (JSON's rule), it does not add up */
     assert_int_equal(parse(CB_OPENAI_COMPLETION,
-                           "{\"prompt\":\"x\",\"logit_bias\":{\"50256\":-100,\"7\":2.5},\"tools\":null}", &r, &e),
+                           "{\"prompt\":\"x\",\"logit_bias\":{\"50256\":-100,\"7\":2.5,\"50256\":3},\"tools\":null}",
+                           &r, &e),
                      0);
     assert_int_equal(r.params.n_logit_bias, 2);
-    assert_int_equal(r.params.logit_bias[0].token, 50256);
-    assert_true(r.params.logit_bias[0].bias == -100.0f);
-    assert_int_equal(r.params.logit_bias[1].token, 7);
-    assert_true(r.params.logit_bias[1].bias == 2.5f);
+    assert_int_equal(r.params.logit_bias[0].token, 7);
+    assert_true(r.params.logit_bias[0].bias == 2.5f);
+    assert_int_equal(r.params.logit_bias[1].token, 50256);
+    assert_true(r.params.logit_bias[1].bias == 3.0f);
     cb_openai_request_free(&r);
 }
 
@@ -96,7 +98,7 @@ static void refusals_name_the_field(void **state) {
         {CB_OPENAI_COMPLETION, "{\"prompt\":[[1],[2]]}", "prompt", 400},
         {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"temperature\":3}", "temperature", 400},
         {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":0}", "max_tokens", 400},
-        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"n\":2}", "n", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"n\":17}", "n", 400},
         {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"echo\":true}", "echo", 400},
         {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":2}", "logprobs", 400},
         {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"stop\":7}", "stop", 400},
@@ -108,7 +110,7 @@ static void refusals_name_the_field(void **state) {
         {CB_OPENAI_COMPLETION, "{\"prompt\":\"a\\u0000b\"}", "", 400},
         {CB_OPENAI_COMPLETION, "[1]", "", 400},
         {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"suffix\":\"y\"}", "suffix", 400},
-        {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[]}", "tools", 400},
+        {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}", "tools", 400},
         {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"prompt\":\"y\"}", "prompt", 400},
         {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"logit_bias\":{\"-1\":1}}", "logit_bias", 400},
         {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"logit_bias\":{\"12a\":1}}", "logit_bias", 400},
@@ -153,7 +155,8 @@ static double num_at(cJSON *o, const char *path) {
 
 static void response_shapes(void **state) {
     (void)state;
-    cJSON *o = json(cb_openai_response_json(CB_OPENAI_CHAT, "chatcmpl-1", 100, "m", "Paris.", "stop", 10, 3, 4));
+    cJSON *o = json(cb_openai_response_json(CB_OPENAI_CHAT, "chatcmpl-1", 100, "m",
+                                            &(cb_openai_choice){"Paris.", "stop"}, 1, 10, 3, 4));
     assert_string_equal(str_at(o, "object"), "chat.completion");
     assert_string_equal(str_at(o, "choices.0.message.role"), "assistant");
     assert_string_equal(str_at(o, "choices.0.message.content"), "Paris.");
@@ -162,19 +165,20 @@ static void response_shapes(void **state) {
     assert_true(num_at(o, "usage.prompt_tokens_details.cached_tokens") == 4);
     cJSON_Delete(o);
 
-    o = json(cb_openai_response_json(CB_OPENAI_COMPLETION, "cmpl-1", 100, "m", "x", "length", 1, 1, -1));
+    o = json(cb_openai_response_json(CB_OPENAI_COMPLETION, "cmpl-1", 100, "m", &(cb_openai_choice){"x", "length"}, 1, 1,
+                                     1, -1));
     assert_string_equal(str_at(o, "object"), "text_completion");
     assert_string_equal(str_at(o, "choices.0.text"), "x");
     assert_null(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "usage"),
                                                  "prompt_tokens_details")); /* cached < 0: omitted */
     cJSON_Delete(o);
 
-    o = json(cb_openai_chunk_json(CB_OPENAI_CHAT, "chatcmpl-1", 100, "m", "", NULL, true));
+    o = json(cb_openai_chunk_json(CB_OPENAI_CHAT, "chatcmpl-1", 100, "m", 0, "", NULL, true));
     assert_string_equal(str_at(o, "object"), "chat.completion.chunk");
     assert_string_equal(str_at(o, "choices.0.delta.role"), "assistant");
     cJSON_Delete(o);
 
-    o = json(cb_openai_abort_chunk_json(CB_OPENAI_CHAT, "chatcmpl-1", 100, "m", 503, "service_unavailable",
+    o = json(cb_openai_abort_chunk_json(CB_OPENAI_CHAT, "chatcmpl-1", 100, "m", 0, 503, "service_unavailable",
                                         "the server is shutting down"));
     assert_string_equal(str_at(o, "choices.0.finish_reason"), "abort");
     assert_string_equal(str_at(o, "error.message"), "the server is shutting down");
