@@ -153,7 +153,10 @@ static void preempt(cb_sched *s, int32_t i, cb_plan *plan) {
     s->stats.preemptions++;
     plan->preempted[plan->n_preempted++] = r;
     if (!waiting_insert(s, r)) { /* cannot grow the queue: the request ends, and says so */
+        if (r->static_member && s->group_left > 0) s->group_left--; /* as cb_sched_finish would */
+        r->static_member = false;
         r->state = CB_FINISHED_ERROR;
+        s->stats.finished++;
         plan->failed[plan->n_failed++] = r;
     }
 }

@@ -232,7 +232,8 @@ static void on_token(srv *s, cb_srv_choice *c, const struct cobatch_event *ev) {
     }
 }
 
-static void count_finish(srv *s, const struct cobatch_event *ev) {
+/* Per engine request (a choice); the prompt is counted once per HTTP request, with its first choice. */
+static void count_finish(srv *s, const struct cobatch_event *ev, bool first_choice) {
     const struct cobatch_timings *t = &ev->timings;
     switch (ev->reason) {
     case COBATCH_FINISH_STOP: s->m.finished_stop++; break;
@@ -240,7 +241,7 @@ static void count_finish(srv *s, const struct cobatch_event *ev) {
     case COBATCH_FINISH_CANCELLED: s->m.finished_cancelled++; break;
     default: s->m.finished_error++; break;
     }
-    s->m.prompt_tokens += (uint64_t)ev->n_prompt;
+    if (first_choice) s->m.prompt_tokens += (uint64_t)ev->n_prompt;
     if (t->t_first_token_us) cb_srv_hist_observe(&s->m.ttft, (double)(t->t_first_token_us - t->t_submit_us) / 1e6);
     if (t->t_scheduled_us) cb_srv_hist_observe(&s->m.queue, (double)(t->t_scheduled_us - t->t_submit_us) / 1e6);
     cb_srv_hist_observe(&s->m.e2e, (double)(t->t_finish_us - t->t_submit_us) / 1e6);
@@ -308,7 +309,7 @@ static void fail(srv *s, cb_srv_req *r, int index, const struct cobatch_event *e
 
 static void on_finished(srv *s, cb_srv_choice *c, const struct cobatch_event *ev) {
     cb_srv_req *r = c->r;
-    count_finish(s, ev);
+    count_finish(s, ev, c->index == 0);
     c->id = 0;
     r->live--;
     bool ok = ev->reason == COBATCH_FINISH_STOP || ev->reason == COBATCH_FINISH_LENGTH;

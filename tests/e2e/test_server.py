@@ -469,6 +469,7 @@ def test_n_choices_share_one_prompt(server):
     assert len({c.text for c in r.choices}) > 1  # four samples, not one four times
     hits = m1["cobatch:prefix_cache_hits_total"] - m0["cobatch:prefix_cache_hits_total"]
     assert hits >= 3 * (n_prompt - 2), (hits, n_prompt)  # one prefill, three shares
+    assert m1["cobatch:prompt_tokens_total"] - m0["cobatch:prompt_tokens_total"] == n_prompt  # once per request
     again = client.completions.create(model=model_id(server), prompt=prompt, max_tokens=12, n=4, temperature=1.0,
                                       seed=5, extra_body={"ignore_eos": True})
     assert [c.text for c in again.choices] == [c.text for c in r.choices]
