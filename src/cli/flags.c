@@ -22,6 +22,22 @@ static bool spelled(const char *names, const char *arg) {
     return false;
 }
 
+/* Whether a flag of an earlier group than g takes one of f's spellings (then f is never parsed). */
+static bool shadowed(const cb_cli *cli, size_t g, const cb_flag *f) {
+    for (const char *p = f->names; *p;) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        size_t n = strcspn(p, ",");
+        char name[64];
+        snprintf(name, sizeof(name), "%.*s", (int)n, p);
+        for (size_t e = 0; e < g; e++)
+            for (size_t k = 0; k < cli->groups[e].n; k++)
+                if (spelled(cli->groups[e].flags[k].names, name)) return true;
+        p += n;
+    }
+    return false;
+}
+
 static const cb_flag *find(const cb_cli *cli, const char *arg) {
     for (size_t g = 0; g < cli->n_groups; g++)
         for (size_t k = 0; k < cli->groups[g].n; k++)
@@ -140,6 +156,7 @@ void cb_flags_help(const cb_cli *cli, FILE *out) {
         fprintf(out, "%s:\n", grp->title);
         for (size_t k = 0; k < grp->n; k++) {
             const cb_flag *f = &grp->flags[k];
+            if (shadowed(cli, g, f)) continue; /* an earlier group's flag of that name is the one parsed */
             char head[128];
             snprintf(head, sizeof(head), "  %s%s%s", f->names, f->meta ? " " : "", f->meta ? f->meta : "");
             fputs(head, out);

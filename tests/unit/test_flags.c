@@ -48,11 +48,14 @@ static int run(opts *o, const char *line, char *out, char *err) {
         {"--stop", "S", CB_FLAG_LIST, o->stops, .count = &o->n_stops, .max = 2, .help = "repeatable"},
         {"--even", "N", CB_FLAG_FN, &o->chunk, .parse = parse_even, .takes = "an even number", .help = "even"},
     };
+    int32_t other = 0;
+    const cb_flag later[] = {{"--port", "P", CB_FLAG_I32, &other, 0, 9, .help = "shadowed"},
+                             {"--later", "N", CB_FLAG_I32, &other, 0, 9, .help = "a later flag"}};
     cb_cli cli = {.cmd = "cobatch test",
                   .usage = "usage: test\n",
                   .footer = "the end\n",
-                  .groups = {{"test", t, sizeof(t) / sizeof(t[0])}},
-                  .n_groups = 1};
+                  .groups = {{"test", t, sizeof(t) / sizeof(t[0])}, {"later", later, 2}},
+                  .n_groups = 2};
     char buf[512], *argv[32] = {"cobatch-test"};
     int argc = 1;
     snprintf(buf, sizeof(buf), "%s", line);
@@ -129,6 +132,8 @@ static void help_lists_every_flag(void **state) {
         strstr(out, "  --rate R                      a rate\n                                over two lines\n"));
     assert_non_null(strstr(out, "  --on                          sets\n"));
     assert_non_null(strstr(out, "the end\n"));
+    assert_null(strstr(out, "shadowed")); /* a later group's flag of a name an earlier one takes */
+    assert_non_null(strstr(out, "later:\n  --later N"));
     assert_int_equal(err[0], '\0');
 }
 
