@@ -196,13 +196,13 @@ static int parse_sampling(cJSON *root, cb_openai_request *r, cb_openai_error *e)
     FIELD("presence_penalty", -2, 2, false, s->presence_penalty, float);
     FIELD("frequency_penalty", -2, 2, false, s->frequency_penalty, float);
     FIELD("repetition_penalty", 0.01, 10, false, s->repetition_penalty, float);
-    /* no seed, or -1: a fresh one per request (the engine draws it); OpenAI's seeds are 64-bit */
-    double seed = -1;
+    /* no seed: the defaults' (a fresh one unless an operator set one); -1: a fresh one per request
+     * whatever the defaults (the engine draws it); OpenAI's seeds are 64-bit */
+    double seed = NAN;
     if (num(root, "seed", -9.2e18, 9.2e18, true, &seed, e)) return -1;
-    if (seed == -1 && cJSON_GetObjectItemCaseSensitive(root, "seed") &&
-        cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(root, "seed")))
-        s->seed = COBATCH_SEED_RANDOM; /* asked for a fresh one, whatever the operator's default */
-    if (seed != -1) {
+    if (seed == -1) {
+        s->seed = COBATCH_SEED_RANDOM;
+    } else if (!isnan(seed)) {
         uint64_t x = (uint64_t)(int64_t)seed;
         uint32_t v = (uint32_t)(x ^ (x >> 32));
         s->seed = v == COBATCH_SEED_RANDOM ? v - 1 : v;

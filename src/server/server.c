@@ -485,6 +485,19 @@ static void handle_models(srv *s, cb_conn *c) {
 }
 
 /* What lm-evaluation-harness's server-side tokenizer (and vLLM's /tokenizer_info) reads. */
+/* "name": its text and "name_id": its id, both null when the vocabulary has no such token. */
+static void add_token(cJSON *root, const char *name, int32_t id, const char *text) {
+    char key[32];
+    snprintf(key, sizeof(key), "%s_id", name);
+    if (id < 0) {
+        cJSON_AddNullToObject(root, name);
+        cJSON_AddNullToObject(root, key);
+        return;
+    }
+    cJSON_AddStringToObject(root, name, text);
+    cJSON_AddNumberToObject(root, key, id);
+}
+
 static void handle_tokenizer_info(srv *s, cb_conn *c) {
     struct cobatch_vocab_info v;
     cobatch_vocab_info(s->engine, &v);
@@ -492,20 +505,8 @@ static void handle_tokenizer_info(srv *s, cb_conn *c) {
     cJSON_AddStringToObject(root, "tokenizer_class", "llama.cpp GGUF");
     cJSON_AddNumberToObject(root, "vocab_size", v.n_vocab);
     cJSON_AddNumberToObject(root, "model_max_length", cobatch_n_ctx_seq(s->engine));
-    if (v.bos >= 0) {
-        cJSON_AddStringToObject(root, "bos_token", v.bos_text);
-        cJSON_AddNumberToObject(root, "bos_token_id", v.bos);
-    } else {
-        cJSON_AddNullToObject(root, "bos_token");
-        cJSON_AddNullToObject(root, "bos_token_id");
-    }
-    if (v.eos >= 0) {
-        cJSON_AddStringToObject(root, "eos_token", v.eos_text);
-        cJSON_AddNumberToObject(root, "eos_token_id", v.eos);
-    } else {
-        cJSON_AddNullToObject(root, "eos_token");
-        cJSON_AddNullToObject(root, "eos_token_id");
-    }
+    add_token(root, "bos_token", v.bos, v.bos_text);
+    add_token(root, "eos_token", v.eos, v.eos_text);
     cJSON_AddBoolToObject(root, "add_bos_token", v.add_bos);
     if (v.chat_template)
         cJSON_AddStringToObject(root, "chat_template", v.chat_template);

@@ -66,6 +66,24 @@ static void logit_bias_and_null_fields(void **state) {
     cb_openai_request_free(&r);
 }
 
+/* Fields left out take the operator's defaults; seed -1 asks for a fresh seed whatever they say. */
+static void operator_defaults_and_seed(void **state) {
+    (void)state;
+    struct cobatch_sampling d = cb_openai_default_sampling();
+    assert_true(d.temperature == 1.0f && d.seed == COBATCH_SEED_RANDOM);
+    d.temperature = 0.0f;
+    d.seed = 7;
+    cb_openai_request r;
+    cb_openai_error e;
+    const char *b1 = "{\"prompt\":\"x\"}", *b2 = "{\"prompt\":\"x\",\"seed\":-1,\"temperature\":0.5}";
+    assert_int_equal(cb_openai_parse(CB_OPENAI_COMPLETION, &d, b1, strlen(b1), &r, &e), 0);
+    assert_true(r.params.sampling.temperature == 0.0f && r.params.sampling.seed == 7);
+    cb_openai_request_free(&r);
+    assert_int_equal(cb_openai_parse(CB_OPENAI_COMPLETION, &d, b2, strlen(b2), &r, &e), 0);
+    assert_true(r.params.sampling.temperature == 0.5f && r.params.sampling.seed == COBATCH_SEED_RANDOM);
+    cb_openai_request_free(&r);
+}
+
 static void chat_messages_and_priority(void **state) {
     (void)state;
     cb_openai_request r;
@@ -207,6 +225,7 @@ int main(void) {
         cmocka_unit_test(completion_fields_become_engine_params),
         cmocka_unit_test(chat_messages_and_priority),
         cmocka_unit_test(logit_bias_and_null_fields),
+        cmocka_unit_test(operator_defaults_and_seed),
         cmocka_unit_test(refusals_name_the_field),
         cmocka_unit_test(response_shapes),
         cmocka_unit_test(json_check_agrees_with_rfc8259),
