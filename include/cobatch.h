@@ -140,6 +140,16 @@ struct cobatch_logit_bias {
     float bias;    /* in [-100, 100] */
 };
 
+/* Most likely alternatives a request may ask for at each position (OpenAI's limit). */
+#define COBATCH_MAX_LOGPROBS 20
+
+/* A token and its log-probability: the log-softmax of the logits the model produced for that
+ * position, before logit_bias, penalties, temperature or any truncation (vLLM's raw logprobs). */
+struct cobatch_logprob {
+    int32_t token;
+    float logprob;
+};
+
 struct cobatch_request_params {
     /* Exactly one of: text prompt, token prompt, chat messages. All are copied by submit. */
     const char *prompt;
@@ -148,7 +158,7 @@ struct cobatch_request_params {
     const struct cobatch_chat_message *messages; /* rendered with the model's chat template */
     size_t n_messages;
 
-    int32_t max_tokens; /* >= 1; default 128 */
+    int32_t max_tokens; /* >= 0; default 128. 0: compute the prompt only (its log-probabilities, a warm cache) */
     struct cobatch_sampling sampling;
     const char *const *stop; /* stop strings; never emitted, text that may become one is held */
     size_t n_stop;
@@ -158,7 +168,15 @@ struct cobatch_request_params {
     int32_t priority;   /* COBATCH_SCHED_PRIORITY only (else it must be 0): higher runs first and is preempted
                            last; default 0 */
     bool logit_margins; /* fill cobatch_event.margin (top-1 minus top-2 logit); costs a vocab scan */
-    void *user_data;    /* returned in every event of this request; not touched */
+    /* Every TOKEN event carries the sampled token's log-probability and the top_logprobs (0 to
+     * COBATCH_MAX_LOGPROBS) most likely alternatives (two vocab scans per token). */
+    bool logprobs;
+    int32_t top_logprobs;
+    /* The prompt's log-probabilities too (each prompt token's, given the ones before it, with
+     * top_logprobs alternatives): logits for every prompt row, so the request shares no cached
+     * prefix (it still leaves its own for others). */
+    bool prompt_logprobs;
+    void *user_data; /* returned in every event of this request; not touched */
 };
 
 enum cobatch_event_type {
@@ -181,7 +199,16 @@ struct cobatch_event {
     size_t text_len;
     int32_t token; /* TOKEN: the sampled token */
     float margin;  /* TOKEN with logit_margins: top-1 minus top-2 logit, else 0 */
-    int64_t t_us;  /* when the event was made */
+    /* TOKEN of a request with logprobs: 1 + n_top entries, the sampled token first, then the
+     * n_top most likely tokens, most likely first (ties: lower id first). Owned by the event. */
+    struct cobatch_logprob *logprobs;
+    int32_t n_top;
+    /* With prompt_logprobs, in the first event after the prompt was computed (its first TOKEN, or
+     * FINISHED when it generates nothing): n_prompt rows of 1 + n_top entries, row i prompt token i
+     * and then the most likely tokens at i. Row 0 has nothing before it: its log-probabilities are
+     * NAN and its alternatives' tokens -1. Owned by the event; NULL in every other event. */
+    struct cobatch_logprob *prompt_logprobs;
+    int64_t t_us; /* when the event was made */
     /* FINISHED only: */
     enum cobatch_finish_reason reason;
     char *error; /* reason == ERROR: message, owned by the event */
@@ -299,6 +326,11 @@ int32_t cobatch_tokenize(const cobatch_engine *engine, const char *text, int32_t
  * parse_special turns control-token text into control tokens. -1 for text too long to tokenize. */
 int32_t cobatch_tokenize_ext(const cobatch_engine *engine, const char *text, bool add_special, bool parse_special,
                              int32_t *out, int32_t max);
+
+/* A token's own text, control tokens included ("<|im_end|>"): what log-probabilities name. Returns
+ * the byte count (it may be a part of a UTF-8 character); if it exceeds max, out holds nothing
+ * useful and the return value is the size needed. Negative for an invalid token. Thread-safe. */
+int32_t cobatch_token_piece(const cobatch_engine *engine, int32_t token, char *out, int32_t max);
 
 /* Turns tokens back into text (a tokenize round trip: an added bos/eos dropped, other special tokens as
  * their text). Returns the byte count; if it

@@ -284,7 +284,7 @@ void cb_cache_free(cb_cache *c) {
 /* ---------------------------------------------------------------- the interface -------------- */
 
 cb_cache_hit cb_cache_match(const cb_cache *c, const cb_request *r, cb_request *const *running, int32_t n_running) {
-    if (!c->impl->match) return (cb_cache_hit){.len = 0, .node = NULL, .src = -1};
+    if (!c->impl->match || r->all_logits_to > 0) return (cb_cache_hit){.len = 0, .node = NULL, .src = -1};
     return c->impl->match(c, r, running, n_running);
 }
 

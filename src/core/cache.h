@@ -52,8 +52,8 @@ cb_cache *cb_cache_new_none(cb_kv *kv);
 void cb_cache_free(cb_cache *c);
 
 /* Longest prefix of r's tokens, all but its last (computed again for its logits), that an
- * admission could share now: cached cells or, for streams, what a running request computed.
- * Read-only. */
+ * admission could share now: cached cells or, for streams, what a running request computed; none
+ * for a request that wants every prompt row's logits (all_logits_to). Read-only. */
 cb_cache_hit cb_cache_match(const cb_cache *c, const cb_request *r, cb_request *const *running, int32_t n_running);
 
 /* Starts r: a sequence id with hit->len tokens shared (hit->len may drop: a match too short to be

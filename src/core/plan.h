@@ -27,6 +27,7 @@ typedef struct {
     int32_t n_tokens;         /* batch rows */
     int32_t n_decode;         /* items of one generated token (decode rows); a prompt token is prefill */
     int32_t n_prefill_tokens; /* the other rows */
+    int32_t n_logit_rows;     /* prompt rows wanting logits besides the items' last (cb_request.all_logits_to) */
     cb_kv_ops ops;            /* changes to the cells to apply, in order, before the batch (releases, shares,
                                  publications, evictions); owned by the plan */
     cb_request **preempted;   /* (2 x max_num_seqs) requests preempted by this step, for events */

@@ -161,6 +161,12 @@ static void preempt(cb_sched *s, int32_t i, cb_plan *plan) {
     }
 }
 
+/* Rows of the next n of r's pending tokens that want logits for the prompt's log-probabilities. */
+static int32_t logit_rows(const cb_request *r, int32_t n) {
+    int32_t k = r->all_logits_to - r->n_computed;
+    return k <= 0 ? 0 : k < n ? k : n;
+}
+
 static void plan_add(cb_sched *s, cb_plan *plan, cb_request *r, int32_t n) {
     bool ok = cb_kv_grow(s->kv, r->seq_id, n);
     (void)ok; /* callers checked cb_kv_room */
@@ -171,6 +177,7 @@ static void plan_add(cb_sched *s, cb_plan *plan, cb_request *r, int32_t n) {
     it->logits = r->n_computed + n == cb_request_n_tokens(r);
     r->in_plan = n;
     plan->n_tokens += n;
+    plan->n_logit_rows += logit_rows(r, n);
     if (n == 1 && it->logits && r->n_computed >= r->n_prompt) /* a generated token, not a prompt one */
         plan->n_decode++;
     else
@@ -185,7 +192,10 @@ static int32_t chunk_for(cb_sched *s, const cb_plan *plan, const cb_request *r, 
     cb_cache_make_room(s->cache, n, s->cur);
     int32_t room = cb_kv_room(s->kv, r->seq_id);
     if (n > room) n = room;
-    if (s->cfg.prefill_chunk == 0 && n < pending) return 0; /* no chunking: all or nothing */
+    int32_t rows_left = s->cfg.max_logit_rows - plan->n_logit_rows;
+    bool logits_cut = logit_rows(r, n) > rows_left; /* the step's logit rows bound the chunk */
+    if (logits_cut) n = rows_left > 0 ? rows_left : 0;
+    if (s->cfg.prefill_chunk == 0 && n < pending && !logits_cut) return 0; /* no chunking: all or nothing */
     if (n > 0 && s->kv->split && s->cfg.prefill_chunk > 0) {
         int32_t cap = s->cfg.max_batched_tokens - s->cfg.max_num_seqs; /* after a full set of decode rows */
         if (cap > s->cfg.prefill_chunk) cap = s->cfg.prefill_chunk;
@@ -311,6 +321,7 @@ static void schedule_admissions(cb_sched *s, cb_plan *plan, int32_t *budget_left
 int32_t cb_sched_step(cb_sched *s, cb_plan *plan, int32_t budget) {
     plan->n_items = plan->n_tokens = plan->n_decode = plan->n_prefill_tokens = 0;
     plan->n_preempted = plan->n_failed = 0;
+    plan->n_logit_rows = 0;
     /* the plan starts with the changes made since the last one; this step's follow them */
     cb_kv_ops done = plan->ops;
     plan->ops = s->pending;

@@ -107,7 +107,10 @@ int cobatch_poll(cobatch_engine *e, struct cobatch_event *out, int max, int time
 void cobatch_event_clear(struct cobatch_event *ev) {
     free(ev->text);
     free(ev->error);
+    free(ev->logprobs);
+    free(ev->prompt_logprobs);
     ev->text = ev->error = NULL;
+    ev->logprobs = ev->prompt_logprobs = NULL;
 }
 
 int cobatch_event_fd(const cobatch_engine *e) { return e->event_fd; }
@@ -140,6 +143,7 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
                           .n_threads = p.n_threads,
                           .n_seq_max = z.n_seq_max,
                           .n_batch = budget,
+                          .n_outputs_max = z.n_seq_max + CB_PROMPT_LOGIT_ROWS,
                           .split_kv = z.split,
                           .flash_attn = cobatch_params_flash_attn(&p),
                           .verbose = p.verbose};
@@ -163,6 +167,7 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
                           .prefill_chunk = p.prefill_chunk,
                           .kv_reserve = p.kv_reserve,
                           .split_tile = CB_RUNNER_FA_TILE,
+                          .max_logit_rows = CB_PROMPT_LOGIT_ROWS,
                           .priority_aging_us = z.aging_us};
     if (z.cache == CB_CACHE_STREAMS)
         e->cache = cb_cache_new_streams(&e->kv, p.max_num_seqs, CB_STREAM_MIN_SHARE);
@@ -391,14 +396,34 @@ static engine_req *cb_engine_req_new(const struct cobatch_request_params *p) {
     er->user_data = p->user_data;
     er->ignore_eos = p->ignore_eos;
     er->logit_margins = p->logit_margins;
+    er->prompt_only = p->max_tokens == 0;
+    er->logprobs = p->logprobs;
+    er->n_top = p->top_logprobs;
     atomic_init(&er->cancel, false);
     return er;
 }
 
+/* The prompt's log-probabilities, to be filled as its rows are computed: row 0 (nothing before it)
+ * is NAN now. */
+static bool prompt_logprobs_new(engine_req *er, cb_request *r, const int32_t *toks) {
+    int32_t w = 1 + er->n_top;
+    er->plp = malloc(sizeof(*er->plp) * (size_t)w * (size_t)r->n_prompt);
+    if (!er->plp) return false;
+    er->plp[0] = (struct cobatch_logprob){.token = toks[0], .logprob = NAN};
+    for (int32_t j = 1; j < w; j++)
+        er->plp[j] = (struct cobatch_logprob){.token = -1, .logprob = NAN};
+    r->all_logits_to = r->n_prompt - 1;
+    return true;
+}
+
 cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_params *p, char *err, size_t errlen) {
     if (!e || !p) return COBATCH_ERR_INVALID;
-    if (p->max_tokens < 1) {
-        cb_set_err(err, errlen, "max_tokens must be at least 1 (got %d)", p->max_tokens);
+    if (p->max_tokens < 0) {
+        cb_set_err(err, errlen, "max_tokens must be at least 0 (got %d)", p->max_tokens);
+        return COBATCH_ERR_INVALID;
+    }
+    if (p->top_logprobs < 0 || p->top_logprobs > COBATCH_MAX_LOGPROBS) {
+        cb_set_err(err, errlen, "top_logprobs is from 0 to %d (got %d)", COBATCH_MAX_LOGPROBS, p->top_logprobs);
         return COBATCH_ERR_INVALID;
     }
     const char *bad = check_sampling(&p->sampling);
@@ -441,15 +466,16 @@ cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_pa
     }
     /* Never allocate more than the context can hold, whatever max_tokens says. */
     int32_t max_tokens = p->max_tokens < e->n_ctx_seq - n ? p->max_tokens : e->n_ctx_seq - n;
-    cb_request *r = cb_request_new(0, toks, n, max_tokens);
-    free(toks);
+    cb_request *r = cb_request_new(0, toks, n, max_tokens > 0 ? max_tokens : 1); /* 0: ends before sampling */
     engine_req *er = r ? cb_engine_req_new(p) : NULL;
-    if (!er) {
-        cb_request_free(r);
+    if (r) r->rt = er;
+    bool ok = er && (!p->prompt_logprobs || prompt_logprobs_new(er, r, toks));
+    free(toks);
+    if (!ok) {
+        cb_engine_free_request(r);
         cb_set_err(err, errlen, "out of memory");
         return COBATCH_ERR_NOMEM;
     }
-    r->rt = er;
     r->priority = p->priority;
     r->t_submit_us = cobatch_time_us();
 
@@ -550,6 +576,12 @@ int32_t cobatch_tokenize_ext(const cobatch_engine *e, const char *text, bool add
                              int32_t *out, int32_t max) {
     int32_t n = cb_model_tokenize_into(&e->model, text, strlen(text), add_special, parse_special, out, max);
     return n == INT32_MIN ? -1 : n < 0 ? -n : n;
+}
+
+int32_t cobatch_token_piece(const cobatch_engine *e, int32_t token, char *out, int32_t max) {
+    if (token < 0 || token >= e->model.n_vocab) return -1;
+    int32_t k = cb_model_token_text(&e->model, token, out, max);
+    return k < 0 ? -k : k;
 }
 
 int32_t cobatch_detokenize(const cobatch_engine *e, const int32_t *tokens, int32_t n, char *out, int32_t max) {

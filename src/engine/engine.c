@@ -18,6 +18,7 @@ void cb_engine_free_request(cb_request *r) {
         cb_textout_free(&er->text);
         free(er->logit_bias);
         free(er->err_buf);
+        free(er->plp);
         free(er);
     }
     cb_request_free(r);
@@ -72,6 +73,11 @@ static void finish(cobatch_engine *e, cb_request *r, cb_state st, const char *er
         ev.error = er->err_buf;
         er->err_buf = NULL;
     }
+    if (er->plp_ready && (st == CB_FINISHED_STOP || st == CB_FINISHED_LENGTH)) { /* a prompt-only request's */
+        ev.prompt_logprobs = er->plp;
+        er->plp = NULL;
+    }
+    ev.n_top = er->n_top;
     ev.n_prompt = r->n_prompt;
     ev.n_generated = r->n_generated;
     ev.n_preemptions = r->n_preemptions;
@@ -137,10 +143,11 @@ static void cancel_never_scheduled(cobatch_engine *e) {
 
 /* ---------------------------------------------------------------- one step ------------------- */
 
-/* Queues a TOKEN event. Returns false when its text cannot be copied (out of memory): the
- * client would miss a piece, so the caller ends the request with an error instead. */
-static bool emit_token(cobatch_engine *e, cb_request *r, int32_t tok, float margin, const char *text, size_t len,
-                       int64_t now) {
+/* Queues a TOKEN event, with lp (owned) and the prompt's log-probabilities when they are ready.
+ * Returns false when its text cannot be copied (out of memory): the client would miss a piece, so
+ * the caller ends the request with an error instead. */
+static bool emit_token(cobatch_engine *e, cb_request *r, int32_t tok, float margin, struct cobatch_logprob *lp,
+                       const char *text, size_t len, int64_t now) {
     engine_req *er = r->rt;
     struct cobatch_event ev = {0};
     ev.type = COBATCH_EVENT_TOKEN;
@@ -148,12 +155,42 @@ static bool emit_token(cobatch_engine *e, cb_request *r, int32_t tok, float marg
     ev.user_data = er->user_data;
     ev.token = tok;
     ev.margin = margin;
+    ev.logprobs = lp;
+    ev.n_top = er->n_top;
     ev.t_us = now;
     ev.text = strndup(text, len);
-    if (!ev.text) return false;
+    if (!ev.text) {
+        free(lp);
+        return false;
+    }
     ev.text_len = len;
+    if (er->plp_ready) {
+        ev.prompt_logprobs = er->plp;
+        er->plp = NULL;
+        er->plp_ready = false;
+    }
     cb_engine_push_event(e, &ev);
     return true;
+}
+
+/* Fills the prompt log-probabilities of this step's rows that wanted them (the logprob of token
+ * pos + 1 is in row pos); a prompt computed whole has them all, and its next event takes them. */
+static void record_prompt_logprobs(cobatch_engine *e, const cb_plan *plan) {
+    for (int32_t i = 0; i < e->runner.n_lp; i++) {
+        const cb_lp_row *x = &e->runner.lp[i];
+        cb_request *r = plan->items[x->item].req;
+        engine_req *er = r->rt;
+        int32_t w = 1 + er->n_top;
+        cb_logprobs(&e->model, x->row, r->tokens[x->pos + 1], w - 1, er->plp + (size_t)(x->pos + 1) * (size_t)w);
+    }
+    for (int32_t i = 0; i < plan->n_items; i++) {
+        cb_request *r = plan->items[i].req;
+        engine_req *er = r->rt;
+        if (er->plp && r->all_logits_to > 0 && r->n_computed >= r->n_prompt) {
+            er->plp_ready = true;
+            r->all_logits_to = 0; /* a recompute after a preemption may share cached cells again */
+        }
+    }
 }
 
 /* Samples every item that asked for logits, appends, checks stops, emits, retires. */
@@ -164,9 +201,22 @@ static void sample_and_emit(cobatch_engine *e, cb_plan *plan) {
         if (!plan->items[i].logits) continue;
         cb_request *r = plan->items[i].req;
         engine_req *er = r->rt;
+        if (er->prompt_only) {
+            finish(e, r, CB_FINISHED_LENGTH, NULL);
+            continue;
+        }
         float margin = 0;
-        int32_t tok =
-            cb_sampler_sample(er->smpl, &e->model, e->runner.logit_row[i], er->logit_margins ? &margin : NULL);
+        int32_t row = e->runner.logit_row[i];
+        int32_t tok = cb_sampler_sample(er->smpl, &e->model, row, er->logit_margins ? &margin : NULL);
+        struct cobatch_logprob *lp = NULL;
+        if (er->logprobs) {
+            lp = malloc(sizeof(*lp) * (size_t)(1 + er->n_top));
+            if (!lp) {
+                finish(e, r, CB_FINISHED_ERROR, "out of memory: the log-probabilities could not be kept");
+                continue;
+            }
+            cb_logprobs(&e->model, row, tok, er->n_top, lp);
+        }
         if (!r->t_first_token_us) r->t_first_token_us = now;
         cb_request_append(r, tok);
         e->n_generated++;
@@ -179,7 +229,8 @@ static void sample_and_emit(cobatch_engine *e, cb_plan *plan) {
             int32_t n = cb_model_piece(&e->model, tok, piece, (int32_t)sizeof(piece));
             if (n > 0 && cb_textout_push(&er->text, piece, (size_t)n, &out, &out_len)) end = CB_FINISHED_STOP;
         }
-        if (er->text.failed || !emit_token(e, r, tok, margin, out, out_len, now)) {
+        if (er->text.failed) free(lp);
+        if (er->text.failed || !emit_token(e, r, tok, margin, lp, out, out_len, now)) {
             finish(e, r, CB_FINISHED_ERROR, "out of memory: the output could not be kept whole");
             continue;
         }
@@ -326,6 +377,7 @@ static void postprocess(cobatch_engine *e, cb_plan *plan, int rc, int64_t t0) {
                                      .n_requests = plan->n_items,
                                      .preempted = plan->n_preempted,
                                      .graph_runs = e->runner.n_runs};
+    record_prompt_logprobs(e, plan);
     sample_and_emit(e, plan);
     report_step(e, &info);
 }

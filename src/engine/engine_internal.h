@@ -29,10 +29,21 @@ typedef struct {
     void *user_data;
     bool ignore_eos;
     bool logit_margins;
-    atomic_bool cancel; /* cobatch_cancel asked for it (set under mu while the request is live) */
+    bool prompt_only;            /* max_tokens 0: the request ends when its prompt is computed */
+    bool logprobs;               /* every TOKEN event carries its token's log-probability */
+    int32_t n_top;               /* alternatives per position, for generated and prompt tokens */
+    struct cobatch_logprob *plp; /* (n_prompt x (1 + n_top)) prompt log-probabilities being
+                                    filled (prompt_logprobs), handed to the first event after the prompt */
+    bool plp_ready;              /* plp is whole: the next event takes it */
+    atomic_bool cancel;          /* cobatch_cancel asked for it (set under mu while the request is live) */
 } engine_req;
 
 #define CB_ERR_BUF 160
+
+/* Prompt rows of one step that may ask for logits (prompt log-probabilities) beyond the one row per
+ * running request: sizes llama.cpp's output buffers (n_vocab floats a row; 12 MB for a 49k
+ * vocabulary), so a longer prompt's log-probabilities take several steps. */
+#define CB_PROMPT_LOGIT_ROWS 64
 
 /* Events not yet polled, beyond which the engine waits before its next step (back-pressure on a
  * poller that does not keep up; the server drains every event at each wake-up). */

@@ -279,6 +279,10 @@ int32_t cb_model_piece(const cb_model *m, int32_t token, char *buf, int32_t cap)
     return n < 0 ? -1 : n;
 }
 
+int32_t cb_model_token_text(const cb_model *m, int32_t token, char *buf, int32_t cap) {
+    return llama_token_to_piece(m->vocab, token, buf, cap, 0, true); /* -size when buf is too small */
+}
+
 bool cb_model_is_eog(const cb_model *m, int32_t token) { return llama_vocab_is_eog(m->vocab, token); }
 
 int32_t cb_model_detokenize(const cb_model *m, const int32_t *tokens, int32_t n, char *out, int32_t max) {

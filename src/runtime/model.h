@@ -65,6 +65,8 @@ void cb_model_vocab_info(const cb_model *m, struct cobatch_vocab_info *out);
 /* Text of one token (special tokens rendered as nothing); writes at most cap bytes, returns the
  * length, or -1 if it did not fit. */
 int32_t cb_model_piece(const cb_model *m, int32_t token, char *buf, int32_t cap);
+/* A token's text with control tokens rendered; -size needed when cap is too small. */
+int32_t cb_model_token_text(const cb_model *m, int32_t token, char *buf, int32_t cap);
 /* Text of a token sequence: a bos/eos the tokenizer adds by itself is dropped, other special tokens
  * are written as their text (a tokenize round trip); returns -(needed) when max is too small. */
 int32_t cb_model_detokenize(const cb_model *m, const int32_t *tokens, int32_t n, char *out, int32_t max);

@@ -8,7 +8,8 @@ int cb_runner_init(cb_runner *r, cb_model *m, int32_t max_items) {
     r->batch = llama_batch_init(m->n_batch, 0, 1);
     r->logit_row = calloc((size_t)max_items, sizeof(int32_t));
     r->order = calloc(2 * (size_t)max_items, sizeof(cb_row_piece));
-    if (!r->logit_row || !r->order || !r->batch.token) {
+    r->lp = calloc((size_t)m->n_batch, sizeof(cb_lp_row));
+    if (!r->logit_row || !r->order || !r->lp || !r->batch.token) {
         cb_runner_free(r);
         return -1;
     }
@@ -20,8 +21,10 @@ void cb_runner_free(cb_runner *r) {
     r->batch.token = NULL;
     free(r->logit_row);
     free(r->order);
+    free(r->lp);
     r->logit_row = NULL;
     r->order = NULL;
+    r->lp = NULL;
 }
 
 int32_t cb_runner_seq_len(cb_runner *r, int32_t seq) {
@@ -82,6 +85,7 @@ int cb_runner_run(cb_runner *r, const cb_plan *plan) {
     if (plan->n_items == 0) return 0;
     struct llama_batch *b = &r->batch;
     b->n_tokens = 0;
+    r->n_lp = 0;
     if (r->model->split_kv) { /* the split layout's graph runs: see cb_plan_row_order */
         r->n_order = cb_plan_row_order(plan, CB_RUNNER_FA_TILE, r->order);
         r->n_runs = cb_plan_graph_runs(plan, r->order, r->n_order);
@@ -101,6 +105,10 @@ int cb_runner_run(cb_runner *r, const cb_plan *plan) {
             b->n_seq_id[row] = 1;
             b->seq_id[row][0] = it->req->seq_id;
             b->logits[row] = it->logits && k == it->n_tokens - 1;
+            if (it->pos0 + k < it->req->all_logits_to) {
+                b->logits[row] = true;
+                r->lp[r->n_lp++] = (cb_lp_row){.item = pc->item, .pos = it->pos0 + k, .row = row};
+            }
             if (k == it->n_tokens - 1) r->logit_row[pc->item] = it->logits ? row : -1;
         }
     }

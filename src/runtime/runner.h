@@ -12,6 +12,11 @@
  * of the pinned ggml): the split layout's chunks are shaped around it (plan.h). */
 #define CB_RUNNER_FA_TILE 64
 
+/* A batch row whose logits an item's prompt log-probabilities want: row `row` holds position pos. */
+typedef struct {
+    int32_t item, pos, row;
+} cb_lp_row;
+
 typedef struct {
     cb_model *model;
     struct llama_batch batch; /* (n_batch rows) reused every step */
@@ -19,6 +24,8 @@ typedef struct {
     int32_t *logit_row;  /* (max items) batch row whose logits item i gets, or -1 */
     cb_row_piece *order; /* (2 x max items) the order the items' rows go in the batch */
     int32_t n_order;
+    cb_lp_row *lp; /* (n_batch) rows of prompts that want every row's logits (cb_request.all_logits_to) */
+    int32_t n_lp;
     int32_t n_runs; /* graph runs of the last batch (cb_plan_graph_runs; unified: 1) */
     /* faults injected by tests (cb_runner_set_fault) */
     int fault_rc, fault_left;

@@ -63,3 +63,28 @@ int32_t cb_sampler_sample(struct llama_sampler *smpl, const cb_model *m, int32_t
     }
     return llama_sampler_sample(smpl, m->ctx, row);
 }
+
+void cb_logprobs(const cb_model *m, int32_t row, int32_t token, int32_t k, struct cobatch_logprob *out) {
+    const float *lg = llama_get_logits_ith(m->ctx, row);
+    struct cobatch_logprob *top = out + 1; /* kept sorted: top[0] is the largest logit */
+    int32_t n_top = 0;
+    float max = -INFINITY;
+    for (int32_t i = 0; i < m->n_vocab; i++) {
+        float x = lg[i];
+        if (x > max) max = x;
+        if (n_top == k && (k == 0 || x <= top[k - 1].logprob)) continue; /* equal: the lower id stays */
+        int32_t j = n_top < k ? n_top++ : k - 1;
+        while (j > 0 && top[j - 1].logprob < x) {
+            top[j] = top[j - 1];
+            j--;
+        }
+        top[j] = (struct cobatch_logprob){.token = i, .logprob = x};
+    }
+    double sum = 0;
+    for (int32_t i = 0; i < m->n_vocab; i++)
+        sum += exp((double)(lg[i] - max));
+    float lse = max + (float)log(sum);
+    out[0] = (struct cobatch_logprob){.token = token, .logprob = lg[token] - lse};
+    for (int32_t j = 0; j < n_top; j++)
+        top[j].logprob -= lse;
+}

@@ -19,6 +19,11 @@ void cb_sampler_free(struct llama_sampler *smpl);
  * it gets the raw top-1 minus top-2 logit of that row. */
 int32_t cb_sampler_sample(struct llama_sampler *smpl, const cb_model *m, int32_t row, float *margin);
 
+/* Log-probabilities at logits row `row` of the last decode (the log-softmax of the raw logits):
+ * out[0] = token and its log-probability, out[1..k] the k most likely tokens, most likely first (ties:
+ * lower id first). Reads the row in place, twice; copies nothing. */
+void cb_logprobs(const cb_model *m, int32_t row, int32_t token, int32_t k, struct cobatch_logprob *out);
+
 /* Tells the chain about a token it did not sample (e.g. the prompt, for penalties). */
 void cb_sampler_accept(struct llama_sampler *smpl, int32_t token);
 

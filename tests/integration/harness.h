@@ -14,6 +14,12 @@ typedef struct {
     cobatch_req_id id;
     int32_t tokens[IT_MAX_TOK];
     float margins[IT_MAX_TOK];
+    float logprob[IT_MAX_TOK];              /* with logprobs >= 0: the sampled token's */
+    struct cobatch_logprob top[IT_MAX_TOK]; /* with logprobs >= 1: the most likely token */
+    bool top_sorted;                        /* every event's alternatives came most likely first */
+    struct cobatch_logprob *prompt_lp;      /* with prompt_logprobs: taken from its event */
+    int prompt_lp_w;                        /* entries per prompt row */
+    int prompt_lp_events;                   /* events that carried prompt log-probabilities: 1 */
     int n_tokens;
     char *text; /* every released piece, concatenated */
     size_t text_len;
@@ -55,6 +61,19 @@ static inline int it_take(struct cobatch_event *ev) {
         r->pieces_valid_utf8 &= cb_utf8_check(ev->text, ev->text_len);
         it_append(r, ev->text, ev->text_len);
     }
+    if (ev->prompt_logprobs) {
+        r->prompt_lp_events++;
+        free(r->prompt_lp);
+        r->prompt_lp = ev->prompt_logprobs;
+        r->prompt_lp_w = 1 + ev->n_top;
+        ev->prompt_logprobs = NULL;
+    }
+    if (!finished && r->n_tokens < IT_MAX_TOK && ev->logprobs) {
+        r->logprob[r->n_tokens] = ev->logprobs[0].logprob;
+        if (ev->n_top > 0) r->top[r->n_tokens] = ev->logprobs[1];
+        for (int k = 2; k <= ev->n_top; k++)
+            r->top_sorted &= ev->logprobs[k - 1].logprob >= ev->logprobs[k].logprob;
+    }
     if (!finished && r->n_tokens < IT_MAX_TOK) {
         r->margins[r->n_tokens] = ev->margin;
         r->tokens[r->n_tokens++] = ev->token;
@@ -76,6 +95,7 @@ static inline bool it_run(cobatch_engine *e, const struct cobatch_request_params
     for (int i = 0; i < n; i++) {
         memset(&out[i], 0, sizeof(out[i]));
         out[i].pieces_valid_utf8 = true;
+        out[i].top_sorted = true;
         out[i].text = calloc(1, 1);
         struct cobatch_request_params p = ps[i];
         p.user_data = &out[i];
@@ -97,8 +117,10 @@ static inline bool it_run(cobatch_engine *e, const struct cobatch_request_params
 }
 
 static inline void it_free(it_result *r, int n) {
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         free(r[i].text);
+        free(r[i].prompt_lp);
+    }
 }
 
 /* Batch invariance with a stated tolerance: outputs a and b (same prompt, greedy) must be equal,

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 #include <unistd.h>
 
 #include "../../src/core/textout.h"
@@ -360,7 +361,7 @@ static void bad_requests_are_refused(void **state) {
     assert_int_equal(cobatch_submit(shared_engine, &p, err, sizeof(err)), COBATCH_ERR_INVALID);
     assert_non_null(strstr(err, "empty"));
     p.prompt = "hi";
-    p.max_tokens = 0;
+    p.max_tokens = -1;
     assert_int_equal(cobatch_submit(shared_engine, &p, err, sizeof(err)), COBATCH_ERR_INVALID);
     p.max_tokens = 4;
     p.sampling.top_p = 0.0f;
@@ -425,6 +426,95 @@ static void cancel_frees_cells(void **state) {
     assert_int_equal(st.running, 0);
 }
 
+/* Log-probabilities: greedy picks the most likely token, so its log-probability is the top
+ * alternative's; the alternatives come most likely first and are a part of one distribution. */
+static void logprobs_describe_the_distribution(void **state) {
+    (void)state;
+    struct cobatch_request_params p = cobatch_request_default_params();
+    p.prompt = "The three primary colors are";
+    p.max_tokens = 12;
+    p.logprobs = true;
+    p.top_logprobs = 5;
+    it_result r = run1(p);
+    assert_int_equal(r.n_tokens, 12);
+    assert_true(r.top_sorted);
+    for (int k = 0; k < r.n_tokens; k++) {
+        assert_true(r.logprob[k] <= 0.0f);
+        assert_int_equal(r.top[k].token, r.tokens[k]);
+        assert_float_equal(r.top[k].logprob, r.logprob[k], 1e-6);
+    }
+    assert_null(r.prompt_lp); /* not asked for */
+    it_free(&r, 1);
+    p.top_logprobs = COBATCH_MAX_LOGPROBS + 1;
+    char err[256];
+    assert_int_equal(cobatch_submit(shared_engine, &p, err, sizeof(err)), COBATCH_ERR_INVALID);
+}
+
+/* A prompt's log-probabilities (max_tokens 0, the way evaluation harnesses score a continuation)
+ * equal those the same tokens got when they were generated, within 1e-3 (prefill and decode rows
+ * are different batch shapes): in both layouts, with the prompt cut into chunks, and again when
+ * the prompt is in the prefix cache (which such a request does not use). */
+static void prompt_logprobs_match_generated(void **state) {
+    (void)state;
+    for (int layout = 0; layout < 2; layout++) {
+        struct cobatch_engine_params ep = engine_params(COBATCH_MODE_CONTINUOUS, 4, layout ? 7 : 0);
+        ep.kv_layout = layout ? COBATCH_KV_UNIFIED : COBATCH_KV_SPLIT;
+        cobatch_engine *e = it_engine(ep);
+        assert_non_null(e);
+        struct cobatch_request_params g = cobatch_request_default_params();
+        g.prompt = "Once upon a time, in a small village by the sea,";
+        g.max_tokens = 16;
+        g.logprobs = true;
+        g.top_logprobs = 1;
+        g.ignore_eos = true;
+        it_result gen;
+        assert_true(it_run(e, &g, &gen, 1));
+        int32_t n_prompt = gen.n_prompt, n = n_prompt + gen.n_tokens;
+        int32_t *all = cobatch_prompt_tokens(e, &g, &n_prompt, NULL, NULL, 0);
+        assert_non_null(all);
+        all = realloc(all, sizeof(int32_t) * (size_t)n);
+        memcpy(all + n_prompt, gen.tokens, sizeof(int32_t) * (size_t)gen.n_tokens);
+        for (int pass = 0; pass < 2; pass++) { /* the second finds the whole prompt cached */
+            struct cobatch_request_params q = cobatch_request_default_params();
+            q.prompt_tokens = all;
+            q.n_prompt_tokens = n;
+            q.max_tokens = 0;
+            q.top_logprobs = 1;
+            q.prompt_logprobs = true;
+            it_result ech;
+            assert_true(it_run(e, &q, &ech, 1));
+            assert_int_equal(ech.n_finished, 1);
+            assert_int_equal(ech.reason, COBATCH_FINISH_LENGTH);
+            assert_int_equal(ech.n_generated, 0);
+            assert_int_equal(ech.n_tokens, 0);
+            assert_int_equal(ech.prompt_lp_events, 1);
+            assert_int_equal(ech.prompt_lp_w, 2);
+            assert_true(isnan(ech.prompt_lp[0].logprob));
+            assert_int_equal(ech.prompt_lp[0].token, all[0]);
+            double worst = 0;
+            for (int32_t k = 1; k < n; k++) {
+                const struct cobatch_logprob *row = &ech.prompt_lp[2 * k];
+                assert_int_equal(row[0].token, all[k]);
+                assert_true(row[0].logprob <= 0 && row[1].logprob >= row[0].logprob);
+                if (k < n_prompt) continue;
+                double d = fabs(row[0].logprob - gen.logprob[k - n_prompt]);
+                worst = d > worst ? d : worst;
+                assert_int_equal(row[1].token, gen.top[k - n_prompt].token);
+            }
+            printf("# layout %d pass %d: prompt vs generated log-probabilities differ by %.2g at most\n", layout, pass,
+                   worst);
+            assert_true(worst < 1e-3);
+            it_free(&ech, 1);
+        }
+        struct cobatch_stats st;
+        cobatch_engine_stats(e, &st);
+        assert_int_equal(st.kv_mismatches, 0);
+        free(all);
+        it_free(&gen, 1);
+        cobatch_engine_free(e);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest shared[] = {
         cmocka_unit_test(knows_the_capital_of_france),
@@ -435,10 +525,12 @@ int main(void) {
         cmocka_unit_test(output_is_valid_utf8),
         cmocka_unit_test(bad_requests_are_refused),
         cmocka_unit_test(cancel_frees_cells),
+        cmocka_unit_test(logprobs_describe_the_distribution),
     };
     const struct CMUnitTest own[] = {
         cmocka_unit_test(batch_invariance),
         cmocka_unit_test(preemption_keeps_outputs),
+        cmocka_unit_test(prompt_logprobs_match_generated),
     };
     int failed = cmocka_run_group_tests_name("engine", shared, setup_shared, teardown_shared);
     failed += cmocka_run_group_tests_name("batching", own, NULL, NULL);
