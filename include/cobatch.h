@@ -211,8 +211,8 @@ struct cobatch_event {
     int64_t t_us; /* when the event was made */
     /* FINISHED only: */
     enum cobatch_finish_reason reason;
-    char *error; /* reason == ERROR: message, owned by the event */
-    int32_t n_prompt;
+    char *error;      /* reason == ERROR: message, owned by the event */
+    int32_t n_prompt; /* also in TOKEN events */
     int32_t n_generated;
     int32_t n_preemptions;
     int32_t n_cached; /* prompt tokens taken from the prefix cache instead of computed (last admission) */

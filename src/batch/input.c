@@ -54,7 +54,15 @@ static int accept(cb_batch_input *in, cb_batch_out *o, cJSON *root, const char *
     if (!it) return -1;
     cb_openai_error e;
     int rc = cb_openai_parse_json(kind, in->defaults, cJSON_GetObjectItemCaseSensitive(root, "body"), &it->req, &e);
-    if (rc == 0 && it->req.n > 1) rc = -1, snprintf(e.message, sizeof(e.message), "'n' above 1 is not supported here");
+    /* one choice per line: the output format has one body per line, without log-probabilities */
+    const char *unsupported = rc != 0                   ? NULL
+                              : it->req.n > 1           ? "'n' above 1"
+                              : it->req.n_prompts > 1   ? "a list of prompts"
+                              : it->req.echo            ? "'echo'"
+                              : it->req.params.logprobs ? "'logprobs'"
+                                                        : NULL;
+    if (unsupported)
+        rc = -1, snprintf(e.message, sizeof(e.message), "%s is not supported here (cobatch serve has it)", unsupported);
     if (rc != 0) {
         cb_batch_out_error(o, line, cid, "invalid_request", "body: %s", e.message);
         in->refused++;

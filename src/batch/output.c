@@ -176,8 +176,8 @@ int cb_batch_out_result(cb_batch_out *o, const char *custom_id, cb_openai_kind k
     snprintf(id, sizeof(id), "batch_req_%s", suffix);
     snprintf(req_id, sizeof(req_id), "req_%s", suffix);
     snprintf(body_id, sizeof(body_id), "%s-%s", kind == CB_OPENAI_CHAT ? "chatcmpl" : "cmpl", suffix);
-    char *body = cb_openai_response_json(kind, body_id, o->created, o->model, &(cb_openai_choice){text, finish}, 1,
-                                         n_prompt, n_generated, n_cached);
+    char *body = cb_openai_response_json(kind, body_id, o->created, o->model, &(cb_openai_choice){text, finish, NULL},
+                                         1, n_prompt, n_generated, n_cached);
     cJSON *b = body ? cJSON_Parse(body) : NULL;
     free(body);
     cJSON *line = cJSON_CreateObject(), *resp = cJSON_CreateObject();

@@ -157,6 +157,7 @@ static bool emit_token(cobatch_engine *e, cb_request *r, int32_t tok, float marg
     ev.margin = margin;
     ev.logprobs = lp;
     ev.n_top = er->n_top;
+    ev.n_prompt = r->n_prompt;
     ev.t_us = now;
     ev.text = strndup(text, len);
     if (!ev.text) {
@@ -186,7 +187,7 @@ static void record_prompt_logprobs(cobatch_engine *e, const cb_plan *plan) {
     for (int32_t i = 0; i < plan->n_items; i++) {
         cb_request *r = plan->items[i].req;
         engine_req *er = r->rt;
-        if (er->plp && r->all_logits_to > 0 && r->n_computed >= r->n_prompt) {
+        if (er->plp && !er->plp_ready && r->n_computed >= r->n_prompt) {
             er->plp_ready = true;
             r->all_logits_to = 0; /* a recompute after a preemption may share cached cells again */
         }

@@ -77,32 +77,56 @@ static int boolean(cJSON *root, const char *key, bool *out, cb_openai_error *e) 
     return 0;
 }
 
+/* Token ids of one prompt: every element a non-negative integer. */
+static int token_list(cJSON *a, cb_openai_prompt *out, cb_openai_error *e) {
+    int n = cJSON_GetArraySize(a); /* one walk of the list: cJSON_GetArrayItem(p, i) is O(i) */
+    if (n == 0) return bad(e, "prompt", "a prompt is empty");
+    out->tokens = malloc(sizeof(int32_t) * (size_t)n);
+    if (!out->tokens) return oom(e);
+    int i = 0;
+    cJSON *t;
+    cJSON_ArrayForEach(t, a) {
+        if (!cJSON_IsNumber(t) || !isfinite(t->valuedouble) || t->valuedouble != floor(t->valuedouble) ||
+            t->valuedouble < 0 || t->valuedouble > INT32_MAX)
+            return bad(e, "prompt", "a prompt given as token ids must hold non-negative integers only");
+        out->tokens[i++] = (int32_t)t->valuedouble;
+    }
+    out->n_tokens = n;
+    return 0;
+}
+
+/* "prompt": a string, a list of strings, a list of token ids, or a list of lists of token ids. */
 static int parse_prompt(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
     cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
     if (!p) return bad(e, "prompt", "'prompt' is required");
-    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(p->child))
-        p = p->child; /* a list of one string: the same request */
-    if (cJSON_IsString(p)) {
-        if (!p->valuestring[0]) return bad(e, "prompt", "the prompt is empty");
-        r->prompt = strdup(p->valuestring);
-        r->params.prompt = r->prompt;
-        return r->prompt ? 0 : oom(e);
-    }
-    if (!cJSON_IsArray(p)) return bad(e, "prompt", "'prompt' must be a string or an array of token ids");
-    int n = cJSON_GetArraySize(p); /* one walk of the list: cJSON_GetArrayItem(p, i) is O(i) */
+    static const char shape[] =
+        "'prompt' must be a string, a list of strings, a list of token ids or a list of lists of token ids";
+    bool one = cJSON_IsString(p) || (cJSON_IsArray(p) && cJSON_IsNumber(p->child));
+    if (!one && !cJSON_IsArray(p)) return bad(e, "prompt", shape);
+    int n = one ? 1 : cJSON_GetArraySize(p);
     if (n == 0) return bad(e, "prompt", "the prompt is empty");
-    r->prompt_tokens = malloc(sizeof(int32_t) * (size_t)n);
-    if (!r->prompt_tokens) return oom(e);
+    if (n > CB_OPENAI_MAX_CHOICES) return bad(e, "prompt", "at most %d prompts in one request", CB_OPENAI_MAX_CHOICES);
+    r->prompts = calloc((size_t)n, sizeof(*r->prompts));
+    if (!r->prompts) return oom(e);
+    r->n_prompts = n;
     int i = 0;
-    cJSON *t;
-    cJSON_ArrayForEach(t, p) {
-        if (!cJSON_IsNumber(t) || !isfinite(t->valuedouble) || t->valuedouble != floor(t->valuedouble) ||
-            t->valuedouble < 0 || t->valuedouble > INT32_MAX)
-            return bad(e, "prompt", "'prompt' must be a string or an array of token ids (one prompt per request)");
-        r->prompt_tokens[i++] = (int32_t)t->valuedouble;
+    cJSON *x = one ? p : p->child;
+    for (; i < n && x; i++, x = x->next) {
+        cb_openai_prompt *q = &r->prompts[i];
+        if (cJSON_IsString(x) && (one || cJSON_IsString(p->child))) {
+            if (!x->valuestring[0]) return bad(e, "prompt", "the prompt is empty");
+            q->text = strdup(x->valuestring);
+            if (!q->text) return oom(e);
+        } else if (cJSON_IsArray(x) && (one || cJSON_IsArray(p->child))) {
+            if (token_list(x, q, e) != 0) return -1;
+        } else {
+            return bad(e, "prompt", shape);
+        }
+        if (one) break;
     }
-    r->params.prompt_tokens = r->prompt_tokens;
-    r->params.n_prompt_tokens = n;
+    r->params.prompt = r->prompts[0].text;
+    r->params.prompt_tokens = r->prompts[0].tokens;
+    r->params.n_prompt_tokens = r->prompts[0].n_tokens;
     return 0;
 }
 
@@ -209,12 +233,12 @@ static int parse_sampling(cJSON *root, cb_openai_request *r, cb_openai_error *e)
     }
     if (s->top_k < 0) s->top_k = 0; /* -1 means off, as in vLLM */
     if (s->top_p <= 0) return bad(e, "top_p", "'top_p' must be greater than 0");
-    double mt = -1, mct = -1;
-    FIELD("max_tokens", 1, 1 << 24, true, mt, double);
-    FIELD("max_completion_tokens", 1, 1 << 24, true, mct, double);
-    if (mct >= 1)
+    double mt = -1, mct = -1; /* 0: the prompt only (completions with echo; checked by the caller) */
+    FIELD("max_tokens", 0, 1 << 24, true, mt, double);
+    FIELD("max_completion_tokens", 0, 1 << 24, true, mct, double);
+    if (mct >= 0)
         r->params.max_tokens = (int32_t)mct;
-    else if (mt >= 1)
+    else if (mt >= 0)
         r->params.max_tokens = (int32_t)mt;
     /* vLLM's meaning: a lower value is served first; the engine's is the opposite */
     double prio = 0;
@@ -473,10 +497,11 @@ static const char *const COMMON_KEYS[] = {"model",
                                           "ignore_eos",
                                           "logprobs",
                                           "logit_bias",
+                                          "return_tokens_as_token_ids",
                                           "user",
                                           NULL};
 static const char *const COMPLETION_KEYS[] = {"prompt", "echo", NULL};
-static const char *const CHAT_KEYS[] = {"messages", NULL};
+static const char *const CHAT_KEYS[] = {"messages", "top_logprobs", NULL};
 
 static bool listed(const char *const *keys, const char *k) {
     for (; *keys; keys++)
@@ -486,7 +511,8 @@ static bool listed(const char *const *keys, const char *k) {
 
 /* Fields this server does not implement, sent with the value that asks for nothing (some clients
  * send them always): best_of 1, suffix "", tools [], tool_choice "none", response_format text,
- * store false, top_logprobs 0, parallel_tool_calls with no tools. */
+ * store false, top_logprobs 0 (completions, which have no such field), parallel_tool_calls with no
+ * tools. */
 static bool asks_nothing(const cJSON *x) {
     const char *k = x->string;
     if (!strcmp(k, "best_of") || !strcmp(k, "top_logprobs"))
@@ -515,6 +541,30 @@ struct cobatch_sampling cb_openai_default_sampling(void) {
     struct cobatch_sampling s = cobatch_request_default_params().sampling;
     s.temperature = 1.0f;
     return s;
+}
+
+/* completions: "logprobs": k (0 to 20) alternatives per token, and "echo"; chat: "logprobs": true
+ * and "top_logprobs": k. Echo with logprobs asks for the prompt's too. */
+static int parse_logprobs(cb_openai_kind kind, cJSON *root, cb_openai_request *r, cb_openai_error *e) {
+    if (boolean(root, "echo", &r->echo, e)) return -1;
+    cJSON *lp = cJSON_GetObjectItemCaseSensitive(root, "logprobs");
+    double k = -1;
+    if (kind == CB_OPENAI_CHAT) {
+        bool on = false;
+        if (boolean(root, "logprobs", &on, e) || num(root, "top_logprobs", 0, COBATCH_MAX_LOGPROBS, true, &k, e))
+            return -1;
+        if (k > 0 && !on) return bad(e, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+        if (on) k = k < 0 ? 0 : k;
+    } else if (lp && !cJSON_IsNull(lp) && !cJSON_IsFalse(lp)) {
+        if (!cJSON_IsNumber(lp))
+            return bad(e, "logprobs", "'logprobs' must be an integer from 0 to %d", COBATCH_MAX_LOGPROBS);
+        if (num(root, "logprobs", 0, COBATCH_MAX_LOGPROBS, true, &k, e)) return -1;
+    }
+    r->params.logprobs = k >= 0;
+    r->top = k >= 0 ? (int)k : 0;
+    r->params.top_logprobs = r->top;
+    r->params.prompt_logprobs = r->echo && r->params.logprobs;
+    return boolean(root, "return_tokens_as_token_ids", &r->tokens_as_ids, e);
 }
 
 int cb_openai_parse_json(cb_openai_kind kind, const struct cobatch_sampling *defaults, cJSON *root,
@@ -561,25 +611,15 @@ int cb_openai_parse_json(cb_openai_kind kind, const struct cobatch_sampling *def
             }
         if (boolean(so, "include_usage", &r->include_usage, e)) goto out;
     }
-    bool echo = false, logprobs = false;
-    if (boolean(root, "echo", &echo, e)) goto out;
-    if (echo) {
-        bad(e, "echo", "'echo' is not supported");
+    if (parse_logprobs(kind, root, r, e) != 0) goto out;
+    if (r->params.max_tokens == 0 && !r->echo) {
+        bad(e, cJSON_GetObjectItemCaseSensitive(root, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
+            "0 tokens ask for no output: only a completions request with 'echo' may (its prompt comes back)");
         goto out;
     }
-    /* completions: a number asks for that many alternatives (0: the sampled token's own); chat: a
-     * boolean. Either asks for something this server does not give, except false. */
-    cJSON *lp = cJSON_GetObjectItemCaseSensitive(root, "logprobs");
-    if (lp && !cJSON_IsNull(lp) && !cJSON_IsFalse(lp)) {
-        bool typed = kind == CB_OPENAI_CHAT ? cJSON_IsBool(lp) : cJSON_IsNumber(lp) || cJSON_IsBool(lp);
-        if (!typed) {
-            bad(e, "logprobs", "'logprobs' must be a %s", kind == CB_OPENAI_CHAT ? "boolean" : "number");
-            goto out;
-        }
-        logprobs = true;
-    }
-    if (logprobs) {
-        bad(e, "logprobs", "'logprobs' is not supported");
+    if (r->n * (kind == CB_OPENAI_COMPLETION ? r->n_prompts : 1) > CB_OPENAI_MAX_CHOICES) {
+        bad(e, "n", "%d prompts x n = %d choices: at most %d in one request", r->n_prompts, r->n * r->n_prompts,
+            CB_OPENAI_MAX_CHOICES);
         goto out;
     }
     rc = 0;
@@ -591,8 +631,11 @@ void cb_openai_request_free(cb_openai_request *r) {
     for (size_t i = 0; i < r->n_strings; i++)
         free(r->strings[i]);
     free(r->strings);
-    free(r->prompt);
-    free(r->prompt_tokens);
+    for (int i = 0; i < r->n_prompts; i++) {
+        free(r->prompts[i].text);
+        free(r->prompts[i].tokens);
+    }
+    free(r->prompts);
     free(r->messages);
     free(r->logit_bias);
     free(r->model);
@@ -627,6 +670,133 @@ static char *print(cJSON *o) {
     return s;
 }
 
+/* ---------------------------------------------------------------- log-probabilities --------- */
+
+/* A token's text as a JSON string: itself when it is UTF-8, else OpenAI's "bytes:\\xNN..." form
+ * (a token may be part of a character). n: its length. */
+static cJSON *token_string(const char *t, int32_t n) {
+    bool part;
+    if (cb_utf8_valid_prefix(t, (size_t)n, &part) == (size_t)n) return cJSON_CreateString(t);
+    char buf[6 + 4 * 64 + 1];
+    int at = snprintf(buf, sizeof(buf), "bytes:");
+    for (int32_t i = 0; i < n && at + 4 < (int)sizeof(buf); i++)
+        at += snprintf(buf + at, sizeof(buf) - (size_t)at, "\\x%02x", (unsigned char)t[i]);
+    return cJSON_CreateString(buf);
+}
+
+/* The text of token tok into buf (NUL-terminated, cut at cap - 1 bytes); returns its length. */
+static int32_t piece(const cb_openai_logprobs *lp, int32_t tok, char *buf, int32_t cap) {
+    int32_t n = tok >= 0 ? lp->piece(lp->user, tok, buf, cap - 1) : -1;
+    if (n < 0 || n > cap - 1) n = 0;
+    buf[n] = '\0';
+    return n;
+}
+
+/* The token's name in the answer: its text (as token_string), or "token_id:N". */
+static cJSON *token_name(const cb_openai_logprobs *lp, int32_t tok, const char *text, int32_t n) {
+    if (!lp->as_ids) return token_string(text, n);
+    char b[32];
+    snprintf(b, sizeof(b), "token_id:%d", tok);
+    return cJSON_CreateString(b);
+}
+
+static int32_t chars(const char *t, int32_t n) { /* UTF-8 characters started in t[0, n) */
+    int32_t c = 0;
+    for (int32_t i = 0; i < n; i++)
+        c += ((unsigned char)t[i] & 0xC0) != 0x80;
+    return c;
+}
+
+int32_t cb_openai_text_end(const cb_openai_logprobs *lp) {
+    char buf[256];
+    int32_t off = lp->text_offset;
+    for (int32_t i = 0; i < lp->n_rows; i++)
+        off += chars(buf, piece(lp, lp->rows[(size_t)i * (size_t)lp->stride].token, buf, (int32_t)sizeof(buf)));
+    return off;
+}
+
+static void add_number_or_null(cJSON *o, const char *key, float v) {
+    if (isnan(v))
+        cJSON_AddNullToObject(o, key);
+    else
+        cJSON_AddNumberToObject(o, key, v);
+}
+
+/* Chat: {"token", "logprob", "bytes"} of one entry. */
+static cJSON *chat_entry(const cb_openai_logprobs *lp, const struct cobatch_logprob *x) {
+    char buf[256];
+    int32_t n = piece(lp, x->token, buf, (int32_t)sizeof(buf));
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "token", token_name(lp, x->token, buf, n));
+    add_number_or_null(o, "logprob", x->logprob);
+    cJSON *b = cJSON_AddArrayToObject(o, "bytes");
+    for (int32_t i = 0; i < n; i++)
+        cJSON_AddItemToArray(b, cJSON_CreateNumber((unsigned char)buf[i]));
+    return o;
+}
+
+/* OpenAI's shapes: completions {tokens, token_logprobs, top_logprobs (the alternatives and the
+ * token itself, by text), text_offset}; chat {content: [{token, logprob, bytes, top_logprobs}]}. */
+static cJSON *logprobs_json(cb_openai_kind kind, const cb_openai_logprobs *lp) {
+    cJSON *o = cJSON_CreateObject();
+    char buf[256];
+    if (kind == CB_OPENAI_CHAT) {
+        cJSON *content = cJSON_AddArrayToObject(o, "content");
+        for (int32_t i = 0; i < lp->n_rows; i++) {
+            const struct cobatch_logprob *row = lp->rows + (size_t)i * (size_t)lp->stride;
+            cJSON *c = chat_entry(lp, &row[0]);
+            cJSON *top = cJSON_AddArrayToObject(c, "top_logprobs");
+            for (int32_t k = 1; k <= lp->top && row[k].token >= 0; k++)
+                cJSON_AddItemToArray(top, chat_entry(lp, &row[k]));
+            cJSON_AddItemToArray(content, c);
+        }
+        cJSON_AddNullToObject(o, "refusal");
+        return o;
+    }
+    cJSON *tokens = cJSON_AddArrayToObject(o, "tokens"), *lps = cJSON_AddArrayToObject(o, "token_logprobs");
+    cJSON *tops = cJSON_AddArrayToObject(o, "top_logprobs"), *offs = cJSON_AddArrayToObject(o, "text_offset");
+    int32_t off = lp->text_offset;
+    for (int32_t i = 0; i < lp->n_rows; i++) {
+        const struct cobatch_logprob *row = lp->rows + (size_t)i * (size_t)lp->stride;
+        int32_t n = piece(lp, row[0].token, buf, (int32_t)sizeof(buf));
+        cJSON_AddItemToArray(tokens, token_name(lp, row[0].token, buf, n));
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber(off));
+        off += chars(buf, n);
+        if (isnan(row[0].logprob)) { /* an echoed prompt's first token: nothing came before it */
+            cJSON_AddItemToArray(lps, cJSON_CreateNull());
+            cJSON_AddItemToArray(tops, cJSON_CreateNull());
+            continue;
+        }
+        cJSON_AddItemToArray(lps, cJSON_CreateNumber(row[0].logprob));
+        cJSON *t = cJSON_CreateObject();
+        bool listed = false;
+        for (int32_t k = 1; k <= lp->top; k++) {
+            int32_t m = piece(lp, row[k].token, buf, (int32_t)sizeof(buf));
+            cJSON *key = token_name(lp, row[k].token, buf, m);
+            listed |= row[k].token == row[0].token;
+            if (!cJSON_GetObjectItemCaseSensitive(t, key->valuestring)) /* two tokens of one text: the likelier */
+                cJSON_AddNumberToObject(t, key->valuestring, row[k].logprob);
+            cJSON_Delete(key);
+        }
+        if (!listed) { /* OpenAI: the sampled token is always there, so up to logprobs + 1 entries */
+            int32_t m = piece(lp, row[0].token, buf, (int32_t)sizeof(buf));
+            cJSON *key = token_name(lp, row[0].token, buf, m);
+            if (!cJSON_GetObjectItemCaseSensitive(t, key->valuestring))
+                cJSON_AddNumberToObject(t, key->valuestring, row[0].logprob);
+            cJSON_Delete(key);
+        }
+        cJSON_AddItemToArray(tops, t);
+    }
+    return o;
+}
+
+static void add_logprobs(cJSON *c, cb_openai_kind kind, const cb_openai_logprobs *lp) {
+    if (lp)
+        cJSON_AddItemToObject(c, "logprobs", logprobs_json(kind, lp));
+    else
+        cJSON_AddNullToObject(c, "logprobs");
+}
+
 char *cb_openai_response_json(cb_openai_kind kind, const char *id, long created, const char *model,
                               const cb_openai_choice *choices, int n_choices, int prompt_tokens, int completion_tokens,
                               int cached_tokens) {
@@ -642,7 +812,7 @@ char *cb_openai_response_json(cb_openai_kind kind, const char *id, long created,
         } else {
             cJSON_AddStringToObject(c, "text", choices[i].text);
         }
-        cJSON_AddNullToObject(c, "logprobs");
+        add_logprobs(c, kind, choices[i].lp);
         cJSON_AddStringToObject(c, "finish_reason", choices[i].finish);
         cJSON_AddItemToArray(arr, c);
     }
@@ -651,7 +821,7 @@ char *cb_openai_response_json(cb_openai_kind kind, const char *id, long created,
 }
 
 char *cb_openai_chunk_json(cb_openai_kind kind, const char *id, long created, const char *model, int index,
-                           const char *text, const char *finish, bool role_first) {
+                           const char *text, const char *finish, bool role_first, const cb_openai_logprobs *lp) {
     cJSON *o = envelope(kind, id, created, model, true);
     cJSON *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
     cJSON_AddNumberToObject(c, "index", index);
@@ -662,7 +832,7 @@ char *cb_openai_chunk_json(cb_openai_kind kind, const char *id, long created, co
     } else {
         cJSON_AddStringToObject(c, "text", text ? text : "");
     }
-    cJSON_AddNullToObject(c, "logprobs");
+    add_logprobs(c, kind, lp);
     if (finish)
         cJSON_AddStringToObject(c, "finish_reason", finish);
     else

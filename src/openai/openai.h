@@ -9,7 +9,15 @@
 #include <stddef.h>
 
 #define CB_OPENAI_MAX_STOP 16
-#define CB_OPENAI_MAX_N 16 /* choices of one request */
+#define CB_OPENAI_MAX_N 16        /* choices of one prompt (n) */
+#define CB_OPENAI_MAX_CHOICES 128 /* choices of one request: prompts x n */
+
+/* One prompt of a completions request: text, or token ids. */
+typedef struct {
+    char *text; /* NULL for token ids */
+    int32_t *tokens;
+    int32_t n_tokens;
+} cb_openai_prompt;
 
 typedef enum { CB_OPENAI_COMPLETION, CB_OPENAI_CHAT } cb_openai_kind;
 
@@ -17,13 +25,17 @@ typedef enum { CB_OPENAI_COMPLETION, CB_OPENAI_CHAT } cb_openai_kind;
 typedef struct {
     cb_openai_kind kind;
     struct cobatch_request_params params;
-    int n; /* choices to generate, each an engine request (1 to CB_OPENAI_MAX_N) */
+    int n;                     /* choices to generate per prompt, each an engine request (1 to CB_OPENAI_MAX_N) */
+    cb_openai_prompt *prompts; /* (n_prompts) completions: the prompt list (one prompt: one entry); params
+                                  hold the first; chat: NULL */
+    int n_prompts;
+    bool echo;          /* completions: the prompt comes back before the output (its log-probabilities with logprobs) */
+    int top;            /* with params.logprobs: alternatives per token (completions logprobs, chat top_logprobs) */
+    bool tokens_as_ids; /* vLLM's return_tokens_as_token_ids: log-probabilities name tokens "token_id:N" */
     bool stream, include_usage;
     bool has_priority; /* a non-zero priority was given (needs the priority scheduling policy) */
     char *model;       /* as the client named it, or NULL */
     /* storage behind params */
-    char *prompt;
-    int32_t *prompt_tokens;
     struct cobatch_chat_message *messages;
     char **strings; /* (strings_cap) every role/content/stop string, freed together */
     size_t n_strings, strings_cap;
@@ -65,13 +77,30 @@ bool cb_openai_json_well_formed(const char *s, size_t len);
 /* Whether JSON text s[0, len) holds a NUL byte or a \u0000 escape. */
 bool cb_openai_has_nul(const char *s, size_t len);
 
+/* A token's text (cobatch_token_piece): its length, or the size needed when it exceeds cap. */
+typedef int32_t (*cb_openai_piece_fn)(void *user, int32_t token, char *buf, int32_t cap);
+
+/* Log-probabilities of a run of tokens of one choice, for a response or a stream chunk. */
+typedef struct {
+    const struct cobatch_logprob *rows; /* n_rows rows of `stride` entries: [0] the token (logprob NAN for
+                                           an echoed prompt's first token: null), then its alternatives */
+    int32_t n_rows, stride;
+    int32_t top;         /* alternatives to list (<= stride - 1) */
+    int32_t text_offset; /* completions: where the first token's text starts in the choice's text
+                            (characters); the next run's starts where this one ends (*end_offset) */
+    bool as_ids;         /* tokens named "token_id:N" instead of by their text */
+    cb_openai_piece_fn piece;
+    void *user;
+} cb_openai_logprobs;
+
 /* All returned strings are malloc'd JSON; the caller frees them. NULL on allocation failure. */
 char *cb_openai_error_json(const cb_openai_error *e);
 /* id: "cmpl-..." or "chatcmpl-..."; finish: "stop" or "length". */
 /* cached_tokens >= 0 adds usage.prompt_tokens_details.cached_tokens (prefix cache hits); < 0 omits it. */
 typedef struct {
     const char *text;
-    const char *finish; /* "stop" or "length" */
+    const char *finish;           /* "stop" or "length" */
+    const cb_openai_logprobs *lp; /* NULL: "logprobs": null */
 } cb_openai_choice;
 char *cb_openai_response_json(cb_openai_kind kind, const char *id, long created, const char *model,
                               const cb_openai_choice *choices, int n_choices, int prompt_tokens, int completion_tokens,
@@ -79,7 +108,10 @@ char *cb_openai_response_json(cb_openai_kind kind, const char *id, long created,
 /* A stream chunk. role_first: the chat chunk that opens the stream (role, empty content).
  * finish: NULL while streaming. */
 char *cb_openai_chunk_json(cb_openai_kind kind, const char *id, long created, const char *model, int index,
-                           const char *text, const char *finish, bool role_first);
+                           const char *text, const char *finish, bool role_first, const cb_openai_logprobs *lp);
+/* The characters (UTF-8 code points started) of the pieces of tokens, one after the other: where the
+ * text of the token after them starts, counting from offset. */
+int32_t cb_openai_text_end(const cb_openai_logprobs *lp);
 /* The last chunk of a stream the server cut short or that failed: finish_reason "abort" and an
  * "error" object (the OpenAI SDKs raise it), for status 503 or 500. */
 char *cb_openai_abort_chunk_json(cb_openai_kind kind, const char *id, long created, const char *model, int index,

@@ -36,6 +36,17 @@ static void set_error(cb_intake_job *j, int status, const char *param, const cha
     j->json = cb_openai_error_json(&e);
 }
 
+/* The text an echo gives back for prompt q: the request's, or its token ids detokenized. */
+static char *echo_text(intake *q, const cb_openai_prompt *p) {
+    if (p->text) return strdup(p->text);
+    int32_t n = cobatch_detokenize(q->engine, p->tokens, p->n_tokens, NULL, 0);
+    char *t = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (!t) return NULL;
+    cobatch_detokenize(q->engine, p->tokens, p->n_tokens, t, n);
+    t[n] = '\0';
+    return t;
+}
+
 static void do_completion(intake *q, cb_intake_job *j) {
     cb_openai_error e;
     if (cb_openai_parse(j->api, &q->defaults, j->body, j->len, &j->req, &e) != 0) {
@@ -43,17 +54,35 @@ static void do_completion(intake *q, cb_intake_job *j) {
         j->json = cb_openai_error_json(&e);
         return;
     }
-    char err[256] = "";
-    int status = 0;
-    j->tokens = cobatch_prompt_tokens(q->engine, &j->req.params, &j->n_tokens, &status, err, sizeof(err));
-    if (j->tokens)
-        j->status = 200;
-    else if (status == COBATCH_ERR_NOMEM)
-        set_error(j, 503, NULL, err);
-    else if (status == COBATCH_ERR_TOO_LONG)
-        set_error(j, 400, j->api == CB_OPENAI_CHAT ? "messages" : "prompt", err);
-    else
-        set_error(j, 400, j->api == CB_OPENAI_CHAT ? "messages" : "prompt", err);
+    int n = j->req.kind == CB_OPENAI_CHAT ? 1 : j->req.n_prompts;
+    j->prompts = calloc((size_t)n, sizeof(*j->prompts));
+    if (!j->prompts) {
+        set_error(j, 503, NULL, "out of memory");
+        return;
+    }
+    j->n_prompts = n;
+    for (int i = 0; i < n; i++) {
+        struct cobatch_request_params p = j->req.params;
+        if (j->req.kind == CB_OPENAI_COMPLETION) {
+            p.prompt = j->req.prompts[i].text;
+            p.prompt_tokens = j->req.prompts[i].tokens;
+            p.n_prompt_tokens = j->req.prompts[i].n_tokens;
+        }
+        char err[256] = "", msg[300];
+        int status = 0;
+        cb_intake_prompt *out = &j->prompts[i];
+        out->tokens = cobatch_prompt_tokens(q->engine, &p, &out->n_tokens, &status, err, sizeof(err));
+        if (out->tokens && j->req.echo && !(out->text = echo_text(q, &j->req.prompts[i]))) status = COBATCH_ERR_NOMEM;
+        if (out->tokens && status != COBATCH_ERR_NOMEM) continue;
+        const char *why = status == COBATCH_ERR_NOMEM ? "out of memory" : err;
+        if (n > 1)
+            snprintf(msg, sizeof(msg), "prompt %d: %s", i, why);
+        else
+            snprintf(msg, sizeof(msg), "%s", why);
+        set_error(j, status == COBATCH_ERR_NOMEM ? 503 : 400, j->api == CB_OPENAI_CHAT ? "messages" : "prompt", msg);
+        return;
+    }
+    j->status = 200;
 }
 
 /* {"content" | "prompt": text, "add_special" | "add_special_tokens": bool, "parse_special": bool}
@@ -181,7 +210,11 @@ void cb_intake_job_free(cb_intake_job *j) {
     if (!j) return;
     free(j->body);
     free(j->json);
-    free(j->tokens);
+    for (int i = 0; i < j->n_prompts; i++) {
+        free(j->prompts[i].tokens);
+        free(j->prompts[i].text);
+    }
+    free(j->prompts);
     cb_openai_request_free(&j->req);
     free(j);
 }

@@ -14,6 +14,13 @@
 
 typedef enum { INTAKE_COMPLETION, INTAKE_TOKENIZE, INTAKE_DETOKENIZE } cb_intake_kind;
 
+/* One prompt of a completion request, as the engine will queue it. */
+typedef struct {
+    int32_t *tokens;
+    int32_t n_tokens;
+    char *text; /* with echo: the prompt's text (a token prompt's detokenized), else NULL */
+} cb_intake_prompt;
+
 typedef struct cb_intake_job {
     cb_intake_kind kind;
     cb_openai_kind api; /* INTAKE_COMPLETION: which API the body is for */
@@ -21,11 +28,11 @@ typedef struct cb_intake_job {
     size_t len;
     void *owner; /* the loop's object for this job; not touched by the worker */
     /* results, set by the worker */
-    int status;            /* 200, or the HTTP status of an error */
-    char *json;            /* an error body, or the answer of a tokenizer endpoint (malloc'd) */
-    cb_openai_request req; /* INTAKE_COMPLETION with status 200: the parsed request */
-    int32_t *tokens;       /* INTAKE_COMPLETION with status 200: its prompt, as the engine will queue it */
-    int32_t n_tokens;
+    int status;                /* 200, or the HTTP status of an error */
+    char *json;                /* an error body, or the answer of a tokenizer endpoint (malloc'd) */
+    cb_openai_request req;     /* INTAKE_COMPLETION with status 200: the parsed request */
+    cb_intake_prompt *prompts; /* (n_prompts) INTAKE_COMPLETION with status 200: its prompts (chat: one) */
+    int n_prompts;
     struct cb_intake_job *next;
 } cb_intake_job;
 

@@ -29,15 +29,20 @@ typedef struct srv srv;
 
 struct cb_srv_req;
 
-/* One choice of a completion request (OpenAI's n): an engine request of its own. */
+/* One choice of a completion request (a prompt of its list, one of its n samples): an engine
+ * request of its own. */
 typedef struct {
     struct cb_srv_req *r;
-    int index;
+    int index;         /* prompt x n + sample */
     cobatch_req_id id; /* > 0 while the engine has it */
     char *text;        /* (cap) the whole output, for non-streaming answers */
     size_t len, cap;
     const char *finish; /* once it ended well: "stop" or "length" */
     int64_t t_last_token_us;
+    bool echo_due;              /* echo: the prompt's text (and log-probabilities) go out before the output */
+    struct cobatch_logprob *lp; /* (lp_cap rows of the request's stride) log-probabilities not yet answered */
+    int32_t lp_n, lp_cap;
+    int32_t text_offset; /* streamed completions: characters of the choice's text already sent */
 } cb_srv_choice;
 
 /* One completion request, from its HTTP request to its end. */
@@ -50,8 +55,14 @@ typedef struct cb_srv_req {
     bool stream, include_usage, started; /* started: the stream's head and first chunk are out */
     char cid[48];                        /* "cmpl-..." / "chatcmpl-..." */
     long created;
-    cb_srv_choice *ch;                   /* (n) */
-    int n, live;                         /* choices; those the engine still has (the request is freed at 0) */
+    cb_srv_choice *ch;         /* (n) */
+    int n, live;               /* choices; those the engine still has (the request is freed at 0) */
+    int per_prompt;            /* choices of each prompt (OpenAI's n) */
+    bool logprobs;             /* choices answer their tokens' log-probabilities */
+    int top, stride;           /* alternatives per token; entries per row (1 + top) */
+    bool tokens_as_ids;        /* tokens named "token_id:N" */
+    cb_intake_prompt *prompts; /* (n_prompts) taken from the intake job: echo texts */
+    int n_prompts;
     bool failed;                         /* a choice failed: the answer was an error, the rest are cancelled */
     int n_prompt, n_cached, n_generated; /* usage: the prompt once, the outputs summed */
     struct cb_srv_req *prev, *next;      /* the server's list of requests */
@@ -138,9 +149,16 @@ static void req_free(cb_srv_req *r) {
         s->reqs = r->next;
     if (r->next) r->next->prev = r->prev;
     s->n_reqs--;
-    for (int i = 0; i < r->n; i++)
+    for (int i = 0; i < r->n; i++) {
         free(r->ch[i].text);
+        free(r->ch[i].lp);
+    }
     free(r->ch);
+    for (int i = 0; i < r->n_prompts; i++) {
+        free(r->prompts[i].tokens);
+        free(r->prompts[i].text);
+    }
+    free(r->prompts);
     free(r);
 }
 
@@ -186,7 +204,7 @@ static void start_stream(srv *s, cb_srv_req *r) {
     r->started = true;
     cb_conn_stream_start(r->conn, 200, "text/event-stream", "Cache-Control: no-cache\r\n");
     for (int i = 0; i < r->n && r->kind == CB_OPENAI_CHAT; i++) { /* each choice's first chunk carries the role */
-        char *j = cb_openai_chunk_json(r->kind, r->cid, r->created, s->model, i, "", NULL, true);
+        char *j = cb_openai_chunk_json(r->kind, r->cid, r->created, s->model, i, "", NULL, true, NULL);
         bool ok = sse(s, r, j);
         free(j);
         if (!ok) return;
@@ -210,26 +228,95 @@ static bool append(cb_srv_choice *r, const char *text, size_t n) {
     return true;
 }
 
+static int32_t token_piece(void *user, int32_t token, char *buf, int32_t cap) {
+    return cobatch_token_piece(((srv *)user)->engine, token, buf, cap);
+}
+
+/* Keeps n rows of log-probabilities for the choice's answer. Bounded: a choice has a row per prompt
+ * and generated token at most. */
+static bool keep_rows(cb_srv_choice *c, const struct cobatch_logprob *rows, int32_t n) {
+    int32_t w = c->r->stride;
+    if (c->lp_n + n > c->lp_cap) {
+        int32_t cap = (c->lp_cap + n) * 2;
+        struct cobatch_logprob *v = realloc(c->lp, sizeof(*v) * (size_t)cap * (size_t)w);
+        if (!v) return false;
+        c->lp = v;
+        c->lp_cap = cap;
+    }
+    memcpy(c->lp + (size_t)c->lp_n * (size_t)w, rows, sizeof(*rows) * (size_t)n * (size_t)w);
+    c->lp_n += n;
+    return true;
+}
+
+/* The choice's kept rows as the answer's (or a chunk's) log-probabilities; NULL without logprobs. */
+static const cb_openai_logprobs *rows_of(srv *s, cb_srv_choice *c, cb_openai_logprobs *lp) {
+    if (!c->r->logprobs) return NULL;
+    *lp = (cb_openai_logprobs){.rows = c->lp,
+                               .n_rows = c->lp_n,
+                               .stride = c->r->stride,
+                               .top = c->r->top,
+                               .text_offset = c->text_offset,
+                               .as_ids = c->r->tokens_as_ids,
+                               .piece = token_piece,
+                               .user = s};
+    return lp;
+}
+
+/* A stream chunk of the choice with text and the rows kept since the last one (then forgotten). */
+static void send_chunk(srv *s, cb_srv_choice *c, const char *text, const char *finish) {
+    cb_srv_req *r = c->r;
+    cb_openai_logprobs lp;
+    const cb_openai_logprobs *l = rows_of(s, c, &lp);
+    if (l && l->n_rows == 0) l = NULL; /* "logprobs": null in a chunk with no token of its own */
+    char *j = cb_openai_chunk_json(r->kind, r->cid, r->created, s->model, c->index, text, finish, false, l);
+    if (l) c->text_offset = cb_openai_text_end(l);
+    c->lp_n = 0;
+    sse(s, r, j);
+    free(j);
+}
+
+/* The answer could not be kept whole (out of memory): it ends as a failure. */
+static void lost_output(srv *s, cb_srv_req *r) {
+    cancel_all(s, r);
+    r->failed = true;
+    if (r->stream)
+        drop_stream(s, r, false);
+    else
+        reply_error(s, r->conn, 500, "server_error", NULL, "out of memory collecting the output");
+    r->conn = NULL;
+}
+
+/* What an event brings before its own token: with echo, the prompt's text and its rows (the first
+ * event of a choice carries them). Returns false when the output was lost. */
+static bool take_prompt(srv *s, cb_srv_choice *c, const struct cobatch_event *ev) {
+    cb_srv_req *r = c->r;
+    if (!c->echo_due) return true;
+    c->echo_due = false;
+    if (ev->prompt_logprobs && r->logprobs && !keep_rows(c, ev->prompt_logprobs, ev->n_prompt)) return false;
+    const char *t = r->prompts[c->index / r->per_prompt].text;
+    if (!r->stream) return append(c, t, strlen(t));
+    if (!r->started) start_stream(s, r);
+    if (r->conn) send_chunk(s, c, t, NULL);
+    return true;
+}
+
 static void on_token(srv *s, cb_srv_choice *c, const struct cobatch_event *ev) {
     cb_srv_req *r = c->r;
     s->m.generation_tokens++;
     if (c->t_last_token_us) cb_srv_hist_observe(&s->m.itl, (double)(ev->t_us - c->t_last_token_us) / 1e6);
     c->t_last_token_us = ev->t_us;
     if (!r->conn) return;
-    if (r->stream) {
-        if (!r->started) start_stream(s, r);
-        if (!ev->text_len || !r->conn) return;
-        char *j = cb_openai_chunk_json(r->kind, r->cid, r->created, s->model, c->index, ev->text, NULL, false);
-        sse(s, r, j);
-        free(j);
+    if (!take_prompt(s, c, ev) || (ev->logprobs && r->logprobs && !keep_rows(c, ev->logprobs, 1))) {
+        lost_output(s, r);
         return;
     }
-    if (!append(c, ev->text, ev->text_len)) { /* the answer would miss text: end it as a failure */
-        cancel_all(s, r);
-        r->failed = true;
-        reply_error(s, r->conn, 500, "server_error", NULL, "out of memory collecting the output");
-        r->conn = NULL;
+    if (!r->conn) return;
+    if (r->stream) {
+        if (!r->started) start_stream(s, r);
+        if (ev->text_len && r->conn) send_chunk(s, c, ev->text, NULL); /* rows of held text wait for it */
+        return;
     }
+    if (!append(c, ev->text, ev->text_len)) lost_output(s, r);
 }
 
 /* Per engine request (a choice); the prompt is counted once per HTTP request, with its first choice. */
@@ -277,13 +364,20 @@ static void answer(srv *s, cb_srv_req *r) {
             drop_stream(s, r, false);
         return;
     }
-    cb_openai_choice cs[CB_OPENAI_MAX_N];
-    for (int i = 0; i < r->n; i++)
-        cs[i] = (cb_openai_choice){r->ch[i].text ? r->ch[i].text : "", r->ch[i].finish};
-    char *j = cb_openai_response_json(r->kind, r->cid, r->created, s->model, cs, r->n, r->n_prompt, r->n_generated,
-                                      r->n_cached);
+    cb_openai_choice *cs = calloc((size_t)r->n, sizeof(*cs));
+    cb_openai_logprobs *lps = calloc((size_t)r->n, sizeof(*lps));
+    char *j = NULL;
+    if (cs && lps) {
+        for (int i = 0; i < r->n; i++)
+            cs[i] =
+                (cb_openai_choice){r->ch[i].text ? r->ch[i].text : "", r->ch[i].finish, rows_of(s, &r->ch[i], &lps[i])};
+        j = cb_openai_response_json(r->kind, r->cid, r->created, s->model, cs, r->n, r->n_prompt, r->n_generated,
+                                    r->n_cached);
+    }
     reply_json(s, r->conn, 200, j, NULL);
     free(j);
+    free(cs);
+    free(lps);
 }
 
 /* A choice failed (drain, a failed decode): the whole request answers the error, the other choices
@@ -309,28 +403,26 @@ static void fail(srv *s, cb_srv_req *r, int index, const struct cobatch_event *e
 
 static void on_finished(srv *s, cb_srv_choice *c, const struct cobatch_event *ev) {
     cb_srv_req *r = c->r;
-    count_finish(s, ev, c->index == 0);
+    bool first = c->index % r->per_prompt == 0; /* the prompt counts once, with its first choice */
+    count_finish(s, ev, first);
     c->id = 0;
     r->live--;
     bool ok = ev->reason == COBATCH_FINISH_STOP || ev->reason == COBATCH_FINISH_LENGTH;
     if (!ok && !r->failed) fail(s, r, c->index, ev);
     if (ok && !r->failed) {
         c->finish = finish_name(ev->reason);
-        r->n_prompt = ev->n_prompt;
-        if (c->index == 0) r->n_cached = ev->n_cached;
+        if (first) {
+            r->n_prompt += ev->n_prompt;
+            r->n_cached += ev->n_cached;
+        }
         r->n_generated += ev->n_generated;
-        if (r->conn && r->stream) {
+        if (r->conn && !take_prompt(s, c, ev)) {
+            lost_output(s, r);
+        } else if (r->conn && r->stream) {
             if (!r->started) start_stream(s, r);
-            char *j = r->conn ? cb_openai_chunk_json(r->kind, r->cid, r->created, s->model, c->index, ev->text,
-                                                     c->finish, false)
-                              : NULL;
-            if (r->conn) sse(s, r, j);
-            free(j);
+            if (r->conn) send_chunk(s, c, ev->text, c->finish);
         } else if (r->conn && !append(c, ev->text, ev->text_len)) {
-            r->failed = true;
-            cancel_all(s, r);
-            reply_error(s, r->conn, 500, "server_error", NULL, "out of memory collecting the output");
-            r->conn = NULL;
+            lost_output(s, r);
         }
     }
     if (r->live > 0) return;
@@ -375,23 +467,34 @@ static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
     p.prompt = NULL; /* the tokens the worker made are what the engine would make */
     p.messages = NULL;
     p.n_messages = 0;
-    p.prompt_tokens = j->tokens;
-    p.n_prompt_tokens = j->n_tokens;
     r->stream = j->req.stream;
     r->include_usage = j->req.include_usage;
-    r->ch = calloc((size_t)j->req.n, sizeof(*r->ch));
+    r->per_prompt = j->req.n;
+    r->logprobs = j->req.params.logprobs;
+    r->top = j->req.top;
+    r->stride = 1 + r->top;
+    r->tokens_as_ids = j->req.tokens_as_ids;
+    r->prompts = j->prompts; /* the request keeps the prompts' echo texts */
+    r->n_prompts = j->n_prompts;
+    j->prompts = NULL;
+    j->n_prompts = 0;
+    int n = r->n_prompts * r->per_prompt;
+    r->ch = calloc((size_t)n, sizeof(*r->ch));
     if (!r->ch) {
         reply_error(s, r->conn, 503, "service_unavailable", NULL, "out of memory; retry later");
         return;
     }
-    r->n = j->req.n;
+    r->n = n;
     char err[256] = "";
     cobatch_req_id id = 0;
-    for (int i = 0; i < r->n; i++) { /* the choices share the prompt's cells through the prefix cache */
-        r->ch[i] = (cb_srv_choice){.r = r, .index = i};
+    for (int i = 0; i < r->n; i++) { /* the choices of a prompt share its cells through the prefix cache */
+        int k = i % r->per_prompt;
+        r->ch[i] = (cb_srv_choice){.r = r, .index = i, .echo_due = j->req.echo};
         p.user_data = &r->ch[i];
+        p.prompt_tokens = r->prompts[i / r->per_prompt].tokens;
+        p.n_prompt_tokens = r->prompts[i / r->per_prompt].n_tokens;
         if (j->req.params.sampling.seed != COBATCH_SEED_RANDOM) { /* a seeded request: n seeded samples */
-            uint32_t seed = j->req.params.sampling.seed + (uint32_t)i;
+            uint32_t seed = j->req.params.sampling.seed + (uint32_t)k;
             p.sampling.seed = seed == COBATCH_SEED_RANDOM ? 0 : seed;
         }
         id = cobatch_submit(s->engine, &p, err, sizeof(err));

@@ -497,7 +497,7 @@ def test_unsupported_fields_with_the_value_that_asks_nothing_are_accepted(server
 
 
 @pytest.mark.parametrize("body,param", [
-    ({"prompt": "x", "logprobs": 0}, "logprobs"),
+    ({"prompt": "x", "logprobs": 21}, "logprobs"),
     ({"prompt": "x", "logprobs": "yes"}, "logprobs"),
     ({"prompt": "x", "stream": True, "stream_options": {"continuous_usage_stats": True}}, "stream_options"),
     ({"prompt": "x", "best_of": 2}, "best_of"),

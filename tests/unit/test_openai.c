@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +105,130 @@ static void chat_messages_and_priority(void **state) {
     cb_openai_request_free(&r);
 }
 
+static cJSON *json(char *s) {
+    assert_non_null(s);
+    cJSON *o = cJSON_Parse(s);
+    free(s);
+    assert_non_null(o);
+    return o;
+}
+
+static const char *str_at(cJSON *o, const char *path) { /* "a.b.0.c" */
+    char buf[128];
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (char *k = strtok(buf, "."); k && o; k = strtok(NULL, "."))
+        o = cJSON_IsArray(o) ? cJSON_GetArrayItem(o, atoi(k)) : cJSON_GetObjectItemCaseSensitive(o, k);
+    return o && cJSON_IsString(o) ? o->valuestring : NULL;
+}
+
+static double num_at(cJSON *o, const char *path) {
+    char buf[128];
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (char *k = strtok(buf, "."); k && o; k = strtok(NULL, "."))
+        o = cJSON_IsArray(o) ? cJSON_GetArrayItem(o, atoi(k)) : cJSON_GetObjectItemCaseSensitive(o, k);
+    return o && cJSON_IsNumber(o) ? o->valuedouble : -1;
+}
+
+/* Prompt lists, echo, max_tokens 0 and the two shapes of logprobs become engine parameters. */
+static void prompts_echo_and_logprobs(void **state) {
+    (void)state;
+    cb_openai_request r;
+    cb_openai_error e;
+    assert_int_equal(parse(CB_OPENAI_COMPLETION, "{\"prompt\":[\"a\",\"b\",\"c\"],\"n\":2}", &r, &e), 0);
+    assert_int_equal(r.n_prompts, 3);
+    assert_string_equal(r.prompts[2].text, "c");
+    assert_string_equal(r.params.prompt, "a");
+    assert_false(r.params.logprobs);
+    cb_openai_request_free(&r);
+    assert_int_equal(parse(CB_OPENAI_COMPLETION,
+                           "{\"prompt\":[[1,2],[3]],\"echo\":true,\"logprobs\":1,\"max_tokens\":0,\"temperature\":0}",
+                           &r, &e),
+                     0);
+    assert_int_equal(r.n_prompts, 2);
+    assert_int_equal(r.prompts[0].n_tokens, 2);
+    assert_int_equal(r.prompts[1].tokens[0], 3);
+    assert_true(r.echo && r.params.logprobs && r.params.prompt_logprobs);
+    assert_int_equal(r.params.top_logprobs, 1);
+    assert_int_equal(r.params.max_tokens, 0);
+    cb_openai_request_free(&r);
+    assert_int_equal(parse(CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"echo\":true}", &r, &e), 0);
+    assert_true(r.echo && !r.params.logprobs && !r.params.prompt_logprobs);
+    cb_openai_request_free(&r);
+    assert_int_equal(parse(CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":0}", &r, &e), 0);
+    assert_true(r.params.logprobs && !r.params.prompt_logprobs);
+    assert_int_equal(r.params.top_logprobs, 0);
+    cb_openai_request_free(&r);
+    assert_int_equal(
+        parse(CB_OPENAI_CHAT,
+              "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,\"top_logprobs\":3}", &r, &e),
+        0);
+    assert_true(r.params.logprobs && !r.params.prompt_logprobs);
+    assert_int_equal(r.params.top_logprobs, 3);
+    cb_openai_request_free(&r);
+    assert_int_equal(
+        parse(CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":false}", &r, &e), 0);
+    assert_false(r.params.logprobs);
+    cb_openai_request_free(&r);
+}
+
+/* Token texts for the formatting tests: token t is "t<t>", 300 is the first byte of a character
+ * ("\xe2"), 301 an invalid byte on its own. */
+static int32_t fake_piece(void *user, int32_t tok, char *buf, int32_t cap) {
+    (void)user;
+    char t[16];
+    int n = tok == 300   ? snprintf(t, sizeof(t), "\xe2")
+            : tok == 301 ? snprintf(t, sizeof(t), "\xff")
+                         : snprintf(t, sizeof(t), "t%d", tok);
+    if (n <= cap) memcpy(buf, t, (size_t)n);
+    return n;
+}
+
+/* OpenAI's two shapes: completions' parallel lists (the first echoed token null, the sampled token
+ * always among top_logprobs, offsets in characters) and chat's content entries with bytes. */
+static void logprobs_shapes(void **state) {
+    (void)state;
+    const float nan = NAN;
+    struct cobatch_logprob rows[] = {
+        {5, nan},   {-1, nan},   {-1, nan},  /* an echoed prompt's first token */
+        {6, -0.5f}, {6, -0.5f},  {7, -1.5f}, /* the most likely token */
+        {300, -2},  {7, -0.25f}, {8, -1},    /* a token outside the top 2, part of a character */
+    };
+    cb_openai_logprobs lp = {.rows = rows, .n_rows = 3, .stride = 3, .top = 2, .text_offset = 10, .piece = fake_piece};
+    cJSON *o = json(cb_openai_response_json(CB_OPENAI_COMPLETION, "cmpl-1", 1, "m",
+                                            &(cb_openai_choice){"t5t6\xe2", "length", &lp}, 1, 1, 2, -1));
+    cJSON *l = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "choices"), 0),
+                                                "logprobs");
+    assert_string_equal(str_at(l, "tokens.0"), "t5");
+    assert_string_equal(str_at(l, "tokens.2"), "bytes:\\xe2");
+    assert_true(cJSON_IsNull(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(l, "token_logprobs"), 0)));
+    assert_true(cJSON_IsNull(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(l, "top_logprobs"), 0)));
+    assert_true(num_at(l, "token_logprobs.1") == -0.5);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(l, "top_logprobs"), 1)), 2);
+    cJSON *t2 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(l, "top_logprobs"), 2);
+    assert_int_equal(cJSON_GetArraySize(t2), 3); /* two alternatives and the sampled token */
+    assert_true(cJSON_GetObjectItemCaseSensitive(t2, "bytes:\\xe2")->valuedouble == -2);
+    assert_true(num_at(l, "text_offset.0") == 10 && num_at(l, "text_offset.1") == 12 &&
+                num_at(l, "text_offset.2") == 14);
+    assert_int_equal(cb_openai_text_end(&lp), 15);
+    cJSON_Delete(o);
+
+    lp.rows = rows + 3;
+    lp.n_rows = 2;
+    o = json(cb_openai_chunk_json(CB_OPENAI_CHAT, "c", 1, "m", 0, "t6", NULL, false, &lp));
+    cJSON *c = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "choices"), 0),
+                                         "logprobs"),
+        "content");
+    assert_int_equal(cJSON_GetArraySize(c), 2);
+    assert_string_equal(str_at(c, "0.token"), "t6");
+    assert_true(num_at(c, "0.bytes.1") == '6');
+    assert_true(num_at(c, "0.top_logprobs.1.logprob") == -1.5);
+    assert_string_equal(str_at(c, "1.token"), "bytes:\\xe2");
+    assert_true(num_at(c, "1.bytes.0") == 0xe2);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(c, 1), "top_logprobs")), 2);
+    cJSON_Delete(o);
+}
+
 static void refusals_name_the_field(void **state) {
     (void)state;
     struct {
@@ -113,12 +238,26 @@ static void refusals_name_the_field(void **state) {
     } cases[] = {
         {CB_OPENAI_COMPLETION, "{}", "prompt", 400},
         {CB_OPENAI_COMPLETION, "{\"prompt\":\"\"}", "prompt", 400},
-        {CB_OPENAI_COMPLETION, "{\"prompt\":[[1],[2]]}", "prompt", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":[[1],\"x\"]}", "prompt", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":[\"x\",[1]]}", "prompt", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":[[1],[]]}", "prompt", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":[1,\"x\"]}", "prompt", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":[[1],[2]],\"n\":65}", "n", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":-1}", "max_tokens", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":21}", "logprobs", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":true}", "logprobs", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"echo\":1}", "echo", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"top_logprobs\":2}", "top_logprobs", 400},
+        {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":2}", "top_logprobs",
+         400},
+        {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":1}", "logprobs", 400},
+        {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":0}", "max_tokens", 400},
+        {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"echo\":true}", "echo", 400},
+        {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,\"top_logprobs\":21}",
+         "top_logprobs", 400},
         {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"temperature\":3}", "temperature", 400},
         {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":0}", "max_tokens", 400},
         {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"n\":17}", "n", 400},
-        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"echo\":true}", "echo", 400},
-        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":2}", "logprobs", 400},
         {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"stop\":7}", "stop", 400},
         {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"stream\":\"yes\"}", "stream", 400},
         {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"model\":1}", "model", 400},
@@ -147,34 +286,10 @@ static void refusals_name_the_field(void **state) {
     }
 }
 
-static cJSON *json(char *s) {
-    assert_non_null(s);
-    cJSON *o = cJSON_Parse(s);
-    free(s);
-    assert_non_null(o);
-    return o;
-}
-
-static const char *str_at(cJSON *o, const char *path) { /* "a.b.0.c" */
-    char buf[128];
-    snprintf(buf, sizeof(buf), "%s", path);
-    for (char *k = strtok(buf, "."); k && o; k = strtok(NULL, "."))
-        o = cJSON_IsArray(o) ? cJSON_GetArrayItem(o, atoi(k)) : cJSON_GetObjectItemCaseSensitive(o, k);
-    return o && cJSON_IsString(o) ? o->valuestring : NULL;
-}
-
-static double num_at(cJSON *o, const char *path) {
-    char buf[128];
-    snprintf(buf, sizeof(buf), "%s", path);
-    for (char *k = strtok(buf, "."); k && o; k = strtok(NULL, "."))
-        o = cJSON_IsArray(o) ? cJSON_GetArrayItem(o, atoi(k)) : cJSON_GetObjectItemCaseSensitive(o, k);
-    return o && cJSON_IsNumber(o) ? o->valuedouble : -1;
-}
-
 static void response_shapes(void **state) {
     (void)state;
     cJSON *o = json(cb_openai_response_json(CB_OPENAI_CHAT, "chatcmpl-1", 100, "m",
-                                            &(cb_openai_choice){"Paris.", "stop"}, 1, 10, 3, 4));
+                                            &(cb_openai_choice){"Paris.", "stop", NULL}, 1, 10, 3, 4));
     assert_string_equal(str_at(o, "object"), "chat.completion");
     assert_string_equal(str_at(o, "choices.0.message.role"), "assistant");
     assert_string_equal(str_at(o, "choices.0.message.content"), "Paris.");
@@ -183,15 +298,15 @@ static void response_shapes(void **state) {
     assert_true(num_at(o, "usage.prompt_tokens_details.cached_tokens") == 4);
     cJSON_Delete(o);
 
-    o = json(cb_openai_response_json(CB_OPENAI_COMPLETION, "cmpl-1", 100, "m", &(cb_openai_choice){"x", "length"}, 1, 1,
-                                     1, -1));
+    o = json(cb_openai_response_json(CB_OPENAI_COMPLETION, "cmpl-1", 100, "m", &(cb_openai_choice){"x", "length", NULL},
+                                     1, 1, 1, -1));
     assert_string_equal(str_at(o, "object"), "text_completion");
     assert_string_equal(str_at(o, "choices.0.text"), "x");
     assert_null(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "usage"),
                                                  "prompt_tokens_details")); /* cached < 0: omitted */
     cJSON_Delete(o);
 
-    o = json(cb_openai_chunk_json(CB_OPENAI_CHAT, "chatcmpl-1", 100, "m", 0, "", NULL, true));
+    o = json(cb_openai_chunk_json(CB_OPENAI_CHAT, "chatcmpl-1", 100, "m", 0, "", NULL, true, NULL));
     assert_string_equal(str_at(o, "object"), "chat.completion.chunk");
     assert_string_equal(str_at(o, "choices.0.delta.role"), "assistant");
     cJSON_Delete(o);
@@ -226,6 +341,8 @@ int main(void) {
         cmocka_unit_test(chat_messages_and_priority),
         cmocka_unit_test(logit_bias_and_null_fields),
         cmocka_unit_test(operator_defaults_and_seed),
+        cmocka_unit_test(prompts_echo_and_logprobs),
+        cmocka_unit_test(logprobs_shapes),
         cmocka_unit_test(refusals_name_the_field),
         cmocka_unit_test(response_shapes),
         cmocka_unit_test(json_check_agrees_with_rfc8259),
