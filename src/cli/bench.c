@@ -227,8 +227,23 @@ int cb_cmd_bench(int argc, char **argv) {
                           .max_concurrency = (int)concurrency,
                           .repeat = (int)repeat};
     int64_t tin = 0, tout = 0;
-    for (int i = 0; i < w.n; i++)
+    int32_t longest = 0;
+    for (int i = 0; i < w.n; i++) {
         tin += w.items[i].n_in, tout += w.items[i].n_out;
+        if (w.items[i].n_in + w.items[i].n_out > longest) longest = w.items[i].n_in + w.items[i].n_out;
+    }
+    /* a configuration that leaves the context to its default gets one its longest request fits in */
+    for (int i = 0; i < n; i++) {
+        struct cobatch_engine_params *e = &cfgs[i].engine;
+        struct cobatch_engine_params probe = *e;
+        probe.n_ctx = 0;
+        int32_t per_seq = cobatch_params_n_ctx(&probe) / (e->kv_layout == COBATCH_KV_SPLIT ? e->max_num_seqs : 1);
+        if (e->n_ctx == 0 && e->max_model_len == 0 && longest > per_seq) {
+            e->max_model_len = (longest + 255) / 256 * 256;
+            fprintf(stderr, "cobatch bench: %s: --max-model-len %d (the workload's longest request has %d tokens)\n",
+                    cfgs[i].label, e->max_model_len, longest);
+        }
+    }
 
     /* the ceiling, with the first configuration's threads, layout and flash attention */
     cb_ceiling ceil = {0};
