@@ -165,6 +165,11 @@ struct cobatch_request_params {
     const struct cobatch_logit_bias *logit_bias; /* applied first in the sampler chain; copied by submit */
     size_t n_logit_bias;
     bool ignore_eos;
+    /* GBNF (llama.cpp's grammar format, root rule "root") the output must match, or NULL: every token
+     * is one the grammar allows, and once it is complete only an end-of-generation token is. Copied;
+     * a grammar that does not parse is COBATCH_ERR_INVALID. cobatch_json_schema_grammar makes one
+     * from a JSON schema. */
+    const char *grammar;
     int32_t priority;   /* COBATCH_SCHED_PRIORITY only (else it must be 0): higher runs first and is preempted
                            last; default 0 */
     bool logit_margins; /* fill cobatch_event.margin (top-1 minus top-2 logit); costs a vocab scan */
@@ -337,6 +342,13 @@ int32_t cobatch_token_piece(const cobatch_engine *engine, int32_t token, char *o
  * exceeds max, out holds nothing useful and the return value is the size needed. Negative for invalid tokens.
  * Thread-safe. */
 int32_t cobatch_detokenize(const cobatch_engine *engine, const int32_t *tokens, int32_t n, char *out, int32_t max);
+
+/* A GBNF grammar accepting the JSON values valid against a JSON schema (JSON text), made with
+ * llama.cpp's converter (objects with properties, required and additionalProperties, arrays with
+ * items and lengths, enums and consts, strings with lengths, formats and patterns, numbers and
+ * integers with bounds, anyOf/oneOf/allOf, local $refs). Returns a malloc'd string the caller frees,
+ * or NULL with the reason in err. Needs no engine; thread-safe. */
+char *cobatch_json_schema_grammar(const char *schema, char *err, size_t errlen);
 
 int64_t cobatch_time_us(void);
 const char *cobatch_finish_reason_str(enum cobatch_finish_reason reason);

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fetches and builds the pinned llama.cpp as static libraries, cached outside the clone.
+# Fetches and builds the pinned llama.cpp as static libraries (libllama, ggml, and `common`: chat
+# templates, tool-call formats, JSON schema to grammar), cached outside the clone.
 # Prints the install prefix (for CMAKE_PREFIX_PATH) as the last line of stdout; logs go to stderr.
 #   LLAMA_CPP_DIR=/path/to/tree   use an existing source tree instead of the pinned bundle
 #   COBATCH_CUDA=1                build ggml with CUDA (GGML_CUDA=ON)
@@ -23,13 +24,15 @@ fi
 suffix=""; [ "$cuda" = 1 ] && suffix="-cuda"; [ "$shared" = 1 ] && suffix="$suffix-shared"
 dir="$CACHE/llama.cpp-$commit$suffix"
 prefix="$dir/install"
-if [ -f "$prefix/.complete" ]; then
+ext=a; [ "$shared" = 1 ] && ext=so
+complete() { [ -f "$prefix/.complete" ] && [ -f "$prefix/lib/libllama-common.$ext" ]; } # common came later: rebuild
+if complete; then
   echo "$prefix"; exit 0
 fi
 mkdir -p "$dir"
 exec 9>"$dir/.lock"
 flock 9
-if [ -f "$prefix/.complete" ]; then echo "$prefix"; exit 0; fi
+if complete; then echo "$prefix"; exit 0; fi
 
 if [ -z "${LLAMA_CPP_DIR:-}" ]; then
   base="$CACHE/llama.cpp-$commit" # the source is shared by every variant of the build
@@ -55,17 +58,21 @@ log "building llama.cpp ($commit$suffix) into $dir (a few minutes, once)"
 gen=(); command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
 cmake -S "$src" -B "$dir/build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=$([ "$shared" = 1 ] && echo ON || echo OFF) \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF \
-  -DLLAMA_BUILD_COMMON=OFF -DLLAMA_CURL=OFF -DGGML_NATIVE=ON -DGGML_CUDA=$([ "$cuda" = 1 ] && echo ON || echo OFF) \
+  -DLLAMA_BUILD_COMMON=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=ON -DGGML_CUDA=$([ "$cuda" = 1 ] && echo ON || echo OFF) \
   -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DCMAKE_INSTALL_PREFIX="$prefix" >"$dir/configure.log" 2>&1 \
   || { log "ERROR: llama.cpp configure failed, see $dir/configure.log"; tail -20 "$dir/configure.log" >&2; exit 1; }
-cmake --build "$dir/build" --target llama -j "$(nproc)" >"$dir/build.log" 2>&1 \
+cmake --build "$dir/build" --target llama llama-common -j "$(nproc)" >"$dir/build.log" 2>&1 \
   || { log "ERROR: llama.cpp build failed, see $dir/build.log"; tail -20 "$dir/build.log" >&2; exit 1; }
 # Install by hand: the tree's own install rule wants every target built (apps included).
 rm -rf "$prefix"; mkdir -p "$prefix/include" "$prefix/lib"
 cp "$src/include/llama.h" "$src"/ggml/include/*.h "$prefix/include/"
-ext=a; [ "$shared" = 1 ] && ext=so
+# common's headers (and the JSON library they include) for src/runtime's one C++ file
+(cd "$src" && find common vendor/nlohmann -name '*.h' -o -name '*.hpp') | while read -r h; do
+  mkdir -p "$prefix/include/$(dirname "$h")"; cp "$src/$h" "$prefix/include/$h"
+done
 find "$dir/build" -name "lib*.$ext*" -exec cp -P {} "$prefix/lib/" \;
-for lib in libllama.$ext libggml.$ext libggml-base.$ext libggml-cpu.$ext; do
+find "$dir/build" -name "lib*.a" -exec cp -P {} "$prefix/lib/" \; # common and its parts are static
+for lib in libllama.$ext libggml.$ext libggml-base.$ext libggml-cpu.$ext libllama-common.$ext libllama-common-base.a; do
   [ -f "$prefix/lib/$lib" ] || { log "ERROR: $lib was not built"; exit 1; }
 done
 echo "$commit" > "$prefix/.complete"

@@ -3,6 +3,8 @@
 #include "engine_internal.h"
 #include "sizes.h"
 #include "testing.h"
+#include "../runtime/llama_common.h"
+#include "../runtime/sampling.h"
 #include "../util/util.h"
 
 #include <errno.h>
@@ -176,7 +178,8 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
     else
         e->cache = cb_cache_new_none(&e->kv);
     e->sched = e->cache ? cb_sched_new(&sc, &e->kv, e->cache) : NULL;
-    if (!e->sched || cb_plan_init(&e->plan, p.max_num_seqs) != 0 ||
+    e->cand = malloc(sizeof(*e->cand) * (size_t)e->model.n_vocab);
+    if (!e->sched || !e->cand || cb_plan_init(&e->plan, p.max_num_seqs) != 0 ||
         cb_runner_init(&e->runner, &e->model, p.max_num_seqs) != 0) {
         cb_set_err(err, errlen, "out of memory");
         goto fail;
@@ -220,6 +223,7 @@ void cobatch_engine_free(cobatch_engine *e) {
     free(e->live);
     free(e->reqs);
     cb_runner_free(&e->runner);
+    free(e->cand);
     cb_plan_free(&e->plan);
     cb_sched_free(e->sched);
     cb_cache_free(e->cache);
@@ -471,6 +475,11 @@ cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_pa
     if (r) r->rt = er;
     bool ok = er && (!p->prompt_logprobs || prompt_logprobs_new(er, r, toks));
     free(toks);
+    if (ok && p->grammar && !(er->grammar = cb_grammar_new(&e->model, p->grammar))) {
+        cb_engine_free_request(r);
+        cb_set_err(err, errlen, "grammar: it does not parse as GBNF with a root rule");
+        return COBATCH_ERR_INVALID;
+    }
     if (!ok) {
         cb_engine_free_request(r);
         cb_set_err(err, errlen, "out of memory");
@@ -576,6 +585,10 @@ int32_t cobatch_tokenize_ext(const cobatch_engine *e, const char *text, bool add
                              int32_t *out, int32_t max) {
     int32_t n = cb_model_tokenize_into(&e->model, text, strlen(text), add_special, parse_special, out, max);
     return n == INT32_MIN ? -1 : n < 0 ? -n : n;
+}
+
+char *cobatch_json_schema_grammar(const char *schema, char *err, size_t errlen) {
+    return cb_common_schema_to_grammar(schema, err, errlen);
 }
 
 int32_t cobatch_token_piece(const cobatch_engine *e, int32_t token, char *out, int32_t max) {

@@ -15,6 +15,7 @@ void cb_engine_free_request(cb_request *r) {
     engine_req *er = r->rt;
     if (er) {
         cb_sampler_free(er->smpl);
+        cb_sampler_free(er->grammar);
         cb_textout_free(&er->text);
         free(er->logit_bias);
         free(er->err_buf);
@@ -208,7 +209,8 @@ static void sample_and_emit(cobatch_engine *e, cb_plan *plan) {
         }
         float margin = 0;
         int32_t row = e->runner.logit_row[i];
-        int32_t tok = cb_sampler_sample(er->smpl, &e->model, row, er->logit_margins ? &margin : NULL);
+        int32_t tok =
+            cb_sampler_sample(er->smpl, er->grammar, &e->model, row, er->logit_margins ? &margin : NULL, e->cand);
         struct cobatch_logprob *lp = NULL;
         if (er->logprobs) {
             lp = malloc(sizeof(*lp) * (size_t)(1 + er->n_top));

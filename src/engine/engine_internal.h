@@ -23,7 +23,8 @@ typedef struct {
     struct cobatch_sampling sampling;
     struct cobatch_logit_bias *logit_bias; /* (n_logit_bias) a copy of the request's */
     size_t n_logit_bias;
-    struct llama_sampler *smpl; /* created on the engine thread at intake */
+    struct llama_sampler *smpl;    /* created on the engine thread at intake */
+    struct llama_sampler *grammar; /* the request's grammar (made at submit, which checks it parses), or NULL */
     cb_textout text;
     char *err_buf; /* (CB_ERR_BUF) the FINISHED event's error message, handed over to it */
     void *user_data;
@@ -79,6 +80,7 @@ struct cobatch_engine {
     cb_cache *cache; /* the prefix cache the scheduler shares prefixes through (cache.h) */
     cb_plan plan;
     int32_t n_ctx_seq;
+    llama_token_data *cand; /* (n_vocab) engine thread: candidates of a constrained request's row */
 
     pthread_t thread;
     bool thread_started;

@@ -498,6 +498,8 @@ static const char *const COMMON_KEYS[] = {"model",
                                           "logprobs",
                                           "logit_bias",
                                           "return_tokens_as_token_ids",
+                                          "response_format",
+                                          "grammar",
                                           "user",
                                           NULL};
 static const char *const COMPLETION_KEYS[] = {"prompt", "echo", NULL};
@@ -510,9 +512,8 @@ static bool listed(const char *const *keys, const char *k) {
 }
 
 /* Fields this server does not implement, sent with the value that asks for nothing (some clients
- * send them always): best_of 1, suffix "", tools [], tool_choice "none", response_format text,
- * store false, top_logprobs 0 (completions, which have no such field), parallel_tool_calls with no
- * tools. */
+ * send them always): best_of 1, suffix "", tools [], tool_choice "none", store false, top_logprobs 0
+ * (completions, which have no such field), parallel_tool_calls with no tools. */
 static bool asks_nothing(const cJSON *x) {
     const char *k = x->string;
     if (!strcmp(k, "best_of") || !strcmp(k, "top_logprobs"))
@@ -521,10 +522,6 @@ static bool asks_nothing(const cJSON *x) {
     if (!strcmp(k, "tools")) return cJSON_IsArray(x) && cJSON_GetArraySize(x) == 0;
     if (!strcmp(k, "tool_choice")) return cJSON_IsString(x) && !strcmp(x->valuestring, "none");
     if (!strcmp(k, "store") || !strcmp(k, "parallel_tool_calls")) return cJSON_IsBool(x);
-    if (!strcmp(k, "response_format")) {
-        const cJSON *t = cJSON_IsObject(x) ? cJSON_GetObjectItemCaseSensitive(x, "type") : NULL;
-        return t && cJSON_IsString(t) && !strcmp(t->valuestring, "text") && cJSON_GetArraySize(x) == 1;
-    }
     return false;
 }
 
@@ -541,6 +538,55 @@ struct cobatch_sampling cb_openai_default_sampling(void) {
     struct cobatch_sampling s = cobatch_request_default_params().sampling;
     s.temperature = 1.0f;
     return s;
+}
+
+/* response_format (OpenAI: text, json_object, json_schema) and llama-server's grammar (GBNF). */
+static int parse_format(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
+    cJSON *g = cJSON_GetObjectItemCaseSensitive(root, "grammar");
+    if (g && !cJSON_IsNull(g)) {
+        if (!cJSON_IsString(g) || !g->valuestring[0]) return bad(e, "grammar", "'grammar' must be a GBNF text");
+        if (!(r->grammar = strdup(g->valuestring))) return oom(e);
+        r->params.grammar = r->grammar;
+    }
+    cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "response_format");
+    if (!f || cJSON_IsNull(f)) return 0;
+    cJSON *t = cJSON_IsObject(f) ? cJSON_GetObjectItemCaseSensitive(f, "type") : NULL;
+    if (!t || !cJSON_IsString(t)) return bad(e, "response_format", "'response_format' must be an object with a 'type'");
+    for (cJSON *x = f->child; x; x = x->next)
+        if (x->string && strcmp(x->string, "type") && strcmp(x->string, "json_schema") && !cJSON_IsNull(x))
+            return bad(e, "response_format", "'response_format.%.40s' is not supported by this server", x->string);
+    const char *type = t->valuestring;
+    if (!strcmp(type, "text")) return 0;
+    if (r->grammar) return bad(e, "grammar", "give 'grammar' or a JSON 'response_format', not both");
+    if (!strcmp(type, "json_object")) {
+        r->json_schema = strdup("{\"type\": \"object\"}");
+        return r->json_schema ? 0 : oom(e);
+    }
+    if (strcmp(type, "json_schema") != 0)
+        return bad(e, "response_format", "'response_format.type' is text, json_object or json_schema (got '%.40s')",
+                   type);
+    cJSON *js = cJSON_GetObjectItemCaseSensitive(f, "json_schema");
+    cJSON *schema = cJSON_IsObject(js) ? cJSON_GetObjectItemCaseSensitive(js, "schema") : NULL;
+    if (!schema || !(cJSON_IsObject(schema) || cJSON_IsBool(schema)))
+        return bad(e, "response_format", "'response_format.json_schema.schema' must be a JSON schema object");
+    cJSON *strict = cJSON_GetObjectItemCaseSensitive(js, "strict");
+    if (strict && !cJSON_IsNull(strict) && !cJSON_IsBool(strict))
+        return bad(e, "response_format", "'response_format.json_schema.strict' must be a boolean");
+    /* strict or not, the output is held to the schema: the grammar is the only way this server has */
+    r->json_schema = cJSON_PrintUnformatted(schema);
+    return r->json_schema ? 0 : oom(e);
+}
+
+int cb_openai_resolve_schema(cb_openai_request *r, cb_openai_schema_fn convert, cb_openai_error *e) {
+    memset(e, 0, sizeof(*e));
+    if (!r->json_schema) return 0;
+    char err[200] = "";
+    char *g = convert(r->json_schema, err, sizeof(err));
+    if (!g) return bad(e, "response_format", "%s", err[0] ? err : "the schema cannot be used");
+    free(r->grammar);
+    r->grammar = g;
+    r->params.grammar = g;
+    return 0;
 }
 
 /* completions: "logprobs": k (0 to 20) alternatives per token, and "echo"; chat: "logprobs": true
@@ -611,7 +657,7 @@ int cb_openai_parse_json(cb_openai_kind kind, const struct cobatch_sampling *def
             }
         if (boolean(so, "include_usage", &r->include_usage, e)) goto out;
     }
-    if (parse_logprobs(kind, root, r, e) != 0) goto out;
+    if (parse_logprobs(kind, root, r, e) != 0 || parse_format(root, r, e) != 0) goto out;
     if (r->params.max_tokens == 0 && !r->echo) {
         bad(e, cJSON_GetObjectItemCaseSensitive(root, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
             "0 tokens ask for no output: only a completions request with 'echo' may (its prompt comes back)");
@@ -636,6 +682,8 @@ void cb_openai_request_free(cb_openai_request *r) {
         free(r->prompts[i].tokens);
     }
     free(r->prompts);
+    free(r->json_schema);
+    free(r->grammar);
     free(r->messages);
     free(r->logit_bias);
     free(r->model);

@@ -32,6 +32,10 @@ typedef struct {
     bool echo;          /* completions: the prompt comes back before the output (its log-probabilities with logprobs) */
     int top;            /* with params.logprobs: alternatives per token (completions logprobs, chat top_logprobs) */
     bool tokens_as_ids; /* vLLM's return_tokens_as_token_ids: log-probabilities name tokens "token_id:N" */
+    /* structured output: response_format json_object / json_schema give json_schema (JSON text), to be
+     * turned into params.grammar by cb_openai_resolve_schema; llama-server's `grammar` gives GBNF */
+    char *json_schema;
+    char *grammar; /* behind params.grammar */
     bool stream, include_usage;
     bool has_priority; /* a non-zero priority was given (needs the priority scheduling policy) */
     char *model;       /* as the client named it, or NULL */
@@ -67,6 +71,10 @@ struct cJSON;
 int cb_openai_parse_json(cb_openai_kind kind, const struct cobatch_sampling *defaults, struct cJSON *root,
                          cb_openai_request *r, cb_openai_error *e);
 void cb_openai_request_free(cb_openai_request *r);
+/* Turns r->json_schema (if any) into params.grammar with convert (cobatch_json_schema_grammar).
+ * Returns 0, or -1 with e set: 400 naming response_format for a schema convert refuses. */
+typedef char *(*cb_openai_schema_fn)(const char *schema, char *err, size_t errlen);
+int cb_openai_resolve_schema(cb_openai_request *r, cb_openai_schema_fn convert, cb_openai_error *e);
 /* Parses JSON text s[0, len) (cJSON), which must be one well-formed value (RFC 8259) and nothing
  * else. NULL with e set when it fails: 400 for text that is not JSON, 503 when it is (the parse
  * ran out of memory). The caller deletes the result. */

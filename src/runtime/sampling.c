@@ -46,7 +46,38 @@ void cb_sampler_free(struct llama_sampler *smpl) {
 
 void cb_sampler_accept(struct llama_sampler *smpl, int32_t token) { llama_sampler_accept(smpl, token); }
 
-int32_t cb_sampler_sample(struct llama_sampler *smpl, const cb_model *m, int32_t row, float *margin) {
+struct llama_sampler *cb_grammar_new(const cb_model *m, const char *gbnf) {
+    return llama_sampler_init_grammar(m->vocab, gbnf, "root");
+}
+
+/* The row's logits as candidates, in token order. */
+static llama_token_data_array candidates(const float *lg, int32_t n_vocab, llama_token_data *d) {
+    for (int32_t i = 0; i < n_vocab; i++)
+        d[i] = (llama_token_data){.id = i, .logit = lg[i], .p = 0.0f};
+    return (llama_token_data_array){.data = d, .size = (size_t)n_vocab, .selected = -1, .sorted = false};
+}
+
+static int32_t sample_constrained(struct llama_sampler *chain, struct llama_sampler *grammar, const float *lg,
+                                  int32_t n_vocab, llama_token_data *d) {
+    llama_token_data_array cur = candidates(lg, n_vocab, d);
+    llama_sampler_apply(chain, &cur);
+    int32_t tok = cur.data[cur.selected].id;
+    llama_token_data one = {.id = tok, .logit = 1.0f, .p = 0.0f};
+    llama_token_data_array check = {.data = &one, .size = 1, .selected = -1, .sorted = false};
+    llama_sampler_apply(grammar, &check);
+    if (!isfinite(one.logit)) { /* refused: the grammar masks the whole row, the chain samples again */
+        cur = candidates(lg, n_vocab, d);
+        llama_sampler_apply(grammar, &cur);
+        llama_sampler_apply(chain, &cur);
+        tok = cur.data[cur.selected].id;
+    }
+    llama_sampler_accept(grammar, tok);
+    llama_sampler_accept(chain, tok);
+    return tok;
+}
+
+int32_t cb_sampler_sample(struct llama_sampler *smpl, struct llama_sampler *grammar, const cb_model *m, int32_t row,
+                          float *margin, llama_token_data *scratch) {
     if (margin) {
         /* O(n_vocab): only when asked for (tests of batch invariance) */
         const float *lg = llama_get_logits_ith(m->ctx, row);
@@ -61,6 +92,7 @@ int32_t cb_sampler_sample(struct llama_sampler *smpl, const cb_model *m, int32_t
         }
         *margin = a - b;
     }
+    if (grammar) return sample_constrained(smpl, grammar, llama_get_logits_ith(m->ctx, row), m->n_vocab, scratch);
     return llama_sampler_sample(smpl, m->ctx, row);
 }
 

@@ -6,7 +6,7 @@
 
 #include <cobatch.h>
 
-struct llama_sampler;
+#include <llama.h>
 
 /* Builds the chain: the logit biases (ids checked by the caller), penalties, then greedy at
  * temperature <= 0, else top_k, top_p, min_p, temperature and a seeded draw. Returns NULL on
@@ -15,9 +15,17 @@ struct llama_sampler *cb_sampler_new(const cb_model *m, const struct cobatch_sam
                                      const struct cobatch_logit_bias *bias, size_t n_bias);
 void cb_sampler_free(struct llama_sampler *smpl);
 
+/* A grammar sampler for GBNF text (root rule "root"), or NULL when it does not parse. */
+struct llama_sampler *cb_grammar_new(const cb_model *m, const char *gbnf);
+
 /* Samples (and accepts) a token from logits row `row` of the last decode. If margin is not NULL
- * it gets the raw top-1 minus top-2 logit of that row. */
-int32_t cb_sampler_sample(struct llama_sampler *smpl, const cb_model *m, int32_t row, float *margin);
+ * it gets the raw top-1 minus top-2 logit of that row. With a grammar (else NULL) the token is one
+ * the grammar allows: the chain samples first and the grammar checks only its token; only when it
+ * refuses is the whole row masked by the grammar and sampled again (llama.cpp common's order, so
+ * a constrained request pays for the grammar on the tokens it would have refused). scratch: room
+ * for n_vocab candidates, used with a grammar. */
+int32_t cb_sampler_sample(struct llama_sampler *smpl, struct llama_sampler *grammar, const cb_model *m, int32_t row,
+                          float *margin, llama_token_data *scratch);
 
 /* Log-probabilities at logits row `row` of the last decode (the log-softmax of the raw logits):
  * out[0] = token and its log-probability, out[1..k] the k most likely tokens, most likely first (ties:

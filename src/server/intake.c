@@ -49,7 +49,8 @@ static char *echo_text(intake *q, const cb_openai_prompt *p) {
 
 static void do_completion(intake *q, cb_intake_job *j) {
     cb_openai_error e;
-    if (cb_openai_parse(j->api, &q->defaults, j->body, j->len, &j->req, &e) != 0) {
+    if (cb_openai_parse(j->api, &q->defaults, j->body, j->len, &j->req, &e) != 0 ||
+        cb_openai_resolve_schema(&j->req, cobatch_json_schema_grammar, &e) != 0) {
         j->status = e.status;
         j->json = cb_openai_error_json(&e);
         return;

@@ -516,6 +516,7 @@ static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
         reply_error(s, r->conn, 503, "service_unavailable", NULL, "%s", err);
     } else {
         const char *param = !strncmp(err, "logit_bias", 10) ? "logit_bias"
+                            : !strncmp(err, "grammar", 7)   ? (j->req.json_schema ? "response_format" : "grammar")
                             : r->kind == CB_OPENAI_CHAT     ? "messages"
                                                             : "prompt";
         reply_error(s, r->conn, 400, "invalid_request_error", param, "%s", err);

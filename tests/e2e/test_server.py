@@ -391,7 +391,7 @@ def test_logit_bias_outside_the_vocabulary_is_refused(server):
     ("/v1/completions", {"prompt": "x", "suffix": "y"}, "suffix"),
     ("/v1/completions", {"prompt": "x", "best_of": 2}, "best_of"),
     ("/v1/chat/completions", {"messages": CHAT, "tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
-    ("/v1/chat/completions", {"messages": CHAT, "response_format": {"type": "json_object"}}, "response_format"),
+    ("/v1/chat/completions", {"messages": CHAT, "response_format": {"type": "json_schema"}}, "response_format"),
     ("/v1/chat/completions", {"messages": CHAT, "top_logprobs": 2}, "top_logprobs"),
     ("/v1/chat/completions", {"messages": CHAT, "echo": True}, "echo"),
 ])

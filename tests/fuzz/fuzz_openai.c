@@ -18,7 +18,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (rc == 0) { /* what the engine gets is consistent */
         const struct cobatch_request_params *p = &r.params;
         int given = (p->prompt != NULL) + (p->prompt_tokens != NULL) + (p->messages != NULL);
-        if (given != 1 || p->max_tokens < 1 || p->n_stop > CB_OPENAI_MAX_STOP) abort();
+        if (given != 1 || p->max_tokens < 0 || (p->max_tokens == 0 && !r.echo) || p->n_stop > CB_OPENAI_MAX_STOP)
+            abort();
+        if (kind == CB_OPENAI_COMPLETION && (r.n_prompts < 1 || r.n_prompts * r.n > CB_OPENAI_MAX_CHOICES)) abort();
+        for (int i = 0; i < r.n_prompts; i++)
+            if (!r.prompts[i].text == !r.prompts[i].tokens || (r.prompts[i].text && !r.prompts[i].text[0])) abort();
+        if (p->top_logprobs < 0 || p->top_logprobs > COBATCH_MAX_LOGPROBS || (p->prompt_logprobs && !p->logprobs))
+            abort();
+        if (r.json_schema && r.grammar) abort();
         for (size_t i = 0; i < p->n_messages; i++)
             if (!p->messages[i].role || !p->messages[i].content) abort();
         for (size_t i = 0; i < p->n_stop; i++)

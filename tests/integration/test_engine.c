@@ -450,6 +450,49 @@ static void logprobs_describe_the_distribution(void **state) {
     assert_int_equal(cobatch_submit(shared_engine, &p, err, sizeof(err)), COBATCH_ERR_INVALID);
 }
 
+/* A grammar decides what may come out, sampled or greedy; one that does not parse is refused, and so
+ * is a schema the converter cannot read. */
+static void grammar_constrains_the_output(void **state) {
+    (void)state;
+    struct cobatch_request_params p = cobatch_request_default_params();
+    p.prompt = "Is the sky green? Answer:";
+    p.max_tokens = 8;
+    p.grammar = "root ::= (\" yes\" | \" no\") \".\"";
+    for (int t = 0; t < 2; t++) {
+        p.sampling.temperature = t ? 1.5f : 0.0f;
+        p.sampling.seed = 7;
+        it_result r = run1(p);
+        printf("# grammar, temperature %.1f: '%s'\n", p.sampling.temperature, r.text);
+        assert_true(!strcmp(r.text, " yes.") || !strcmp(r.text, " no."));
+        assert_int_equal(r.reason, COBATCH_FINISH_STOP);
+        it_free(&r, 1);
+    }
+    char err[256] = "";
+    char *g = cobatch_json_schema_grammar(
+        "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}},\"required\":[\"n\"],"
+        "\"additionalProperties\":false}",
+        err, sizeof(err));
+    assert_non_null(g);
+    p.grammar = g;
+    p.prompt = "Give a number as JSON:";
+    p.max_tokens = 24;
+    p.sampling.temperature = 0;
+    it_result r = run1(p);
+    printf("# schema: '%s'\n", r.text);
+    assert_int_equal(r.reason, COBATCH_FINISH_STOP);
+    assert_true(!strncmp(r.text, "{", 1) && strstr(r.text, "\"n\"") && r.text[r.text_len - 1] == '}');
+    it_free(&r, 1);
+    free(g);
+    assert_null(cobatch_json_schema_grammar("{\"type\":", err, sizeof(err)));
+    assert_non_null(strstr(err, "not JSON"));
+    assert_null(cobatch_json_schema_grammar("{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#/nope\"}}}", err,
+                                            sizeof(err)));
+    printf("# bad schema: %s\n", err);
+    p.grammar = "root ::= (";
+    assert_int_equal(cobatch_submit(shared_engine, &p, err, sizeof(err)), COBATCH_ERR_INVALID);
+    assert_non_null(strstr(err, "grammar"));
+}
+
 /* A prompt's log-probabilities (max_tokens 0, the way evaluation harnesses score a continuation)
  * equal those the same tokens got when they were generated, within 1e-3 (prefill and decode rows
  * are different batch shapes): in both layouts, with the prompt cut into chunks, and again when
@@ -526,6 +569,7 @@ int main(void) {
         cmocka_unit_test(bad_requests_are_refused),
         cmocka_unit_test(cancel_frees_cells),
         cmocka_unit_test(logprobs_describe_the_distribution),
+        cmocka_unit_test(grammar_constrains_the_output),
     };
     const struct CMUnitTest own[] = {
         cmocka_unit_test(batch_invariance),

@@ -171,6 +171,57 @@ static void prompts_echo_and_logprobs(void **state) {
     cb_openai_request_free(&r);
 }
 
+static char *fake_convert(const char *schema, char *err, size_t errlen) {
+    if (strstr(schema, "bad")) {
+        snprintf(err, errlen, "cannot");
+        return NULL;
+    }
+    char *g = malloc(strlen(schema) + 16);
+    sprintf(g, "schema:%s", schema);
+    return g;
+}
+
+/* response_format becomes a JSON schema for the converter, grammar passes as it is, text asks for
+ * nothing; a schema the converter refuses is a 400 naming response_format. */
+static void response_format_and_grammar(void **state) {
+    (void)state;
+    cb_openai_request r;
+    cb_openai_error e;
+    assert_int_equal(
+        parse(CB_OPENAI_CHAT,
+              "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":"
+              "\"json_schema\",\"json_schema\":{\"name\":\"p\",\"strict\":true,\"schema\":{\"type\":\"object\"}}}}",
+              &r, &e),
+        0);
+    assert_string_equal(r.json_schema, "{\"type\":\"object\"}");
+    assert_null(r.params.grammar);
+    assert_int_equal(cb_openai_resolve_schema(&r, fake_convert, &e), 0);
+    assert_string_equal(r.params.grammar, "schema:{\"type\":\"object\"}");
+    cb_openai_request_free(&r);
+    assert_int_equal(
+        parse(CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_object\"}}", &r, &e), 0);
+    assert_non_null(strstr(r.json_schema, "object"));
+    cb_openai_request_free(&r);
+    assert_int_equal(parse(CB_OPENAI_COMPLETION,
+                           "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":"
+                           "\"p\",\"schema\":{\"title\":\"bad\"}}}}",
+                           &r, &e),
+                     0);
+    assert_int_equal(cb_openai_resolve_schema(&r, fake_convert, &e), -1);
+    assert_int_equal(e.status, 400);
+    assert_string_equal(e.param, "response_format");
+    cb_openai_request_free(&r);
+    assert_int_equal(parse(CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"grammar\":\"root ::= [a-z]+\"}", &r, &e), 0);
+    assert_string_equal(r.params.grammar, "root ::= [a-z]+");
+    assert_null(r.json_schema);
+    cb_openai_request_free(&r);
+    assert_int_equal(parse(CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"text\"}}", &r, &e),
+                     0);
+    assert_null(r.params.grammar);
+    assert_null(r.json_schema);
+    cb_openai_request_free(&r);
+}
+
 /* Token texts for the formatting tests: token t is "t<t>", 300 is the first byte of a character
  * ("\xe2"), 301 an invalid byte on its own. */
 static int32_t fake_piece(void *user, int32_t tok, char *buf, int32_t cap) {
@@ -245,6 +296,20 @@ static void refusals_name_the_field(void **state) {
         {CB_OPENAI_COMPLETION, "{\"prompt\":[[1],[2]],\"n\":65}", "n", 400},
         {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":-1}", "max_tokens", 400},
         {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":21}", "logprobs", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"yaml\"}}", "response_format", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"response_format\":\"json\"}", "response_format", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\"}}", "response_format",
+         400},
+        {CB_OPENAI_COMPLETION,
+         "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\",\"schema\":3}"
+         "}}",
+         "response_format", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"text\",\"extra\":1}}",
+         "response_format", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"grammar\":7}", "grammar", 400},
+        {CB_OPENAI_COMPLETION,
+         "{\"prompt\":\"x\",\"grammar\":\"root ::= \\\"a\\\"\",\"response_format\":{\"type\":\"json_object\"}}",
+         "grammar", 400},
         {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":true}", "logprobs", 400},
         {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"echo\":1}", "echo", 400},
         {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"top_logprobs\":2}", "top_logprobs", 400},
@@ -343,6 +408,7 @@ int main(void) {
         cmocka_unit_test(operator_defaults_and_seed),
         cmocka_unit_test(prompts_echo_and_logprobs),
         cmocka_unit_test(logprobs_shapes),
+        cmocka_unit_test(response_format_and_grammar),
         cmocka_unit_test(refusals_name_the_field),
         cmocka_unit_test(response_shapes),
         cmocka_unit_test(json_check_agrees_with_rfc8259),

@@ -1,0 +1,150 @@
+"""Structured output through the official OpenAI Python SDK against a real `cobatch serve` of the
+real default model: response_format json_schema (the SDK's pydantic parse) and json_object,
+streamed and not, llama-server's grammar field; the output always parses and validates, whatever
+a 135M model would have written unconstrained."""
+import json
+import threading
+from enum import Enum
+from typing import List, Optional
+
+import httpx
+import openai
+import pytest
+from pydantic import BaseModel, Field
+
+ASK = [{"role": "user", "content": "Describe the city of Paris."}]
+
+
+def client_of(server):
+    return openai.OpenAI(base_url=server.url + "/v1", api_key="none")
+
+
+def model_id(server):
+    return httpx.get(server.url + "/v1/models", timeout=30).json()["data"][0]["id"]
+
+
+class City(BaseModel):
+    name: str = Field(max_length=24)
+    country: str = Field(max_length=24)
+    population: int
+
+
+class Kind(str, Enum):
+    capital = "capital"
+    town = "town"
+    village = "village"
+
+
+class Place(BaseModel):  # nested objects, arrays, enums, optional fields, bounds and a pattern
+    code: str = Field(pattern=r"^[A-Z]{3}$")
+    kind: Kind
+    founded: int = Field(ge=0, le=2100)
+    mayor: Optional[str] = Field(default=None, max_length=20)
+    districts: List[str] = Field(min_length=1, max_length=3)
+    location: City
+
+
+def test_pydantic_parse_returns_the_model(server):
+    c = client_of(server)
+    r = c.chat.completions.parse(model=model_id(server), messages=ASK, response_format=City, max_tokens=200,
+                                 temperature=0)
+    msg = r.choices[0].message
+    assert r.choices[0].finish_reason == "stop", msg.content
+    assert isinstance(msg.parsed, City), msg.content
+    # sampled too: whatever comes out validates
+    for seed in range(3):
+        r = c.chat.completions.parse(model=model_id(server), messages=ASK, response_format=City, max_tokens=200,
+                                     temperature=1.0, seed=seed)
+        assert isinstance(r.choices[0].message.parsed, City)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_schema_with_nesting_enums_bounds_and_a_pattern_validates(server, stream):
+    c = client_of(server)
+    schema = Place.model_json_schema()
+    fmt = {"type": "json_schema", "json_schema": {"name": "place", "schema": schema, "strict": True}}
+    for seed in range(2):
+        kw = dict(model=model_id(server), messages=[{"role": "user", "content": "Describe a place as JSON."}],
+                  max_tokens=300, temperature=0.8, seed=seed, response_format=fmt)
+        if stream:
+            text, finish = "", None
+            for ch in c.chat.completions.create(stream=True, **kw):
+                for x in ch.choices:
+                    text += x.delta.content or ""
+                    finish = x.finish_reason or finish
+        else:
+            r = c.chat.completions.create(**kw)
+            text, finish = r.choices[0].message.content, r.choices[0].finish_reason
+        assert finish == "stop", text
+        Place.model_validate_json(text)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_json_object_is_a_json_object(server, stream):
+    c = client_of(server)
+    kw = dict(model=model_id(server), max_tokens=300, temperature=0, response_format={"type": "json_object"},
+              messages=[{"role": "user", "content": "Give the name and age of a person as JSON."}])
+    if stream:
+        text = "".join(x.delta.content or "" for ch in c.chat.completions.create(stream=True, **kw)
+                       for x in ch.choices)
+    else:
+        text = c.chat.completions.create(**kw).choices[0].message.content
+    assert isinstance(json.loads(text), dict), text
+    # completions take it too
+    r = c.completions.create(model=model_id(server), prompt="JSON for a person named Tom, age 30:", max_tokens=300,
+                             temperature=0, extra_body={"response_format": {"type": "json_object"}})
+    assert isinstance(json.loads(r.choices[0].text), dict)
+
+
+def test_grammar_field(server):
+    c = client_of(server)
+    for seed in range(4):
+        r = c.completions.create(model=model_id(server), prompt="Is water wet? Answer:", max_tokens=5,
+                                 temperature=1.5, seed=seed, extra_body={"grammar": 'root ::= " yes" | " no"'})
+        assert r.choices[0].text in (" yes", " no") and r.choices[0].finish_reason == "stop"
+
+
+@pytest.mark.parametrize("body,param,why", [
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"$ref": "#/nope"}}}},
+     "response_format", "nope"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}, "response_format", "schema"),
+    ({"response_format": {"type": "xml"}}, "response_format", "json_schema"),
+    ({"grammar": "root ::= ("}, "grammar", "grammar"),
+    ({"grammar": "root ::= \"a\"", "response_format": {"type": "json_object"}}, "grammar", "not both"),
+])
+def test_bad_schemas_and_grammars_are_400s_that_say_why(server, body, param, why):
+    r = httpx.post(server.url + "/v1/chat/completions", json={"messages": ASK, "max_tokens": 4, **body}, timeout=30)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["param"] == param and why in err["message"], err
+
+
+def test_constrained_and_unconstrained_requests_share_a_batch(server):
+    """Eight constrained and eight unconstrained greedy requests at once: every constrained output
+    validates, and every unconstrained one is what it is alone (the grammars touch only their own
+    requests; any difference only at a near-tie is allowed for batch shapes, so compare a prefix)."""
+    c = client_of(server)
+    prompts = [f"Tell me about the number {i}." for i in range(8)]
+    alone = [c.completions.create(model=model_id(server), prompt=p, max_tokens=12, temperature=0,
+                                  extra_body={"ignore_eos": True}).choices[0].text for p in prompts]
+    out, errors = {}, []
+
+    def plain(i):
+        out[("p", i)] = c.completions.create(model=model_id(server), prompt=prompts[i], max_tokens=12,
+                                             temperature=0, extra_body={"ignore_eos": True}).choices[0].text
+
+    def constrained(i):
+        try:
+            r = c.chat.completions.parse(model=model_id(server), messages=ASK, response_format=City,
+                                         max_tokens=200, temperature=0.7, seed=i)
+            out[("c", i)] = r.choices[0].message.parsed
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+
+    ths = [threading.Thread(target=f, args=(i,)) for i in range(8) for f in (plain, constrained)]
+    [t.start() for t in ths]
+    [t.join() for t in ths]
+    assert not errors, errors
+    assert all(isinstance(out[("c", i)], City) for i in range(8))
+    same = sum(out[("p", i)] == alone[i] for i in range(8))
+    assert same >= 6, [(out[("p", i)], alone[i]) for i in range(8)]
