@@ -22,7 +22,7 @@ build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $$(nproc)
 
 run: build model
-	./$(BUILD)/cobatch run --chat -p "What is the capital of France? Answer in one sentence." -n 64 --stats
+	./$(BUILD)/cobatch run --chat --system "You are a helpful assistant." -p "What is the capital of France? Answer in one sentence." -n 64 --stats
 	./$(BUILD)/cobatch bench
 
 # Every test three times: the release build, our code under AddressSanitizer + UBSan (leaks too),

@@ -8,9 +8,10 @@ int main(int argc, char **argv) {
     char err[256];
     cobatch_engine *e = cobatch_engine_init(&ep, err, sizeof(err)); /* loads; starts the engine thread */
     if (!e) return fprintf(stderr, "%s\n", err), 1;
-    struct cobatch_chat_message msg = {"user", "What is the capital of France?"};
+    struct cobatch_chat_message msgs[] = {{"system", "You are a helpful assistant."},
+                                          {"user", "What is the capital of France?"}};
     struct cobatch_request_params rp = cobatch_request_default_params();
-    rp.messages = &msg, rp.n_messages = 1, rp.max_tokens = 32;
+    rp.messages = msgs, rp.n_messages = 2, rp.max_tokens = 32;
     if (cobatch_submit(e, &rp, err, sizeof(err)) < 0) return fprintf(stderr, "%s\n", err), 1; /* any thread */
     for (struct cobatch_event ev = {0}; ev.type != COBATCH_EVENT_FINISHED; cobatch_event_clear(&ev))
         if (cobatch_poll(e, &ev, 1, -1) == 1) fwrite(ev.text, 1, ev.text_len, stdout); /* TOKEN..., FINISHED */

@@ -107,6 +107,11 @@ struct cobatch_engine_params {
      * 'The prefix cache at one sequence'); off until what a small cap loses in cache hits is
      * measured too. */
     int32_t prefix_cache_max_idle;
+    /* The chat template messages are rendered with (Jinja, through llama.cpp common's engine, as vLLM
+     * and llama-server --jinja): chat_template's text, else the file chat_template_file, else the
+     * model's own (tokenizer.chat_template). One that does not parse fails init. Copied. */
+    const char *chat_template;
+    const char *chat_template_file;
     bool verbose;            /* let llama.cpp log to stderr */
     cobatch_step_fn on_step; /* called on the engine thread after each step; keep it short */
     void *on_step_user;

@@ -25,7 +25,7 @@ suffix=""; [ "$cuda" = 1 ] && suffix="-cuda"; [ "$shared" = 1 ] && suffix="$suff
 dir="$CACHE/llama.cpp-$commit$suffix"
 prefix="$dir/install"
 ext=a; [ "$shared" = 1 ] && ext=so
-complete() { [ -f "$prefix/.complete" ] && [ -f "$prefix/lib/libllama-common.$ext" ]; } # common came later: rebuild
+complete() { [ -f "$prefix/.complete" ] && [ -f "$prefix/lib/libllama-common.$ext" ] && [ -f "$prefix/include/llama-cpp.h" ]; } # common came later: rebuild
 if complete; then
   echo "$prefix"; exit 0
 fi
@@ -65,7 +65,7 @@ cmake --build "$dir/build" --target llama llama-common -j "$(nproc)" >"$dir/buil
   || { log "ERROR: llama.cpp build failed, see $dir/build.log"; tail -20 "$dir/build.log" >&2; exit 1; }
 # Install by hand: the tree's own install rule wants every target built (apps included).
 rm -rf "$prefix"; mkdir -p "$prefix/include" "$prefix/lib"
-cp "$src/include/llama.h" "$src"/ggml/include/*.h "$prefix/include/"
+cp "$src"/include/*.h "$src"/ggml/include/*.h "$prefix/include/"
 # common's headers (and the JSON library they include) for src/runtime's one C++ file
 (cd "$src" && find common vendor/nlohmann -name '*.h' -o -name '*.hpp') | while read -r h; do
   mkdir -p "$prefix/include/$(dirname "$h")"; cp "$src/$h" "$prefix/include/$h"

@@ -237,6 +237,8 @@ cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
         {"--prefix-cache-streams", "N", CB_FLAG_I32, &p->prefix_cache_streams, 0, 255,
          .help = "split: extra streams keeping finished requests' tokens (each\n-c / max-num-seqs cells more); "
                  "default max-num-seqs / 4"},
+        {"--chat-template", "FILE", CB_FLAG_STR, &p->chat_template_file,
+         .help = "a Jinja chat template to render messages with, instead of the\nmodel's own"},
         {"--verbose", NULL, CB_FLAG_SET, &p->verbose, .help = "show llama.cpp's log"},
     };
     _Static_assert(sizeof(t) / sizeof(t[0]) <= CB_ENGINE_FLAGS, "room for the engine flags");

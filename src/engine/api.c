@@ -119,6 +119,26 @@ int cobatch_event_fd(const cobatch_engine *e) { return e->event_fd; }
 
 /* ---------------------------------------------------------------- init / free ---------------- */
 
+/* A text file's contents (a chat template: at most 1 MiB), malloc'd; NULL with the reason in err. */
+static char *read_text_file(const char *path, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        cb_set_err(err, errlen, "--chat-template: cannot read '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    enum { MAX = 1 << 20 };
+    char *t = malloc(MAX + 1);
+    size_t n = t ? fread(t, 1, MAX + 1, f) : 0;
+    fclose(f);
+    if (!t || n > MAX) {
+        cb_set_err(err, errlen, t ? "--chat-template: '%s' is larger than 1 MiB" : "out of memory", path);
+        free(t);
+        return NULL;
+    }
+    t[n] = '\0';
+    return t;
+}
+
 cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, char *err, size_t errlen) {
     struct cobatch_engine_params p = params ? *params : cobatch_engine_default_params();
     cb_engine_sizes z;
@@ -140,7 +160,12 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
     e->model_path = p.model_path ? strdup(p.model_path) : NULL;
     e->params.model_path = e->model_path;
 
+    char *tmpl = NULL; /* the operator's chat template, read for the model's load */
+    if (!p.chat_template && p.chat_template_file && !(tmpl = read_text_file(p.chat_template_file, err, errlen)))
+        goto fail;
+    e->params.chat_template = e->params.chat_template_file = NULL; /* used here only */
     cb_model_params mp = {.path = e->model_path,
+                          .chat_template = p.chat_template ? p.chat_template : tmpl,
                           .n_ctx = z.n_ctx,
                           .n_threads = p.n_threads,
                           .n_seq_max = z.n_seq_max,
@@ -149,7 +174,9 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
                           .split_kv = z.split,
                           .flash_attn = cobatch_params_flash_attn(&p),
                           .verbose = p.verbose};
-    if (cb_model_load(&e->model, &mp, err, errlen) != 0) goto fail;
+    int loaded = cb_model_load(&e->model, &mp, err, errlen);
+    free(tmpl);
+    if (loaded != 0) goto fail;
     e->n_ctx_seq = e->model.n_ctx_seq;
     if (cb_kv_init(&e->kv, e->model.n_ctx, e->model.n_seq_max, z.split) != 0 ||
         e->kv.per_seq_cap != e->model.n_ctx_seq) {
@@ -326,12 +353,16 @@ static int32_t *prompt_tokens(cobatch_engine *e, const struct cobatch_request_pa
             contents[i] = p->messages[i].content ? p->messages[i].content : "";
             any |= contents[i][0] != '\0';
         }
-        if (roles && contents && any) t = cb_model_chat_tokens(&e->model, roles, contents, p->n_messages, n);
+        char why[256] = "";
+        if (roles && contents && any)
+            t = cb_model_chat_tokens(&e->model, roles, contents, p->n_messages, n, why, sizeof(why));
         bool oom = !roles || !contents;
         free(roles);
         free(contents);
         if (!any && !oom) {
             cb_set_err(err, errlen, "the prompt is empty");
+        } else if (!t && why[0] && !strstr(why, "out of memory")) { /* the template refused them */
+            cb_set_err(err, errlen, "%s", why);
         } else if (!t && (oom || cb_model_has_chat_template(&e->model))) {
             *status = COBATCH_ERR_NOMEM;
             cb_set_err(err, errlen, "out of memory rendering the chat template");

@@ -1,4 +1,5 @@
 #include "model.h"
+#include "llama_common.h"
 #include "../util/util.h"
 
 #include <llama.h>
@@ -64,6 +65,16 @@ int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errle
         return -1;
     }
     m->vocab = llama_model_get_vocab(m->model);
+    char terr[256] = "";
+    m->tmpls = cb_common_templates_new(m->model, p->chat_template, terr, sizeof(terr));
+    if (!m->tmpls && terr[0]) {
+        if (p->chat_template) { /* the operator's template must work */
+            cb_set_err(err, errlen, "--chat-template: %s", terr);
+            cb_model_free(m);
+            return -1;
+        } /* the model's own that common cannot parse: the built-in path guesses its format */
+        fprintf(stderr, "cobatch: the model's chat template: %s; using llama.cpp's built-in formats\n", terr);
+    }
     m->n_ctx = (int32_t)llama_n_ctx(m->ctx);
     m->n_ctx_seq = (int32_t)llama_n_ctx_seq(m->ctx);
     m->n_batch = (int32_t)llama_n_batch(m->ctx);
@@ -85,6 +96,7 @@ int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errle
 }
 
 void cb_model_free(cb_model *m) {
+    cb_common_templates_free(m->tmpls);
     if (m->ctx) llama_free(m->ctx);
     if (m->model) llama_model_free(m->model);
     memset(m, 0, sizeof(*m));
@@ -119,8 +131,12 @@ int32_t *cb_model_tokenize(const cb_model *m, const char *text, size_t len, bool
     return t;
 }
 
-/* The built-in template applied to these contents; a malloc'd string or NULL. */
-static char *render(const char *tmpl, const char *const *roles, const char *const *contents, size_t n) {
+/* The template applied to these contents (the Jinja one, else the built-in); a malloc'd string or
+ * NULL with the reason in err. */
+static char *render(const cb_model *m, const char *const *roles, const char *const *contents, size_t n, char *err,
+                    size_t errlen) {
+    if (m->tmpls) return cb_common_render(m->tmpls, roles, contents, n, err, errlen);
+    const char *tmpl = llama_model_chat_template(m->model, NULL);
     struct llama_chat_message *msgs = calloc(n ? n : 1, sizeof(*msgs));
     if (!msgs) return NULL;
     size_t total = 0;
@@ -222,11 +238,11 @@ static char *trimmed(const char *s) {
 }
 
 int32_t *cb_model_chat_tokens(const cb_model *m, const char *const *roles, const char *const *contents, size_t n,
-                              int32_t *n_out) {
-    const char *tmpl = llama_model_chat_template(m->model, NULL);
-    if (!tmpl || n == 0) return NULL;
+                              int32_t *n_out, char *err, size_t errlen) {
+    if (err && errlen) err[0] = '\0';
+    if (!cb_model_has_chat_template(m) || n == 0) return NULL;
     char **marks = calloc(n, sizeof(char *)), **trims = calloc(n, sizeof(char *));
-    char *real = render(tmpl, roles, contents, n), *skel = NULL;
+    char *real = render(m, roles, contents, n, err, errlen), *skel = NULL;
     int32_t *v = NULL, nv = 0;
     bool ok = marks && trims && real;
     for (size_t i = 0; ok && i < n; i++) {
@@ -235,7 +251,7 @@ int32_t *cb_model_chat_tokens(const cb_model *m, const char *const *roles, const
         ok = marks[i] && trims[i];
         if (ok) snprintf(marks[i], 24, "%c%zu%c", MARK, i, MARK);
     }
-    if (ok) skel = render(tmpl, roles, (const char *const *)marks, n);
+    if (ok) skel = render(m, roles, (const char *const *)marks, n, err, errlen);
     ok = ok && skel;
     /* templates copy a content as it is, or trimmed (llama2-like ones); one that does something
      * else gets its whole rendering tokenized with special tokens, as text completions are */
@@ -260,7 +276,9 @@ int32_t *cb_model_chat_tokens(const cb_model *m, const char *const *roles, const
     return v;
 }
 
-bool cb_model_has_chat_template(const cb_model *m) { return llama_model_chat_template(m->model, NULL) != NULL; }
+bool cb_model_has_chat_template(const cb_model *m) {
+    return m->tmpls || llama_model_chat_template(m->model, NULL) != NULL;
+}
 
 void cb_model_vocab_info(const cb_model *m, struct cobatch_vocab_info *out) {
     out->n_vocab = m->n_vocab;
@@ -271,7 +289,7 @@ void cb_model_vocab_info(const cb_model *m, struct cobatch_vocab_info *out) {
     out->bos_text = out->bos >= 0 ? llama_vocab_get_text(m->vocab, out->bos) : "";
     out->eos_text = out->eos >= 0 ? llama_vocab_get_text(m->vocab, out->eos) : "";
     out->add_bos = llama_vocab_get_add_bos(m->vocab);
-    out->chat_template = llama_model_chat_template(m->model, NULL);
+    out->chat_template = m->tmpls ? cb_common_template_source(m->tmpls) : llama_model_chat_template(m->model, NULL);
 }
 
 int32_t cb_model_piece(const cb_model *m, int32_t token, char *buf, int32_t cap) {

@@ -23,6 +23,7 @@ typedef struct {
     bool split_kv;
     bool flash_attn;
     bool verbose;
+    const char *chat_template; /* Jinja text overriding the model's own, or NULL */
 } cb_model_params;
 
 typedef struct {
@@ -30,10 +31,12 @@ typedef struct {
     struct llama_context *ctx;
     const struct llama_vocab *vocab;
     int32_t n_ctx, n_ctx_seq, n_vocab, n_batch, n_seq_max;
-    bool split_kv;     /* a stream per sequence (llama.cpp's kv_unified = false) */
-    int32_t max_piece; /* bytes of the longest token's text (special tokens rendered): a text longer than
-                          n x max_piece cannot be fewer than n tokens */
-    char name[128];    /* general.name or the file name */
+    bool split_kv;                   /* a stream per sequence (llama.cpp's kv_unified = false) */
+    int32_t max_piece;               /* bytes of the longest token's text (special tokens rendered): a text longer than
+                                        n x max_piece cannot be fewer than n tokens */
+    char name[128];                  /* general.name or the file name */
+    struct cb_chat_templates *tmpls; /* the Jinja chat template (llama_common.h), or NULL: the built-in
+                                        llama_chat_apply_template path, or none */
 } cb_model;
 
 /* Loads the model and creates the context. Returns 0, or -1 with a message in err; on failure
@@ -50,13 +53,14 @@ int32_t *cb_model_tokenize(const cb_model *m, const char *text, size_t len, bool
 int32_t cb_model_tokenize_into(const cb_model *m, const char *text, size_t len, bool add_special, bool parse_special,
                                int32_t *out, int32_t max);
 
-/* Renders messages with the model's built-in chat template (generation prompt appended) and
+/* Renders messages with the chat template (the Jinja one, else llama.cpp's built-in guess from the
+ * model's; generation prompt appended) and
  * tokenizes the result so that message text can never become control tokens: the template's own
  * text is tokenized with special tokens parsed, every message's content without (a user who types
  * "<|im_start|>system" gets those characters, not a forged turn). Returns a malloc'd array and its
  * length in *n, or NULL when the model has no usable template (or on allocation failure). */
 int32_t *cb_model_chat_tokens(const cb_model *m, const char *const *roles, const char *const *contents, size_t n,
-                              int32_t *n_out);
+                              int32_t *n_out, char *err, size_t errlen);
 
 bool cb_model_has_chat_template(const cb_model *m);
 /* The vocabulary's special tokens, their texts and the chat template (strings are the model's). */

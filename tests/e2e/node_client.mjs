@@ -29,7 +29,8 @@ out.completion = { text: r.choices[0].text, finish: r.choices[0].finish_reason, 
 out.completion_stream = await collect(
   await client.completions.create({ ...cp, stream: true, stream_options: { include_usage: true } }),
   (ch) => ch.text);
-const msgs = [{ role: "user", content: "What is the capital of France?" }];
+const msgs = [{ role: "system", content: "You are a helpful assistant." },
+              { role: "user", content: "What is the capital of France?" }];
 r = await client.chat.completions.create({ model, messages: msgs, max_tokens: 40 });
 out.chat = { text: r.choices[0].message.content, finish: r.choices[0].finish_reason, usage: r.usage, object: r.object,
              role: r.choices[0].message.role };

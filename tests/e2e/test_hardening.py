@@ -105,7 +105,7 @@ def test_drain_ends_every_request_and_exits_clean():
     503 at once, the running ones end at the drain timeout with a proper ending (a last SSE chunk
     with a finish reason and an error; a 503 with an OpenAI error body), and the process exits 0
     (it used to abort with a double free and leave the non-streaming client without a reply)."""
-    s = Server("--max-num-seqs", "2", "--drain-timeout", "1", "--max-num-batched-tokens", "64")
+    s = Server("--max-num-seqs", "2", "--drain-timeout", "4", "--max-num-batched-tokens", "64")
     long = {"max_tokens": 900, "ignore_eos": True}
     stream = send_request(s.port, {"prompt": "Tell a story.", "stream": True, **long})
     plain = send_request(s.port, {"prompt": "Tell another story.", **long})
@@ -121,7 +121,7 @@ def test_drain_ends_every_request_and_exits_clean():
     queued_s = time.time() - t0
     assert status == 503 and hdrs.get("retry-after") == "1", body
     assert json.loads(body)["error"]["type"] == "service_unavailable"
-    assert queued_s < 1.0, queued_s  # at once, not at the drain timeout
+    assert queued_s < 2.0, queued_s  # at once, not at the drain timeout (4 s; a busy host is slow)
     status, _, body = parse_response(read_all(plain))
     assert status == 503 and json.loads(body)["error"]["type"] == "service_unavailable", body
     got += read_all(stream)

@@ -148,3 +148,34 @@ def test_constrained_and_unconstrained_requests_share_a_batch(server):
     assert all(isinstance(out[("c", i)], City) for i in range(8))
     same = sum(out[("p", i)] == alone[i] for i in range(8))
     assert same >= 6, [(out[("p", i)], alone[i]) for i in range(8)]
+
+
+def test_chat_template_flag_and_a_template_that_raises(tmp_path):
+    """--chat-template FILE renders the messages (what the model is given is that template's text),
+    /tokenizer_info shows it, and a template that raises for a request is a 400 with its message:
+    the server goes on."""
+    from conftest import Server
+    t = tmp_path / "t.jinja"
+    t.write_text("{% for m in messages %}{% if m.role == 'tool' %}{{ raise_exception('no tool turns here') }}"
+                 "{% endif %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+                 "<|im_start|>assistant\n")
+    s = Server("--chat-template", str(t))
+    try:
+        info = httpx.get(s.url + "/tokenizer_info", timeout=30).json()
+        assert info["chat_template"] == t.read_text().rstrip("\n")  # Jinja drops one trailing newline
+        ok = httpx.post(s.url + "/v1/chat/completions", json={
+            "messages": [{"role": "user", "content": "What is the capital of France?"}], "max_tokens": 12,
+            "temperature": 0}, timeout=60).json()
+        assert ok["usage"]["prompt_tokens"] < 20  # no default system message: this template has none
+        bad = httpx.post(s.url + "/v1/chat/completions", json={
+            "messages": [{"role": "tool", "content": "42"}], "max_tokens": 4}, timeout=60)
+        assert bad.status_code == 400 and "no tool turns here" in bad.json()["error"]["message"], bad.text
+        assert httpx.get(s.url + "/health", timeout=30).status_code == 200
+    finally:
+        assert s.stop() == 0
+    bad = tmp_path / "bad.jinja"
+    bad.write_text("{% for m in messages %}")
+    import subprocess, os
+    r = subprocess.run([os.environ["COBATCH_BIN"], "serve", "-m", os.environ["COBATCH_E2E_MODEL"], "--port", "0",
+                        "--chat-template", str(bad)], capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "chat template" in r.stderr, r.stderr

@@ -231,13 +231,16 @@ static it_result run1(struct cobatch_request_params p) {
     return r;
 }
 
-/* The real model knows a fact. SmolLM2-135M answers this reliably under greedy decoding. */
+/* The real model knows a fact. SmolLM2-135M answers this reliably under greedy decoding, given a
+ * system message (its own template's default one, "You are a helpful AI assistant named SmolLM...",
+ * leads this quantized model astray). */
 static void knows_the_capital_of_france(void **state) {
     (void)state;
-    struct cobatch_chat_message m = {"user", "What is the capital of France?"};
+    struct cobatch_chat_message m[] = {{"system", "You are a helpful assistant."},
+                                       {"user", "What is the capital of France?"}};
     struct cobatch_request_params p = cobatch_request_default_params();
-    p.messages = &m;
-    p.n_messages = 1;
+    p.messages = m;
+    p.n_messages = 2;
     p.max_tokens = 48;
     it_result r = run1(p);
     printf("# answer: %s\n", r.text);
@@ -493,6 +496,68 @@ static void grammar_constrains_the_output(void **state) {
     assert_non_null(strstr(err, "grammar"));
 }
 
+/* The detokenized prompt an engine makes of these messages (NULL with err when refused). */
+static char *rendered(cobatch_engine *e, const struct cobatch_chat_message *m, size_t n, char *err, size_t errlen) {
+    struct cobatch_request_params p = cobatch_request_default_params();
+    p.messages = m;
+    p.n_messages = n;
+    int32_t k = 0;
+    int32_t *t = cobatch_prompt_tokens(e, &p, &k, NULL, err, errlen);
+    if (!t) return NULL;
+    char *s = calloc(1, 4096);
+    cobatch_detokenize(e, t, k, s, 4095);
+    free(t);
+    return s;
+}
+
+/* Messages go through the model's own Jinja template (SmolLM2's adds its default system message when
+ * none is given), or through the operator's; a template that raises refuses the request with its
+ * message; one that does not parse fails init. */
+static void chat_templates_render_with_jinja(void **state) {
+    (void)state;
+    char err[256] = "";
+    struct cobatch_chat_message user = {"user", "Hi <|im_start|>"};
+    char *s = rendered(shared_engine, &user, 1, err, sizeof(err));
+    assert_non_null(s);
+    assert_non_null(strstr(s, "You are a helpful AI assistant named SmolLM"));
+    assert_non_null(strstr(s, "<|im_start|>user\nHi <|im_start|><|im_end|>\n<|im_start|>assistant\n"));
+    free(s);
+    struct cobatch_vocab_info vi;
+    cobatch_vocab_info(shared_engine, &vi);
+    assert_non_null(strstr(vi.chat_template, "SmolLM"));
+
+    struct cobatch_engine_params ep = engine_params(COBATCH_MODE_CONTINUOUS, 2, 0);
+    ep.model_path = it_model();
+    ep.chat_template =
+        "{% for m in messages %}{% if m.role == 'tool' %}{{ raise_exception('no tools here') }}{% endif %}"
+        "[{{ m.role }}] {{ m.content }}\n{% endfor %}[assistant] ";
+    cobatch_engine *e = it_engine(ep);
+    assert_non_null(e);
+    struct cobatch_chat_message two[] = {{"system", "Be brief."}, {"user", "Hello"}};
+    s = rendered(e, two, 2, err, sizeof(err));
+    assert_non_null(s);
+    assert_string_equal(s, "[system] Be brief.\n[user] Hello\n[assistant] ");
+    free(s);
+    struct cobatch_chat_message tool = {"tool", "42"};
+    assert_null(rendered(e, &tool, 1, err, sizeof(err)));
+    printf("# refused: %s\n", err);
+    assert_non_null(strstr(err, "no tools here"));
+    struct cobatch_request_params p = cobatch_request_default_params();
+    p.messages = &tool;
+    p.n_messages = 1;
+    assert_int_equal(cobatch_submit(e, &p, err, sizeof(err)), COBATCH_ERR_INVALID);
+    cobatch_engine_free(e);
+
+    ep.chat_template = "{% for m in messages %}";
+    assert_null(cobatch_engine_init(&ep, err, sizeof(err)));
+    printf("# init: %s\n", err);
+    assert_non_null(strstr(err, "chat template"));
+    ep.chat_template = NULL;
+    ep.chat_template_file = "/nonexistent/template.jinja";
+    assert_null(cobatch_engine_init(&ep, err, sizeof(err)));
+    assert_non_null(strstr(err, "/nonexistent/template.jinja"));
+}
+
 /* A prompt's log-probabilities (max_tokens 0, the way evaluation harnesses score a continuation)
  * equal those the same tokens got when they were generated, within 1e-3 (prefill and decode rows
  * are different batch shapes): in both layouts, with the prompt cut into chunks, and again when
@@ -570,6 +635,7 @@ int main(void) {
         cmocka_unit_test(cancel_frees_cells),
         cmocka_unit_test(logprobs_describe_the_distribution),
         cmocka_unit_test(grammar_constrains_the_output),
+        cmocka_unit_test(chat_templates_render_with_jinja),
     };
     const struct CMUnitTest own[] = {
         cmocka_unit_test(batch_invariance),
