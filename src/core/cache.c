@@ -284,8 +284,10 @@ void cb_cache_free(cb_cache *c) {
 /* ---------------------------------------------------------------- the interface -------------- */
 
 cb_cache_hit cb_cache_match(const cb_cache *c, const cb_request *r, cb_request *const *running, int32_t n_running) {
-    if (!c->impl->match || r->all_logits_to > 0) return (cb_cache_hit){.len = 0, .node = NULL, .src = -1};
-    return c->impl->match(c, r, running, n_running);
+    cb_cache_hit none = {.len = 0, .node = NULL, .src = -1};
+    if (!c->impl->match) return none;
+    cb_cache_hit hit = c->impl->match(c, r, running, n_running);
+    return r->all_logits_to > 0 && hit.len > r->all_logits_from ? none : hit; /* cached rows have no logits */
 }
 
 int32_t cb_cache_admit(cb_cache *c, cb_request *r, cb_cache_hit *hit, int32_t need, int32_t outstanding,

@@ -53,7 +53,7 @@ void cb_cache_free(cb_cache *c);
 
 /* Longest prefix of r's tokens, all but its last (computed again for its logits), that an
  * admission could share now: cached cells or, for streams, what a running request computed; none
- * for a request that wants every prompt row's logits (all_logits_to). Read-only. */
+ * longer than the rows a request wanting every prompt row's logits has (all_logits_from). Read-only. */
 cb_cache_hit cb_cache_match(const cb_cache *c, const cb_request *r, cb_request *const *running, int32_t n_running);
 
 /* Starts r: a sequence id with hit->len tokens shared (hit->len may drop: a match too short to be

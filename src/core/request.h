@@ -45,9 +45,11 @@ typedef struct cb_request {
         bool dead;
     } cache;
     int32_t n_cached; /* prompt tokens shared from the cache at its last admission */
-    /* Rows [0, all_logits_to) of the prompt want logits too (the prompt's log-probabilities); until
-     * they are delivered (then 0) the request shares no cached prefix: it computes every row. */
-    int32_t all_logits_to;
+    /* Rows [all_logits_from, all_logits_to) of the prompt want logits too (the prompt's
+     * log-probabilities; those before all_logits_from have them already). Until they are delivered
+     * (then all_logits_to is 0) the request shares no cached prefix longer than all_logits_from: a
+     * cached row has no logits. */
+    int32_t all_logits_from, all_logits_to;
     int32_t n_preemptions;
     int32_t in_plan;    /* tokens scheduled in the current (uncommitted) step */
     bool static_member; /* belongs to the current static group */

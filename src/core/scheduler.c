@@ -163,8 +163,9 @@ static void preempt(cb_sched *s, int32_t i, cb_plan *plan) {
 
 /* Rows of the next n of r's pending tokens that want logits for the prompt's log-probabilities. */
 static int32_t logit_rows(const cb_request *r, int32_t n) {
-    int32_t k = r->all_logits_to - r->n_computed;
-    return k <= 0 ? 0 : k < n ? k : n;
+    int32_t lo = r->n_computed > r->all_logits_from ? r->n_computed : r->all_logits_from;
+    int32_t hi = r->n_computed + n < r->all_logits_to ? r->n_computed + n : r->all_logits_to;
+    return hi > lo ? hi - lo : 0;
 }
 
 static void plan_add(cb_sched *s, cb_plan *plan, cb_request *r, int32_t n) {
@@ -189,13 +190,17 @@ static int32_t chunk_for(cb_sched *s, const cb_plan *plan, const cb_request *r, 
     int32_t pending = cb_request_pending(r);
     int32_t n = pending < budget_left ? pending : budget_left;
     if (s->cfg.prefill_chunk > 0 && n > s->cfg.prefill_chunk) n = s->cfg.prefill_chunk;
+    int32_t rows_left = s->cfg.max_logit_rows - plan->n_logit_rows;
+    bool logits_cut = logit_rows(r, n) > rows_left; /* the step's logit rows bound the chunk */
+    if (logits_cut) {
+        int32_t before = r->all_logits_from - r->n_computed; /* rows that have their logits already */
+        n = (before > 0 ? before : 0) + (rows_left > 0 ? rows_left : 0);
+    }
     cb_cache_make_room(s->cache, n, s->cur);
     int32_t room = cb_kv_room(s->kv, r->seq_id);
     if (n > room) n = room;
-    int32_t rows_left = s->cfg.max_logit_rows - plan->n_logit_rows;
-    bool logits_cut = logit_rows(r, n) > rows_left; /* the step's logit rows bound the chunk */
-    if (logits_cut) n = rows_left > 0 ? rows_left : 0;
     if (s->cfg.prefill_chunk == 0 && n < pending && !logits_cut) return 0; /* no chunking: all or nothing */
+    if (logits_cut) return n > 0 ? n : 0; /* not shaped: it would cut the step's other chunks to it */
     if (n > 0 && s->kv->split && s->cfg.prefill_chunk > 0) {
         int32_t cap = s->cfg.max_batched_tokens - s->cfg.max_num_seqs; /* after a full set of decode rows */
         if (cap > s->cfg.prefill_chunk) cap = s->cfg.prefill_chunk;
@@ -255,7 +260,7 @@ static bool may_admit(cb_sched *s, const cb_request *r) {
  * or a few. O(running x prompt), only for requests at the head of the queue. */
 static bool prefix_in_flight(const cb_sched *s, const cb_request *r, int32_t cached) {
     int32_t least = cb_cache_min_share(s->cache);
-    if (least == 0 || s->cfg.mode != CB_MODE_CONTINUOUS) return false;
+    if (least == 0 || s->cfg.mode != CB_MODE_CONTINUOUS || r->all_logits_to > 0) return false; /* it cannot share */
     int32_t n = cb_request_n_tokens(r);
     for (int32_t i = 0; i < s->n_running; i++) {
         const cb_request *q = s->running[i];

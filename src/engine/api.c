@@ -130,8 +130,12 @@ static char *read_text_file(const char *path, char *err, size_t errlen) {
     char *t = malloc(MAX + 1);
     size_t n = t ? fread(t, 1, MAX + 1, f) : 0;
     fclose(f);
-    if (!t || n > MAX) {
-        cb_set_err(err, errlen, t ? "--chat-template: '%s' is larger than 1 MiB" : "out of memory", path);
+    if (!t || n > MAX || n == 0) {
+        cb_set_err(err, errlen,
+                   !t  ? "out of memory"
+                   : n ? "--chat-template: '%s' is larger than 1 MiB"
+                       : "--chat-template: '%s' is empty",
+                   path);
         free(t);
         return NULL;
     }

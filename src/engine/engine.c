@@ -188,6 +188,8 @@ static void record_prompt_logprobs(cobatch_engine *e, const cb_plan *plan) {
     for (int32_t i = 0; i < plan->n_items; i++) {
         cb_request *r = plan->items[i].req;
         engine_req *er = r->rt;
+        if (r->all_logits_to > 0 && r->n_computed > r->all_logits_from) /* rows are filled in order */
+            r->all_logits_from = r->n_computed < r->all_logits_to ? r->n_computed : r->all_logits_to;
         if (er->plp && !er->plp_ready && r->n_computed >= r->n_prompt) {
             er->plp_ready = true;
             r->all_logits_to = 0; /* a recompute after a preemption may share cached cells again */
@@ -211,6 +213,10 @@ static void sample_and_emit(cobatch_engine *e, cb_plan *plan) {
         int32_t row = e->runner.logit_row[i];
         int32_t tok =
             cb_sampler_sample(er->smpl, er->grammar, &e->model, row, er->logit_margins ? &margin : NULL, e->cand);
+        if (tok < 0) {
+            finish(e, r, CB_FINISHED_ERROR, "the grammar allows no token here (the vocabulary cannot spell it)");
+            continue;
+        }
         struct cobatch_logprob *lp = NULL;
         if (er->logprobs) {
             lp = malloc(sizeof(*lp) * (size_t)(1 + er->n_top));
@@ -226,7 +232,7 @@ static void sample_and_emit(cobatch_engine *e, cb_plan *plan) {
         cb_state end = CB_RUNNING;
         const char *out = "";
         size_t out_len = 0;
-        if (!er->ignore_eos && cb_model_is_eog(&e->model, tok)) {
+        if ((!er->ignore_eos || er->grammar) && cb_model_is_eog(&e->model, tok)) { /* a grammar's end is the end */
             end = CB_FINISHED_STOP;
         } else {
             int32_t n = cb_model_piece(&e->model, tok, piece, (int32_t)sizeof(piece));

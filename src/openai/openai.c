@@ -600,7 +600,7 @@ static int parse_logprobs(cb_openai_kind kind, cJSON *root, cb_openai_request *r
         if (boolean(root, "logprobs", &on, e) || num(root, "top_logprobs", 0, COBATCH_MAX_LOGPROBS, true, &k, e))
             return -1;
         if (k > 0 && !on) return bad(e, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
-        if (on) k = k < 0 ? 0 : k;
+        k = on ? (k < 0 ? 0 : k) : -1;
     } else if (lp && !cJSON_IsNull(lp) && !cJSON_IsFalse(lp)) {
         if (!cJSON_IsNumber(lp))
             return bad(e, "logprobs", "'logprobs' must be an integer from 0 to %d", COBATCH_MAX_LOGPROBS);
@@ -732,10 +732,12 @@ static cJSON *token_string(const char *t, int32_t n) {
     return cJSON_CreateString(buf);
 }
 
+#define CB_OPENAI_PIECE_MAX 4096
+
 /* The text of token tok into buf (NUL-terminated, cut at cap - 1 bytes); returns its length. */
 static int32_t piece(const cb_openai_logprobs *lp, int32_t tok, char *buf, int32_t cap) {
     int32_t n = tok >= 0 ? lp->piece(lp->user, tok, buf, cap - 1) : -1;
-    if (n < 0 || n > cap - 1) n = 0;
+    if (n < 0 || n > cap - 1) n = 0; /* no token's text is near CB_OPENAI_PIECE_MAX bytes */
     buf[n] = '\0';
     return n;
 }
@@ -756,7 +758,7 @@ static int32_t chars(const char *t, int32_t n) { /* UTF-8 characters started in 
 }
 
 int32_t cb_openai_text_end(const cb_openai_logprobs *lp) {
-    char buf[256];
+    char buf[CB_OPENAI_PIECE_MAX];
     int32_t off = lp->text_offset;
     for (int32_t i = 0; i < lp->n_rows; i++)
         off += chars(buf, piece(lp, lp->rows[(size_t)i * (size_t)lp->stride].token, buf, (int32_t)sizeof(buf)));
@@ -772,7 +774,7 @@ static void add_number_or_null(cJSON *o, const char *key, float v) {
 
 /* Chat: {"token", "logprob", "bytes"} of one entry. */
 static cJSON *chat_entry(const cb_openai_logprobs *lp, const struct cobatch_logprob *x) {
-    char buf[256];
+    char buf[CB_OPENAI_PIECE_MAX];
     int32_t n = piece(lp, x->token, buf, (int32_t)sizeof(buf));
     cJSON *o = cJSON_CreateObject();
     cJSON_AddItemToObject(o, "token", token_name(lp, x->token, buf, n));
@@ -787,7 +789,7 @@ static cJSON *chat_entry(const cb_openai_logprobs *lp, const struct cobatch_logp
  * token itself, by text), text_offset}; chat {content: [{token, logprob, bytes, top_logprobs}]}. */
 static cJSON *logprobs_json(cb_openai_kind kind, const cb_openai_logprobs *lp) {
     cJSON *o = cJSON_CreateObject();
-    char buf[256];
+    char buf[CB_OPENAI_PIECE_MAX];
     if (kind == CB_OPENAI_CHAT) {
         cJSON *content = cJSON_AddArrayToObject(o, "content");
         for (int32_t i = 0; i < lp->n_rows; i++) {

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <string>
@@ -76,10 +77,10 @@ extern "C" cb_chat_templates *cb_common_templates_new(const struct llama_model *
     std::call_once(quiet, [] { common_log_set_verbosity_thold(-1); });
     if (!override && !llama_model_chat_template(model, nullptr)) return nullptr;
     try {
-        auto *c = new cb_chat_templates();
+        std::unique_ptr<cb_chat_templates> c(new cb_chat_templates());
         c->t = common_chat_templates_init(model, override ? override : "");
         c->source = common_chat_templates_source(c->t.get());
-        return c;
+        return c.release();
     } catch (const std::bad_alloc &) {
         set_err(err, errlen, "out of memory", nullptr);
     } catch (const std::exception &e) {

@@ -251,12 +251,12 @@ int32_t *cb_model_chat_tokens(const cb_model *m, const char *const *roles, const
         ok = marks[i] && trims[i];
         if (ok) snprintf(marks[i], 24, "%c%zu%c", MARK, i, MARK);
     }
-    if (ok) skel = render(m, roles, (const char *const *)marks, n, err, errlen);
-    ok = ok && skel;
+    if (ok) skel = render(m, roles, (const char *const *)marks, n, NULL, 0);
     /* templates copy a content as it is, or trimmed (llama2-like ones); one that does something
-     * else gets its whole rendering tokenized with special tokens, as text completions are */
-    if (ok && !split_tokens(m, skel, real, contents, n, &v, &nv) &&
-        !split_tokens(m, skel, real, (const char *const *)trims, n, &v, &nv)) {
+     * else (or fails on the marks) gets its whole rendering tokenized with special tokens, as text
+     * completions are */
+    if (ok && (!skel || (!split_tokens(m, skel, real, contents, n, &v, &nv) &&
+                         !split_tokens(m, skel, real, (const char *const *)trims, n, &v, &nv)))) {
         free(v);
         v = cb_model_tokenize(m, real, strlen(real), true, true, &nv);
     }

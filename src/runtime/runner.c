@@ -105,7 +105,7 @@ int cb_runner_run(cb_runner *r, const cb_plan *plan) {
             b->n_seq_id[row] = 1;
             b->seq_id[row][0] = it->req->seq_id;
             b->logits[row] = it->logits && k == it->n_tokens - 1;
-            if (it->pos0 + k < it->req->all_logits_to) {
+            if (it->pos0 + k < it->req->all_logits_to && it->pos0 + k >= it->req->all_logits_from) {
                 b->logits[row] = true;
                 r->lp[r->n_lp++] = (cb_lp_row){.item = pc->item, .pos = it->pos0 + k, .row = row};
             }

@@ -70,6 +70,9 @@ static int32_t sample_constrained(struct llama_sampler *chain, struct llama_samp
         llama_sampler_apply(grammar, &cur);
         llama_sampler_apply(chain, &cur);
         tok = cur.data[cur.selected].id;
+        /* a grammar that allows no token here (one the vocabulary cannot spell): accepting anything
+         * would abort llama.cpp */
+        if (!isfinite(cur.data[cur.selected].logit)) return -1;
     }
     llama_sampler_accept(grammar, tok);
     llama_sampler_accept(chain, tok);

@@ -23,7 +23,7 @@ struct llama_sampler *cb_grammar_new(const cb_model *m, const char *gbnf);
  * the grammar allows: the chain samples first and the grammar checks only its token; only when it
  * refuses is the whole row masked by the grammar and sampled again (llama.cpp common's order, so
  * a constrained request pays for the grammar on the tokens it would have refused). scratch: room
- * for n_vocab candidates, used with a grammar. */
+ * for n_vocab candidates, used with a grammar. Returns -1 when the grammar allows no token at all. */
 int32_t cb_sampler_sample(struct llama_sampler *smpl, struct llama_sampler *grammar, const cb_model *m, int32_t row,
                           float *margin, llama_token_data *scratch);
 

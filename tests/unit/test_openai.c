@@ -169,6 +169,10 @@ static void prompts_echo_and_logprobs(void **state) {
         parse(CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":false}", &r, &e), 0);
     assert_false(r.params.logprobs);
     cb_openai_request_free(&r);
+    assert_int_equal(
+        parse(CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":0}", &r, &e), 0);
+    assert_false(r.params.logprobs); /* 0 alternatives without logprobs asks for nothing */
+    cb_openai_request_free(&r);
 }
 
 static char *fake_convert(const char *schema, char *err, size_t errlen) {
