@@ -8,27 +8,12 @@ venv has it):
     ~/.cache/cobatch/e2e-*/venv/bin/python scripts/bench_echo_cache.py [build/cobatch] [MODEL]"""
 import os, statistics, subprocess, sys, tempfile, time
 import httpx
+import cbserve
 BIN = sys.argv[1] if len(sys.argv) > 1 else "build/cobatch"
 MODEL = sys.argv[2] if len(sys.argv) > 2 else "models/SmolLM2-135M-Instruct.Q4_1.gguf"
 TEXT = ("The river rose slowly through the night, and by morning the low fields near the village were under "
         "water. Farmers moved their animals to the hills while the children watched from the bridge. ") * 9
 CONTS = [" The water went down.", " It rained again.", " Nobody noticed.", " The bridge held."]
-
-
-def serve(*args):
-    d = tempfile.mkdtemp(); pf = os.path.join(d, "port")
-    p = subprocess.Popen([BIN, "serve", "-m", MODEL, "--port", "0", "--port-file", pf, *args],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    while not os.path.exists(pf) or not open(pf).read().strip(): time.sleep(0.05)
-    return p, "http://127.0.0.1:" + open(pf).read().strip()
-
-
-def metrics(url):
-    out = {}
-    for line in httpx.get(url + "/metrics").text.splitlines():
-        if line and not line.startswith("#"):
-            k, v = line.rsplit(" ", 1); out[k.split("{")[0]] = float(v)
-    return out
 
 
 def tok(url, text):
@@ -39,15 +24,15 @@ def run(url, echo, tag):
     prompts = [tok(url, f"Story {tag}-{i}. " + TEXT + c) for i in range(8) for c in CONTS]
     body = {"prompt": prompts, "temperature": 0}
     body.update({"echo": True, "logprobs": 1, "max_tokens": 0} if echo else {"max_tokens": 1})
-    m0 = metrics(url); t0 = time.time()
+    m0 = cbserve.metrics(url); t0 = time.time()
     r = httpx.post(url + "/v1/completions", json=body, timeout=900)
-    wall = time.time() - t0; m1 = metrics(url)
+    wall = time.time() - t0; m1 = cbserve.metrics(url)
     assert r.status_code == 200 and len(r.json()["choices"]) == 32, r.text[:300]
     hits = m1["cobatch:prefix_cache_hits_total"] - m0["cobatch:prefix_cache_hits_total"]
     return wall, sum(len(p) for p in prompts), hits
 
 
-p, url = serve()
+p, url = cbserve.serve(BIN, MODEL)
 res = {}
 try:
     httpx.post(url + "/v1/completions", json={"prompt": "warm", "max_tokens": 2})

@@ -10,6 +10,7 @@ then over 3 rounds taking turns. Needs httpx (the e2e venv has it):
     ~/.cache/cobatch/e2e-*/venv/bin/python scripts/bench_grammar.py [build/cobatch] [MODEL]"""
 import json, os, statistics, subprocess, sys, tempfile, threading, time
 import httpx
+import cbserve
 BIN = sys.argv[1] if len(sys.argv) > 1 else "build/cobatch"
 MODEL = sys.argv[2] if len(sys.argv) > 2 else "models/SmolLM2-135M-Instruct.Q4_1.gguf"
 LETTERS = "root ::= [a-zA-Z ,.'\\n]*"
@@ -17,14 +18,6 @@ SCHEMA = {"type": "object", "properties": {"items": {"type": "array", "items": {
     "type": "object", "properties": {"name": {"type": "string", "maxLength": 12}, "count": {"type": "integer"}},
     "required": ["name", "count"], "additionalProperties": False}}}, "required": ["items"],
     "additionalProperties": False}
-
-
-def serve():
-    d = tempfile.mkdtemp(); pf = os.path.join(d, "port")
-    p = subprocess.Popen([BIN, "serve", "-m", MODEL, "--port", "0", "--port-file", pf],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    while not os.path.exists(pf) or not open(pf).read().strip(): time.sleep(0.05)
-    return p, "http://127.0.0.1:" + open(pf).read().strip()
 
 
 def one(url, i, kind, out):
@@ -57,7 +50,7 @@ def round_(url, kinds):
     return out
 
 
-p, url = serve()
+p, url = cbserve.serve(BIN, MODEL)
 runs = {"plain x16": ["plain"] * 16, "letters grammar x16": ["letters"] * 16, "json schema x16": ["schema"] * 16,
         "8 plain + 8 schema": ["plain", "schema"] * 8, "8 plain + 8 schema, stopping": ["plain", "schema_stop"] * 8}
 res = {}

@@ -5,28 +5,16 @@ and the prompt tokens the cache supplied. Needs httpx (the e2e venv has it):
     ~/.cache/cobatch/e2e-*/venv/bin/python scripts/bench_n_choices.py [build/cobatch] [MODEL]"""
 import json, os, subprocess, sys, tempfile, time, threading, statistics
 import httpx
+import cbserve
 BIN = sys.argv[1] if len(sys.argv) > 1 else "build/cobatch"
 MODEL = sys.argv[2] if len(sys.argv) > 2 else "models/SmolLM2-135M-Instruct.Q4_1.gguf"
 PROMPT = ("The history of the printing press begins in the fifteenth century when movable type changed how books "
           "were made. Before that time every copy of a text was written by hand, which was slow and expensive. ") * 12 + "Summary:"
 
-def serve(*args):
-    d = tempfile.mkdtemp(); pf = os.path.join(d, "port")
-    p = subprocess.Popen([BIN, "serve", "-m", MODEL, "--port", "0", "--port-file", pf, *args],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    while not os.path.exists(pf) or not open(pf).read().strip(): time.sleep(0.05)
-    return p, "http://127.0.0.1:" + open(pf).read().strip()
-
-def metrics(url):
-    out = {}
-    for line in httpx.get(url + "/metrics").text.splitlines():
-        if line and not line.startswith("#"):
-            k, v = line.rsplit(" ", 1); out[k.split("{")[0]] = float(v)
-    return out
 
 def run(url, mode, tag=""):
     body = {"prompt": tag + PROMPT, "max_tokens": 32, "temperature": 1.0, "seed": 3, "ignore_eos": True}
-    m0 = metrics(url); t0 = time.time()
+    m0 = cbserve.metrics(url); t0 = time.time()
     if mode == "n8":
         r = httpx.post(url + "/v1/completions", json={**body, "n": 8}, timeout=600).json()
         assert len(r["choices"]) == 8, r
@@ -34,14 +22,14 @@ def run(url, mode, tag=""):
         ths = [threading.Thread(target=lambda i=i: httpx.post(url + "/v1/completions", json={**body, "seed": 3 + i},
                                                               timeout=600).raise_for_status()) for i in range(8)]
         [t.start() for t in ths]; [t.join() for t in ths]
-    wall = time.time() - t0; m1 = metrics(url)
+    wall = time.time() - t0; m1 = cbserve.metrics(url)
     q = m1["cobatch:prefix_cache_queries_total"] - m0["cobatch:prefix_cache_queries_total"]
     h = m1["cobatch:prefix_cache_hits_total"] - m0["cobatch:prefix_cache_hits_total"]
     return wall, h
 
 res = {}
 for cfg, args in [("cache", ()), ("nocache", ("--no-prefix-caching",))]:
-    p, url = serve(*args)
+    p, url = cbserve.serve(BIN, MODEL, *args)
     try:
         n_prompt = httpx.post(url + "/tokenize", json={"prompt": PROMPT}).json()["count"]
         httpx.post(url + "/v1/completions", json={"prompt": "warm", "max_tokens": 2})
