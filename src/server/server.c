@@ -42,7 +42,8 @@ typedef struct {
     bool echo_due;              /* echo: the prompt's text (and log-probabilities) go out before the output */
     struct cobatch_logprob *lp; /* (lp_cap rows of the request's stride) log-probabilities not yet answered */
     int32_t lp_n, lp_cap;
-    int32_t text_offset; /* streamed completions: characters of the choice's text already sent */
+    int32_t text_offset;   /* streamed completions: characters of the choice's text already sent */
+    int32_t n_prompt_rows; /* echo: rows of lp that are the prompt's */
 } cb_srv_choice;
 
 /* One completion request, from its HTTP request to its end. */
@@ -61,6 +62,8 @@ typedef struct cb_srv_req {
     bool logprobs;             /* choices answer their tokens' log-probabilities */
     int top, stride;           /* alternatives per token; entries per row (1 + top) */
     bool tokens_as_ids;        /* tokens named "token_id:N" */
+    bool share_prompt_rows;    /* echo + logprobs, not streamed: the first choice of a prompt computes its rows, the
+                                  others answer a copy (each would compute them whole, without the cache) */
     cb_intake_prompt *prompts; /* (n_prompts) taken from the intake job: echo texts */
     int n_prompts;
     bool failed;                         /* a choice failed: the answer was an error, the rest are cancelled */
@@ -292,7 +295,10 @@ static bool take_prompt(srv *s, cb_srv_choice *c, const struct cobatch_event *ev
     cb_srv_req *r = c->r;
     if (!c->echo_due) return true;
     c->echo_due = false;
-    if (ev->prompt_logprobs && r->logprobs && !keep_rows(c, ev->prompt_logprobs, ev->n_prompt)) return false;
+    if (ev->prompt_logprobs && r->logprobs) {
+        if (!keep_rows(c, ev->prompt_logprobs, ev->n_prompt)) return false;
+        c->n_prompt_rows = ev->n_prompt;
+    }
     const char *t = r->prompts[c->index / r->per_prompt].text;
     if (!r->stream) return append(c, t, strlen(t));
     if (!r->started) start_stream(s, r);
@@ -367,7 +373,18 @@ static void answer(srv *s, cb_srv_req *r) {
     cb_openai_choice *cs = calloc((size_t)r->n, sizeof(*cs));
     cb_openai_logprobs *lps = calloc((size_t)r->n, sizeof(*lps));
     char *j = NULL;
-    if (cs && lps) {
+    bool ok = cs && lps;
+    for (int i = 0; ok && i < r->n; i++) { /* the prompt's rows before the choices that did not compute them */
+        cb_srv_choice *c = &r->ch[i], *first = &r->ch[i - i % r->per_prompt];
+        if (!r->share_prompt_rows || c == first) continue;
+        struct cobatch_logprob *own = c->lp;
+        int32_t n_own = c->lp_n;
+        c->lp = NULL;
+        c->lp_n = c->lp_cap = 0;
+        ok = keep_rows(c, first->lp, first->n_prompt_rows) && (n_own == 0 || keep_rows(c, own, n_own));
+        free(own);
+    }
+    if (ok) {
         for (int i = 0; i < r->n; i++)
             cs[i] =
                 (cb_openai_choice){r->ch[i].text ? r->ch[i].text : "", r->ch[i].finish, rows_of(s, &r->ch[i], &lps[i])};
@@ -474,6 +491,7 @@ static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
     r->top = j->req.top;
     r->stride = 1 + r->top;
     r->tokens_as_ids = j->req.tokens_as_ids;
+    r->share_prompt_rows = j->req.params.prompt_logprobs && !r->stream && r->per_prompt > 1;
     r->prompts = j->prompts; /* the request keeps the prompts' echo texts */
     r->n_prompts = j->n_prompts;
     j->prompts = NULL;
@@ -491,6 +509,7 @@ static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
         int k = i % r->per_prompt;
         r->ch[i] = (cb_srv_choice){.r = r, .index = i, .echo_due = j->req.echo};
         p.user_data = &r->ch[i];
+        p.prompt_logprobs = j->req.params.prompt_logprobs && (k == 0 || !r->share_prompt_rows);
         p.prompt_tokens = r->prompts[i / r->per_prompt].tokens;
         p.n_prompt_tokens = r->prompts[i / r->per_prompt].n_tokens;
         if (j->req.params.sampling.seed != COBATCH_SEED_RANDOM) { /* a seeded request: n seeded samples */

@@ -212,3 +212,28 @@ def test_prompt_logprobs_longer_than_a_step_take_several(server):
     finally:
         assert s.stop() == 0
     assert all(abs(x - y) < 1e-3 for x, y in zip(a["token_logprobs"][1:], b["token_logprobs"][1:]))
+
+
+def test_echo_with_n_choices_computes_the_prompt_rows_once(server):
+    """echo + logprobs with n=3: every choice answers the prompt's rows, computed by the first only
+    (the others take the prompt's cells from the prefix cache); streamed, each choice has them too."""
+    ids = tokenize(server, "A long time ago in a distant land there lived a king who loved to tell stories")
+    m0 = httpx.get(server.url + "/metrics", timeout=30).text
+    r = httpx.post(server.url + "/v1/completions", json={"prompt": ids, "echo": True, "logprobs": 1, "n": 3,
+                                                         "max_tokens": 3, "temperature": 1.0, "seed": 9},
+                   timeout=120).json()
+    rows = [c["logprobs"]["token_logprobs"] for c in r["choices"]]
+    assert all(len(x) == len(ids) + 3 for x in rows)
+    assert rows[1][:len(ids)] == rows[0][:len(ids)] == rows[2][:len(ids)] and rows[0][0] is None
+    hits = lambda t: float([ln for ln in t.splitlines() if ln.startswith("cobatch:prefix_cache_hits_total")][0]
+                           .split()[-1])
+    assert hits(httpx.get(server.url + "/metrics", timeout=30).text) - hits(m0) >= 2 * (len(ids) - 2)
+    n_rows = {}
+    with httpx.stream("POST", server.url + "/v1/completions", json={
+            "prompt": ids, "echo": True, "logprobs": 0, "n": 2, "max_tokens": 2, "stream": True}, timeout=120) as s:
+        for line in s.iter_lines():
+            if line.startswith("data: {"):
+                import json
+                for c in json.loads(line[6:])["choices"]:
+                    n_rows[c["index"]] = n_rows.get(c["index"], 0) + len((c["logprobs"] or {}).get("tokens", []))
+    assert n_rows == {0: len(ids) + 2, 1: len(ids) + 2}
