@@ -311,7 +311,8 @@ int cobatch_event_fd(const cobatch_engine *engine);
 void cobatch_engine_stats(cobatch_engine *engine, struct cobatch_stats *out);
 
 /* Model facts, fixed for the engine's lifetime. */
-int32_t cobatch_n_ctx_seq(const cobatch_engine *engine); /* longest sequence (prompt + output) */
+int32_t cobatch_n_ctx_seq(const cobatch_engine *engine); /* longest sequence (prompt + output): a stream, or the
+                                                            pool, and never past the model's trained context */
 int32_t cobatch_n_vocab(const cobatch_engine *engine);   /* token ids are [0, n_vocab) */
 /* What a client's own tokenizer needs to match the engine's (the server's /tokenizer_info). */
 struct cobatch_vocab_info {

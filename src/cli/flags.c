@@ -207,7 +207,7 @@ cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
          .help = "KV cells in all; default max-model-len x max-num-seqs (split),\n4096 (unified)"},
         {"--max-model-len", "N", CB_FLAG_I32, &p->max_model_len, 16, 1 << 20,
          .help = "cells one request may use (prompt + output) when -c is not\ngiven; default 1024 (split; "
-                 "unified: all of -c)"},
+                 "unified: all of -c); never past the\nmodel's trained context"},
         {"-t, --threads", "N", CB_FLAG_I32, &p->n_threads, 1, 1024, .help = "decode threads, default: all cores"},
         {"--max-num-seqs", "N", CB_FLAG_I32, &p->max_num_seqs, 1, 256, .help = "requests running at once, default 16"},
         {"--max-num-batched-tokens", "N", CB_FLAG_I32, &p->max_num_batched_tokens, 1, 1 << 20,

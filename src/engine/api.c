@@ -181,7 +181,8 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
     int loaded = cb_model_load(&e->model, &mp, err, errlen);
     free(tmpl);
     if (loaded != 0) goto fail;
-    e->n_ctx_seq = e->model.n_ctx_seq;
+    e->n_ctx_seq = e->model.n_ctx_seq; /* a request's limit: the sequence, never past the trained context */
+    if (e->model.n_ctx_train > 0 && e->n_ctx_seq > e->model.n_ctx_train) e->n_ctx_seq = e->model.n_ctx_train;
     if (cb_kv_init(&e->kv, e->model.n_ctx, e->model.n_seq_max, z.split) != 0 ||
         e->kv.per_seq_cap != e->model.n_ctx_seq) {
         cb_set_err(err, errlen, "KV accounting does not match the context (%d cells, %d per sequence)", e->model.n_ctx,
@@ -495,7 +496,7 @@ cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_pa
     int status = COBATCH_OK;
     int32_t *toks = prompt_tokens(e, p, &n, &status, err, errlen);
     if (!toks) return status;
-    if (!cb_sched_fits(e->sched, n)) {
+    if (n >= e->n_ctx_seq || !cb_sched_fits(e->sched, n)) {
         cb_set_err(err, errlen,
                    "the prompt has %d tokens; this engine's context holds %d per sequence (prompt plus "
                    "at least one generated token)",

@@ -77,6 +77,7 @@ int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errle
     }
     m->n_ctx = (int32_t)llama_n_ctx(m->ctx);
     m->n_ctx_seq = (int32_t)llama_n_ctx_seq(m->ctx);
+    m->n_ctx_train = llama_model_n_ctx_train(m->model);
     m->n_batch = (int32_t)llama_n_batch(m->ctx);
     m->n_seq_max = (int32_t)llama_n_seq_max(m->ctx);
     m->split_kv = p->split_kv;

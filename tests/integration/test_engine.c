@@ -576,6 +576,28 @@ static void chat_templates_render_with_jinja(void **state) {
     assert_non_null(strstr(err, "/nonexistent/template.jinja"));
 }
 
+/* A pool larger than the model's trained context (8192) still gives a request at most that much:
+ * positions past it are not what the model learned. */
+static void requests_stop_at_the_trained_context(void **state) {
+    (void)state;
+    struct cobatch_engine_params ep = engine_params(COBATCH_MODE_CONTINUOUS, 2, 0);
+    ep.kv_layout = COBATCH_KV_UNIFIED;
+    ep.n_ctx = 8192 + 1024;
+    cobatch_engine *e = it_engine(ep);
+    assert_non_null(e);
+    assert_int_equal(cobatch_n_ctx_seq(e), 8192);
+    int32_t *many = calloc(8192, sizeof(int32_t));
+    for (int i = 0; i < 8192; i++)
+        many[i] = 100 + i % 1000;
+    struct cobatch_request_params p = cobatch_request_default_params();
+    p.prompt_tokens = many;
+    p.n_prompt_tokens = 8192;
+    char err[256];
+    assert_int_equal(cobatch_submit(e, &p, err, sizeof(err)), COBATCH_ERR_TOO_LONG);
+    free(many);
+    cobatch_engine_free(e);
+}
+
 /* A prompt's log-probabilities (max_tokens 0, the way evaluation harnesses score a continuation)
  * equal those the same tokens got when they were generated, within 1e-3 (prefill and decode rows
  * are different batch shapes): in both layouts, with the prompt cut into chunks, and again when
@@ -659,6 +681,7 @@ int main(void) {
         cmocka_unit_test(batch_invariance),
         cmocka_unit_test(preemption_keeps_outputs),
         cmocka_unit_test(prompt_logprobs_match_generated),
+        cmocka_unit_test(requests_stop_at_the_trained_context),
     };
     int failed = cmocka_run_group_tests_name("engine", shared, setup_shared, teardown_shared);
     failed += cmocka_run_group_tests_name("batching", own, NULL, NULL);
