@@ -21,7 +21,8 @@ extern "C" {
 #endif
 
 typedef struct cobatch_engine cobatch_engine;
-typedef int64_t cobatch_req_id; /* > 0 for a real request */
+typedef struct cobatch_grammar cobatch_grammar; /* a parsed GBNF grammar (cobatch_grammar_new) */
+typedef int64_t cobatch_req_id;                 /* > 0 for a real request */
 
 enum cobatch_mode {
     COBATCH_MODE_CONTINUOUS = 0, /* admit every step (iteration-level batching) */
@@ -175,6 +176,8 @@ struct cobatch_request_params {
      * a grammar that does not parse is COBATCH_ERR_INVALID. cobatch_json_schema_grammar makes one
      * from a JSON schema. */
     const char *grammar;
+    const struct cobatch_grammar *parsed_grammar; /* instead of grammar: one parsed once (cobatch_grammar_new),
+                                                     of which the request takes a copy */
     int32_t priority;   /* COBATCH_SCHED_PRIORITY only (else it must be 0): higher runs first and is preempted
                            last; default 0 */
     bool logit_margins; /* fill cobatch_event.margin (top-1 minus top-2 logit); costs a vocab scan */
@@ -355,6 +358,13 @@ int32_t cobatch_detokenize(const cobatch_engine *engine, const int32_t *tokens, 
  * integers with bounds, anyOf/oneOf/allOf, local $refs). Returns a malloc'd string the caller frees,
  * or NULL with the reason in err. Needs no engine; thread-safe. */
 char *cobatch_json_schema_grammar(const char *schema, char *err, size_t errlen);
+
+/* Parses a GBNF grammar (root rule "root") once, for requests that share it
+ * (cobatch_request_params.parsed_grammar: each takes a copy, so the parse leaves the submitting
+ * thread). NULL with the reason in err when it does not parse. Thread-safe; free it once the
+ * submits that use it have returned. */
+cobatch_grammar *cobatch_grammar_new(const cobatch_engine *engine, const char *gbnf, char *err, size_t errlen);
+void cobatch_grammar_free(cobatch_grammar *grammar);
 
 int64_t cobatch_time_us(void);
 const char *cobatch_finish_reason_str(enum cobatch_finish_reason reason);

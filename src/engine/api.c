@@ -511,7 +511,13 @@ cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_pa
     if (r) r->rt = er;
     bool ok = er && (!p->prompt_logprobs || prompt_logprobs_new(er, r, toks));
     free(toks);
-    if (ok && p->grammar && !(er->grammar = cb_grammar_new(&e->model, p->grammar))) {
+    if (ok && p->parsed_grammar &&
+        !(er->grammar = llama_sampler_clone((const struct llama_sampler *)p->parsed_grammar))) {
+        cb_engine_free_request(r);
+        cb_set_err(err, errlen, "out of memory");
+        return COBATCH_ERR_NOMEM;
+    }
+    if (ok && !p->parsed_grammar && p->grammar && !(er->grammar = cb_grammar_new(&e->model, p->grammar))) {
         cb_engine_free_request(r);
         cb_set_err(err, errlen, "grammar: it does not parse as GBNF with a root rule");
         return COBATCH_ERR_INVALID;
@@ -622,6 +628,15 @@ int32_t cobatch_tokenize_ext(const cobatch_engine *e, const char *text, bool add
     int32_t n = cb_model_tokenize_into(&e->model, text, strlen(text), add_special, parse_special, out, max);
     return n == INT32_MIN ? -1 : n < 0 ? -n : n;
 }
+
+/* A cobatch_grammar is the llama.cpp grammar sampler itself, never run: requests clone it. */
+cobatch_grammar *cobatch_grammar_new(const cobatch_engine *e, const char *gbnf, char *err, size_t errlen) {
+    struct llama_sampler *g = gbnf ? cb_grammar_new(&e->model, gbnf) : NULL;
+    if (!g) cb_set_err(err, errlen, "grammar: it does not parse as GBNF with a root rule");
+    return (cobatch_grammar *)g;
+}
+
+void cobatch_grammar_free(cobatch_grammar *g) { cb_sampler_free((struct llama_sampler *)g); }
 
 char *cobatch_json_schema_grammar(const char *schema, char *err, size_t errlen) {
     return cb_common_schema_to_grammar(schema, err, errlen);

@@ -55,6 +55,7 @@ static void do_completion(intake *q, cb_intake_job *j) {
         j->json = cb_openai_error_json(&e);
         return;
     }
+    char err2[256] = "";
     int n = j->req.kind == CB_OPENAI_CHAT ? 1 : j->req.n_prompts;
     j->prompts = calloc((size_t)n, sizeof(*j->prompts));
     if (!j->prompts) {
@@ -81,6 +82,11 @@ static void do_completion(intake *q, cb_intake_job *j) {
         else
             snprintf(msg, sizeof(msg), "%s", why);
         set_error(j, status == COBATCH_ERR_NOMEM ? 503 : 400, j->api == CB_OPENAI_CHAT ? "messages" : "prompt", msg);
+        return;
+    }
+    if (j->req.params.grammar &&
+        !(j->grammar = cobatch_grammar_new(q->engine, j->req.params.grammar, err2, sizeof(err2)))) {
+        set_error(j, 400, j->req.json_schema ? "response_format" : "grammar", err2);
         return;
     }
     j->status = 200;
@@ -216,6 +222,7 @@ void cb_intake_job_free(cb_intake_job *j) {
         free(j->prompts[i].text);
     }
     free(j->prompts);
+    cobatch_grammar_free(j->grammar);
     cb_openai_request_free(&j->req);
     free(j);
 }

@@ -32,6 +32,7 @@ typedef struct cb_intake_job {
     char *json;                /* an error body, or the answer of a tokenizer endpoint (malloc'd) */
     cb_openai_request req;     /* INTAKE_COMPLETION with status 200: the parsed request */
     cb_intake_prompt *prompts; /* (n_prompts) INTAKE_COMPLETION with status 200: its prompts (chat: one) */
+    cobatch_grammar *grammar;  /* INTAKE_COMPLETION with status 200 and a grammar: parsed here, off the loop */
     int n_prompts;
     struct cb_intake_job *next;
 } cb_intake_job;

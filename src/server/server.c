@@ -481,7 +481,9 @@ static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
         return;
     }
     struct cobatch_request_params p = j->req.params;
-    p.prompt = NULL; /* the tokens the worker made are what the engine would make */
+    p.prompt = NULL;               /* the tokens the worker made are what the engine would make */
+    p.parsed_grammar = j->grammar; /* parsed by the worker: each choice takes a copy */
+    p.grammar = NULL;
     p.messages = NULL;
     p.n_messages = 0;
     r->stream = j->req.stream;

@@ -512,6 +512,29 @@ static void grammar_constrains_the_output(void **state) {
     p.grammar = "root ::= (";
     assert_int_equal(cobatch_submit(shared_engine, &p, err, sizeof(err)), COBATCH_ERR_INVALID);
     assert_non_null(strstr(err, "grammar"));
+    assert_null(cobatch_grammar_new(shared_engine, "root ::= (", err, sizeof(err)));
+    /* parsed once, shared by two sampled requests: each runs its own copy from the start */
+    cobatch_grammar *shared = cobatch_grammar_new(shared_engine, "root ::= \" \" [0-9] [0-9] \".\"", err, sizeof(err));
+    assert_non_null(shared);
+    struct cobatch_request_params two[2];
+    for (int i = 0; i < 2; i++) {
+        two[i] = cobatch_request_default_params();
+        two[i].prompt = "Pick a number:";
+        two[i].max_tokens = 8;
+        two[i].parsed_grammar = shared;
+        two[i].grammar = "root ::= \"ignored when a parsed grammar is given\"";
+        two[i].sampling.temperature = 1.0f;
+        two[i].sampling.seed = (uint32_t)(11 + i);
+    }
+    it_result rs[2];
+    assert_true(it_run(shared_engine, two, rs, 2));
+    cobatch_grammar_free(shared);
+    for (int i = 0; i < 2; i++) {
+        printf("# shared grammar %d: '%s'\n", i, rs[i].text);
+        assert_int_equal(rs[i].text_len, 4);
+        assert_true(rs[i].text[0] == ' ' && rs[i].text[1] >= '0' && rs[i].text[1] <= '9' && rs[i].text[3] == '.');
+    }
+    it_free(rs, 2);
 }
 
 /* The detokenized prompt an engine makes of these messages (NULL with err when refused). */
