@@ -44,25 +44,41 @@ char *dup(const std::string &s) {
     return c;
 }
 
+/* Runs f, whose failures end here: out of memory, or `what` with the exception's reason (a Jinja
+ * error's reason first). Returns f's pointer, or nullptr with err set. */
+template <class F> auto guarded(char *err, size_t errlen, const char *what, F &&f) -> decltype(f()) {
+    try {
+        return f();
+    } catch (const std::bad_alloc &) {
+        set_err(err, errlen, "out of memory", nullptr);
+    } catch (const std::exception &e) {
+        set_err(err, errlen, what, jinja_reason(e.what()).c_str());
+    } catch (...) {
+        set_err(err, errlen, what, nullptr);
+    }
+    return nullptr;
+}
+
+/* A malloc'd copy of s, or nullptr with err set. */
+char *dup_or_err(const std::string &s, char *err, size_t errlen) {
+    char *c = dup(s);
+    if (!c) set_err(err, errlen, "out of memory", nullptr);
+    return c;
+}
+
 } // namespace
 
 extern "C" char *cb_common_schema_to_grammar(const char *schema, char *err, size_t errlen) {
-    try {
-        common_json j = common_json::parse(schema ? schema : "");
-        std::string g = json_schema_to_grammar(j, true);
-        char *c = dup(g);
-        if (!c) set_err(err, errlen, "out of memory", nullptr);
-        return c;
-    } catch (const std::bad_alloc &) {
-        set_err(err, errlen, "out of memory", nullptr);
-    } catch (const common_json_error &e) {
-        set_err(err, errlen, "the schema is not JSON", e.what());
-    } catch (const std::exception &e) {
-        set_err(err, errlen, "the schema cannot be turned into a grammar", e.what());
-    } catch (...) {
-        set_err(err, errlen, "the schema cannot be turned into a grammar", nullptr);
-    }
-    return nullptr;
+    return guarded(err, errlen, "the schema cannot be turned into a grammar", [&]() -> char * {
+        common_json j;
+        try {
+            j = common_json::parse(schema ? schema : "");
+        } catch (const common_json_error &e) {
+            set_err(err, errlen, "the schema is not JSON", e.what());
+            return nullptr;
+        }
+        return dup_or_err(json_schema_to_grammar(j, true), err, errlen);
+    });
 }
 
 struct cb_chat_templates {
@@ -76,19 +92,12 @@ extern "C" cb_chat_templates *cb_common_templates_new(const struct llama_model *
     static std::once_flag quiet; /* common logs its warnings itself; the errors come back here */
     std::call_once(quiet, [] { common_log_set_verbosity_thold(-1); });
     if (!override && !llama_model_chat_template(model, nullptr)) return nullptr;
-    try {
+    return guarded(err, errlen, "the chat template does not parse", [&]() -> cb_chat_templates * {
         std::unique_ptr<cb_chat_templates> c(new cb_chat_templates());
         c->t = common_chat_templates_init(model, override ? override : "");
         c->source = common_chat_templates_source(c->t.get());
         return c.release();
-    } catch (const std::bad_alloc &) {
-        set_err(err, errlen, "out of memory", nullptr);
-    } catch (const std::exception &e) {
-        set_err(err, errlen, "the chat template does not parse", jinja_reason(e.what()).c_str());
-    } catch (...) {
-        set_err(err, errlen, "the chat template does not parse", nullptr);
-    }
-    return nullptr;
+    });
 }
 
 extern "C" void cb_common_templates_free(cb_chat_templates *t) { delete t; }
@@ -97,7 +106,7 @@ extern "C" const char *cb_common_template_source(const cb_chat_templates *t) { r
 
 extern "C" char *cb_common_render(const cb_chat_templates *t, const char *const *roles, const char *const *contents,
                                   size_t n, char *err, size_t errlen) {
-    try {
+    return guarded(err, errlen, "the chat template failed", [&]() -> char * {
         common_chat_templates_inputs in;
         in.use_jinja = true;
         in.add_generation_prompt = true;
@@ -108,16 +117,6 @@ extern "C" char *cb_common_render(const cb_chat_templates *t, const char *const 
             m.content = contents[i];
             in.messages.push_back(std::move(m));
         }
-        common_chat_params out = common_chat_templates_apply(t->t.get(), in);
-        char *c = dup(out.prompt);
-        if (!c) set_err(err, errlen, "out of memory", nullptr);
-        return c;
-    } catch (const std::bad_alloc &) {
-        set_err(err, errlen, "out of memory", nullptr);
-    } catch (const std::exception &e) {
-        set_err(err, errlen, "the chat template failed", jinja_reason(e.what()).c_str());
-    } catch (...) {
-        set_err(err, errlen, "the chat template failed", nullptr);
-    }
-    return nullptr;
+        return dup_or_err(common_chat_templates_apply(t->t.get(), in).prompt, err, errlen);
+    });
 }
