@@ -8,8 +8,8 @@ int main(int argc, char **argv) {
     char err[256];
     cobatch_engine *e = cobatch_engine_init(&ep, err, sizeof(err)); /* loads; starts the engine thread */
     if (!e) return fprintf(stderr, "%s\n", err), 1;
-    struct cobatch_chat_message msgs[] = {{"system", "You are a helpful assistant."},
-                                          {"user", "What is the capital of France?"}};
+    struct cobatch_chat_message msgs[] = {{.role = "system", .content = "You are a helpful assistant."},
+                                          {.role = "user", .content = "What is the capital of France?"}};
     struct cobatch_request_params rp = cobatch_request_default_params();
     rp.messages = msgs, rp.n_messages = 2, rp.max_tokens = 32;
     if (cobatch_submit(e, &rp, err, sizeof(err)) < 0) return fprintf(stderr, "%s\n", err), 1; /* any thread */

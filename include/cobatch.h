@@ -137,7 +137,20 @@ struct cobatch_sampling {
 struct cobatch_chat_message {
     const char *role;
     const char *content;
+    const char *tool_calls;   /* an assistant's tool calls, OpenAI's array as JSON text ([{"id", "type":
+                                 "function", "function": {"name", "arguments"}}]), or NULL */
+    const char *tool_call_id; /* a "tool" message: the call it answers, or NULL */
+    const char *name;         /* the author's name, or NULL */
 };
+
+/* What a chat that offers tools may do with them. */
+enum cobatch_tool_choice {
+    COBATCH_TOOL_CHOICE_AUTO = 0, /* answer, or call tools */
+    COBATCH_TOOL_CHOICE_REQUIRED, /* the output is one or more calls (to tool_function alone, if named) */
+    COBATCH_TOOL_CHOICE_NONE,     /* the tools are listed, the output is an answer */
+};
+
+typedef struct cobatch_chat cobatch_chat; /* a chat request rendered once (cobatch_chat_new) */
 
 /* A bias added to one token's logit before sampling (OpenAI's logit_bias: -100 in effect bans the
  * token, 100 in effect forces it). */
@@ -163,6 +176,17 @@ struct cobatch_request_params {
     int32_t n_prompt_tokens;
     const struct cobatch_chat_message *messages; /* rendered with the model's chat template */
     size_t n_messages;
+    /* With messages: the tools the template lists (OpenAI's tools array as JSON text), or NULL. Unless
+     * tool_choice is NONE, calls in the output are held to the template's call format by a grammar
+     * (lazy for AUTO: from the first call marker on), which cobatch_chat_parse reads. Needs a chat
+     * template that offers tools (COBATCH_ERR_INVALID otherwise); not with a grammar of its own. */
+    const char *tools;
+    enum cobatch_tool_choice tool_choice;
+    const char *tool_function; /* REQUIRED: the function the call must be to, or NULL for any */
+    bool single_tool_call;     /* at most one call (OpenAI's parallel_tool_calls false) */
+    /* Instead of prompt, tokens and messages: a chat rendered once (its tools, grammar and stop
+     * strings come with it), which any number of requests may share; free it after their submits. */
+    const cobatch_chat *chat;
 
     int32_t max_tokens; /* >= 0; default 128. 0: compute the prompt only (its log-probabilities, a warm cache) */
     struct cobatch_sampling sampling;
@@ -365,6 +389,33 @@ char *cobatch_json_schema_grammar(const char *schema, char *err, size_t errlen);
  * submits that use it have returned. */
 cobatch_grammar *cobatch_grammar_new(const cobatch_engine *engine, const char *gbnf, char *err, size_t errlen);
 void cobatch_grammar_free(cobatch_grammar *grammar);
+
+/* Renders a chat request (params' messages and tools) once: its prompt tokens, with tools the grammar
+ * its calls are held to and the parser of its output. NULL with *status (COBATCH_ERR_INVALID,
+ * COBATCH_ERR_TOO_LONG, COBATCH_ERR_NOMEM) and the reason in err. Thread-safe. */
+cobatch_chat *cobatch_chat_new(cobatch_engine *engine, const struct cobatch_request_params *params, int *status,
+                               char *err, size_t errlen);
+void cobatch_chat_free(cobatch_chat *chat);
+const int32_t *cobatch_chat_tokens(const cobatch_chat *chat, int32_t *n);
+/* Whether the chat's output may hold tool calls (then read it with cobatch_chat_parse). */
+bool cobatch_chat_calls_tools(const cobatch_chat *chat);
+
+struct cobatch_tool_call {
+    char *name;
+    char *arguments; /* JSON text (cut short while the output is partial) */
+};
+/* An output read into the answer's text and its tool calls. */
+struct cobatch_chat_output {
+    char *content;
+    struct cobatch_tool_call *calls;
+    size_t n_calls;
+};
+/* Reads the output text[0, len) of a request of the chat; partial: more is to come (the call being
+ * written is given as far as it goes, text that may become a call marker is held back). Returns 0,
+ * or -1 with the reason in err. Thread-safe. */
+int cobatch_chat_parse(const cobatch_chat *chat, const char *text, size_t len, bool partial,
+                       struct cobatch_chat_output *out, char *err, size_t errlen);
+void cobatch_chat_output_clear(struct cobatch_chat_output *out);
 
 int64_t cobatch_time_us(void);
 const char *cobatch_finish_reason_str(enum cobatch_finish_reason reason);

@@ -25,6 +25,7 @@ typedef struct {
     /* filled by the runner: */
     int32_t *tokens; /* (n_tokens) the prompt as the engine will queue it; freed once submitted */
     int32_t n_tokens;
+    cobatch_chat *chat; /* a chat with tools: rendered once, its output read for calls; freed by the runner */
     int32_t max_tokens; /* what the engine will allow: min(body's max_tokens, context - prompt) */
     cobatch_req_id id;  /* > 0 once submitted */
     int32_t group;      /* its prefix group in the plan, -1 without grouping */

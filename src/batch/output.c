@@ -170,14 +170,32 @@ static void next_id(cb_batch_out *o, char *out, size_t len, const char *prefix) 
 }
 
 int cb_batch_out_result(cb_batch_out *o, const char *custom_id, cb_openai_kind kind, const char *text,
-                        const char *finish, int n_prompt, int n_generated, int n_cached) {
+                        const struct cobatch_chat_output *calls, const char *finish, int n_prompt, int n_generated,
+                        int n_cached) {
     char id[64], suffix[48], body_id[64], req_id[64];
     next_id(o, suffix, sizeof(suffix), "");
     snprintf(id, sizeof(id), "batch_req_%s", suffix);
     snprintf(req_id, sizeof(req_id), "req_%s", suffix);
     snprintf(body_id, sizeof(body_id), "%s-%s", kind == CB_OPENAI_CHAT ? "chatcmpl" : "cmpl", suffix);
-    char *body = cb_openai_response_json(kind, body_id, o->created, o->model, &(cb_openai_choice){text, finish, NULL},
-                                         1, n_prompt, n_generated, n_cached);
+    size_t n_calls = calls ? calls->n_calls : 0;
+    char(*ids)[80] = n_calls ? calloc(n_calls, sizeof(*ids)) : NULL;
+    const char **id_of = n_calls ? calloc(n_calls, sizeof(char *)) : NULL;
+    char *body = NULL;
+    if (!n_calls || (ids && id_of)) {
+        for (size_t k = 0; k < n_calls; k++) { /* unique in the file: the line's suffix and the call */
+            snprintf(ids[k], sizeof(ids[k]), "call_%s_%zu", suffix, k);
+            id_of[k] = ids[k];
+        }
+        body = cb_openai_response_json(kind, body_id, o->created, o->model,
+                                       &(cb_openai_choice){.text = text,
+                                                           .finish = finish,
+                                                           .calls = n_calls ? calls->calls : NULL,
+                                                           .n_calls = n_calls,
+                                                           .call_ids = id_of},
+                                       1, n_prompt, n_generated, n_cached);
+    }
+    free(ids);
+    free(id_of);
     cJSON *b = body ? cJSON_Parse(body) : NULL;
     free(body);
     cJSON *line = cJSON_CreateObject(), *resp = cJSON_CreateObject();

@@ -36,12 +36,14 @@ int cb_batch_out_open(cb_batch_out *o, const char *out_path, const char *err_pat
                       size_t errlen);
 
 /* A result line: status 200 and the body a non-streaming /v1/completions or /v1/chat/completions
- * reply has (n_cached: usage.prompt_tokens_details.cached_tokens). finish: "stop" or "length".
+ * reply has (n_cached: usage.prompt_tokens_details.cached_tokens); calls: a chat's tool calls, or
+ * NULL. finish: "stop", "length" or "tool_calls".
  * Each line goes out in one write; one that fails (disk full, a file size limit) is cut off again,
  * so the file keeps whole lines only. Returns 0, or -1 when the write failed (o->failed, o->why):
  * the line is not in the file, its request counts as not done (a rerun runs it). */
 int cb_batch_out_result(cb_batch_out *o, const char *custom_id, cb_openai_kind kind, const char *text,
-                        const char *finish, int n_prompt, int n_generated, int n_cached);
+                        const struct cobatch_chat_output *calls, const char *finish, int n_prompt, int n_generated,
+                        int n_cached);
 
 /* An error line: {"id", "custom_id" (or null), "response": null, "error": {"code", "message"}};
  * the message is "line N: " and the formatted text. Returns 0 or -1 as above. */

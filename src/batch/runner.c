@@ -47,7 +47,16 @@ static int32_t tokenize_all(run *r, int32_t *idx) {
         cb_batch_item *it = r->in->items[i];
         char err[256] = "";
         int32_t n = 0;
-        it->tokens = cobatch_prompt_tokens(r->e, &it->req.params, &n, NULL, err, sizeof(err));
+        if (it->req.params.tools) { /* rendered with its tools: the grammar, the output's parser */
+            it->chat = cobatch_chat_new(r->e, &it->req.params, NULL, err, sizeof(err));
+            const int32_t *t = it->chat ? cobatch_chat_tokens(it->chat, &n) : NULL;
+            if (t && (it->tokens = malloc(sizeof(int32_t) * (size_t)n)))
+                memcpy(it->tokens, t, sizeof(int32_t) * (size_t)n);
+            else if (t)
+                snprintf(err, sizeof(err), "out of memory");
+        } else {
+            it->tokens = cobatch_prompt_tokens(r->e, &it->req.params, &n, NULL, err, sizeof(err));
+        }
         if (!it->tokens || n >= n_ctx_seq) {
             if (!it->tokens)
                 cb_batch_out_error(r->out, it->line, it->custom_id, "invalid_request", "%s", err);
@@ -130,8 +139,10 @@ static int submit_one(run *r, cb_batch_item *it) {
     p.prompt = NULL; /* the tokens we grouped on are exactly what the engine would queue */
     p.messages = NULL;
     p.n_messages = 0;
-    p.prompt_tokens = it->tokens;
-    p.n_prompt_tokens = it->n_tokens;
+    p.tools = NULL;
+    p.chat = it->chat; /* a chat with tools: its grammar */
+    p.prompt_tokens = it->chat ? NULL : it->tokens;
+    p.n_prompt_tokens = it->chat ? 0 : it->n_tokens;
     p.max_tokens = it->max_tokens;
     p.user_data = it;
     char err[256] = "";
@@ -181,10 +192,16 @@ static void finish(run *r, cb_batch_item *it, const struct cobatch_event *ev) {
         rep->prompt_tokens += ev->n_prompt;
         rep->output_tokens += ev->n_generated;
     }
+    struct cobatch_chat_output calls = {0};
+    char why[160];
+    if (ok && !it->text_lost && cobatch_chat_calls_tools(it->chat) &&
+        cobatch_chat_parse(it->chat, it->text ? it->text : "", it->len, false, &calls, why, sizeof(why)) != 0)
+        it->text_lost = strstr(why, "out of memory") != NULL; /* else unreadable: answered as text */
     if (ok && !it->text_lost) {
-        if (cb_batch_out_result(r->out, it->custom_id, it->kind, it->text ? it->text : "",
-                                ev->reason == COBATCH_FINISH_LENGTH ? "length" : "stop", ev->n_prompt, ev->n_generated,
-                                ev->n_cached) == 0)
+        const char *finish = ev->reason == COBATCH_FINISH_LENGTH ? "length" : calls.n_calls ? "tool_calls" : "stop";
+        const char *text = calls.content ? calls.content : it->text ? it->text : "";
+        if (cb_batch_out_result(r->out, it->custom_id, it->kind, text, calls.n_calls ? &calls : NULL, finish,
+                                ev->n_prompt, ev->n_generated, ev->n_cached) == 0)
             rep->ok++;
         else
             rep->not_run++; /* not in the output: a rerun runs it */
@@ -197,6 +214,9 @@ static void finish(run *r, cb_batch_item *it, const struct cobatch_event *ev) {
                                                      : cobatch_finish_reason_str(ev->reason));
         rep->failed++;
     }
+    cobatch_chat_output_clear(&calls);
+    cobatch_chat_free(it->chat);
+    it->chat = NULL;
     item_done(r, it);
     free(it->text);
     it->text = NULL;
@@ -279,6 +299,14 @@ static void loop(run *r) {
 
 /* ---------------------------------------------------------------- the job ------------------- */
 
+/* The chats of items that did not end (a stopped job, a failed plan), before the engine goes. */
+static void free_chats(run *r) {
+    for (size_t i = 0; i < r->in->n; i++) {
+        cobatch_chat_free(r->in->items[i]->chat);
+        r->in->items[i]->chat = NULL;
+    }
+}
+
 /* Engine up, plan, loop, engine down. Returns 0 or -1 (message printed). */
 static int execute(run *r, const cb_batch_params *bp, const struct cobatch_engine_params *ep) {
     char err[512] = "";
@@ -290,6 +318,7 @@ static int execute(run *r, const cb_batch_params *bp, const struct cobatch_engin
     }
     if (make_plan(r, bp->grouping) != 0) {
         fprintf(stderr, "cobatch batch: out of memory planning %zu requests\n", r->in->n);
+        free_chats(r);
         cobatch_engine_free(r->e);
         return -1;
     }
@@ -299,6 +328,7 @@ static int execute(run *r, const cb_batch_params *bp, const struct cobatch_engin
     cobatch_engine_stats(r->e, &st);
     r->rep->processed_prefill = st.prompt_tokens;
     r->rep->prefix_hits = st.prefix_hit_tokens;
+    free_chats(r);
     cobatch_engine_free(r->e);
     return 0;
 }

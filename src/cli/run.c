@@ -51,8 +51,8 @@ int cb_cmd_run(int argc, char **argv) {
     struct cobatch_chat_message msgs[2];
     if (chat) {
         size_t n = 0;
-        if (system) msgs[n++] = (struct cobatch_chat_message){"system", system};
-        msgs[n++] = (struct cobatch_chat_message){"user", prompt};
+        if (system) msgs[n++] = (struct cobatch_chat_message){.role = "system", .content = system};
+        msgs[n++] = (struct cobatch_chat_message){.role = "user", .content = prompt};
         rp.messages = msgs;
         rp.n_messages = n;
     } else {

@@ -17,6 +17,18 @@
 #include <time.h>
 #include <unistd.h>
 
+/* A chat rendered once (cobatch_chat_new), shared by the requests that name it. */
+struct cobatch_chat {
+    int32_t *tokens;
+    int32_t n_tokens;
+    struct llama_sampler *grammar; /* the tool calls' (lazy, or fed its prefill), cloned by each request; or NULL */
+    char **stops;                  /* (n_stops) the call format's */
+    size_t n_stops;
+    int32_t *shown; /* (n_shown) control tokens whose text the output shows (call markers) */
+    size_t n_shown;
+    cb_chat_parser *parser; /* NULL: no tool calls to read */
+};
+
 /* ---------------------------------------------------------------- events --------------------- */
 
 void cb_engine_push_event(cobatch_engine *e, struct cobatch_event *ev) {
@@ -299,6 +311,75 @@ static const char *check_sampling(const struct cobatch_sampling *s) {
     return NULL;
 }
 
+/* The tokens of p's messages rendered with the chat template and its tools; *extra (may be NULL)
+ * gets the rest of the rendering (cb_model_chat_tokens). */
+static int32_t *chat_tokens(cobatch_engine *e, const struct cobatch_request_params *p, cb_common_rendered *extra,
+                            int32_t *n, int *status, char *err, size_t errlen) {
+    *status = COBATCH_ERR_INVALID;
+    if (p->n_messages == 0) {
+        cb_set_err(err, errlen, "messages is empty");
+        return NULL;
+    }
+    if ((unsigned)p->tool_choice > COBATCH_TOOL_CHOICE_NONE) {
+        cb_set_err(err, errlen, "tool_choice: not a choice");
+        return NULL;
+    }
+    cb_common_msg *msgs = calloc(p->n_messages, sizeof(*msgs));
+    bool any = false;
+    int32_t *t = NULL;
+    for (size_t i = 0; msgs && i < p->n_messages; i++) {
+        const struct cobatch_chat_message *m = &p->messages[i];
+        msgs[i] = (cb_common_msg){.role = m->role ? m->role : "user",
+                                  .content = m->content ? m->content : "",
+                                  .tool_calls = m->tool_calls,
+                                  .tool_call_id = m->tool_call_id,
+                                  .name = m->name};
+        any |= msgs[i].content[0] != '\0' || m->tool_calls;
+    }
+    cb_common_tools tools = {.tools = p->tools,
+                             .choice = p->tool_choice == COBATCH_TOOL_CHOICE_AUTO       ? CB_TOOLS_AUTO
+                                       : p->tool_choice == COBATCH_TOOL_CHOICE_REQUIRED ? CB_TOOLS_REQUIRED
+                                                                                        : CB_TOOLS_NONE,
+                             .function = p->tool_choice == COBATCH_TOOL_CHOICE_REQUIRED ? p->tool_function : NULL,
+                             .single = p->single_tool_call};
+    char why[256] = "";
+    if (msgs && any)
+        t = cb_model_chat_tokens(&e->model, msgs, p->n_messages, p->tools ? &tools : NULL, extra, n, why, sizeof(why));
+    bool oom = !msgs;
+    free(msgs);
+    if (!any && !oom) {
+        cb_set_err(err, errlen, "the prompt is empty");
+    } else if (!t && why[0] && !strstr(why, "out of memory")) { /* the template refused them */
+        cb_set_err(err, errlen, "%s", why);
+    } else if (!t && (oom || cb_model_has_chat_template(&e->model))) {
+        *status = COBATCH_ERR_NOMEM;
+        cb_set_err(err, errlen, "out of memory rendering the chat template");
+    } else if (!t) {
+        cb_set_err(err, errlen, "the model has no built-in chat template this engine can apply");
+    }
+    return t;
+}
+
+/* Whether p's text could never fit: refused before it is tokenized (llama.cpp's tokenizer is
+ * quadratic in the number of special-token texts, and a megabyte of them takes half a minute). */
+static bool too_long(cobatch_engine *e, const struct cobatch_request_params *p, int *status, char *err, size_t errlen) {
+    size_t bytes = 0, most = cobatch_max_prompt_bytes(e);
+    for (size_t i = 0; p->messages && i < p->n_messages; i++)
+        bytes += (p->messages[i].content ? strlen(p->messages[i].content) : 0) +
+                 (p->messages[i].tool_calls ? strlen(p->messages[i].tool_calls) : 0);
+    if (p->messages && p->tools) bytes += strlen(p->tools);
+    if (p->prompt) bytes = strlen(p->prompt);
+    if (bytes > most) {
+        *status = COBATCH_ERR_TOO_LONG;
+        cb_set_err(err, errlen,
+                   "the prompt has %zu bytes; no prompt of more than %zu fits this engine's context (%d tokens of at "
+                   "most %d bytes)",
+                   bytes, most, e->n_ctx_seq, e->model.max_piece);
+        return true;
+    }
+    return false;
+}
+
 /* Produces the prompt tokens of p (malloc'd) or NULL with a message. */
 static int32_t *prompt_tokens(cobatch_engine *e, const struct cobatch_request_params *p, int32_t *n, int *status,
                               char *err, size_t errlen) {
@@ -330,52 +411,8 @@ static int32_t *prompt_tokens(cobatch_engine *e, const struct cobatch_request_pa
         *n = p->n_prompt_tokens;
         return t;
     }
-    /* Text that could never fit is refused before it is tokenized: llama.cpp's tokenizer is
-     * quadratic in the number of special-token texts, and a megabyte of them takes half a minute. */
-    size_t bytes = 0, most = cobatch_max_prompt_bytes(e);
-    for (size_t i = 0; p->messages && i < p->n_messages; i++)
-        bytes += p->messages[i].content ? strlen(p->messages[i].content) : 0;
-    if (p->prompt) bytes = strlen(p->prompt);
-    if (bytes > most) {
-        *status = COBATCH_ERR_TOO_LONG;
-        cb_set_err(err, errlen,
-                   "the prompt has %zu bytes; no prompt of more than %zu fits this engine's context (%d tokens of at "
-                   "most %d bytes)",
-                   bytes, most, e->n_ctx_seq, e->model.max_piece);
-        return NULL;
-    }
-    if (p->messages) {
-        if (p->n_messages == 0) {
-            cb_set_err(err, errlen, "messages is empty");
-            return NULL;
-        }
-        const char **roles = calloc(p->n_messages, sizeof(char *));
-        const char **contents = calloc(p->n_messages, sizeof(char *));
-        bool any = false;
-        int32_t *t = NULL;
-        for (size_t i = 0; roles && contents && i < p->n_messages; i++) {
-            roles[i] = p->messages[i].role ? p->messages[i].role : "user";
-            contents[i] = p->messages[i].content ? p->messages[i].content : "";
-            any |= contents[i][0] != '\0';
-        }
-        char why[256] = "";
-        if (roles && contents && any)
-            t = cb_model_chat_tokens(&e->model, roles, contents, p->n_messages, n, why, sizeof(why));
-        bool oom = !roles || !contents;
-        free(roles);
-        free(contents);
-        if (!any && !oom) {
-            cb_set_err(err, errlen, "the prompt is empty");
-        } else if (!t && why[0] && !strstr(why, "out of memory")) { /* the template refused them */
-            cb_set_err(err, errlen, "%s", why);
-        } else if (!t && (oom || cb_model_has_chat_template(&e->model))) {
-            *status = COBATCH_ERR_NOMEM;
-            cb_set_err(err, errlen, "out of memory rendering the chat template");
-        } else if (!t) {
-            cb_set_err(err, errlen, "the model has no built-in chat template this engine can apply");
-        }
-        return t;
-    }
+    if (too_long(e, p, status, err, errlen)) return NULL;
+    if (p->messages) return chat_tokens(e, p, NULL, n, status, err, errlen);
     if (p->prompt[0] == '\0') {
         cb_set_err(err, errlen, "the prompt is empty");
         return NULL;
@@ -415,7 +452,28 @@ static engine_req *cb_engine_req_new(const struct cobatch_request_params *p) {
     engine_req *er = calloc(1, sizeof(*er));
     if (!er) return NULL;
     er->err_buf = malloc(CB_ERR_BUF);
-    if (!er->err_buf || cb_textout_init(&er->text, p->stop, p->n_stop) != 0) {
+    const cobatch_chat *c = p->chat;
+    const char **stops = (const char **)p->stop;
+    size_t n_stop = p->n_stop;
+    if (c && c->n_stops) { /* the request's stop strings and its call format's */
+        stops = malloc(sizeof(char *) * (p->n_stop + c->n_stops));
+        if (stops) {
+            for (size_t i = 0; i < p->n_stop; i++)
+                stops[i] = p->stop[i];
+            for (size_t i = 0; i < c->n_stops; i++)
+                stops[p->n_stop + i] = c->stops[i];
+            n_stop += c->n_stops;
+        }
+    }
+    if (c && c->n_shown && (er->shown = malloc(sizeof(int32_t) * c->n_shown))) {
+        memcpy(er->shown, c->shown, sizeof(int32_t) * c->n_shown);
+        er->n_shown = c->n_shown;
+    }
+    bool ok = er->err_buf && (stops || n_stop == 0) && (!c || !c->n_shown || er->shown) &&
+              cb_textout_init(&er->text, stops, n_stop) == 0;
+    if (stops != (const char **)p->stop) free(stops);
+    if (!ok) {
+        free(er->shown);
         free(er->err_buf);
         free(er);
         return NULL;
@@ -424,6 +482,7 @@ static engine_req *cb_engine_req_new(const struct cobatch_request_params *p) {
         er->logit_bias = malloc(sizeof(*er->logit_bias) * p->n_logit_bias);
         if (!er->logit_bias) {
             cb_textout_free(&er->text);
+            free(er->shown);
             free(er->err_buf);
             free(er);
             return NULL;
@@ -455,6 +514,123 @@ static bool prompt_logprobs_new(engine_req *er, cb_request *r, const int32_t *to
     r->all_logits_to = r->n_prompt - 1;
     return true;
 }
+
+/* ---------------------------------------------------------------- chats ---------------------- */
+
+void cobatch_chat_free(cobatch_chat *c) {
+    if (!c) return;
+    free(c->tokens);
+    cb_sampler_free(c->grammar);
+    for (size_t i = 0; i < c->n_stops; i++)
+        free(c->stops[i]);
+    free(c->stops);
+    free(c->shown);
+    cb_chat_parser_free(c->parser);
+    free(c);
+}
+
+cobatch_chat *cobatch_chat_new(cobatch_engine *e, const struct cobatch_request_params *p, int *status, char *err,
+                               size_t errlen) {
+    int st;
+    if (!status) status = &st;
+    *status = COBATCH_ERR_INVALID;
+    if (!e || !p || !p->messages || p->prompt || p->prompt_tokens || p->chat) {
+        cb_set_err(err, errlen, "a chat is rendered from messages alone");
+        return NULL;
+    }
+    bool calls = p->tools && p->tool_choice != COBATCH_TOOL_CHOICE_NONE;
+    if (calls && (p->grammar || p->parsed_grammar)) {
+        cb_set_err(err, errlen, "grammar: a request that may call tools has the tool-call grammar; give no other");
+        return NULL;
+    }
+    cobatch_chat *c = calloc(1, sizeof(*c));
+    cb_common_rendered x = {0};
+    if (!c) {
+        *status = COBATCH_ERR_NOMEM;
+        cb_set_err(err, errlen, "out of memory");
+        return NULL;
+    }
+    int32_t n = 0;
+    int32_t *t = too_long(e, p, status, err, errlen) ? NULL : chat_tokens(e, p, &x, &n, status, err, errlen);
+    if (!t) {
+        free(c);
+        return NULL;
+    }
+    c->tokens = t;
+    c->n_tokens = n;
+    bool ok = !x.grammar || (c->grammar = cb_common_grammar_sampler(e->model.vocab, &x, err, errlen)) != NULL;
+    if (!ok) *status = strstr(err, "out of memory") ? COBATCH_ERR_NOMEM : COBATCH_ERR_INVALID;
+    c->stops = x.stops; /* taken over */
+    c->n_stops = x.n_stops;
+    x.stops = NULL;
+    x.n_stops = 0;
+    c->parser = x.parser;
+    x.parser = NULL;
+    if (ok && x.n_preserved && !(c->shown = malloc(sizeof(int32_t) * x.n_preserved))) {
+        ok = false;
+        *status = COBATCH_ERR_NOMEM;
+        cb_set_err(err, errlen, "out of memory");
+    }
+    for (size_t i = 0; ok && i < x.n_preserved; i++) { /* those that are one control token */
+        int32_t one[2];
+        char piece[8];
+        int32_t k = cb_model_tokenize_into(&e->model, x.preserved[i], strlen(x.preserved[i]), false, true, one, 2);
+        if (k == 1 && cb_model_piece(&e->model, one[0], piece, sizeof(piece)) == 0) c->shown[c->n_shown++] = one[0];
+    }
+    cb_common_rendered_clear(&x);
+    if (!ok) {
+        cobatch_chat_free(c);
+        return NULL;
+    }
+    *status = COBATCH_OK;
+    return c;
+}
+
+const int32_t *cobatch_chat_tokens(const cobatch_chat *c, int32_t *n) {
+    *n = c->n_tokens;
+    return c->tokens;
+}
+
+bool cobatch_chat_calls_tools(const cobatch_chat *c) { return c && c->parser; }
+
+int cobatch_chat_parse(const cobatch_chat *c, const char *text, size_t len, bool partial,
+                       struct cobatch_chat_output *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof(*out));
+    if (!c->parser) { /* no tools: the output is the answer */
+        out->content = strndup(text, len);
+        if (!out->content) cb_set_err(err, errlen, "out of memory");
+        return out->content ? 0 : -1;
+    }
+    cb_common_call *calls = NULL;
+    size_t n = 0;
+    if (cb_common_parse(c->parser, text, len, partial, &out->content, &calls, &n, err, errlen) != 0) return -1;
+    if (n && !(out->calls = calloc(n, sizeof(*out->calls)))) {
+        cb_common_calls_free(calls, n);
+        free(out->content);
+        out->content = NULL;
+        cb_set_err(err, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) { /* taken over */
+        out->calls[i] = (struct cobatch_tool_call){calls[i].name, calls[i].arguments};
+        calls[i] = (cb_common_call){0};
+    }
+    out->n_calls = n;
+    cb_common_calls_free(calls, n);
+    return 0;
+}
+
+void cobatch_chat_output_clear(struct cobatch_chat_output *out) {
+    free(out->content);
+    for (size_t i = 0; i < out->n_calls; i++) {
+        free(out->calls[i].name);
+        free(out->calls[i].arguments);
+    }
+    free(out->calls);
+    memset(out, 0, sizeof(*out));
+}
+
+/* ---------------------------------------------------------------- submit --------------------- */
 
 cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_params *p, char *err, size_t errlen) {
     if (!e || !p) return COBATCH_ERR_INVALID;
@@ -492,9 +668,43 @@ cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_pa
                    "priority needs the priority scheduling policy (the engine runs first come, first served)");
         return COBATCH_ERR_INVALID;
     }
+    if (p->messages && p->tools && !p->chat) { /* rendered here, for this request alone */
+        int st = COBATCH_OK;
+        cobatch_chat *c = cobatch_chat_new(e, p, &st, err, errlen);
+        if (!c) return st;
+        struct cobatch_request_params q = *p;
+        q.messages = NULL;
+        q.n_messages = 0;
+        q.tools = NULL;
+        q.chat = c;
+        cobatch_req_id id = cobatch_submit(e, &q, err, errlen);
+        cobatch_chat_free(c);
+        return id;
+    }
+    const cobatch_chat *chat = p->chat;
+    if (chat && (p->prompt || p->prompt_tokens || p->messages || p->tools)) {
+        cb_set_err(err, errlen, "a chat comes instead of a prompt, prompt tokens, messages or tools");
+        return COBATCH_ERR_INVALID;
+    }
+    if (chat && chat->grammar && (p->grammar || p->parsed_grammar)) {
+        cb_set_err(err, errlen, "grammar: a request that may call tools has the tool-call grammar; give no other");
+        return COBATCH_ERR_INVALID;
+    }
     int32_t n = 0;
     int status = COBATCH_OK;
-    int32_t *toks = prompt_tokens(e, p, &n, &status, err, errlen);
+    int32_t *toks = NULL;
+    if (chat) {
+        toks = malloc(sizeof(int32_t) * (size_t)chat->n_tokens);
+        n = chat->n_tokens;
+        if (toks) {
+            memcpy(toks, chat->tokens, sizeof(int32_t) * (size_t)n);
+        } else {
+            cb_set_err(err, errlen, "out of memory");
+            return COBATCH_ERR_NOMEM;
+        }
+    } else {
+        toks = prompt_tokens(e, p, &n, &status, err, errlen);
+    }
     if (!toks) return status;
     if (n >= e->n_ctx_seq || !cb_sched_fits(e->sched, n)) {
         cb_set_err(err, errlen,
@@ -511,13 +721,13 @@ cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_pa
     if (r) r->rt = er;
     bool ok = er && (!p->prompt_logprobs || prompt_logprobs_new(er, r, toks));
     free(toks);
-    if (ok && p->parsed_grammar &&
-        !(er->grammar = llama_sampler_clone((const struct llama_sampler *)p->parsed_grammar))) {
+    const struct llama_sampler *shared = chat && chat->grammar ? chat->grammar : (const void *)p->parsed_grammar;
+    if (ok && shared && !(er->grammar = llama_sampler_clone(shared))) {
         cb_engine_free_request(r);
         cb_set_err(err, errlen, "out of memory");
         return COBATCH_ERR_NOMEM;
     }
-    if (ok && !p->parsed_grammar && p->grammar && !(er->grammar = cb_grammar_new(&e->model, p->grammar))) {
+    if (ok && !shared && p->grammar && !(er->grammar = cb_grammar_new(&e->model, p->grammar))) {
         cb_engine_free_request(r);
         cb_set_err(err, errlen, "grammar: it does not parse as GBNF with a root rule");
         return COBATCH_ERR_INVALID;

@@ -18,11 +18,19 @@ void cb_engine_free_request(cb_request *r) {
         cb_sampler_free(er->grammar);
         cb_textout_free(&er->text);
         free(er->logit_bias);
+        free(er->shown);
         free(er->err_buf);
         free(er->plp);
         free(er);
     }
     cb_request_free(r);
+}
+
+/* Whether the request's output shows tok's text although it is a control token. */
+static bool shown(const engine_req *er, int32_t tok) {
+    for (size_t i = 0; i < er->n_shown; i++)
+        if (er->shown[i] == tok) return true;
+    return false;
 }
 
 static void reqs_remove(cobatch_engine *e, cb_request *r) {
@@ -235,7 +243,8 @@ static void sample_and_emit(cobatch_engine *e, cb_plan *plan) {
         if ((!er->ignore_eos || er->grammar) && cb_model_is_eog(&e->model, tok)) { /* a grammar's end is the end */
             end = CB_FINISHED_STOP;
         } else {
-            int32_t n = cb_model_piece(&e->model, tok, piece, (int32_t)sizeof(piece));
+            int32_t n = shown(er, tok) ? cb_model_token_text(&e->model, tok, piece, (int32_t)sizeof(piece))
+                                       : cb_model_piece(&e->model, tok, piece, (int32_t)sizeof(piece));
             if (n > 0 && cb_textout_push(&er->text, piece, (size_t)n, &out, &out_len)) end = CB_FINISHED_STOP;
         }
         if (er->text.failed) free(lp);

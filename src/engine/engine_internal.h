@@ -26,6 +26,8 @@ typedef struct {
     struct llama_sampler *smpl;    /* created on the engine thread at intake */
     struct llama_sampler *grammar; /* the request's grammar (made at submit, which checks it parses), or NULL */
     cb_textout text;
+    int32_t *shown; /* (n_shown) control tokens whose text the output shows (a chat's tool-call markers) */
+    size_t n_shown;
     char *err_buf; /* (CB_ERR_BUF) the FINISHED event's error message, handed over to it */
     void *user_data;
     bool ignore_eos;

@@ -155,6 +155,45 @@ static const char *message_content(cJSON *c, cb_openai_request *r) {
     return k;
 }
 
+/* An assistant's tool_calls: [{"id", "type": "function", "function": {"name", "arguments"}}], kept as
+ * JSON text for the template. */
+static int message_calls(cJSON *calls, int i, struct cobatch_chat_message *m, cb_openai_request *r,
+                         cb_openai_error *e) {
+    if (!cJSON_IsArray(calls)) return bad(e, "messages", "messages[%d].tool_calls must be an array", i);
+    int k = 0;
+    cJSON *c;
+    cJSON_ArrayForEach(c, calls) {
+        cJSON *type = cJSON_GetObjectItemCaseSensitive(c, "type");
+        cJSON *f = cJSON_GetObjectItemCaseSensitive(c, "function");
+        cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
+        cJSON *args = cJSON_GetObjectItemCaseSensitive(f, "arguments");
+        cJSON *id = cJSON_GetObjectItemCaseSensitive(c, "id");
+        if (!cJSON_IsObject(c) ||
+            (type && !cJSON_IsNull(type) && !(cJSON_IsString(type) && !strcmp(type->valuestring, "function"))))
+            return bad(e, "messages", "messages[%d].tool_calls[%d] must be a function call", i, k);
+        if (!cJSON_IsObject(f) || !cJSON_IsString(name) || !cJSON_IsString(args))
+            return bad(e, "messages", "messages[%d].tool_calls[%d].function needs a string 'name' and 'arguments'", i,
+                       k);
+        if (id && !cJSON_IsNull(id) && !cJSON_IsString(id))
+            return bad(e, "messages", "messages[%d].tool_calls[%d].id must be a string", i, k);
+        k++;
+    }
+    if (k == 0) return 0;
+    char *j = cJSON_PrintUnformatted(calls);
+    m->tool_calls = j ? keep(r, j) : NULL;
+    free(j);
+    return m->tool_calls ? 0 : oom(e);
+}
+
+/* A message's optional string field (tool_call_id, name) into *out. */
+static int message_string(cJSON *msg, const char *key, int i, const char **out, cb_openai_request *r,
+                          cb_openai_error *e) {
+    cJSON *x = cJSON_GetObjectItemCaseSensitive(msg, key);
+    if (!x || cJSON_IsNull(x)) return 0;
+    if (!cJSON_IsString(x)) return bad(e, "messages", "messages[%d].%s must be a string", i, key);
+    return (*out = keep(r, x->valuestring)) ? 0 : oom(e);
+}
+
 static int parse_messages(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
     cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "messages");
     if (!m) return bad(e, "messages", "'messages' is required");
@@ -173,15 +212,126 @@ static int parse_messages(cJSON *root, cb_openai_request *r, cb_openai_error *e)
             return bad(e, "messages", "messages[%d] needs a string 'role'", i);
         const char *text = content && !cJSON_IsNull(content) ? message_content(content, r) : keep(r, "");
         if (!text) return bad(e, "messages", "messages[%d].content must be a string or an array of text parts", i);
-        r->messages[i].role = keep(r, role->valuestring);
-        r->messages[i].content = text;
-        if (!r->messages[i].role) return oom(e);
-        any |= text[0] != '\0';
+        struct cobatch_chat_message *mi = &r->messages[i];
+        mi->role = keep(r, role->valuestring);
+        mi->content = text;
+        if (!mi->role) return oom(e);
+        cJSON *calls = cJSON_GetObjectItemCaseSensitive(msg, "tool_calls");
+        if (calls && !cJSON_IsNull(calls)) {
+            if (strcmp(mi->role, "assistant") != 0)
+                return bad(e, "messages", "messages[%d]: only an assistant's message has tool_calls", i);
+            if (message_calls(calls, i, mi, r, e)) return -1;
+        }
+        if (message_string(msg, "tool_call_id", i, &mi->tool_call_id, r, e) ||
+            message_string(msg, "name", i, &mi->name, r, e))
+            return -1;
+        any |= text[0] != '\0' || mi->tool_calls;
         i++;
     }
     if (!any) return bad(e, "messages", "the prompt is empty");
     r->params.messages = r->messages;
     r->params.n_messages = (size_t)n;
+    return 0;
+}
+
+/* Whether s is a function name OpenAI accepts: 1 to 64 of a-z, A-Z, 0-9, _ and -. */
+static bool function_name(const char *s) {
+    size_t n = strlen(s);
+    if (n == 0 || n > 64) return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_' ||
+              *s == '-'))
+            return false;
+    return true;
+}
+
+/* tools: [{"type": "function", "function": {"name", "description"?, "parameters"?, "strict"?}}];
+ * tool_choice: "none", "auto", "required" or {"type": "function", "function": {"name"}};
+ * parallel_tool_calls: a boolean (true: any number of calls). */
+static int parse_tools(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
+    cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
+    cJSON *choice = cJSON_GetObjectItemCaseSensitive(root, "tool_choice");
+    bool parallel = true;
+    if (boolean(root, "parallel_tool_calls", &parallel, e)) return -1;
+    if (tools && !cJSON_IsNull(tools) && !cJSON_IsArray(tools)) return bad(e, "tools", "'tools' must be an array");
+    int k = 0;
+    cJSON *t;
+    cJSON_ArrayForEach(t, tools) {
+        cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "type");
+        cJSON *f = cJSON_GetObjectItemCaseSensitive(t, "function");
+        if (!cJSON_IsObject(t) || !cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0 ||
+            !cJSON_IsObject(f))
+            return bad(e, "tools", "tools[%d] must be {\"type\": \"function\", \"function\": {...}}", k);
+        cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
+        if (!cJSON_IsString(name) || !function_name(name->valuestring))
+            return bad(e, "tools", "tools[%d].function.name must be 1 to 64 letters, digits, '_' or '-'", k);
+        for (cJSON *x = f->child; x; x = x->next) {
+            if (!x->string || cJSON_IsNull(x) || !strcmp(x->string, "name")) continue;
+            bool fine = !strcmp(x->string, "description")  ? cJSON_IsString(x)
+                        : !strcmp(x->string, "parameters") ? cJSON_IsObject(x)
+                        : !strcmp(x->string, "strict")     ? cJSON_IsBool(x)
+                                                           : false;
+            if (!fine)
+                return bad(e, "tools", "tools[%d].function.%.40s: %s", k, x->string,
+                           !strcmp(x->string, "description") || !strcmp(x->string, "parameters") ||
+                                   !strcmp(x->string, "strict")
+                               ? "wrong type"
+                               : "not supported by this server");
+        }
+        for (cJSON *o = tools->child; o != t; o = o->next) {
+            cJSON *on = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "function"), "name");
+            if (!strcmp(on->valuestring, name->valuestring))
+                return bad(e, "tools", "tools[%d]: a second function named '%.64s'", k, name->valuestring);
+        }
+        k++;
+    }
+    enum cobatch_tool_choice c = COBATCH_TOOL_CHOICE_AUTO;
+    const char *function = NULL;
+    if (choice && !cJSON_IsNull(choice)) {
+        if (cJSON_IsString(choice)) {
+            const char *v = choice->valuestring;
+            if (!strcmp(v, "none"))
+                c = COBATCH_TOOL_CHOICE_NONE;
+            else if (!strcmp(v, "required"))
+                c = COBATCH_TOOL_CHOICE_REQUIRED;
+            else if (strcmp(v, "auto") != 0)
+                return bad(e, "tool_choice", "'tool_choice' is none, auto, required or a function (got '%.40s')", v);
+        } else {
+            cJSON *type = cJSON_GetObjectItemCaseSensitive(choice, "type");
+            cJSON *name =
+                cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(choice, "function"), "name");
+            if (!cJSON_IsObject(choice) || !cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0 ||
+                !cJSON_IsString(name))
+                return bad(e, "tool_choice",
+                           "'tool_choice' is none, auto, required or {\"type\": \"function\", \"function\": "
+                           "{\"name\": ...}}");
+            c = COBATCH_TOOL_CHOICE_REQUIRED;
+            function = name->valuestring;
+            bool found = false;
+            cJSON_ArrayForEach(t, tools) {
+                cJSON *tn = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "function"), "name");
+                found |= !strcmp(tn->valuestring, function);
+            }
+            if (!found) return bad(e, "tool_choice", "'tool_choice' names '%.64s', which is not in 'tools'", function);
+        }
+    }
+    if (k == 0) { /* no tools: nothing to call */
+        if (c == COBATCH_TOOL_CHOICE_REQUIRED && !function)
+            return bad(e, "tool_choice", "'tool_choice' required needs 'tools'");
+        return 0;
+    }
+    char *j = cJSON_PrintUnformatted(tools);
+    r->params.tools = j ? keep(r, j) : NULL;
+    free(j);
+    if (!r->params.tools || (function && !(r->params.tool_function = keep(r, function)))) return oom(e);
+    r->params.tool_choice = c;
+    r->params.single_tool_call = !parallel;
+    r->calls_tools = c != COBATCH_TOOL_CHOICE_NONE;
+    if (r->calls_tools && (r->params.grammar || r->json_schema))
+        return bad(e, r->params.grammar ? "grammar" : "response_format",
+                   "a request that may call tools is held to the tools' call format: give no '%s' with it (or "
+                   "'tool_choice': \"none\")",
+                   r->params.grammar ? "grammar" : "response_format");
     return 0;
 }
 
@@ -503,7 +653,8 @@ static const char *const COMMON_KEYS[] = {"model",
                                           "user",
                                           NULL};
 static const char *const COMPLETION_KEYS[] = {"prompt", "echo", NULL};
-static const char *const CHAT_KEYS[] = {"messages", "top_logprobs", NULL};
+static const char *const CHAT_KEYS[] = {"messages",    "top_logprobs",        "tools",
+                                        "tool_choice", "parallel_tool_calls", NULL};
 
 static bool listed(const char *const *keys, const char *k) {
     for (; *keys; keys++)
@@ -512,8 +663,9 @@ static bool listed(const char *const *keys, const char *k) {
 }
 
 /* Fields this server does not implement, sent with the value that asks for nothing (some clients
- * send them always): best_of 1, suffix "", tools [], tool_choice "none", store false, top_logprobs 0
- * (completions, which have no such field), parallel_tool_calls with no tools. */
+ * send them always): best_of 1, suffix "", store false, top_logprobs 0 (completions, which have no
+ * such field); on completions, which have no tools: tools [], tool_choice "none",
+ * parallel_tool_calls. */
 static bool asks_nothing(const cJSON *x) {
     const char *k = x->string;
     if (!strcmp(k, "best_of") || !strcmp(k, "top_logprobs"))
@@ -658,6 +810,7 @@ int cb_openai_parse_json(cb_openai_kind kind, const struct cobatch_sampling *def
         if (boolean(so, "include_usage", &r->include_usage, e)) goto out;
     }
     if (parse_logprobs(kind, root, r, e) != 0 || parse_format(root, r, e) != 0) goto out;
+    if (kind == CB_OPENAI_CHAT && parse_tools(root, r, e) != 0) goto out;
     if (r->params.max_tokens == 0 && !r->echo) {
         bad(e, cJSON_GetObjectItemCaseSensitive(root, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
             "0 tokens ask for no output: only a completions request with 'echo' may (its prompt comes back)");
@@ -856,9 +1009,23 @@ char *cb_openai_response_json(cb_openai_kind kind, const char *id, long created,
         cJSON *c = cJSON_CreateObject();
         cJSON_AddNumberToObject(c, "index", i);
         if (kind == CB_OPENAI_CHAT) {
+            const cb_openai_choice *ch = &choices[i];
             cJSON *m = cJSON_AddObjectToObject(c, "message");
             cJSON_AddStringToObject(m, "role", "assistant");
-            cJSON_AddStringToObject(m, "content", choices[i].text);
+            if (ch->n_calls && !ch->text[0]) /* OpenAI's: calls and no text, content null */
+                cJSON_AddNullToObject(m, "content");
+            else
+                cJSON_AddStringToObject(m, "content", ch->text);
+            cJSON *calls = ch->n_calls ? cJSON_AddArrayToObject(m, "tool_calls") : NULL;
+            for (size_t k = 0; k < ch->n_calls; k++) {
+                cJSON *tc = cJSON_CreateObject();
+                cJSON_AddStringToObject(tc, "id", ch->call_ids[k]);
+                cJSON_AddStringToObject(tc, "type", "function");
+                cJSON *f = cJSON_AddObjectToObject(tc, "function");
+                cJSON_AddStringToObject(f, "name", ch->calls[k].name);
+                cJSON_AddStringToObject(f, "arguments", ch->calls[k].arguments);
+                cJSON_AddItemToArray(calls, tc);
+            }
         } else {
             cJSON_AddStringToObject(c, "text", choices[i].text);
         }
@@ -878,7 +1045,8 @@ char *cb_openai_chunk_json(cb_openai_kind kind, const char *id, long created, co
     if (kind == CB_OPENAI_CHAT) {
         cJSON *d = cJSON_AddObjectToObject(c, "delta");
         if (role_first) cJSON_AddStringToObject(d, "role", "assistant");
-        if (role_first || (text && text[0]) || !finish) cJSON_AddStringToObject(d, "content", text ? text : "");
+        if (text ? role_first || text[0] || !finish : !role_first && !finish)
+            cJSON_AddStringToObject(d, "content", text ? text : "");
     } else {
         cJSON_AddStringToObject(c, "text", text ? text : "");
     }
@@ -887,6 +1055,28 @@ char *cb_openai_chunk_json(cb_openai_kind kind, const char *id, long created, co
         cJSON_AddStringToObject(c, "finish_reason", finish);
     else
         cJSON_AddNullToObject(c, "finish_reason");
+    cJSON_AddItemToArray(choices, c);
+    return print(o);
+}
+
+char *cb_openai_tool_chunk_json(const char *id, long created, const char *model, int index, int call,
+                                const char *call_id, const char *name, const char *arguments) {
+    cJSON *o = envelope(CB_OPENAI_CHAT, id, created, model, true);
+    cJSON *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", index);
+    cJSON *d = cJSON_AddObjectToObject(c, "delta");
+    cJSON *tc = cJSON_CreateObject();
+    cJSON_AddNumberToObject(tc, "index", call);
+    if (call_id) {
+        cJSON_AddStringToObject(tc, "id", call_id);
+        cJSON_AddStringToObject(tc, "type", "function");
+    }
+    cJSON *f = cJSON_AddObjectToObject(tc, "function");
+    if (name) cJSON_AddStringToObject(f, "name", name);
+    cJSON_AddStringToObject(f, "arguments", arguments);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(d, "tool_calls"), tc);
+    cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddNullToObject(c, "finish_reason");
     cJSON_AddItemToArray(choices, c);
     return print(o);
 }

@@ -35,7 +35,8 @@ typedef struct {
     /* structured output: response_format json_object / json_schema give json_schema (JSON text), to be
      * turned into params.grammar by cb_openai_resolve_schema; llama-server's `grammar` gives GBNF */
     char *json_schema;
-    char *grammar; /* behind params.grammar */
+    char *grammar;    /* behind params.grammar */
+    bool calls_tools; /* chat: tools are offered and tool_choice is not none (the output may be calls) */
     bool stream, include_usage;
     bool has_priority; /* a non-zero priority was given (needs the priority scheduling policy) */
     char *model;       /* as the client named it, or NULL */
@@ -103,20 +104,30 @@ typedef struct {
 
 /* All returned strings are malloc'd JSON; the caller frees them. NULL on allocation failure. */
 char *cb_openai_error_json(const cb_openai_error *e);
-/* id: "cmpl-..." or "chatcmpl-..."; finish: "stop" or "length". */
+/* id: "cmpl-..." or "chatcmpl-...". */
 /* cached_tokens >= 0 adds usage.prompt_tokens_details.cached_tokens (prefix cache hits); < 0 omits it. */
 typedef struct {
     const char *text;
-    const char *finish;           /* "stop" or "length" */
+    const char *finish;           /* "stop", "length" or "tool_calls" */
     const cb_openai_logprobs *lp; /* NULL: "logprobs": null */
+    /* chat: the tool calls the output made (n_calls; ids call_ids[k]); with calls an empty text is
+     * "content": null */
+    const struct cobatch_tool_call *calls;
+    size_t n_calls;
+    const char *const *call_ids;
 } cb_openai_choice;
 char *cb_openai_response_json(cb_openai_kind kind, const char *id, long created, const char *model,
                               const cb_openai_choice *choices, int n_choices, int prompt_tokens, int completion_tokens,
                               int cached_tokens);
-/* A stream chunk. role_first: the chat chunk that opens the stream (role, empty content).
+/* A stream chunk. role_first: the chat chunk that opens the stream (role, and content text: "", or
+ * none for NULL, as a stream of tool calls opens).
  * finish: NULL while streaming. */
 char *cb_openai_chunk_json(cb_openai_kind kind, const char *id, long created, const char *model, int index,
                            const char *text, const char *finish, bool role_first, const cb_openai_logprobs *lp);
+/* A chat stream chunk of tool call `call` of choice index: its first (call_id and name given, with
+ * the arguments written so far) or a further piece of its arguments (call_id and name NULL). */
+char *cb_openai_tool_chunk_json(const char *id, long created, const char *model, int index, int call,
+                                const char *call_id, const char *name, const char *arguments);
 /* The characters (UTF-8 code points started) of the pieces of tokens, one after the other: where the
  * text of the token after them starts, counting from offset. */
 int32_t cb_openai_text_end(const cb_openai_logprobs *lp);

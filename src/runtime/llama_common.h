@@ -4,7 +4,9 @@
 #ifndef CB_LLAMA_COMMON_H
 #define CB_LLAMA_COMMON_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -22,11 +24,71 @@ cb_chat_templates *cb_common_templates_new(const struct llama_model *model, cons
 void cb_common_templates_free(cb_chat_templates *t);
 /* The template's text. */
 const char *cb_common_template_source(const cb_chat_templates *t);
-/* Messages rendered with the template and the assistant's generation prompt after them. Returns a
- * malloc'd string, or NULL with the reason in err (the template raised an error, out of memory).
- * Thread-safe: the templates are only read. */
-char *cb_common_render(const cb_chat_templates *t, const char *const *roles, const char *const *contents, size_t n,
-                       char *err, size_t errlen);
+/* One chat message. tool_calls: an assistant's calls, OpenAI's array as JSON text (each
+ * {"id", "type": "function", "function": {"name", "arguments"}}), or NULL; tool_call_id: the call a
+ * "tool" message answers, or NULL; name: the author's name, or NULL. */
+typedef struct {
+    const char *role, *content, *tool_calls, *tool_call_id, *name;
+} cb_common_msg;
+
+enum { CB_TOOLS_AUTO, CB_TOOLS_REQUIRED, CB_TOOLS_NONE };
+
+/* The tools a request offers. */
+typedef struct {
+    const char *tools;    /* OpenAI's tools array as JSON text, or NULL: none */
+    int choice;           /* CB_TOOLS_* */
+    const char *function; /* with CB_TOOLS_REQUIRED: the call must be to this one (NULL: any) */
+    bool single;          /* one call at most (parallel_tool_calls false) */
+} cb_common_tools;
+
+typedef struct cb_chat_parser cb_chat_parser;
+
+/* What rendering a chat gives besides its prompt when it offers tools: the grammar its calls are
+ * held to, the output parser. Every pointer malloc'd (cb_common_rendered_clear frees them). */
+typedef struct {
+    char *prompt;
+    char *grammar;   /* GBNF (root "root") the output is held to, or NULL */
+    bool lazy;       /* the grammar holds only from a trigger on */
+    char **patterns; /* (n_patterns) lazy: regular expressions whose match starts it */
+    size_t n_patterns;
+    int32_t *trigger_tokens; /* (n_trigger_tokens) lazy: tokens that start it */
+    size_t n_trigger_tokens;
+    char *prefill; /* not lazy: text the grammar must be fed before the output (the
+                      generation prompt it begins with), or NULL */
+    char **stops;  /* (n_stops) stop strings the format adds */
+    size_t n_stops;
+    char **preserved; /* (n_preserved) texts of tokens the output must show (call markers) */
+    size_t n_preserved;
+    cb_chat_parser *parser; /* NULL: the output is content only */
+} cb_common_rendered;
+
+/* Messages rendered with the template and the assistant's generation prompt after them; with
+ * tools (NULL: none) their grammar and parser too. Returns 0, or -1 with the reason in err (the
+ * template raised an error, tools it cannot call, out of memory). Thread-safe: the templates are
+ * only read. */
+int cb_common_render(const cb_chat_templates *t, const cb_common_msg *msgs, size_t n, const cb_common_tools *tools,
+                     cb_common_rendered *out, char *err, size_t errlen);
+void cb_common_rendered_clear(cb_common_rendered *r);
+
+/* The grammar sampler of a rendering with a grammar: lazy with its triggers, or fed its prefill.
+ * NULL with the reason in err (the grammar does not parse, the prefill does not fit it). */
+struct llama_vocab;
+struct llama_sampler *cb_common_grammar_sampler(const struct llama_vocab *vocab, const cb_common_rendered *r, char *err,
+                                                size_t errlen);
+
+/* A tool call read from an output. */
+typedef struct {
+    char *name, *arguments; /* arguments: JSON text (while partial, possibly cut short) */
+} cb_common_call;
+
+/* Reads an output (text[0, len)) into its content and tool calls; partial: more text may come
+ * (a call being written is given as far as it goes; text that may become a call marker is held
+ * back). Returns 0, or -1 with the reason in err. *content and the calls are malloc'd: free them
+ * with cb_common_calls_free. */
+int cb_common_parse(const cb_chat_parser *p, const char *text, size_t len, bool partial, char **content,
+                    cb_common_call **calls, size_t *n_calls, char *err, size_t errlen);
+void cb_common_calls_free(cb_common_call *calls, size_t n);
+void cb_chat_parser_free(cb_chat_parser *p);
 
 /* A GBNF grammar (root rule "root") for the JSON values valid against schema, a JSON schema given
  * as JSON text, made by common's converter. Returns a malloc'd string, or NULL with the reason in

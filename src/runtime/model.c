@@ -132,39 +132,48 @@ int32_t *cb_model_tokenize(const cb_model *m, const char *text, size_t len, bool
     return t;
 }
 
-/* The template applied to these contents (the Jinja one, else the built-in); a malloc'd string or
- * NULL with the reason in err. */
-static char *render(const cb_model *m, const char *const *roles, const char *const *contents, size_t n, char *err,
-                    size_t errlen) {
-    if (m->tmpls) return cb_common_render(m->tmpls, roles, contents, n, err, errlen);
+/* The template applied to these messages (the Jinja one, else the built-in, which knows no tools):
+ * 0 with out->prompt set (and with tools, the rest of out), or -1 with the reason in err. */
+static int render(const cb_model *m, const cb_common_msg *msgs, size_t n, const cb_common_tools *tools,
+                  cb_common_rendered *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof(*out));
+    if (m->tmpls) return cb_common_render(m->tmpls, msgs, n, tools, out, err, errlen);
+    if (tools && tools->tools && tools->choice != CB_TOOLS_NONE) {
+        if (err && errlen)
+            snprintf(err, errlen,
+                     "the model has no chat template that offers tools; give the server one "
+                     "(--chat-template)");
+        return -1;
+    }
     const char *tmpl = llama_model_chat_template(m->model, NULL);
-    struct llama_chat_message *msgs = calloc(n ? n : 1, sizeof(*msgs));
-    if (!msgs) return NULL;
+    struct llama_chat_message *lm = calloc(n ? n : 1, sizeof(*lm));
+    if (!lm) return -1;
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
-        msgs[i].role = roles[i];
-        msgs[i].content = contents[i];
-        total += strlen(roles[i]) + strlen(contents[i]);
+        lm[i].role = msgs[i].role;
+        lm[i].content = msgs[i].content;
+        total += strlen(msgs[i].role) + strlen(msgs[i].content);
     }
     int32_t cap = total < INT32_MAX / 4 ? (int32_t)(total * 2 + 256) : -1;
     char *buf = cap > 0 ? malloc((size_t)cap) : NULL;
-    int32_t len = buf ? llama_chat_apply_template(tmpl, msgs, n, true, buf, cap) : -1;
+    int32_t len = buf ? llama_chat_apply_template(tmpl, lm, n, true, buf, cap) : -1;
     if (len >= cap) {
         char *b2 = realloc(buf, (size_t)len + 1);
         if (b2) {
             buf = b2;
-            len = llama_chat_apply_template(tmpl, msgs, n, true, buf, len + 1);
+            len = llama_chat_apply_template(tmpl, lm, n, true, buf, len + 1);
         } else {
             len = -1;
         }
     }
-    free(msgs);
+    free(lm);
     if (len < 0) {
         free(buf);
-        return NULL;
+        return -1;
     }
     buf[len] = '\0';
-    return buf;
+    out->prompt = buf;
+    return 0;
 }
 
 /* Appends the tokens of text[0, len) to *v (cap grown as needed). Returns false on failure. */
@@ -238,41 +247,61 @@ static char *trimmed(const char *s) {
     return strndup(s, n);
 }
 
-int32_t *cb_model_chat_tokens(const cb_model *m, const char *const *roles, const char *const *contents, size_t n,
-                              int32_t *n_out, char *err, size_t errlen) {
+int32_t *cb_model_chat_tokens(const cb_model *m, const cb_common_msg *msgs, size_t n, const cb_common_tools *tools,
+                              cb_common_rendered *extra, int32_t *n_out, char *err, size_t errlen) {
     if (err && errlen) err[0] = '\0';
+    if (extra) memset(extra, 0, sizeof(*extra));
     if (!cb_model_has_chat_template(m) || n == 0) return NULL;
+    const char **contents = calloc(n, sizeof(char *));
     char **marks = calloc(n, sizeof(char *)), **trims = calloc(n, sizeof(char *));
-    char *real = render(m, roles, contents, n, err, errlen), *skel = NULL;
+    cb_common_msg *skel_msgs = calloc(n, sizeof(*skel_msgs));
+    cb_common_rendered real = {0}, skel = {0};
     int32_t *v = NULL, nv = 0;
-    bool ok = marks && trims && real;
+    bool ok = contents && marks && trims && skel_msgs && render(m, msgs, n, tools, &real, err, errlen) == 0;
     for (size_t i = 0; ok && i < n; i++) {
+        contents[i] = msgs[i].content;
+        skel_msgs[i] = msgs[i];
+        trims[i] = trimmed(msgs[i].content);
+        ok = trims[i] != NULL;
+        if (!ok || !msgs[i].content[0]) continue; /* an empty content stays empty: templates test it */
         marks[i] = malloc(24);
-        trims[i] = trimmed(contents[i]);
-        ok = marks[i] && trims[i];
+        ok = marks[i] != NULL;
         if (ok) snprintf(marks[i], 24, "%c%zu%c", MARK, i, MARK);
+        skel_msgs[i].content = marks[i];
     }
-    if (ok) skel = render(m, roles, (const char *const *)marks, n, NULL, 0);
+    /* the skeleton needs the prompt only: the tools as listed, no grammar or parser worked out */
+    cb_common_tools listed = tools ? *tools : (cb_common_tools){0};
+    listed.choice = CB_TOOLS_NONE;
+    listed.function = NULL;
+    bool have_skel = ok && render(m, skel_msgs, n, tools ? &listed : NULL, &skel, NULL, 0) == 0;
     /* templates copy a content as it is, or trimmed (llama2-like ones); one that does something
      * else (or fails on the marks) gets its whole rendering tokenized with special tokens, as text
      * completions are */
-    if (ok && (!skel || (!split_tokens(m, skel, real, contents, n, &v, &nv) &&
-                         !split_tokens(m, skel, real, (const char *const *)trims, n, &v, &nv)))) {
+    if (ok && (!have_skel || (!split_tokens(m, skel.prompt, real.prompt, contents, n, &v, &nv) &&
+                              !split_tokens(m, skel.prompt, real.prompt, (const char *const *)trims, n, &v, &nv)))) {
         free(v);
-        v = cb_model_tokenize(m, real, strlen(real), true, true, &nv);
+        v = cb_model_tokenize(m, real.prompt, strlen(real.prompt), true, true, &nv);
     }
     for (size_t i = 0; i < n && marks && trims; i++) {
         free(marks[i]);
         free(trims[i]);
     }
+    free(contents);
     free(marks);
     free(trims);
-    free(real);
-    free(skel);
+    free(skel_msgs);
+    cb_common_rendered_clear(&skel);
     if (!ok || !v) {
         free(v);
+        cb_common_rendered_clear(&real);
         return NULL;
     }
+    free(real.prompt);
+    real.prompt = NULL;
+    if (extra)
+        *extra = real;
+    else
+        cb_common_rendered_clear(&real);
     *n_out = nv;
     return v;
 }

@@ -4,6 +4,8 @@
 #ifndef CB_MODEL_H
 #define CB_MODEL_H
 
+#include "llama_common.h"
+
 #include <cobatch.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -59,9 +61,11 @@ int32_t cb_model_tokenize_into(const cb_model *m, const char *text, size_t len, 
  * tokenizes the result so that message text can never become control tokens: the template's own
  * text is tokenized with special tokens parsed, every message's content without (a user who types
  * "<|im_start|>system" gets those characters, not a forged turn). Returns a malloc'd array and its
- * length in *n, or NULL when the model has no usable template (or on allocation failure). */
-int32_t *cb_model_chat_tokens(const cb_model *m, const char *const *roles, const char *const *contents, size_t n,
-                              int32_t *n_out, char *err, size_t errlen);
+ * length in *n, or NULL when the model has no usable template (or on allocation failure). With
+ * tools (NULL: none) the template lists them, and *extra (may be NULL) gets what else the rendering
+ * gave: the grammar the calls are held to, the output parser (prompt NULL; the caller clears it). */
+int32_t *cb_model_chat_tokens(const cb_model *m, const cb_common_msg *msgs, size_t n, const cb_common_tools *tools,
+                              cb_common_rendered *extra, int32_t *n_out, char *err, size_t errlen);
 
 bool cb_model_has_chat_template(const cb_model *m);
 /* The vocabulary's special tokens, their texts and the chat template (strings are the model's). */

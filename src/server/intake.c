@@ -73,6 +73,16 @@ static void do_completion(intake *q, cb_intake_job *j) {
         char err[256] = "", msg[300];
         int status = 0;
         cb_intake_prompt *out = &j->prompts[i];
+        if (j->req.kind == CB_OPENAI_CHAT) { /* rendered once, with its tools' grammar and parser */
+            j->chat = cobatch_chat_new(q->engine, &p, &status, err, sizeof(err));
+            if (j->chat) continue;
+            const char *param = !strncmp(err, "grammar", 7)                  ? "grammar"
+                                : strstr(err, "tool") && j->req.params.tools ? "tools"
+                                                                             : "messages";
+            set_error(j, status == COBATCH_ERR_NOMEM ? 503 : 400, param,
+                      status == COBATCH_ERR_NOMEM ? "out of memory" : err);
+            return;
+        }
         out->tokens = cobatch_prompt_tokens(q->engine, &p, &out->n_tokens, &status, err, sizeof(err));
         if (out->tokens && j->req.echo && !(out->text = echo_text(q, &j->req.prompts[i]))) status = COBATCH_ERR_NOMEM;
         if (out->tokens && status != COBATCH_ERR_NOMEM) continue;
@@ -223,6 +233,7 @@ void cb_intake_job_free(cb_intake_job *j) {
     }
     free(j->prompts);
     cobatch_grammar_free(j->grammar);
+    cobatch_chat_free(j->chat);
     cb_openai_request_free(&j->req);
     free(j);
 }

@@ -31,7 +31,9 @@ typedef struct cb_intake_job {
     int status;                /* 200, or the HTTP status of an error */
     char *json;                /* an error body, or the answer of a tokenizer endpoint (malloc'd) */
     cb_openai_request req;     /* INTAKE_COMPLETION with status 200: the parsed request */
-    cb_intake_prompt *prompts; /* (n_prompts) INTAKE_COMPLETION with status 200: its prompts (chat: one) */
+    cb_intake_prompt *prompts; /* (n_prompts) INTAKE_COMPLETION with status 200: its prompts (chat: one, with no
+                                  tokens: they are the chat's) */
+    cobatch_chat *chat;        /* chat with status 200: the messages rendered, with the tools' grammar and parser */
     cobatch_grammar *grammar;  /* INTAKE_COMPLETION with status 200 and a grammar: parsed here, off the loop */
     int n_prompts;
     struct cb_intake_job *next;

@@ -18,10 +18,12 @@
 #include <event2/event.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -44,6 +46,12 @@ typedef struct {
     int32_t lp_n, lp_cap;
     int32_t text_offset;   /* streamed completions: characters of the choice's text already sent */
     int32_t n_prompt_rows; /* echo: rows of lp that are the prompt's */
+    /* a chat that may call tools: what its output was read into so far, and of that what went out */
+    struct cobatch_chat_output out;
+    size_t sent_content; /* streamed: bytes of out.content sent */
+    size_t *sent_args;   /* (n_ids) streamed: bytes of each call's arguments sent */
+    char (*ids)[32];     /* (n_ids) the calls' ids, made as they appear */
+    size_t n_ids;
 } cb_srv_choice;
 
 /* One completion request, from its HTTP request to its end. */
@@ -64,6 +72,8 @@ typedef struct cb_srv_req {
     bool tokens_as_ids;        /* tokens named "token_id:N" */
     bool share_prompt_rows;    /* echo + logprobs, not streamed: the first choice of a prompt computes its rows, the
                                   others answer a copy (each would compute them whole, without the cache) */
+    cobatch_chat *chat;        /* chat: taken from the intake job (its output parser) */
+    bool calls_tools;          /* the chat's outputs are read for tool calls */
     cb_intake_prompt *prompts; /* (n_prompts) taken from the intake job: echo texts */
     int n_prompts;
     bool failed;                         /* a choice failed: the answer was an error, the rest are cancelled */
@@ -155,7 +165,11 @@ static void req_free(cb_srv_req *r) {
     for (int i = 0; i < r->n; i++) {
         free(r->ch[i].text);
         free(r->ch[i].lp);
+        cobatch_chat_output_clear(&r->ch[i].out);
+        free(r->ch[i].sent_args);
+        free(r->ch[i].ids);
     }
+    cobatch_chat_free(r->chat);
     free(r->ch);
     for (int i = 0; i < r->n_prompts; i++) {
         free(r->prompts[i].tokens);
@@ -207,7 +221,8 @@ static void start_stream(srv *s, cb_srv_req *r) {
     r->started = true;
     cb_conn_stream_start(r->conn, 200, "text/event-stream", "Cache-Control: no-cache\r\n");
     for (int i = 0; i < r->n && r->kind == CB_OPENAI_CHAT; i++) { /* each choice's first chunk carries the role */
-        char *j = cb_openai_chunk_json(r->kind, r->cid, r->created, s->model, i, "", NULL, true, NULL);
+        char *j = cb_openai_chunk_json(r->kind, r->cid, r->created, s->model, i, r->calls_tools ? NULL : "", NULL, true,
+                                       NULL);
         bool ok = sse(s, r, j);
         free(j);
         if (!ok) return;
@@ -278,6 +293,76 @@ static void send_chunk(srv *s, cb_srv_choice *c, const char *text, const char *f
     free(j);
 }
 
+/* An id for a tool call: "call_" and 24 letters and digits. */
+static void call_id(char out[32]) {
+    static const char abc[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    unsigned char b[24];
+    if (getrandom(b, sizeof(b), GRND_NONBLOCK) != (ssize_t)sizeof(b)) { /* no entropy yet: clock and counter */
+        static uint64_t ctr;
+        uint64_t x = (uint64_t)cobatch_time_us() ^ (++ctr * 0x9E3779B97F4A7C15ull);
+        for (size_t i = 0; i < sizeof(b); i++, x = x * 6364136223846793005ull + 1442695040888963407ull)
+            b[i] = (unsigned char)(x >> 56);
+    }
+    memcpy(out, "call_", 5);
+    for (size_t i = 0; i < sizeof(b); i++)
+        out[5 + i] = abc[b[i] % (sizeof(abc) - 1)];
+    out[29] = '\0';
+}
+
+/* Reads the choice's output so far (partial) or whole into c->out, giving new calls ids. Returns
+ * false when out of memory. An output the parser cannot read whole stays text, with no calls. */
+static bool read_output(cb_srv_choice *c, bool partial) {
+    char err[160];
+    struct cobatch_chat_output o;
+    if (cobatch_chat_parse(c->r->chat, c->text ? c->text : "", c->len, partial, &o, err, sizeof(err)) != 0) {
+        if (strstr(err, "out of memory")) return false;
+        if (partial) return true; /* read again with more text */
+        memset(&o, 0, sizeof(o));
+        if (!(o.content = strndup(c->text ? c->text : "", c->len))) return false;
+    }
+    if (o.n_calls > c->n_ids) {
+        char(*ids)[32] = realloc(c->ids, sizeof(*ids) * o.n_calls);
+        size_t *sent = ids ? realloc(c->sent_args, sizeof(*sent) * o.n_calls) : NULL;
+        if (ids) c->ids = ids;
+        if (!sent) {
+            cobatch_chat_output_clear(&o);
+            return false;
+        }
+        c->sent_args = sent;
+        for (; c->n_ids < o.n_calls; c->n_ids++) {
+            call_id(c->ids[c->n_ids]);
+            c->sent_args[c->n_ids] = SIZE_MAX; /* not announced */
+        }
+    }
+    cobatch_chat_output_clear(&c->out);
+    c->out = o;
+    return true;
+}
+
+/* Streams what the choice's output read into since the last time: new content, then each call's
+ * first chunk (id, name) and the new part of its arguments. A part that is not an extension of
+ * what went out (the parser read differently with more text) waits. */
+static void send_calls(srv *s, cb_srv_choice *c) {
+    cb_srv_req *r = c->r;
+    const char *content = c->out.content ? c->out.content : "";
+    size_t cl = strlen(content);
+    if (cl > c->sent_content && r->conn) {
+        send_chunk(s, c, content + c->sent_content, NULL);
+        c->sent_content = cl;
+    }
+    for (size_t k = 0; k < c->out.n_calls && r->conn; k++) {
+        const struct cobatch_tool_call *t = &c->out.calls[k];
+        size_t al = strlen(t->arguments), sent = c->sent_args[k];
+        if (sent != SIZE_MAX && al <= sent) continue;
+        bool first = sent == SIZE_MAX;
+        char *j = cb_openai_tool_chunk_json(r->cid, r->created, s->model, c->index, (int)k, first ? c->ids[k] : NULL,
+                                            first ? t->name : NULL, t->arguments + (first ? 0 : sent));
+        c->sent_args[k] = al;
+        sse(s, r, j);
+        free(j);
+    }
+}
+
 /* The answer could not be kept whole (out of memory): it ends as a failure. */
 static void lost_output(srv *s, cb_srv_req *r) {
     cancel_all(s, r);
@@ -317,6 +402,18 @@ static void on_token(srv *s, cb_srv_choice *c, const struct cobatch_event *ev) {
         return;
     }
     if (!r->conn) return;
+    if (r->calls_tools) { /* the whole output is read again with each piece */
+        if (!append(c, ev->text, ev->text_len)) {
+            lost_output(s, r);
+        } else if (r->stream && ev->text_len) {
+            if (!r->started) start_stream(s, r);
+            if (!read_output(c, true))
+                lost_output(s, r);
+            else if (r->conn)
+                send_calls(s, c);
+        }
+        return;
+    }
     if (r->stream) {
         if (!r->started) start_stream(s, r);
         if (ev->text_len && r->conn) send_chunk(s, c, ev->text, NULL); /* rows of held text wait for it */
@@ -385,11 +482,28 @@ static void answer(srv *s, cb_srv_req *r) {
         free(own);
     }
     if (ok) {
+        for (int i = 0; i < r->n; i++) {
+            cb_srv_choice *c = &r->ch[i];
+            cs[i] = (cb_openai_choice){.text = c->text ? c->text : "",
+                                       .finish = c->finish,
+                                       .lp = rows_of(s, c, &lps[i]),
+                                       .calls = c->out.calls,
+                                       .n_calls = c->out.n_calls,
+                                       .call_ids = (const char *const *)NULL};
+            if (r->calls_tools) cs[i].text = c->out.content ? c->out.content : "";
+        }
+        for (int i = 0; i < r->n && ok; i++) { /* the ids as an array of strings */
+            const char **ids = r->ch[i].n_ids ? malloc(sizeof(char *) * r->ch[i].n_ids) : NULL;
+            for (size_t k = 0; ids && k < r->ch[i].n_ids; k++)
+                ids[k] = r->ch[i].ids[k];
+            ok = !r->ch[i].n_ids || ids;
+            cs[i].call_ids = ids;
+        }
+        if (ok)
+            j = cb_openai_response_json(r->kind, r->cid, r->created, s->model, cs, r->n, r->n_prompt, r->n_generated,
+                                        r->n_cached);
         for (int i = 0; i < r->n; i++)
-            cs[i] =
-                (cb_openai_choice){r->ch[i].text ? r->ch[i].text : "", r->ch[i].finish, rows_of(s, &r->ch[i], &lps[i])};
-        j = cb_openai_response_json(r->kind, r->cid, r->created, s->model, cs, r->n, r->n_prompt, r->n_generated,
-                                    r->n_cached);
+            free((void *)cs[i].call_ids);
     }
     reply_json(s, r->conn, 200, j, NULL);
     free(j);
@@ -435,6 +549,17 @@ static void on_finished(srv *s, cb_srv_choice *c, const struct cobatch_event *ev
         r->n_generated += ev->n_generated;
         if (r->conn && !take_prompt(s, c, ev)) {
             lost_output(s, r);
+        } else if (r->conn && r->calls_tools) { /* the output read whole */
+            if (!append(c, ev->text, ev->text_len) || !read_output(c, false)) {
+                lost_output(s, r);
+            } else {
+                if (c->out.n_calls && ev->reason == COBATCH_FINISH_STOP) c->finish = "tool_calls";
+                if (r->stream) {
+                    if (!r->started) start_stream(s, r);
+                    if (r->conn) send_calls(s, c);
+                    if (r->conn) send_chunk(s, c, "", c->finish);
+                }
+            }
         } else if (r->conn && r->stream) {
             if (!r->started) start_stream(s, r);
             if (r->conn) send_chunk(s, c, ev->text, c->finish);
@@ -486,6 +611,10 @@ static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
     p.grammar = NULL;
     p.messages = NULL;
     p.n_messages = 0;
+    p.tools = NULL;
+    p.chat = r->chat = j->chat; /* chat: rendered by the worker, with its tools' grammar */
+    j->chat = NULL;
+    r->calls_tools = cobatch_chat_calls_tools(r->chat);
     r->stream = j->req.stream;
     r->include_usage = j->req.include_usage;
     r->per_prompt = j->req.n;
@@ -512,8 +641,8 @@ static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
         r->ch[i] = (cb_srv_choice){.r = r, .index = i, .echo_due = j->req.echo};
         p.user_data = &r->ch[i];
         p.prompt_logprobs = j->req.params.prompt_logprobs && (k == 0 || !r->share_prompt_rows);
-        p.prompt_tokens = r->prompts[i / r->per_prompt].tokens;
-        p.n_prompt_tokens = r->prompts[i / r->per_prompt].n_tokens;
+        p.prompt_tokens = r->chat ? NULL : r->prompts[i / r->per_prompt].tokens;
+        p.n_prompt_tokens = r->chat ? 0 : r->prompts[i / r->per_prompt].n_tokens;
         if (j->req.params.sampling.seed != COBATCH_SEED_RANDOM) { /* a seeded request: n seeded samples */
             uint32_t seed = j->req.params.sampling.seed + (uint32_t)k;
             p.sampling.seed = seed == COBATCH_SEED_RANDOM ? 0 : seed;

@@ -172,4 +172,43 @@ expect "unreadable input" 1 "cannot read" "$bin" batch -m "$model" -i "$dir/nope
 expect "unwritable output" 1 "cannot" "$bin" batch -m "$model" -i "$dir/job.jsonl" -o "$dir/no/such/dir.jsonl"
 expect "bad --window" 2 "--window takes a whole number from 1 to 1048576 (got '0')" "$bin" batch -i "$dir/job.jsonl" -o "$dir/x.jsonl" --window 0
 expect "bad engine flag" 2 "--max-num-seqs takes" "$bin" batch -i "$dir/job.jsonl" -o "$dir/x.jsonl" --max-num-seqs x
+# Structured output and tool calls in JSONL lines, as the server has them: a json_schema line gives
+# JSON that validates; a forced tool call (a tool-capable template given with --chat-template)
+# gives message.tool_calls; tools under a template without a call format are refused by name.
+tmpl="$(cd "$(dirname "$0")/../.." && pwd)/templates/chatml-tools.jinja"
+python3 - "$dir" <<'PY'
+import json, sys
+d = sys.argv[1]
+ask = [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "Weather in Paris?"}]
+schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}, "warm": {"type": "boolean"}},
+          "required": ["city", "warm"], "additionalProperties": False}
+tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string", "maxLength": 20}}, "required": ["city"]}}},
+         {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}]
+rows = [{"custom_id": "js", "method": "POST", "url": "/v1/chat/completions",
+         "body": {"messages": ask, "max_tokens": 60, "response_format": {"type": "json_schema", "json_schema": {
+             "name": "w", "schema": schema, "strict": True}}}},
+        {"custom_id": "tc", "method": "POST", "url": "/v1/chat/completions",
+         "body": {"messages": ask, "max_tokens": 60, "tools": tools, "parallel_tool_calls": False,
+                  "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}}]
+open(f"{d}/so.jsonl", "w").write("".join(json.dumps(r) + "\n" for r in rows))
+PY
+"$bin" batch "${flags[@]}" --chat-template "$tmpl" -i "$dir/so.jsonl" -o "$dir/so_out.jsonl" --errors "$dir/so_err.jsonl" 2>"$dir/log8"
+rc=$?
+check "json_schema and a forced tool call in a batch" '[ $rc -eq 0 ] && python3 - "$dir/so_out.jsonl" <<PY
+import json, sys
+rows = {r["custom_id"]: r["response"]["body"]["choices"][0] for r in map(json.loads, open(sys.argv[1]))}
+v = json.loads(rows["js"]["message"]["content"])
+assert set(v) == {"city", "warm"} and isinstance(v["city"], str) and isinstance(v["warm"], bool), v
+c = rows["tc"]
+assert c["finish_reason"] == "tool_calls" and c["message"]["content"] is None, c
+(t,) = c["message"]["tool_calls"]
+assert t["type"] == "function" and t["id"].startswith("call_") and t["function"]["name"] == "get_weather", t
+a = json.loads(t["function"]["arguments"])
+assert isinstance(a["city"], str), a
+PY'
+"$bin" batch "${flags[@]}" -i "$dir/so.jsonl" -o "$dir/so_out2.jsonl" --errors "$dir/so_err2.jsonl" 2>"$dir/log9"
+check "tools under a template with no call format: an error line that says so" \
+    'grep -q "\"custom_id\":\"tc\"" "$dir/so_err2.jsonl" && grep -q "tool-call format" "$dir/so_err2.jsonl" &&
+     grep -q "\"custom_id\":\"js\"" "$dir/so_out2.jsonl"'
 finish

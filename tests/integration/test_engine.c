@@ -254,8 +254,8 @@ static it_result run1(struct cobatch_request_params p) {
  * leads this quantized model astray). */
 static void knows_the_capital_of_france(void **state) {
     (void)state;
-    struct cobatch_chat_message m[] = {{"system", "You are a helpful assistant."},
-                                       {"user", "What is the capital of France?"}};
+    struct cobatch_chat_message m[] = {{.role = "system", .content = "You are a helpful assistant."},
+                                       {.role = "user", .content = "What is the capital of France?"}};
     struct cobatch_request_params p = cobatch_request_default_params();
     p.messages = m;
     p.n_messages = 2;
@@ -557,7 +557,7 @@ static char *rendered(cobatch_engine *e, const struct cobatch_chat_message *m, s
 static void chat_templates_render_with_jinja(void **state) {
     (void)state;
     char err[256] = "";
-    struct cobatch_chat_message user = {"user", "Hi <|im_start|>"};
+    struct cobatch_chat_message user = {.role = "user", .content = "Hi <|im_start|>"};
     char *s = rendered(shared_engine, &user, 1, err, sizeof(err));
     assert_non_null(s);
     assert_non_null(strstr(s, "You are a helpful AI assistant named SmolLM"));
@@ -574,12 +574,13 @@ static void chat_templates_render_with_jinja(void **state) {
         "[{{ m.role }}] {{ m.content }}\n{% endfor %}[assistant] ";
     cobatch_engine *e = it_engine(ep);
     assert_non_null(e);
-    struct cobatch_chat_message two[] = {{"system", "Be brief."}, {"user", "Hello"}};
+    struct cobatch_chat_message two[] = {{.role = "system", .content = "Be brief."},
+                                         {.role = "user", .content = "Hello"}};
     s = rendered(e, two, 2, err, sizeof(err));
     assert_non_null(s);
     assert_string_equal(s, "[system] Be brief.\n[user] Hello\n[assistant] ");
     free(s);
-    struct cobatch_chat_message tool = {"tool", "42"};
+    struct cobatch_chat_message tool = {.role = "tool", .content = "42"};
     assert_null(rendered(e, &tool, 1, err, sizeof(err)));
     printf("# refused: %s\n", err);
     assert_non_null(strstr(err, "no tools here"));
@@ -597,6 +598,92 @@ static void chat_templates_render_with_jinja(void **state) {
     ep.chat_template_file = "/nonexistent/template.jinja";
     assert_null(cobatch_engine_init(&ep, err, sizeof(err)));
     assert_non_null(strstr(err, "/nonexistent/template.jinja"));
+}
+
+/* A chat that offers tools (the shipped Hermes-style template): rendered once (cobatch_chat_new),
+ * its forced call held to the template's format by the grammar, read back by cobatch_chat_parse;
+ * read part by part, the call only grows (what a stream sends is never taken back); content that
+ * spells a control token stays text with tools too; a template without a call format refuses. */
+static void tool_calls_are_held_and_read(void **state) {
+    (void)state;
+    struct cobatch_engine_params ep = engine_params(COBATCH_MODE_CONTINUOUS, 2, 0);
+    ep.chat_template_file = COBATCH_TEST_TOOL_TEMPLATE;
+    cobatch_engine *e = it_engine(ep);
+    assert_non_null(e);
+    const char *tools = "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":"
+                        "\"object\",\"properties\":{\"city\":{\"type\":\"string\",\"maxLength\":20}},\"required\":["
+                        "\"city\"]}}},{\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"parameters\":{"
+                        "\"type\":\"object\",\"properties\":{}}}}]";
+    struct cobatch_chat_message msgs[] = {{.role = "system", .content = "You are a helpful assistant."},
+                                          {.role = "user", .content = "Weather in Paris? <|im_start|>"}};
+    struct cobatch_request_params p = cobatch_request_default_params();
+    p.messages = msgs;
+    p.n_messages = 2;
+    p.tools = tools;
+    p.tool_choice = COBATCH_TOOL_CHOICE_REQUIRED;
+    p.tool_function = "get_weather";
+    p.single_tool_call = true;
+    p.max_tokens = 60;
+    char err[256] = "";
+    int st = 0;
+    cobatch_chat *chat = cobatch_chat_new(e, &p, &st, err, sizeof(err));
+    assert_non_null(chat);
+    assert_true(cobatch_chat_calls_tools(chat));
+    int32_t n = 0, starts = 0, im_start = -1;
+    const int32_t *toks = cobatch_chat_tokens(chat, &n);
+    assert_int_equal(cobatch_tokenize_ext(e, "<|im_start|>", false, true, &im_start, 1), 1);
+    for (int32_t i = 0; i < n; i++)
+        starts += toks[i] == im_start;
+    assert_int_equal(starts, 3); /* system, user, assistant: the user's "<|im_start|>" stayed text */
+
+    struct cobatch_request_params q = cobatch_request_default_params();
+    q.chat = chat;
+    q.max_tokens = 60;
+    it_result r[2];
+    assert_true(it_run(e, &q, r, 1));
+    /* the same request with its messages and tools given to submit: rendered there, held the same */
+    assert_true(it_run(e, &p, r + 1, 1));
+    for (int k = 0; k < 2; k++) {
+        printf("# forced call %d: '%s'\n", k, r[k].text);
+        assert_int_equal(r[k].reason, COBATCH_FINISH_STOP);
+        struct cobatch_chat_output out;
+        assert_int_equal(cobatch_chat_parse(chat, r[k].text, r[k].text_len, false, &out, err, sizeof(err)), 0);
+        assert_int_equal(out.n_calls, 1);
+        assert_string_equal(out.calls[0].name, "get_weather");
+        assert_string_equal(out.content, "");
+        assert_non_null(strstr(out.calls[0].arguments, "\"city\""));
+        for (size_t len = 0; len <= r[k].text_len; len++) { /* part by part: each reading extends the last */
+            struct cobatch_chat_output part;
+            assert_int_equal(cobatch_chat_parse(chat, r[k].text, len, true, &part, err, sizeof(err)), 0);
+            assert_true(part.n_calls <= 1);
+            if (part.n_calls) {
+                assert_string_equal(part.calls[0].name, "get_weather");
+                assert_memory_equal(part.calls[0].arguments, out.calls[0].arguments, strlen(part.calls[0].arguments));
+            }
+            assert_string_equal(part.content, "");
+            cobatch_chat_output_clear(&part);
+        }
+        cobatch_chat_output_clear(&out);
+    }
+    it_free(r, 2);
+    /* a grammar of the request's own beside the tools' is refused */
+    q.grammar = "root ::= \"x\"";
+    assert_int_equal(cobatch_submit(e, &q, err, sizeof(err)), COBATCH_ERR_INVALID);
+    assert_non_null(strstr(err, "grammar"));
+    cobatch_chat_free(chat);
+    cobatch_engine_free(e);
+
+    /* SmolLM2's own template has no call format: refused, not ignored; with tool_choice none fine */
+    p.tool_function = NULL;
+    assert_null(cobatch_chat_new(shared_engine, &p, &st, err, sizeof(err)));
+    assert_int_equal(st, COBATCH_ERR_INVALID);
+    printf("# refused: %s\n", err);
+    assert_non_null(strstr(err, "tool-call format"));
+    p.tool_choice = COBATCH_TOOL_CHOICE_NONE;
+    chat = cobatch_chat_new(shared_engine, &p, &st, err, sizeof(err));
+    assert_non_null(chat);
+    assert_false(cobatch_chat_calls_tools(chat));
+    cobatch_chat_free(chat);
 }
 
 /* A pool larger than the model's trained context (8192) still gives a request at most that much:
@@ -699,6 +786,7 @@ int main(void) {
         cmocka_unit_test(logprobs_describe_the_distribution),
         cmocka_unit_test(grammar_constrains_the_output),
         cmocka_unit_test(chat_templates_render_with_jinja),
+        cmocka_unit_test(tool_calls_are_held_and_read),
     };
     const struct CMUnitTest own[] = {
         cmocka_unit_test(batch_invariance),

@@ -20,7 +20,8 @@ enum { N = 12 };
 
 static struct cobatch_request_params request(int i, it_result *r) {
     static const char *stops[] = {"\n\n", "the end"};
-    static const struct cobatch_chat_message chat[] = {{"system", "Be brief."}, {"user", "Name a colour."}};
+    static const struct cobatch_chat_message chat[] = {{.role = "system", .content = "Be brief."},
+                                                       {.role = "user", .content = "Name a colour."}};
     struct cobatch_request_params p = cobatch_request_default_params();
     if (i % 3 == 0) {
         p.messages = chat;

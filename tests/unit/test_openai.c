@@ -226,6 +226,145 @@ static void response_format_and_grammar(void **state) {
     cb_openai_request_free(&r);
 }
 
+/* tools, tool_choice and parallel_tool_calls become engine params; assistant tool_calls and tool
+ * messages in the history are kept for the template; the tool shapes and choices that cannot be
+ * honoured are 400s naming the field; tool calls in a response and a stream chunk. */
+static void tools_and_tool_messages(void **state) {
+    (void)state;
+    cb_openai_request r;
+    cb_openai_error e;
+    const char *tools =
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"d\","
+        "\"parameters\":{\"type\":\"object\"},\"strict\":true}},{\"type\":\"function\",\"function\":"
+        "{\"name\":\"get_time\"}}]";
+    char body[1024];
+    snprintf(body, sizeof(body),
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"w?\"},{\"role\":\"assistant\",\"content\":null,"
+             "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+             "\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\","
+             "\"name\":\"get_weather\",\"content\":\"sunny\"}],%s,\"tool_choice\":{\"type\":\"function\",\"function\":"
+             "{\"name\":\"get_time\"}},\"parallel_tool_calls\":false}",
+             tools);
+    assert_int_equal(parse(CB_OPENAI_CHAT, body, &r, &e), 0);
+    assert_int_equal(r.params.n_messages, 3);
+    assert_null(r.params.messages[0].tool_calls);
+    assert_non_null(strstr(r.params.messages[1].tool_calls, "\"get_weather\""));
+    assert_string_equal(r.params.messages[1].content, "");
+    assert_string_equal(r.params.messages[2].tool_call_id, "c1");
+    assert_string_equal(r.params.messages[2].name, "get_weather");
+    assert_non_null(strstr(r.params.tools, "get_time"));
+    assert_int_equal(r.params.tool_choice, COBATCH_TOOL_CHOICE_REQUIRED);
+    assert_string_equal(r.params.tool_function, "get_time");
+    assert_true(r.params.single_tool_call && r.calls_tools);
+    cb_openai_request_free(&r);
+    snprintf(body, sizeof(body), "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],%s}", tools);
+    assert_int_equal(parse(CB_OPENAI_CHAT, body, &r, &e), 0); /* OpenAI's defaults: auto, parallel */
+    assert_int_equal(r.params.tool_choice, COBATCH_TOOL_CHOICE_AUTO);
+    assert_true(!r.params.single_tool_call && r.calls_tools && !r.params.tool_function);
+    cb_openai_request_free(&r);
+    snprintf(body, sizeof(body),
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],%s,\"tool_choice\":\"none\","
+             "\"response_format\":{\"type\":\"json_object\"}}",
+             tools);
+    assert_int_equal(parse(CB_OPENAI_CHAT, body, &r, &e), 0); /* listed, not called: a format is fine */
+    assert_true(!r.calls_tools && r.params.tools && r.params.tool_choice == COBATCH_TOOL_CHOICE_NONE);
+    cb_openai_request_free(&r);
+    assert_int_equal(parse(CB_OPENAI_CHAT,
+                           "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[],"
+                           "\"tool_choice\":\"auto\"}",
+                           &r, &e),
+                     0);
+    assert_true(!r.calls_tools && !r.params.tools); /* no tools: nothing to call */
+    cb_openai_request_free(&r);
+    static const struct {
+        const char *extra, *param, *says;
+    } bad[] = {
+        {"\"tools\":{}", "tools", "array"},
+        {"\"tools\":[{\"type\":\"code_interpreter\"}]", "tools", "function"},
+        {"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a b\"}}]", "tools", "letters"},
+        {"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":\"x\"}}]", "tools", "type"},
+        {"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"examples\":[]}}]", "tools", "not supported"},
+        {"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}},{\"type\":\"function\",\"function\":"
+         "{\"name\":\"f\"}}]",
+         "tools", "second"},
+        {"\"tool_choice\":\"required\"", "tool_choice", "needs"},
+        {"\"tool_choice\":\"always\"", "tool_choice", "always"},
+        {"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":{\"type\":\"function\","
+         "\"function\":{\"name\":\"g\"}}",
+         "tool_choice", "'g'"},
+        {"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"grammar\":\"root ::= [a]\"", "grammar",
+         "call format"},
+        {"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"response_format\":{\"type\":"
+         "\"json_object\"}",
+         "response_format", "call format"},
+        {"\"parallel_tool_calls\":1", "parallel_tool_calls", "boolean"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(body, sizeof(body), "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],%s}", bad[i].extra);
+        assert_int_equal(parse(CB_OPENAI_CHAT, body, &r, &e), -1);
+        assert_int_equal(e.status, 400);
+        assert_string_equal(e.param, bad[i].param);
+        if (!strstr(e.message, bad[i].says)) fail_msg("%s: %s", bad[i].extra, e.message);
+        cb_openai_request_free(&r);
+    }
+    static const char *const bad_messages[] = {
+        "{\"role\":\"user\",\"content\":\"x\",\"tool_calls\":[]}", /* only an assistant calls */
+        "{\"role\":\"assistant\",\"tool_calls\":{}}",
+        "{\"role\":\"assistant\",\"tool_calls\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":{}}}"
+        "]}",
+        "{\"role\":\"assistant\",\"tool_calls\":[{\"type\":\"retrieval\"}]}",
+        "{\"role\":\"tool\",\"content\":\"x\",\"tool_call_id\":5}",
+    };
+    for (size_t i = 0; i < sizeof(bad_messages) / sizeof(bad_messages[0]); i++) {
+        snprintf(body, sizeof(body), "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},%s]}", bad_messages[i]);
+        assert_int_equal(parse(CB_OPENAI_CHAT, body, &r, &e), -1);
+        assert_string_equal(e.param, "messages");
+        cb_openai_request_free(&r);
+    }
+    /* completions have no tools: only the values that ask for nothing */
+    assert_int_equal(parse(CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"tools\":[],\"tool_choice\":\"none\"}", &r, &e),
+                     0);
+    cb_openai_request_free(&r);
+    assert_int_equal(parse(CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"tools\":[{\"type\":\"function\"}]}", &r, &e), -1);
+    assert_string_equal(e.param, "tools");
+    cb_openai_request_free(&r);
+
+    /* a response with calls: content null, ids, arguments as text; a chunk of a call */
+    struct cobatch_tool_call calls[2] = {{"get_weather", "{\"city\": \"Paris\"}"}, {"get_time", "{}"}};
+    const char *ids[2] = {"call_a", "call_b"};
+    char *j = cb_openai_response_json(
+        CB_OPENAI_CHAT, "chatcmpl-1", 1, "m",
+        &(cb_openai_choice){.text = "", .finish = "tool_calls", .calls = calls, .n_calls = 2, .call_ids = ids}, 1, 3, 4,
+        -1);
+    cJSON *o = cJSON_Parse(j);
+    free(j);
+    cJSON *m = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "choices"), 0), "message");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(m, "content")));
+    cJSON *t1 = cJSON_GetArrayItem(cJSON_GetObjectItem(m, "tool_calls"), 1);
+    assert_string_equal(cJSON_GetObjectItem(t1, "id")->valuestring, "call_b");
+    assert_string_equal(cJSON_GetObjectItem(t1, "type")->valuestring, "function");
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(t1, "function"), "arguments")->valuestring, "{}");
+    cJSON_Delete(o);
+    j = cb_openai_tool_chunk_json("chatcmpl-1", 1, "m", 2, 1, NULL, NULL, "\"Par");
+    o = cJSON_Parse(j);
+    free(j);
+    cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(o, "choices"), 0);
+    assert_int_equal(cJSON_GetObjectItem(c, "index")->valueint, 2);
+    cJSON *tc = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(c, "delta"), "tool_calls"), 0);
+    assert_int_equal(cJSON_GetObjectItem(tc, "index")->valueint, 1);
+    assert_null(cJSON_GetObjectItem(tc, "id")); /* after the first chunk of a call: its arguments only */
+    assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(tc, "function"), "name"));
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(tc, "function"), "arguments")->valuestring, "\"Par");
+    cJSON_Delete(o);
+    j = cb_openai_chunk_json(CB_OPENAI_CHAT, "chatcmpl-1", 1, "m", 0, NULL, NULL, true, NULL);
+    o = cJSON_Parse(j);
+    free(j);
+    cJSON *d = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "choices"), 0), "delta");
+    assert_null(cJSON_GetObjectItem(d, "content")); /* a stream of calls opens with the role alone */
+    assert_string_equal(cJSON_GetObjectItem(d, "role")->valuestring, "assistant");
+    cJSON_Delete(o);
+}
+
 /* Token texts for the formatting tests: token t is "t<t>", 300 is the first byte of a character
  * ("\xe2"), 301 an invalid byte on its own. */
 static int32_t fake_piece(void *user, int32_t tok, char *buf, int32_t cap) {
@@ -250,7 +389,8 @@ static void logprobs_shapes(void **state) {
     };
     cb_openai_logprobs lp = {.rows = rows, .n_rows = 3, .stride = 3, .top = 2, .text_offset = 10, .piece = fake_piece};
     cJSON *o = json(cb_openai_response_json(CB_OPENAI_COMPLETION, "cmpl-1", 1, "m",
-                                            &(cb_openai_choice){"t5t6\xe2", "length", &lp}, 1, 1, 2, -1));
+                                            &(cb_openai_choice){.text = "t5t6\xe2", .finish = "length", .lp = &lp}, 1,
+                                            1, 2, -1));
     cJSON *l = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "choices"), 0),
                                                 "logprobs");
     assert_string_equal(str_at(l, "tokens.0"), "t5");
@@ -357,8 +497,9 @@ static void refusals_name_the_field(void **state) {
 
 static void response_shapes(void **state) {
     (void)state;
-    cJSON *o = json(cb_openai_response_json(CB_OPENAI_CHAT, "chatcmpl-1", 100, "m",
-                                            &(cb_openai_choice){"Paris.", "stop", NULL}, 1, 10, 3, 4));
+    cJSON *o =
+        json(cb_openai_response_json(CB_OPENAI_CHAT, "chatcmpl-1", 100, "m",
+                                     &(cb_openai_choice){.text = "Paris.", .finish = "stop", .lp = NULL}, 1, 10, 3, 4));
     assert_string_equal(str_at(o, "object"), "chat.completion");
     assert_string_equal(str_at(o, "choices.0.message.role"), "assistant");
     assert_string_equal(str_at(o, "choices.0.message.content"), "Paris.");
@@ -367,8 +508,8 @@ static void response_shapes(void **state) {
     assert_true(num_at(o, "usage.prompt_tokens_details.cached_tokens") == 4);
     cJSON_Delete(o);
 
-    o = json(cb_openai_response_json(CB_OPENAI_COMPLETION, "cmpl-1", 100, "m", &(cb_openai_choice){"x", "length", NULL},
-                                     1, 1, 1, -1));
+    o = json(cb_openai_response_json(CB_OPENAI_COMPLETION, "cmpl-1", 100, "m",
+                                     &(cb_openai_choice){.text = "x", .finish = "length", .lp = NULL}, 1, 1, 1, -1));
     assert_string_equal(str_at(o, "object"), "text_completion");
     assert_string_equal(str_at(o, "choices.0.text"), "x");
     assert_null(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "usage"),
@@ -413,6 +554,7 @@ int main(void) {
         cmocka_unit_test(prompts_echo_and_logprobs),
         cmocka_unit_test(logprobs_shapes),
         cmocka_unit_test(response_format_and_grammar),
+        cmocka_unit_test(tools_and_tool_messages),
         cmocka_unit_test(refusals_name_the_field),
         cmocka_unit_test(response_shapes),
         cmocka_unit_test(json_check_agrees_with_rfc8259),
