@@ -664,8 +664,9 @@ static bool listed(const char *const *keys, const char *k) {
 
 /* Fields this server does not implement, sent with the value that asks for nothing (some clients
  * send them always): best_of 1, suffix "", store false, top_logprobs 0 (completions, which have no
- * such field); on completions, which have no tools: tools [], tool_choice "none",
- * parallel_tool_calls. */
+ * such field), modalities ["text"], service_tier "auto" or "default"; hints that ask for nothing of
+ * the output: prompt_cache_key (the prefix cache needs none), safety_identifier (as user); on
+ * completions, which have no tools: tools [], tool_choice "none", parallel_tool_calls. */
 static bool asks_nothing(const cJSON *x) {
     const char *k = x->string;
     if (!strcmp(k, "best_of") || !strcmp(k, "top_logprobs"))
@@ -673,7 +674,14 @@ static bool asks_nothing(const cJSON *x) {
     if (!strcmp(k, "suffix")) return cJSON_IsString(x) && !x->valuestring[0];
     if (!strcmp(k, "tools")) return cJSON_IsArray(x) && cJSON_GetArraySize(x) == 0;
     if (!strcmp(k, "tool_choice")) return cJSON_IsString(x) && !strcmp(x->valuestring, "none");
-    if (!strcmp(k, "store") || !strcmp(k, "parallel_tool_calls")) return cJSON_IsBool(x);
+    if (!strcmp(k, "store")) return cJSON_IsFalse(x);
+    if (!strcmp(k, "parallel_tool_calls")) return cJSON_IsBool(x);
+    if (!strcmp(k, "modalities"))
+        return cJSON_IsArray(x) && cJSON_GetArraySize(x) == 1 && cJSON_IsString(x->child) &&
+               !strcmp(x->child->valuestring, "text");
+    if (!strcmp(k, "service_tier"))
+        return cJSON_IsString(x) && (!strcmp(x->valuestring, "auto") || !strcmp(x->valuestring, "default"));
+    if (!strcmp(k, "prompt_cache_key") || !strcmp(k, "safety_identifier")) return cJSON_IsString(x);
     return false;
 }
 

@@ -247,3 +247,19 @@ def test_node_sdk_streamed_tool_call(tserver):
     assert call["function"]["name"] == "get_weather" and call["id"].startswith("call_"), r
     assert isinstance(json.loads(call["function"]["arguments"])["city"], str), r
     assert r["pieces"] > 1 and r["done"] == [call["function"]], r
+
+
+def test_sdk_parse_with_a_pydantic_tool(tserver):
+    """The SDK's strict pydantic tools: parse() hands back the call's arguments as the model."""
+    from pydantic import BaseModel, Field
+
+    class GetWeather(BaseModel):
+        city: str = Field(max_length=24)
+        days: int = Field(ge=1, le=7)
+
+    c = client_of(tserver)
+    r = c.chat.completions.parse(model=model_id(tserver), messages=ASK,
+                                 tools=[openai.pydantic_function_tool(GetWeather)], tool_choice="required",
+                                 parallel_tool_calls=False, max_tokens=80)
+    (call,) = r.choices[0].message.tool_calls
+    assert call.function.name == "GetWeather" and isinstance(call.function.parsed_arguments, GetWeather), call

@@ -321,6 +321,14 @@ static void tools_and_tool_messages(void **state) {
         assert_string_equal(e.param, "messages");
         cb_openai_request_free(&r);
     }
+    /* hints and defaults that ask for nothing of the output */
+    assert_int_equal(parse(CB_OPENAI_CHAT,
+                           "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"modalities\":[\"text\"],"
+                           "\"service_tier\":\"auto\",\"prompt_cache_key\":\"k\",\"safety_identifier\":\"u\","
+                           "\"store\":false}",
+                           &r, &e),
+                     0);
+    cb_openai_request_free(&r);
     /* completions have no tools: only the values that ask for nothing */
     assert_int_equal(parse(CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"tools\":[],\"tool_choice\":\"none\"}", &r, &e),
                      0);
@@ -476,6 +484,15 @@ static void refusals_name_the_field(void **state) {
         {CB_OPENAI_COMPLETION, "{\"prompt\":\"a\\u0000b\"}", "", 400},
         {CB_OPENAI_COMPLETION, "[1]", "", 400},
         {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"suffix\":\"y\"}", "suffix", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"store\":true}", "store", 400},
+        {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"metadata\":{}}", "metadata", 400},
+        {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"modalities\":[\"text\",\"audio\"]}",
+         "modalities", 400},
+        {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"service_tier\":\"flex\"}",
+         "service_tier", 400},
+        {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"functions\":[]}", "functions", 400},
+        {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"reasoning_effort\":\"low\"}",
+         "reasoning_effort", 400},
         {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}", "tools", 400},
         {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"prompt\":\"y\"}", "prompt", 400},
         {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"logit_bias\":{\"-1\":1}}", "logit_bias", 400},
