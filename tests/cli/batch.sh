@@ -186,10 +186,10 @@ tools = [{"type": "function", "function": {"name": "get_weather", "parameters": 
     "type": "object", "properties": {"city": {"type": "string", "maxLength": 20}}, "required": ["city"]}}},
          {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}]
 rows = [{"custom_id": "js", "method": "POST", "url": "/v1/chat/completions",
-         "body": {"messages": ask, "max_tokens": 60, "response_format": {"type": "json_schema", "json_schema": {
+         "body": {"messages": ask, "max_tokens": 100, "temperature": 0, "response_format": {"type": "json_schema", "json_schema": {
              "name": "w", "schema": schema, "strict": True}}}},
         {"custom_id": "tc", "method": "POST", "url": "/v1/chat/completions",
-         "body": {"messages": ask, "max_tokens": 60, "tools": tools, "parallel_tool_calls": False,
+         "body": {"messages": ask, "max_tokens": 100, "temperature": 0, "tools": tools, "parallel_tool_calls": False,
                   "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}}]
 open(f"{d}/so.jsonl", "w").write("".join(json.dumps(r) + "\n" for r in rows))
 PY

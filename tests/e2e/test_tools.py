@@ -102,7 +102,7 @@ def test_required_is_one_wellformed_call(tserver):
     # sampled too: whatever comes out is a call that validates
     for seed in range(3):
         r = c.chat.completions.create(model=model_id(tserver), messages=ASK, tools=TOOLS, tool_choice="required",
-                                      parallel_tool_calls=False, max_tokens=80, temperature=1.0, seed=seed)
+                                      parallel_tool_calls=False, max_tokens=150, temperature=1.0, seed=seed)
         (call,) = r.choices[0].message.tool_calls
         valid_call(call)
 
