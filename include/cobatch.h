@@ -113,6 +113,12 @@ struct cobatch_engine_params {
      * model's own (tokenizer.chat_template). One that does not parse fails init. Copied. */
     const char *chat_template;
     const char *chat_template_file;
+    /* Split layout, continuous mode: cells of the long lane, a second context of one unified pool
+     * for requests longer than a stream (prompts beyond max_model_len, and requests that outgrow
+     * their stream, recomputed there), run as a second graph per step only while it has work; a
+     * request may then use this many cells. -1 (default) = the model's trained context when the
+     * streams have their default size (n_ctx and max_model_len 0), else none; 0 = none. */
+    int32_t long_lane;
     bool verbose;            /* let llama.cpp log to stderr */
     cobatch_step_fn on_step; /* called on the engine thread after each step; keep it short */
     void *on_step_user;

@@ -237,6 +237,10 @@ cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
         {"--prefix-cache-streams", "N", CB_FLAG_I32, &p->prefix_cache_streams, 0, 255,
          .help = "split: extra streams keeping finished requests' tokens (each\n-c / max-num-seqs cells more); "
                  "default max-num-seqs / 4"},
+        {"--long-lane", "N", CB_FLAG_I32, &p->long_lane, 0, 1 << 20,
+         .help = "split: cells of a second pool for requests longer than a stream\n(longer prompts, outgrown "
+                 "streams): a request may use N cells;\ndefault the model's trained context unless -c or\n"
+                 "--max-model-len is given; 0: none"},
         {"--chat-template", "FILE", CB_FLAG_STR, &p->chat_template_file,
          .help = "a Jinja chat template to render messages with, instead of the\nmodel's own"},
         {"--verbose", NULL, CB_FLAG_SET, &p->verbose, .help = "show llama.cpp's log"},

@@ -380,6 +380,17 @@ void cb_sched_rollback(cb_sched *s, cb_plan *plan) {
     }
 }
 
+void cb_sched_remove(cb_sched *s, cb_request *r) {
+    int32_t i = index_of(s->running, s->n_running, r);
+    if (i >= 0)
+        remove_at(s->running, &s->n_running, i);
+    else if ((i = index_of(s->waiting, s->n_waiting, r)) >= 0)
+        remove_at(s->waiting, &s->n_waiting, i);
+    release_seq(s, r);
+    if (r->static_member && s->group_left > 0) s->group_left--;
+    r->static_member = false;
+}
+
 int32_t cb_sched_finish(cb_sched *s, cb_request *r, cb_state final_state) {
     int32_t i = index_of(s->running, s->n_running, r);
     if (i >= 0) {

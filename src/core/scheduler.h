@@ -66,6 +66,10 @@ void cb_sched_rollback(cb_sched *s, cb_plan *plan);
  * the next plan's ops. */
 int32_t cb_sched_finish(cb_sched *s, cb_request *r, cb_state final_state);
 
+/* Takes a running or waiting request out to run elsewhere (the engine's long lane), not finished:
+ * its computed tokens go to the prefix cache as a finish's do, its sequence id is released. */
+void cb_sched_remove(cb_sched *s, cb_request *r);
+
 /* Cell changes made since the last plan (finishes, commits): the engine may apply them before the
  * next step (then it empties the list), or leave them for the next plan's ops. */
 cb_kv_ops *cb_sched_pending_ops(cb_sched *s);

@@ -159,6 +159,7 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
     struct cobatch_engine_params p = params ? *params : cobatch_engine_default_params();
     cb_engine_sizes z;
     if (cb_engine_resolve(&p, &z, err, errlen) != 0) return NULL;
+    bool default_streams = p.n_ctx == 0 && p.max_model_len == 0;
     p.n_ctx = cobatch_params_n_ctx(&p);
     int32_t budget = z.budget;
 
@@ -200,6 +201,12 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
         cb_set_err(err, errlen, "KV accounting does not match the context (%d cells, %d per sequence)", e->model.n_ctx,
                    e->model.n_ctx_seq);
         goto fail;
+    }
+    int32_t lane = p.long_lane < 0 ? (default_streams ? e->model.n_ctx_train : 0) : p.long_lane;
+    if (e->model.n_ctx_train > 0 && lane > e->model.n_ctx_train) lane = e->model.n_ctx_train;
+    if (lane > e->kv.per_seq_cap && z.split && p.mode == COBATCH_MODE_CONTINUOUS) {
+        if (cb_lane_init(e, &mp, lane, p.max_num_seqs < 4 ? p.max_num_seqs : 4, budget, err, errlen) != 0) goto fail;
+        e->n_ctx_seq = e->lane.cells;
     }
     if (budget > e->model.n_batch) budget = e->model.n_batch; /* llama.cpp caps a step at n_ctx */
     if (budget < p.max_num_seqs) {
@@ -272,6 +279,7 @@ void cobatch_engine_free(cobatch_engine *e) {
     cb_sched_free(e->sched);
     cb_cache_free(e->cache);
     cb_kv_free(&e->kv);
+    cb_lane_free(e);
     cb_model_free(&e->model);
     if (e->event_fd >= 0) close(e->event_fd);
     free(e->model_path);
@@ -706,7 +714,7 @@ cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_pa
         toks = prompt_tokens(e, p, &n, &status, err, errlen);
     }
     if (!toks) return status;
-    if (n >= e->n_ctx_seq || !cb_sched_fits(e->sched, n)) {
+    if (n >= e->n_ctx_seq || !(cb_sched_fits(e->sched, n) || e->lane.on)) {
         cb_set_err(err, errlen,
                    "the prompt has %d tokens; this engine's context holds %d per sequence (prompt plus "
                    "at least one generated token)",

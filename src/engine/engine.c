@@ -67,7 +67,10 @@ static enum cobatch_finish_reason reason_of(cb_state s) {
  * so a request ends with its event even when memory has run out. */
 static void finish(cobatch_engine *e, cb_request *r, cb_state st, const char *error) {
     engine_req *er = r->rt;
-    if (!CB_STATE_FINISHED(r->state)) cb_sched_finish(e->sched, r, st);
+    if (er->in_lane)
+        cb_lane_remove(e, r);
+    else if (!CB_STATE_FINISHED(r->state))
+        cb_sched_finish(e->sched, r, st);
     r->state = st;
     r->t_finish_us = cobatch_time_us();
     struct cobatch_event ev = {0};
@@ -101,6 +104,8 @@ static void finish(cobatch_engine *e, cb_request *r, cb_state st, const char *er
     cb_engine_free_request(r);
 }
 
+void cb_engine_finish(cobatch_engine *e, cb_request *r, cb_state st, const char *error) { finish(e, r, st, error); }
+
 /* ---------------------------------------------------------------- intake and cancels --------- */
 
 static void intake(cobatch_engine *e, cb_request **in, int n) {
@@ -122,6 +127,13 @@ static void intake(cobatch_engine *e, cb_request **in, int n) {
             continue;
         }
         e->reqs[e->n_reqs++] = r;
+        if (e->lane.on && !cb_sched_fits(e->sched, r->n_prompt)) { /* longer than a stream */
+            if (!cb_lane_add(e, r, false)) {
+                r->state = CB_FINISHED_ERROR;
+                finish(e, r, CB_FINISHED_ERROR, "out of memory");
+            }
+            continue;
+        }
         cb_sched_add(e->sched, r, e->arrivals++);
         if (r->state == CB_FINISHED_ERROR) finish(e, r, CB_FINISHED_ERROR, "out of memory");
     }
@@ -141,6 +153,13 @@ static void apply_cancels(cobatch_engine *e) {
 
 /* Ends every request that is waiting and never ran (cobatch_cancel_waiting). */
 static void cancel_never_scheduled(cobatch_engine *e) {
+    for (int32_t i = 0; i < e->lane.n_wait;) {
+        cb_request *r = e->lane.wait[i];
+        if (r->t_scheduled_us == 0)
+            finish(e, r, CB_FINISHED_CANCELLED, NULL);
+        else
+            i++;
+    }
     for (int32_t i = 0; i < cb_sched_n_waiting(e->sched);) {
         cb_request *r = cb_sched_waiting_at(e->sched, i);
         if (r->t_scheduled_us == 0 && r->state == CB_WAITING)
@@ -185,13 +204,15 @@ static bool emit_token(cobatch_engine *e, cb_request *r, int32_t tok, float marg
 
 /* Fills the prompt log-probabilities of this step's rows that wanted them (the logprob of token
  * pos + 1 is in row pos); a prompt computed whole has them all, and its next event takes them. */
-static void record_prompt_logprobs(cobatch_engine *e, const cb_plan *plan) {
-    for (int32_t i = 0; i < e->runner.n_lp; i++) {
-        const cb_lp_row *x = &e->runner.lp[i];
+void cb_engine_record_prompt_logprobs(cobatch_engine *e, const cb_runner *runner, const cb_model *m,
+                                      const cb_plan *plan) {
+    (void)e;
+    for (int32_t i = 0; i < runner->n_lp; i++) {
+        const cb_lp_row *x = &runner->lp[i];
         cb_request *r = plan->items[x->item].req;
         engine_req *er = r->rt;
         int32_t w = 1 + er->n_top;
-        cb_logprobs(&e->model, x->row, r->tokens[x->pos + 1], w - 1, er->plp + (size_t)(x->pos + 1) * (size_t)w);
+        cb_logprobs(m, x->row, r->tokens[x->pos + 1], w - 1, er->plp + (size_t)(x->pos + 1) * (size_t)w);
     }
     for (int32_t i = 0; i < plan->n_items; i++) {
         cb_request *r = plan->items[i].req;
@@ -205,57 +226,61 @@ static void record_prompt_logprobs(cobatch_engine *e, const cb_plan *plan) {
     }
 }
 
+void cb_engine_sample_one(cobatch_engine *e, cb_request *r, const cb_model *m, int32_t row, int64_t now) {
+    engine_req *er = r->rt;
+    char piece[CB_TEXTOUT_PIECE_MAX];
+    if (er->prompt_only) {
+        finish(e, r, CB_FINISHED_LENGTH, NULL);
+        return;
+    }
+    float margin = 0;
+    int32_t tok = cb_sampler_sample(er->smpl, er->grammar, m, row, er->logit_margins ? &margin : NULL, e->cand);
+    if (tok < 0) {
+        finish(e, r, CB_FINISHED_ERROR, "the grammar allows no token here (the vocabulary cannot spell it)");
+        return;
+    }
+    struct cobatch_logprob *lp = NULL;
+    if (er->logprobs) {
+        lp = malloc(sizeof(*lp) * (size_t)(1 + er->n_top));
+        if (!lp) {
+            finish(e, r, CB_FINISHED_ERROR, "out of memory: the log-probabilities could not be kept");
+            return;
+        }
+        cb_logprobs(m, row, tok, er->n_top, lp);
+    }
+    if (!r->t_first_token_us) r->t_first_token_us = now;
+    cb_request_append(r, tok);
+    e->n_generated++;
+    cb_state end = CB_RUNNING;
+    const char *out = "";
+    size_t out_len = 0;
+    if ((!er->ignore_eos || er->grammar) && cb_model_is_eog(m, tok)) { /* a grammar's end is the end */
+        end = CB_FINISHED_STOP;
+    } else {
+        int32_t n = shown(er, tok) ? cb_model_token_text(m, tok, piece, (int32_t)sizeof(piece))
+                                   : cb_model_piece(m, tok, piece, (int32_t)sizeof(piece));
+        if (n > 0 && cb_textout_push(&er->text, piece, (size_t)n, &out, &out_len)) end = CB_FINISHED_STOP;
+    }
+    if (er->text.failed) free(lp);
+    if (er->text.failed || !emit_token(e, r, tok, margin, lp, out, out_len, now)) {
+        finish(e, r, CB_FINISHED_ERROR, "out of memory: the output could not be kept whole");
+        return;
+    }
+    if (end == CB_RUNNING && (r->n_generated >= r->max_tokens || cb_request_n_tokens(r) >= e->n_ctx_seq))
+        end = CB_FINISHED_LENGTH;
+    if (end != CB_RUNNING) {
+        finish(e, r, end, NULL);
+    } else if (!er->in_lane && e->lane.on && cb_request_n_tokens(r) >= e->kv.per_seq_cap &&
+               !cb_lane_migrate(e, r)) { /* its stream is full: on in the long lane */
+        finish(e, r, CB_FINISHED_ERROR, "out of memory: the request could not move to the long lane");
+    }
+}
+
 /* Samples every item that asked for logits, appends, checks stops, emits, retires. */
 static void sample_and_emit(cobatch_engine *e, cb_plan *plan) {
     int64_t now = cobatch_time_us();
-    char piece[CB_TEXTOUT_PIECE_MAX];
-    for (int32_t i = 0; i < plan->n_items; i++) {
-        if (!plan->items[i].logits) continue;
-        cb_request *r = plan->items[i].req;
-        engine_req *er = r->rt;
-        if (er->prompt_only) {
-            finish(e, r, CB_FINISHED_LENGTH, NULL);
-            continue;
-        }
-        float margin = 0;
-        int32_t row = e->runner.logit_row[i];
-        int32_t tok =
-            cb_sampler_sample(er->smpl, er->grammar, &e->model, row, er->logit_margins ? &margin : NULL, e->cand);
-        if (tok < 0) {
-            finish(e, r, CB_FINISHED_ERROR, "the grammar allows no token here (the vocabulary cannot spell it)");
-            continue;
-        }
-        struct cobatch_logprob *lp = NULL;
-        if (er->logprobs) {
-            lp = malloc(sizeof(*lp) * (size_t)(1 + er->n_top));
-            if (!lp) {
-                finish(e, r, CB_FINISHED_ERROR, "out of memory: the log-probabilities could not be kept");
-                continue;
-            }
-            cb_logprobs(&e->model, row, tok, er->n_top, lp);
-        }
-        if (!r->t_first_token_us) r->t_first_token_us = now;
-        cb_request_append(r, tok);
-        e->n_generated++;
-        cb_state end = CB_RUNNING;
-        const char *out = "";
-        size_t out_len = 0;
-        if ((!er->ignore_eos || er->grammar) && cb_model_is_eog(&e->model, tok)) { /* a grammar's end is the end */
-            end = CB_FINISHED_STOP;
-        } else {
-            int32_t n = shown(er, tok) ? cb_model_token_text(&e->model, tok, piece, (int32_t)sizeof(piece))
-                                       : cb_model_piece(&e->model, tok, piece, (int32_t)sizeof(piece));
-            if (n > 0 && cb_textout_push(&er->text, piece, (size_t)n, &out, &out_len)) end = CB_FINISHED_STOP;
-        }
-        if (er->text.failed) free(lp);
-        if (er->text.failed || !emit_token(e, r, tok, margin, lp, out, out_len, now)) {
-            finish(e, r, CB_FINISHED_ERROR, "out of memory: the output could not be kept whole");
-            continue;
-        }
-        if (end == CB_RUNNING && (r->n_generated >= r->max_tokens || cb_request_n_tokens(r) >= e->n_ctx_seq))
-            end = CB_FINISHED_LENGTH;
-        if (end != CB_RUNNING) finish(e, r, end, NULL);
-    }
+    for (int32_t i = 0; i < plan->n_items; i++)
+        if (plan->items[i].logits) cb_engine_sample_one(e, plan->items[i].req, &e->model, e->runner.logit_row[i], now);
 }
 
 /* A decode that failed (aborted, or an error) may have kept some of the step's cells: llama.cpp
@@ -303,8 +328,8 @@ static int32_t llama_cells(cobatch_engine *e) {
 static void update_stats(cobatch_engine *e) {
     const cb_sched_stats *ss = cb_sched_get_stats(e->sched);
     pthread_mutex_lock(&e->mu);
-    e->stats.running = cb_sched_n_running(e->sched);
-    e->stats.waiting = cb_sched_n_waiting(e->sched);
+    e->stats.running = cb_sched_n_running(e->sched) + e->lane.n_run;
+    e->stats.waiting = cb_sched_n_waiting(e->sched) + e->lane.n_wait;
     e->n_queued = e->inbox_len + e->stats.waiting;
     e->stats.kv_used = e->kv.total_used;
     e->stats.kv_total = e->kv.capacity;
@@ -343,7 +368,7 @@ static void report_step(cobatch_engine *e, struct cobatch_step_info *info) {
  * adds to it meanwhile). */
 static void note_queue(cobatch_engine *e) {
     pthread_mutex_lock(&e->mu);
-    e->n_queued = e->inbox_len + cb_sched_n_waiting(e->sched);
+    e->n_queued = e->inbox_len + cb_sched_n_waiting(e->sched) + e->lane.n_wait;
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -395,7 +420,7 @@ static void postprocess(cobatch_engine *e, cb_plan *plan, int rc, int64_t t0) {
                                      .n_requests = plan->n_items,
                                      .preempted = plan->n_preempted,
                                      .graph_runs = e->runner.n_runs};
-    record_prompt_logprobs(e, plan);
+    cb_engine_record_prompt_logprobs(e, &e->runner, &e->model, plan);
     sample_and_emit(e, plan);
     report_step(e, &info);
 }
@@ -407,6 +432,7 @@ static void step(cobatch_engine *e) {
     cb_plan *plan = schedule(e, 0);
     int rc = run_plan(e, &plan);
     postprocess(e, plan, rc, t0);
+    cb_lane_step(e); /* a second graph, only while the long lane has work */
 }
 
 /* ---------------------------------------------------------------- the thread ----------------- */

@@ -38,10 +38,33 @@ typedef struct {
     struct cobatch_logprob *plp; /* (n_prompt x (1 + n_top)) prompt log-probabilities being
                                     filled (prompt_logprobs), handed to the first event after the prompt */
     bool plp_ready;              /* plp is whole: the next event takes it */
+    bool in_lane;                /* runs in the long lane (lane.c), not in the scheduler */
     atomic_bool cancel;          /* cobatch_cancel asked for it (set under mu while the request is live) */
 } engine_req;
 
 #define CB_ERR_BUF 160
+
+struct cobatch_engine;
+/* engine.c, for the lane: samples r's token from row `row` of m's logits, emits it, ends or moves
+ * the request as its output says; records the prompt log-probabilities of a plan's rows. */
+void cb_engine_sample_one(struct cobatch_engine *e, cb_request *r, const cb_model *m, int32_t row, int64_t now);
+void cb_engine_record_prompt_logprobs(struct cobatch_engine *e, const cb_runner *runner, const cb_model *m,
+                                      const cb_plan *plan);
+void cb_engine_finish(struct cobatch_engine *e, cb_request *r, cb_state st, const char *error);
+
+/* lane.c */
+int cb_lane_init(struct cobatch_engine *e, const cb_model_params *mp, int32_t cells, int32_t max_seqs, int32_t budget,
+                 char *err, size_t errlen);
+void cb_lane_free(struct cobatch_engine *e);
+/* Queues r (not in the scheduler) for the lane; false when out of memory. */
+bool cb_lane_add(struct cobatch_engine *e, cb_request *r, bool first);
+/* Takes r out of the scheduler into the lane, to be recomputed there; false when out of memory. */
+bool cb_lane_migrate(struct cobatch_engine *e, cb_request *r);
+/* r ends: its sequence and reservation go. */
+void cb_lane_remove(struct cobatch_engine *e, cb_request *r);
+/* Admits what fits, plans, decodes and samples one lane step of at most budget tokens. */
+void cb_lane_step(struct cobatch_engine *e);
+int32_t cb_lane_n_waiting(const struct cobatch_engine *e);
 
 /* Prompt rows of one step that may ask for logits (prompt log-probabilities) beyond the one row per
  * running request: sizes llama.cpp's output buffers (n_vocab floats a row; 12 MB for a 49k
@@ -65,6 +88,30 @@ typedef struct {
     engine_req *er;
 } live_req;
 
+/* The long lane (lane.c): a second llama.cpp context on the same weights, one unified pool of the
+ * model's trained context, for requests longer than a stream of the split layout: prompts beyond a
+ * stream, and requests that outgrow theirs (recomputed here from their tokens, as a preemption
+ * would be). It decodes as a second graph in a step only while it has work. A request starts when
+ * its tokens fit the pool with CB_LANE_ROOM cells to grow; when the running ones outgrow the pool
+ * the youngest goes back to the queue's head to be recomputed. Requests wait in arrival order (a
+ * migrated or preempted one first). Engine thread only. */
+#define CB_LANE_ROOM 64
+
+typedef struct {
+    bool on;
+    cb_model model; /* the engine's weights and vocabulary, a context of its own */
+    cb_runner runner;
+    cb_plan plan;
+    int32_t cells;    /* the pool: also the longest request */
+    int32_t max_seqs; /* requests it runs at once */
+    int32_t budget;   /* tokens of one lane step at most (its batch) */
+    cb_request **run; /* (max_seqs) by sequence id; NULL: free */
+    int32_t n_run;
+    cb_request **wait; /* (wait_cap) in order */
+    int32_t n_wait, wait_cap;
+    int64_t migrations, preemptions;
+} cb_lane;
+
 /* Test hook (engine_testing.h): faults injected at the runtime boundary. */
 typedef struct {
     int decode_rc;             /* != 0: the next decodes return this without running */
@@ -81,7 +128,8 @@ struct cobatch_engine {
     cb_sched *sched;
     cb_cache *cache; /* the prefix cache the scheduler shares prefixes through (cache.h) */
     cb_plan plan;
-    int32_t n_ctx_seq;
+    cb_lane lane;
+    int32_t n_ctx_seq;      /* a request's limit: its stream, or the long lane's pool */
     llama_token_data *cand; /* (n_vocab) engine thread: candidates of a constrained request's row */
 
     pthread_t thread;

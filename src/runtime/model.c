@@ -26,6 +26,44 @@ void cb_backend_init(bool verbose) {
     pthread_once(&backend_once, backend_init_once);
 }
 
+static struct llama_context *new_context(struct llama_model *model, const cb_model_params *p) {
+    struct llama_context_params cp = llama_context_default_params();
+    int threads = p->n_threads > 0 ? p->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    cp.n_ctx = (uint32_t)p->n_ctx;
+    cp.n_batch = cp.n_ubatch = (uint32_t)p->n_batch;
+    cp.n_seq_max = (uint32_t)p->n_seq_max;
+    /* One logits row per running request at most: without this the buffer is n_batch x n_vocab
+     * floats (2.5 GB for a 4096-token step of a 152k vocabulary). */
+    cp.n_outputs_max = (uint32_t)(p->n_outputs_max > 0 ? p->n_outputs_max : p->n_seq_max);
+    cp.n_threads = cp.n_threads_batch = threads;
+    cp.kv_unified = !p->split_kv;
+    cp.flash_attn_type = p->flash_attn ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    cp.no_perf = true;
+    return llama_init_from_model(model, cp);
+}
+
+int cb_model_new_context(const cb_model *m, const cb_model_params *p, cb_model *out, char *err, size_t errlen) {
+    *out = *m;
+    out->ctx = new_context(m->model, p);
+    if (!out->ctx) {
+        memset(out, 0, sizeof(*out));
+        cb_set_err(err, errlen, "failed to create a second context (n_ctx %d, n_seq_max %d)", p->n_ctx, p->n_seq_max);
+        return -1;
+    }
+    out->tmpls = NULL; /* the model's: not this one's to free */
+    out->n_ctx = (int32_t)llama_n_ctx(out->ctx);
+    out->n_ctx_seq = (int32_t)llama_n_ctx_seq(out->ctx);
+    out->n_batch = (int32_t)llama_n_batch(out->ctx);
+    out->n_seq_max = (int32_t)llama_n_seq_max(out->ctx);
+    out->split_kv = p->split_kv;
+    return 0;
+}
+
+void cb_model_free_context(cb_model *m) {
+    if (m->ctx) llama_free(m->ctx);
+    memset(m, 0, sizeof(*m));
+}
+
 int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errlen) {
     memset(m, 0, sizeof(*m));
     if (!p->path || !p->path[0]) {
@@ -44,19 +82,7 @@ int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errle
         cb_set_err(err, errlen, "failed to load model '%s' (not a valid GGUF model?)", p->path);
         return -1;
     }
-    struct llama_context_params cp = llama_context_default_params();
-    int threads = p->n_threads > 0 ? p->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    cp.n_ctx = (uint32_t)p->n_ctx;
-    cp.n_batch = cp.n_ubatch = (uint32_t)p->n_batch;
-    cp.n_seq_max = (uint32_t)p->n_seq_max;
-    /* One logits row per running request at most: without this the buffer is n_batch x n_vocab
-     * floats (2.5 GB for a 4096-token step of a 152k vocabulary). */
-    cp.n_outputs_max = (uint32_t)(p->n_outputs_max > 0 ? p->n_outputs_max : p->n_seq_max);
-    cp.n_threads = cp.n_threads_batch = threads;
-    cp.kv_unified = !p->split_kv;
-    cp.flash_attn_type = p->flash_attn ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
-    cp.no_perf = true;
-    m->ctx = llama_init_from_model(m->model, cp);
+    m->ctx = new_context(m->model, p);
     if (!m->ctx) {
         cb_set_err(err, errlen, "failed to create a context (n_ctx %d, n_batch %d, n_seq_max %d)", p->n_ctx, p->n_batch,
                    p->n_seq_max);

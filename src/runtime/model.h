@@ -46,6 +46,10 @@ typedef struct {
  * nothing is left allocated. */
 int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errlen);
 void cb_model_free(cb_model *m);
+/* A second context on m's weights (p's sizes; path and template unused): *out shares m's model,
+ * vocabulary and template and owns only its context (cb_model_free_context). Returns 0 or -1. */
+int cb_model_new_context(const cb_model *m, const cb_model_params *p, cb_model *out, char *err, size_t errlen);
+void cb_model_free_context(cb_model *m);
 
 /* Tokenizes text[0, len): add_special adds BOS (and EOS) as the vocabulary wants, parse_special
  * turns the text of control tokens ("<|im_start|>") into those tokens. Returns a malloc'd array

@@ -124,6 +124,14 @@ static cJSON *parse_body(cb_intake_job *j) {
     return root;
 }
 
+/* The longest text /tokenize takes: bounded as prompts are (the tokenizer is quadratic in
+ * special-token texts, and the worker is one), at least four 1024-token windows' worth for clients
+ * that tokenize a document to cut it in windows. */
+static size_t tokenize_bytes(const cobatch_engine *e) {
+    size_t one = cobatch_max_prompt_bytes(e), per_token = one / (size_t)cobatch_n_ctx_seq(e);
+    return one > 4096 * per_token ? one : 4096 * per_token;
+}
+
 static void do_tokenize(intake *q, cb_intake_job *j) {
     cJSON *root = parse_body(j);
     if (!root) return;
@@ -143,12 +151,10 @@ static void do_tokenize(intake *q, cb_intake_job *j) {
         set_error(j, 400, "parse_special", "'parse_special' must be a boolean");
     } else if (pieces && !cJSON_IsFalse(pieces) && !cJSON_IsNull(pieces)) {
         set_error(j, 400, "with_pieces", "'with_pieces' is not supported");
-    } else if (strlen(c->valuestring) > 4 * cobatch_max_prompt_bytes(q->engine)) {
-        /* bounded as prompts are (the tokenizer is quadratic in special-token texts); four
-         * contexts' worth, for clients that tokenize a document to cut it in windows */
+    } else if (strlen(c->valuestring) > tokenize_bytes(q->engine)) {
         char msg[160];
         snprintf(msg, sizeof(msg), "the text is longer than %zu bytes; tokenize it in parts",
-                 4 * cobatch_max_prompt_bytes(q->engine));
+                 tokenize_bytes(q->engine));
         set_error(j, 400, "content", msg);
     } else {
         size_t len = strlen(c->valuestring);

@@ -197,7 +197,7 @@ BAD = [
     ("/v1/completions", '{"prompt": "hi", "n": 17}', 400, "invalid_request_error", "n"),
     ("/v1/completions", '{"prompt": [1, -5]}', 400, "invalid_request_error", "prompt"),
     ("/v1/completions", '{"prompt": [1, 99999999]}', 400, "invalid_request_error", "prompt"),
-    ("/v1/completions", json.dumps({"prompt": "word " * 5000}), 400, "invalid_request_error", "prompt"),
+    ("/v1/completions", json.dumps({"prompt": "word " * 9000}), 400, "invalid_request_error", "prompt"),
     ("/v1/chat/completions", '{"messages": "hi"}', 400, "invalid_request_error", "messages"),
     ("/v1/chat/completions", '{"messages": []}', 400, "invalid_request_error", "messages"),
     ("/v1/chat/completions", '{"messages": [{"content": "hi"}]}', 400, "invalid_request_error", "messages"),
@@ -507,3 +507,31 @@ def test_unsupported_fields_with_the_value_that_asks_nothing_are_accepted(server
 def test_fields_that_ask_for_something_unsupported_are_refused(server, body, param):
     r = httpx.post(server.url + "/v1/completions", json=body, timeout=30)
     assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
+
+
+def test_requests_get_the_trained_context_by_default(server):
+    """With the defaults a request may use the model's trained context (8192), not a stream's 1024:
+    a 3000-token prompt is answered (the long lane), beside short requests in the streams; the
+    limit shows in /tokenize; past it is a 400."""
+    c = openai.OpenAI(base_url=server.url + "/v1", api_key="none")
+    info = httpx.post(server.url + "/tokenize", json={"content": "x"}, timeout=30).json()
+    assert info["max_model_len"] == 8192, info
+    ids = httpx.post(server.url + "/tokenize", json={"content": "The river runs past the old mill. " * 400,
+                                                     "add_special_tokens": False}, timeout=30).json()["tokens"][:3000]
+    assert len(ids) == 3000
+    box = {}
+
+    def long_one():
+        box["r"] = c.completions.create(model=model_id(server), prompt=ids, max_tokens=8, temperature=0)
+
+    t = threading.Thread(target=long_one)
+    t.start()
+    short = [c.completions.create(model=model_id(server), prompt="The capital of France is", max_tokens=8)
+             for _ in range(3)]
+    t.join(timeout=300)
+    r = box["r"]
+    assert r.usage.prompt_tokens == 3000 and r.usage.completion_tokens == 8, r.usage
+    assert all(s.usage.completion_tokens == 8 for s in short)
+    with pytest.raises(openai.BadRequestError) as e:
+        c.completions.create(model=model_id(server), prompt=ids * 3, max_tokens=4)
+    assert "8192" in e.value.body["message"], e.value.body

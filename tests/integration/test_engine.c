@@ -686,6 +686,151 @@ static void tool_calls_are_held_and_read(void **state) {
     cobatch_chat_free(chat);
 }
 
+/* n tokens of the model's reading of a text, repeated as needed (a prompt of an exact length). */
+static int32_t *long_prompt(cobatch_engine *e, int32_t n, int32_t salt) {
+    static const char text[] = "The river runs past the old mill, where the miller keeps his accounts in a book "
+                               "bound in green leather, and every spring the water rises to the third step.";
+    int32_t base[256];
+    int32_t k = cobatch_tokenize_ext(e, text, false, false, base, 256);
+    int32_t *t = malloc(sizeof(int32_t) * (size_t)n);
+    for (int32_t i = 0; i < n; i++)
+        t[i] = base[(i + salt) % k];
+    return t;
+}
+
+/* The long lane: with streams of 256 cells, a prompt longer than a stream runs in the lane, and a
+ * request that outgrows its stream moves there (recomputed, counted as a preemption) and goes on;
+ * their outputs are those of an engine whose sequences hold them outright (a unified pool), up to
+ * near-ties; short requests keep running in the streams beside them; the lane's prompt rows give
+ * the prompt's log-probabilities; a prompt beyond the lane is refused; cancelling a lane request
+ * ends it. */
+static void long_lane_takes_long_requests(void **state) {
+    (void)state;
+    struct cobatch_engine_params lp = cobatch_engine_default_params();
+    lp.max_num_seqs = 4;
+    lp.max_model_len = 256;
+    lp.long_lane = 2048;
+    lp.max_num_batched_tokens = 256;
+    cobatch_engine *e = it_engine(lp);
+    assert_non_null(e);
+    assert_int_equal(cobatch_n_ctx_seq(e), 2048);
+    struct cobatch_engine_params up = cobatch_engine_default_params();
+    up.kv_layout = COBATCH_KV_UNIFIED;
+    up.n_ctx = 4096;
+    up.max_num_seqs = 4;
+    up.max_num_batched_tokens = 256;
+    cobatch_engine *ref = it_engine(up);
+    assert_non_null(ref);
+
+    enum { N = 5 };
+    static const int32_t len[N] = {600, 200, 20, 24, 1100};
+    static const int32_t out[N] = {24, 120, 24, 24, 16};
+    int32_t *prompts[N];
+    struct cobatch_request_params ps[N];
+    for (int i = 0; i < N; i++) {
+        prompts[i] = long_prompt(e, len[i], i * 7);
+        ps[i] = cobatch_request_default_params();
+        ps[i].prompt_tokens = prompts[i];
+        ps[i].n_prompt_tokens = len[i];
+        ps[i].max_tokens = out[i];
+        ps[i].ignore_eos = true;
+        ps[i].logit_margins = true;
+    }
+    it_result a[N], b[N];
+    assert_true(it_run(ref, ps, b, N));
+    assert_true(it_run(e, ps, a, N));
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(a[i].reason, COBATCH_FINISH_LENGTH);
+        assert_int_equal(a[i].n_generated, out[i]);
+        assert_int_equal(a[i].n_prompt, len[i]);
+    }
+    assert_true(a[1].n_preemptions >= 1); /* 200 + 120 tokens outgrew its 256 cells: moved */
+    assert_int_equal(a[2].n_preemptions, 0);
+    compare_all(b, a, N, "long lane vs unified");
+    struct cobatch_stats st;
+    cobatch_engine_stats(e, &st);
+    assert_int_equal(st.running, 0);
+    assert_int_equal(st.waiting, 0);
+
+    /* the prompt's log-probabilities from the lane's rows: those of the unified engine's */
+    struct cobatch_request_params q = ps[0];
+    q.max_tokens = 0;
+    q.prompt_logprobs = true;
+    q.logprobs = true;
+    q.top_logprobs = 1;
+    it_result pa, pb;
+    assert_true(it_run(e, &q, &pa, 1));
+    assert_true(it_run(ref, &q, &pb, 1));
+    assert_non_null(pa.prompt_lp);
+    assert_non_null(pb.prompt_lp);
+    float worst = 0, sum = 0;
+    for (int32_t k = 1; k < len[0]; k++) {
+        assert_int_equal(pa.prompt_lp[k * 2].token, pb.prompt_lp[k * 2].token);
+        float d = fabsf(pa.prompt_lp[k * 2].logprob - pb.prompt_lp[k * 2].logprob);
+        sum += d;
+        if (d > worst) worst = d;
+    }
+    /* batch shapes differ (Q4 numerics): the same distribution within a few hundredths */
+    printf("# lane prompt log-probabilities: mean difference %.5f, largest %.5f\n", sum / (len[0] - 1), worst);
+    assert_true(sum / (len[0] - 1) < 0.01f && worst < 0.25f);
+    it_free(&pa, 1);
+    it_free(&pb, 1);
+
+    /* two that outgrow the pool together (950 + 150 tokens each, 2048 cells): the younger waits
+     * and is recomputed; both end whole, as the unified engine has them */
+    struct cobatch_request_params two[2];
+    int32_t *tp[2];
+    for (int i = 0; i < 2; i++) {
+        tp[i] = long_prompt(e, 950, 11 + i);
+        two[i] = ps[0];
+        two[i].prompt_tokens = tp[i];
+        two[i].n_prompt_tokens = 950;
+        two[i].max_tokens = 150;
+    }
+    it_result ta[2], tb[2];
+    assert_true(it_run(e, two, ta, 2));
+    assert_true(it_run(ref, two, tb, 2));
+    assert_int_equal(ta[0].n_generated + ta[1].n_generated, 300);
+    assert_true(ta[0].n_preemptions + ta[1].n_preemptions >= 1);
+    compare_all(tb, ta, 2, "long lane, outgrown pool");
+    it_free(ta, 2);
+    it_free(tb, 2);
+    free(tp[0]);
+    free(tp[1]);
+
+    /* beyond the lane: refused; a lane request cancelled ends so */
+    int32_t *huge = long_prompt(e, 2048, 0);
+    q = cobatch_request_default_params();
+    q.prompt_tokens = huge;
+    q.n_prompt_tokens = 2048;
+    char err[256];
+    assert_int_equal(cobatch_submit(e, &q, err, sizeof(err)), COBATCH_ERR_TOO_LONG);
+    q.n_prompt_tokens = 1500;
+    q.max_tokens = 200;
+    it_result c;
+    memset(&c, 0, sizeof(c));
+    c.text = calloc(1, 1);
+    q.user_data = &c;
+    cobatch_req_id id = cobatch_submit(e, &q, err, sizeof(err));
+    assert_true(id > 0);
+    assert_int_equal(cobatch_cancel(e, id), COBATCH_OK);
+    while (!c.n_finished) {
+        struct cobatch_event ev[8];
+        int k = cobatch_poll(e, ev, 8, 1000);
+        for (int j = 0; j < k; j++)
+            it_take(&ev[j]);
+    }
+    assert_int_equal(c.reason, COBATCH_FINISH_CANCELLED);
+    free(c.text);
+    free(huge);
+    for (int i = 0; i < N; i++)
+        free(prompts[i]);
+    it_free(a, N);
+    it_free(b, N);
+    cobatch_engine_free(ref);
+    cobatch_engine_free(e);
+}
+
 /* A pool larger than the model's trained context (8192) still gives a request at most that much:
  * positions past it are not what the model learned. */
 static void requests_stop_at_the_trained_context(void **state) {
@@ -787,6 +932,7 @@ int main(void) {
         cmocka_unit_test(grammar_constrains_the_output),
         cmocka_unit_test(chat_templates_render_with_jinja),
         cmocka_unit_test(tool_calls_are_held_and_read),
+        cmocka_unit_test(long_lane_takes_long_requests),
     };
     const struct CMUnitTest own[] = {
         cmocka_unit_test(batch_invariance),

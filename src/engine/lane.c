@@ -1,0 +1,234 @@
+/* lane.c — the long lane (engine_internal.h): requests longer than a stream of the split layout
+ * run here, in a second llama.cpp context of one unified pool, beside the scheduler's step. */
+#include "engine_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cb_lane_init(cobatch_engine *e, const cb_model_params *mp, int32_t cells, int32_t max_seqs, int32_t budget,
+                 char *err, size_t errlen) {
+    cb_lane *L = &e->lane;
+    memset(L, 0, sizeof(*L));
+    cb_model_params p = *mp;
+    p.n_ctx = cells;
+    p.n_seq_max = max_seqs;
+    p.n_batch = budget;
+    p.n_outputs_max = max_seqs + CB_PROMPT_LOGIT_ROWS;
+    p.split_kv = false;
+    if (cb_model_new_context(&e->model, &p, &L->model, err, errlen) != 0) return -1;
+    L->on = true; /* from here cb_lane_free undoes it all */
+    L->cells = L->model.n_ctx < cells ? L->model.n_ctx : cells;
+    L->max_seqs = max_seqs;
+    L->budget = L->model.n_batch;
+    L->run = calloc((size_t)max_seqs, sizeof(*L->run));
+    if (!L->run || cb_plan_init(&L->plan, max_seqs) != 0 || cb_runner_init(&L->runner, &L->model, max_seqs) != 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+void cb_lane_free(cobatch_engine *e) {
+    cb_lane *L = &e->lane;
+    if (!L->on) return;
+    cb_runner_free(&L->runner);
+    cb_plan_free(&L->plan);
+    cb_model_free_context(&L->model);
+    free(L->run);
+    free(L->wait);
+    memset(L, 0, sizeof(*L));
+}
+
+int32_t cb_lane_n_waiting(const cobatch_engine *e) { return e->lane.n_wait; }
+
+/* Room for one more waiting request; false when out of memory. */
+static bool grow_wait(cb_lane *L) {
+    if (L->n_wait < L->wait_cap) return true;
+    int32_t cap = L->wait_cap ? L->wait_cap * 2 : 16;
+    cb_request **v = realloc(L->wait, sizeof(*v) * (size_t)cap);
+    if (!v) return false;
+    L->wait = v;
+    L->wait_cap = cap;
+    return true;
+}
+
+bool cb_lane_add(cobatch_engine *e, cb_request *r, bool first) {
+    cb_lane *L = &e->lane;
+    if (!grow_wait(L)) return false;
+    engine_req *er = r->rt;
+    if (!er->in_lane && !first) r->arrival = e->arrivals++; /* new: its place in the order */
+    er->in_lane = true;
+    r->seq_id = -1;
+    r->n_computed = 0;
+    r->state = CB_WAITING;
+    if (first) {
+        memmove(L->wait + 1, L->wait, sizeof(*L->wait) * (size_t)L->n_wait);
+        L->wait[0] = r;
+    } else {
+        L->wait[L->n_wait] = r;
+    }
+    L->n_wait++;
+    return true;
+}
+
+bool cb_lane_migrate(cobatch_engine *e, cb_request *r) {
+    if (!grow_wait(&e->lane)) return false;
+    cb_sched_remove(e->sched, r); /* its cells go to the prefix cache, as a finish's do */
+    cb_lane_add(e, r, true);      /* cannot fail now: first, it has run longest */
+    r->n_preemptions++;
+    e->lane.migrations++;
+    return true;
+}
+
+void cb_lane_remove(cobatch_engine *e, cb_request *r) {
+    cb_lane *L = &e->lane;
+    if (r->seq_id >= 0 && r->seq_id < L->max_seqs && L->run[r->seq_id] == r) {
+        llama_memory_seq_rm(llama_get_memory(L->model.ctx), r->seq_id, -1, -1);
+        L->run[r->seq_id] = NULL;
+        L->n_run--;
+        r->seq_id = -1;
+        return;
+    }
+    for (int32_t i = 0; i < L->n_wait; i++) {
+        if (L->wait[i] == r) {
+            memmove(L->wait + i, L->wait + i + 1, sizeof(*L->wait) * (size_t)(L->n_wait - i - 1));
+            L->n_wait--;
+            return;
+        }
+    }
+}
+
+/* Cells the running requests hold once their pending tokens are computed (a unified pool without
+ * sharing: a request's cells are its computed tokens). */
+static int32_t held(const cb_lane *L) {
+    int32_t n = 0;
+    for (int32_t s = 0; s < L->max_seqs; s++)
+        if (L->run[s]) n += cb_request_n_tokens(L->run[s]);
+    return n;
+}
+
+/* Starts waiting requests in order while a sequence is free and their tokens fit with room to
+ * grow (CB_LANE_ROOM cells); the first always starts (one request never exceeds the pool). */
+static void admit(cobatch_engine *e) {
+    cb_lane *L = &e->lane;
+    int32_t h = held(L);
+    while (L->n_wait > 0 && L->n_run < L->max_seqs &&
+           (L->n_run == 0 || h + cb_request_n_tokens(L->wait[0]) + CB_LANE_ROOM <= L->cells)) {
+        cb_request *r = L->wait[0];
+        memmove(L->wait, L->wait + 1, sizeof(*L->wait) * (size_t)(L->n_wait - 1));
+        L->n_wait--;
+        int32_t s = 0;
+        while (L->run[s])
+            s++;
+        L->run[s] = r;
+        L->n_run++;
+        h += cb_request_n_tokens(r);
+        r->seq_id = s;
+        r->n_computed = 0;
+        r->state = CB_RUNNING;
+    }
+}
+
+/* While the running requests' tokens would not fit the pool, the youngest goes back to the head of
+ * the queue, its cells freed, to be recomputed (a preemption, as the scheduler's). */
+static void make_room(cobatch_engine *e) {
+    cb_lane *L = &e->lane;
+    while (L->n_run > 1 && held(L) > L->cells) {
+        int32_t y = -1;
+        for (int32_t s = 0; s < L->max_seqs; s++)
+            if (L->run[s] && (y < 0 || L->run[s]->arrival > L->run[y]->arrival)) y = s;
+        cb_request *r = L->run[y];
+        llama_memory_seq_rm(llama_get_memory(L->model.ctx), y, -1, -1);
+        L->run[y] = NULL;
+        L->n_run--;
+        r->n_preemptions++;
+        L->preemptions++;
+        if (!cb_lane_add(e, r, true)) /* out of memory for the queue: it ends, and says so */
+            cb_engine_finish(e, r, CB_FINISHED_ERROR, "out of memory");
+    }
+}
+
+/* Rows among the next n of r's pending tokens that want logits for the prompt's log-probabilities. */
+static int32_t logit_rows(const cb_request *r, int32_t n) {
+    int32_t lo = r->n_computed > r->all_logits_from ? r->n_computed : r->all_logits_from;
+    int32_t hi = r->n_computed + n < r->all_logits_to ? r->n_computed + n : r->all_logits_to;
+    return hi > lo ? hi - lo : 0;
+}
+
+/* Decode rows first, then prompt chunks while the budget lasts (and at most CB_PROMPT_LOGIT_ROWS
+ * prompt rows wanting logits). */
+static void plan(cobatch_engine *e, int32_t budget) {
+    cb_lane *L = &e->lane;
+    cb_plan *p = &L->plan;
+    p->n_items = p->n_tokens = p->n_decode = p->n_prefill_tokens = p->n_logit_rows = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int32_t s = 0; s < L->max_seqs; s++) {
+            cb_request *r = L->run[s];
+            if (!r) continue;
+            int32_t pending = cb_request_n_tokens(r) - r->n_computed;
+            if (pending <= 0 || (pass == 0) != (pending == 1)) continue;
+            int32_t n = pending < budget - p->n_tokens ? pending : budget - p->n_tokens;
+            while (n > 0 && p->n_logit_rows + logit_rows(r, n) > CB_PROMPT_LOGIT_ROWS)
+                n = r->all_logits_from > r->n_computed ? r->all_logits_from - r->n_computed
+                                                       : CB_PROMPT_LOGIT_ROWS - p->n_logit_rows;
+            if (n <= 0) continue;
+            cb_plan_item *it = &p->items[p->n_items++];
+            *it = (cb_plan_item){.req = r, .pos0 = r->n_computed, .n_tokens = n, .logits = n == pending};
+            p->n_tokens += n;
+            p->n_logit_rows += logit_rows(r, n);
+            if (n == 1 && it->logits && r->n_computed >= r->n_prompt)
+                p->n_decode++;
+            else
+                p->n_prefill_tokens += n;
+        }
+    }
+}
+
+/* A lane step that failed: its requests' cells past what they had go, and they end. */
+static void fail(cobatch_engine *e, int rc) {
+    char msg[96];
+    snprintf(msg, sizeof(msg), "llama_decode failed with code %d", rc);
+    e->n_decode_failures++;
+    cb_plan *p = &e->lane.plan;
+    for (int32_t i = 0; i < p->n_items; i++)
+        cb_engine_finish(e, p->items[i].req, CB_FINISHED_ERROR, msg);
+}
+
+void cb_lane_step(cobatch_engine *e) {
+    cb_lane *L = &e->lane;
+    if (!L->on) return;
+    make_room(e);
+    admit(e);
+    if (L->n_run == 0) return;
+    int32_t budget = L->budget;
+    int rc;
+    for (;;) {
+        plan(e, budget);
+        if (L->plan.n_items == 0) return;
+        rc = cb_runner_run(&L->runner, &L->plan);
+        if (rc == 0) break;
+        for (int32_t i = 0; i < L->plan.n_items; i++) /* what the failed decode may have kept */
+            llama_memory_seq_rm(llama_get_memory(L->model.ctx), L->plan.items[i].req->seq_id, L->plan.items[i].pos0,
+                                -1);
+        if (rc != 1 || L->plan.n_tokens <= L->plan.n_items) { /* not a full pool, or nothing smaller to try */
+            fail(e, rc);
+            return;
+        }
+        e->n_retries++;
+        budget = L->plan.n_tokens / 2 > L->plan.n_items ? L->plan.n_tokens / 2 : L->plan.n_items;
+    }
+    int64_t now = cobatch_time_us();
+    cb_plan *p = &L->plan;
+    for (int32_t i = 0; i < p->n_items; i++) {
+        cb_request *r = p->items[i].req;
+        int32_t prompt_rows = r->n_prompt - r->n_computed;
+        if (prompt_rows > p->items[i].n_tokens) prompt_rows = p->items[i].n_tokens;
+        if (prompt_rows > 0) e->n_prompt_computed += prompt_rows;
+        r->n_computed += p->items[i].n_tokens;
+        if (!r->t_scheduled_us) r->t_scheduled_us = now;
+    }
+    cb_engine_record_prompt_logprobs(e, &L->runner, &L->model, p);
+    for (int32_t i = 0; i < p->n_items; i++)
+        if (p->items[i].logits) cb_engine_sample_one(e, p->items[i].req, &L->model, L->runner.logit_row[i], now);
+}
