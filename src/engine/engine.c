@@ -431,8 +431,9 @@ static void step(cobatch_engine *e) {
     int64_t t0 = cobatch_time_us();
     cb_plan *plan = schedule(e, 0);
     int rc = run_plan(e, &plan);
+    int32_t used = rc == 0 ? plan->n_tokens : 0;
     postprocess(e, plan, rc, t0);
-    cb_lane_step(e); /* a second graph, only while the long lane has work */
+    cb_lane_step(e, used); /* a second graph, only while the long lane has work */
 }
 
 /* ---------------------------------------------------------------- the thread ----------------- */

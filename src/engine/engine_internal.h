@@ -62,8 +62,9 @@ bool cb_lane_add(struct cobatch_engine *e, cb_request *r, bool first);
 bool cb_lane_migrate(struct cobatch_engine *e, cb_request *r);
 /* r ends: its sequence and reservation go. */
 void cb_lane_remove(struct cobatch_engine *e, cb_request *r);
-/* Admits what fits, plans, decodes and samples one lane step of at most budget tokens. */
-void cb_lane_step(struct cobatch_engine *e);
+/* Admits what fits, plans, decodes and samples one lane step, in what the scheduler's step left of
+ * the budget (it used `used` tokens). */
+void cb_lane_step(struct cobatch_engine *e, int32_t used);
 int32_t cb_lane_n_waiting(const struct cobatch_engine *e);
 
 /* Prompt rows of one step that may ask for logits (prompt log-probabilities) beyond the one row per
@@ -96,6 +97,7 @@ typedef struct {
  * the youngest goes back to the queue's head to be recomputed. Requests wait in arrival order (a
  * migrated or preempted one first). Engine thread only. */
 #define CB_LANE_ROOM 64
+#define CB_LANE_MIN_CHUNK 32
 
 typedef struct {
     bool on;

@@ -195,13 +195,16 @@ static void fail(cobatch_engine *e, int rc) {
         cb_engine_finish(e, p->items[i].req, CB_FINISHED_ERROR, msg);
 }
 
-void cb_lane_step(cobatch_engine *e) {
+void cb_lane_step(cobatch_engine *e, int32_t used) {
     cb_lane *L = &e->lane;
     if (!L->on) return;
     make_room(e);
     admit(e);
     if (L->n_run == 0) return;
-    int32_t budget = L->budget;
+    /* what the scheduler's step left of the budget (a step's length is the pause every stream
+     * sees), and at least CB_LANE_MIN_CHUNK tokens, so that the lane goes on beside a busy step */
+    int32_t budget = L->budget - used;
+    if (budget < CB_LANE_MIN_CHUNK) budget = CB_LANE_MIN_CHUNK < L->budget ? CB_LANE_MIN_CHUNK : L->budget;
     int rc;
     for (;;) {
         plan(e, budget);
