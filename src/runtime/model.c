@@ -26,6 +26,8 @@ void cb_backend_init(bool verbose) {
     pthread_once(&backend_once, backend_init_once);
 }
 
+static bool index_specials(cb_model *m);
+
 static struct llama_context *new_context(struct llama_model *model, const cb_model_params *p) {
     struct llama_context_params cp = llama_context_default_params();
     int threads = p->n_threads > 0 ? p->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -115,6 +117,11 @@ int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errle
         if (k > m->max_piece) m->max_piece = k;
     }
     if (m->max_piece < 1) m->max_piece = 1;
+    if (!index_specials(m)) {
+        cb_set_err(err, errlen, "out of memory");
+        cb_model_free(m);
+        return -1;
+    }
     if (llama_model_meta_val_str(m->model, "general.name", m->name, sizeof(m->name)) < 0) {
         const char *base = strrchr(p->path, '/');
         snprintf(m->name, sizeof(m->name), "%s", base ? base + 1 : p->path);
@@ -124,15 +131,125 @@ int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errle
 
 void cb_model_free(cb_model *m) {
     cb_common_templates_free(m->tmpls);
+    free((void *)m->special);
+    free(m->special_len);
+    free(m->special_cut);
     if (m->ctx) llama_free(m->ctx);
     if (m->model) llama_model_free(m->model);
     memset(m, 0, sizeof(*m));
 }
 
+/* Texts longer than this with special tokens parsed are tokenized in pieces of at most
+ * CB_TOKENIZE_SPECIALS special-token texts. */
+#define CB_TOKENIZE_PIECE_BYTES 16384
+#define CB_TOKENIZE_SPECIALS 64
+
+/* Where the piece of text[start, len) ends: right after its CB_TOKENIZE_SPECIALS-th special-token
+ * text that may end a piece (leftmost, longest matches), or at len. */
+static size_t piece_end(const cb_model *m, const char *text, size_t start, size_t len) {
+    int32_t seen = 0;
+    for (size_t i = start; i < len;) {
+        unsigned char b = (unsigned char)text[i];
+        int32_t hit = -1;
+        for (int32_t k = m->first[b]; k < m->first[b + 1] && hit < 0; k++)
+            if ((size_t)m->special_len[k] <= len - i && !memcmp(text + i, m->special[k], (size_t)m->special_len[k]))
+                hit = k;
+        if (hit < 0) {
+            i++;
+            continue;
+        }
+        i += (size_t)m->special_len[hit];
+        if (m->special_cut[hit] && ++seen == CB_TOKENIZE_SPECIALS) return i;
+    }
+    return len;
+}
+
 int32_t cb_model_tokenize_into(const cb_model *m, const char *text, size_t len, bool add_special, bool parse_special,
                                int32_t *out, int32_t max) {
     if (len > INT32_MAX / 2) return INT32_MIN;
-    return llama_tokenize(m->vocab, text, (int32_t)len, out, max, add_special, parse_special);
+    bool pieces = parse_special && len > CB_TOKENIZE_PIECE_BYTES && m->special &&
+                  !(add_special && llama_vocab_get_add_eos(m->vocab)); /* an added eos belongs to the last piece */
+    if (!pieces) return llama_tokenize(m->vocab, text, (int32_t)len, out, max, add_special, parse_special);
+    int32_t n = 0;
+    bool short_of_room = false;
+    for (size_t start = 0; start < len;) {
+        size_t end = piece_end(m, text, start, len);
+        int32_t k = llama_tokenize(m->vocab, text + start, (int32_t)(end - start), short_of_room ? NULL : out + n,
+                                   short_of_room ? 0 : max - n, add_special && start == 0, true);
+        if (k == INT32_MIN) return INT32_MIN;
+        if (k < 0) { /* counted, not written: from here on only the size needed */
+            short_of_room = true;
+            k = -k;
+        }
+        if (n > INT32_MAX - k) return INT32_MIN;
+        n += k;
+        start = end;
+    }
+    return short_of_room ? -n : n;
+}
+
+static int by_first_then_longest(const void *a, const void *b, void *arg) {
+    const cb_model *m = arg;
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    unsigned char fx = (unsigned char)m->special[x][0], fy = (unsigned char)m->special[y][0];
+    if (fx != fy) return fx < fy ? -1 : 1;
+    return m->special_len[y] - m->special_len[x];
+}
+
+/* The special-token texts, indexed for piece_end. Returns false when out of memory. */
+static bool index_specials(cb_model *m) {
+    int32_t n = 0;
+    for (int32_t t = 0; t < m->n_vocab; t++) {
+        enum llama_token_attr a = llama_vocab_get_attr(m->vocab, t);
+        const char *s = llama_vocab_get_text(m->vocab, t);
+        n += (a & (LLAMA_TOKEN_ATTR_CONTROL | LLAMA_TOKEN_ATTR_USER_DEFINED)) && s && s[0];
+    }
+    if (n == 0) return true;
+    const char **text = malloc(sizeof(char *) * (size_t)n);
+    int32_t *len = malloc(sizeof(int32_t) * (size_t)n), *ord = malloc(sizeof(int32_t) * (size_t)n);
+    bool *cut = malloc(sizeof(bool) * (size_t)n), *cut2 = malloc(sizeof(bool) * (size_t)n);
+    const char **text2 = malloc(sizeof(char *) * (size_t)n);
+    int32_t *len2 = malloc(sizeof(int32_t) * (size_t)n);
+    bool ok = text && len && ord && cut && cut2 && text2 && len2;
+    for (int32_t t = 0, k = 0; ok && t < m->n_vocab; t++) {
+        enum llama_token_attr a = llama_vocab_get_attr(m->vocab, t);
+        const char *s = llama_vocab_get_text(m->vocab, t);
+        if (!((a & (LLAMA_TOKEN_ATTR_CONTROL | LLAMA_TOKEN_ATTR_USER_DEFINED)) && s && s[0])) continue;
+        text[k] = s;
+        len[k] = (int32_t)strlen(s);
+        cut[k] = !(a & LLAMA_TOKEN_ATTR_RSTRIP);
+        ord[k] = k;
+        k++;
+    }
+    if (ok) {
+        m->special = text;
+        m->special_len = len;
+        qsort_r(ord, (size_t)n, sizeof(int32_t), by_first_then_longest, m);
+        for (int32_t i = 0; i < n; i++) {
+            text2[i] = text[ord[i]];
+            len2[i] = len[ord[i]];
+            cut2[i] = cut[ord[i]];
+        }
+        m->special = text2;
+        m->special_len = len2;
+        m->special_cut = cut2;
+        for (int b = 0, i = 0; b <= 256; b++) { /* first[b]: the first text starting with a byte >= b */
+            while (i < n && (unsigned char)text2[i][0] < b)
+                i++;
+            m->first[b] = i;
+        }
+        text2 = NULL;
+        len2 = NULL;
+        cut2 = NULL;
+    }
+    free(text);
+    free(len);
+    free(ord);
+    free(cut);
+    free(text2);
+    free(len2);
+    free(cut2);
+    return ok;
 }
 
 int32_t *cb_model_tokenize(const cb_model *m, const char *text, size_t len, bool add_special, bool parse_special,

@@ -40,6 +40,12 @@ typedef struct {
     char name[128];                  /* general.name or the file name */
     struct cb_chat_templates *tmpls; /* the Jinja chat template (llama_common.h), or NULL: the built-in
                                         llama_chat_apply_template path, or none */
+    /* the texts of control and user-defined tokens, by first byte (first[b] to first[b + 1]),
+     * longest first: where a long text is cut to tokenize it in pieces (cb_model_tokenize_into) */
+    const char **special;
+    int32_t *special_len;
+    bool *special_cut; /* a piece may end right after it (it strips no whitespace to its right) */
+    int32_t first[257];
 } cb_model;
 
 /* Loads the model and creates the context. Returns 0, or -1 with a message in err; on failure
@@ -56,7 +62,10 @@ void cb_model_free_context(cb_model *m);
  * (caller frees) and its length in *n, or NULL on failure. */
 int32_t *cb_model_tokenize(const cb_model *m, const char *text, size_t len, bool add_special, bool parse_special,
                            int32_t *n);
-/* Same into a caller buffer: returns the count, or -(needed) when max is too small. */
+/* Same into a caller buffer: returns the count, or -(needed) when max is too small. A long text
+ * whose special tokens are parsed is tokenized in pieces cut right after a special token's text
+ * (llama.cpp's tokenizer is quadratic in the number of special-token texts of one call: a 650 KB
+ * text of them took 16 s whole); the pieces give the tokens the whole would. */
 int32_t cb_model_tokenize_into(const cb_model *m, const char *text, size_t len, bool add_special, bool parse_special,
                                int32_t *out, int32_t max);
 

@@ -698,6 +698,32 @@ static int32_t *long_prompt(cobatch_engine *e, int32_t n, int32_t salt) {
     return t;
 }
 
+/* A long text with special tokens parsed is tokenized in pieces cut after special-token texts
+ * (llama.cpp's tokenizer is quadratic in them); the tokens are those of its parts tokenized one by
+ * one, and a buffer too small still gets the size needed. */
+static void long_special_text_tokenizes_in_pieces(void **state) {
+    (void)state;
+    static const char unit[] = "<|im_start|>user\nHello there, what is 2 + 2? Answer  in\twords.<|im_end|>\n"
+                               "<|im_start|>assistant\nFour<|endoftext|> and text between ";
+    enum { UNITS = 700 };
+    size_t ul = strlen(unit);
+    char *text = malloc(ul * UNITS + 1);
+    for (int i = 0; i < UNITS; i++)
+        memcpy(text + ul * (size_t)i, unit, ul);
+    text[ul * UNITS] = '\0';
+    int32_t one[256];
+    int32_t k = cobatch_tokenize_ext(shared_engine, unit, false, true, one, 256);
+    assert_true(k > 10 && k < 256);
+    int32_t need = cobatch_tokenize_ext(shared_engine, text, false, true, NULL, 0);
+    assert_int_equal(need, k * UNITS); /* too small a buffer: the size needed, counted piece by piece */
+    int32_t *all = malloc(sizeof(int32_t) * (size_t)k * UNITS);
+    assert_int_equal(cobatch_tokenize_ext(shared_engine, text, false, true, all, k * UNITS), k * UNITS);
+    for (int i = 0; i < UNITS; i++)
+        assert_memory_equal(all + (size_t)i * (size_t)k, one, sizeof(int32_t) * (size_t)k);
+    free(all);
+    free(text);
+}
+
 /* The long lane: with streams of 256 cells, a prompt longer than a stream runs in the lane, and a
  * request that outgrows its stream moves there (recomputed, counted as a preemption) and goes on;
  * their outputs are those of an engine whose sequences hold them outright (a unified pool), up to
@@ -933,6 +959,7 @@ int main(void) {
         cmocka_unit_test(chat_templates_render_with_jinja),
         cmocka_unit_test(tool_calls_are_held_and_read),
         cmocka_unit_test(long_lane_takes_long_requests),
+        cmocka_unit_test(long_special_text_tokenizes_in_pieces),
     };
     const struct CMUnitTest own[] = {
         cmocka_unit_test(batch_invariance),
