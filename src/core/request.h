@@ -65,6 +65,13 @@ void cb_request_free(cb_request *r);
 
 static inline int32_t cb_request_n_tokens(const cb_request *r) { return r->n_prompt + r->n_generated; }
 static inline int32_t cb_request_pending(const cb_request *r) { return cb_request_n_tokens(r) - r->n_computed; }
+/* Rows among the next n pending tokens that want logits for the prompt's log-probabilities
+ * ([all_logits_from, all_logits_to)). */
+static inline int32_t cb_request_logit_rows(const cb_request *r, int32_t n) {
+    int32_t lo = r->n_computed > r->all_logits_from ? r->n_computed : r->all_logits_from;
+    int32_t hi = r->n_computed + n < r->all_logits_to ? r->n_computed + n : r->all_logits_to;
+    return hi > lo ? hi - lo : 0;
+}
 
 /* Appends a sampled token. Returns false (and appends nothing) when max_tokens is reached. */
 bool cb_request_append(cb_request *r, int32_t token);

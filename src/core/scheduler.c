@@ -161,13 +161,6 @@ static void preempt(cb_sched *s, int32_t i, cb_plan *plan) {
     }
 }
 
-/* Rows of the next n of r's pending tokens that want logits for the prompt's log-probabilities. */
-static int32_t logit_rows(const cb_request *r, int32_t n) {
-    int32_t lo = r->n_computed > r->all_logits_from ? r->n_computed : r->all_logits_from;
-    int32_t hi = r->n_computed + n < r->all_logits_to ? r->n_computed + n : r->all_logits_to;
-    return hi > lo ? hi - lo : 0;
-}
-
 static void plan_add(cb_sched *s, cb_plan *plan, cb_request *r, int32_t n) {
     bool ok = cb_kv_grow(s->kv, r->seq_id, n);
     (void)ok; /* callers checked cb_kv_room */
@@ -178,7 +171,7 @@ static void plan_add(cb_sched *s, cb_plan *plan, cb_request *r, int32_t n) {
     it->logits = r->n_computed + n == cb_request_n_tokens(r);
     r->in_plan = n;
     plan->n_tokens += n;
-    plan->n_logit_rows += logit_rows(r, n);
+    plan->n_logit_rows += cb_request_logit_rows(r, n);
     if (n == 1 && it->logits && r->n_computed >= r->n_prompt) /* a generated token, not a prompt one */
         plan->n_decode++;
     else
@@ -191,7 +184,7 @@ static int32_t chunk_for(cb_sched *s, const cb_plan *plan, const cb_request *r, 
     int32_t n = pending < budget_left ? pending : budget_left;
     if (s->cfg.prefill_chunk > 0 && n > s->cfg.prefill_chunk) n = s->cfg.prefill_chunk;
     int32_t rows_left = s->cfg.max_logit_rows - plan->n_logit_rows;
-    bool logits_cut = logit_rows(r, n) > rows_left; /* the step's logit rows bound the chunk */
+    bool logits_cut = cb_request_logit_rows(r, n) > rows_left; /* the step's logit rows bound the chunk */
     if (logits_cut) {
         int32_t before = r->all_logits_from - r->n_computed; /* rows that have their logits already */
         n = (before > 0 ? before : 0) + (rows_left > 0 ? rows_left : 0);

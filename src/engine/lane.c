@@ -149,13 +149,6 @@ static void make_room(cobatch_engine *e) {
     }
 }
 
-/* Rows among the next n of r's pending tokens that want logits for the prompt's log-probabilities. */
-static int32_t logit_rows(const cb_request *r, int32_t n) {
-    int32_t lo = r->n_computed > r->all_logits_from ? r->n_computed : r->all_logits_from;
-    int32_t hi = r->n_computed + n < r->all_logits_to ? r->n_computed + n : r->all_logits_to;
-    return hi > lo ? hi - lo : 0;
-}
-
 /* Decode rows first, then prompt chunks while the budget lasts (and at most CB_PROMPT_LOGIT_ROWS
  * prompt rows wanting logits). */
 static void plan(cobatch_engine *e, int32_t budget) {
@@ -169,14 +162,14 @@ static void plan(cobatch_engine *e, int32_t budget) {
             int32_t pending = cb_request_n_tokens(r) - r->n_computed;
             if (pending <= 0 || (pass == 0) != (pending == 1)) continue;
             int32_t n = pending < budget - p->n_tokens ? pending : budget - p->n_tokens;
-            while (n > 0 && p->n_logit_rows + logit_rows(r, n) > CB_PROMPT_LOGIT_ROWS)
+            while (n > 0 && p->n_logit_rows + cb_request_logit_rows(r, n) > CB_PROMPT_LOGIT_ROWS)
                 n = r->all_logits_from > r->n_computed ? r->all_logits_from - r->n_computed
                                                        : CB_PROMPT_LOGIT_ROWS - p->n_logit_rows;
             if (n <= 0) continue;
             cb_plan_item *it = &p->items[p->n_items++];
             *it = (cb_plan_item){.req = r, .pos0 = r->n_computed, .n_tokens = n, .logits = n == pending};
             p->n_tokens += n;
-            p->n_logit_rows += logit_rows(r, n);
+            p->n_logit_rows += cb_request_logit_rows(r, n);
             if (n == 1 && it->logits && r->n_computed >= r->n_prompt)
                 p->n_decode++;
             else
