@@ -69,6 +69,7 @@ struct cobatch_step_info {
     int32_t running, waiting;     /* after the step */
     int32_t kv_used;              /* cells after the step */
     int32_t preempted;            /* requests preempted by this step */
+    int32_t swapped;              /* of those, saved to host memory (swap_space) */
     int32_t graph_runs;           /* llama.cpp graph runs the batch took (split layout: one per block of
                                      consecutive streams with equal rows, see cb_plan_row_order;
                                      unified: 1) */
@@ -119,6 +120,12 @@ struct cobatch_engine_params {
      * request may then use this many cells. -1 (default) = the model's trained context when the
      * streams have their default size (n_ctx and max_model_len 0), else none; 0 = none. */
     int32_t long_lane;
+    /* Swap space, in GiB of host memory (vLLM's swap_space): a preempted request's KV cells are
+     * saved there and put back when it runs again, instead of recomputed from its tokens, when
+     * copying costs less (measured) and they fit; else it is recomputed. Unified pools only (the
+     * unified layout, the long lane): a split layout's stream is never preempted for cells. 0 =
+     * every preemption recomputes. Default 4. */
+    float swap_space;
     bool verbose;            /* let llama.cpp log to stderr */
     cobatch_step_fn on_step; /* called on the engine thread after each step; keep it short */
     void *on_step_user;
@@ -282,6 +289,13 @@ struct cobatch_stats {
                                     demand (kv_used - kv_cached is what the requests hold) */
     int64_t prefix_query_tokens; /* prompt tokens of admitted requests (each admission, recomputes too) */
     int64_t prefix_hit_tokens;   /* of those, tokens taken from the cache instead of computed */
+    /* swap preemption (swap_space; preemptions counts both kinds, the long lane's too): */
+    int64_t swapped_out;     /* preemptions whose KV cells were saved to host memory */
+    int64_t swapped_in;      /* of those, restored (the others ended, or the cache still held them) */
+    int64_t recomputed;      /* preemptions that dropped their cells (recomputed when the request runs again) */
+    int64_t swap_used_bytes; /* host memory the swapped-out requests hold now */
+    int64_t swap_peak_bytes;
+    int64_t swap_lost; /* saves or restores that failed: those requests were recomputed */
 };
 
 struct cobatch_engine_params cobatch_engine_default_params(void);

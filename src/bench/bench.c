@@ -131,14 +131,14 @@ void cb_bench_result_free(cb_bench_result *r) {
 
 void cb_trace_write_header(FILE *f) {
     fputs("config\tt_ms\tstep_ms\tdecode_rows\tprefill_tokens\trequests\trunning\twaiting\tkv_cells\tpreempted\tgraph_"
-          "runs\n",
+          "runs\tswapped\n",
           f);
 }
 
 void cb_trace_write_step(FILE *f, const char *label, int64_t t0_us, const struct cobatch_step_info *s) {
-    fprintf(f, "%s\t%.3f\t%.3f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", label, (double)(s->t_start_us - t0_us) / 1e3,
+    fprintf(f, "%s\t%.3f\t%.3f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", label, (double)(s->t_start_us - t0_us) / 1e3,
             (double)(s->t_end_us - s->t_start_us) / 1e3, s->decode_rows, s->prefill_tokens, s->n_requests, s->running,
-            s->waiting, s->kv_used, s->preempted, s->graph_runs);
+            s->waiting, s->kv_used, s->preempted, s->graph_runs, s->swapped);
 }
 
 void cb_bench_write_trace(FILE *f, const char *label, const cb_bench_result *r) {
@@ -147,9 +147,11 @@ void cb_bench_write_trace(FILE *f, const char *label, const cb_bench_result *r) 
 }
 
 void cb_bench_print_table(FILE *f, const cb_bench_config *cfgs, const cb_bench_result *res, int n, int base) {
-    fprintf(f, "| config | wall s | cpu s | speedup | req/s | out tok/s | total tok/s | TTFT p50 / p99 ms | "
-               "TPOT mean ms | ITL p50 / p99 ms | E2EL p50 / p99 ms | sched eff | steps | preempt | peak KV | wasted "
-               "slots | prefix hit | prompt computed |\n");
+    fprintf(
+        f,
+        "| config | wall s | cpu s | speedup | req/s | out tok/s | total tok/s | TTFT p50 / p99 ms | "
+        "TPOT mean ms | ITL p50 / p99 ms | E2EL p50 / p99 ms | sched eff | steps | preempt / swap | peak KV | wasted "
+        "slots | prefix hit | prompt computed |\n");
     fprintf(f, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (int i = 0; i < n; i++) {
         const cb_bench_result *r = &res[i];
@@ -162,11 +164,12 @@ void cb_bench_print_table(FILE *f, const cb_bench_config *cfgs, const cb_bench_r
                      100.0 * (double)r->stats.prefix_hit_tokens / r->stats.prefix_query_tokens);
         fprintf(f,
                 "| %s | %.2f | %.2f | %.2fx | %.2f | %.1f | %.1f | %.0f / %.0f | %.1f | %.1f / %.1f | %.0f / %.0f | "
-                "%s | %lld | %lld | %d | %lld | %s | %lld |\n",
+                "%s | %lld | %lld / %lld | %d | %lld | %s | %lld |\n",
                 cfgs[i].label, r->wall_s, r->cpu_s, res[base].wall_s / r->wall_s, m->req_per_s, m->out_tok_per_s,
                 m->total_tok_per_s, m->ttft_ms.p50, m->ttft_ms.p99, m->tpot_ms.mean, m->itl_ms.p50, m->itl_ms.p99,
                 m->e2el_ms.p50, m->e2el_ms.p99, eff, (long long)r->stats.steps, (long long)r->stats.preemptions,
-                r->stats.kv_peak, (long long)r->stats.wasted_decode_slots, hit, (long long)r->stats.prompt_tokens);
+                (long long)r->stats.swapped_out, r->stats.kv_peak, (long long)r->stats.wasted_decode_slots, hit,
+                (long long)r->stats.prompt_tokens);
     }
     for (int i = 0; i < n; i++)
         if (res[i].m.failed) fprintf(f, "\n%s: %d requests failed\n", cfgs[i].label, res[i].m.failed);

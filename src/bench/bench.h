@@ -62,7 +62,7 @@ void cb_bench_result_free(cb_bench_result *r);
 void cb_bench_efficiency(cb_bench_result *r, const cb_ceiling *c, int32_t max_seqs);
 
 /* Writes the trace: one line per step (config label, ms since start, decode rows, prefill tokens,
- * requests in batch, running, waiting, KV cells, preempted). */
+ * requests in batch, running, waiting, KV cells, preempted, graph runs, swapped). */
 void cb_bench_write_trace(FILE *f, const char *label, const cb_bench_result *r);
 /* The trace's format, shared with `cobatch serve --trace`: a header line, then one tab-separated
  * line per step (t_ms counts from t0_us). */

@@ -83,6 +83,10 @@ static cJSON *result(const cb_bench_result *r) {
     }
     cJSON_AddNumberToObject(o, "steps", (double)r->stats.steps);
     cJSON_AddNumberToObject(o, "preemptions", (double)r->stats.preemptions);
+    cJSON_AddNumberToObject(o, "preemptions_swapped", (double)r->stats.swapped_out);
+    cJSON_AddNumberToObject(o, "preemptions_recomputed", (double)r->stats.recomputed);
+    cJSON_AddNumberToObject(o, "swapped_in", (double)r->stats.swapped_in);
+    cJSON_AddNumberToObject(o, "swap_peak_bytes", (double)r->stats.swap_peak_bytes);
     cJSON_AddNumberToObject(o, "decode_retries", (double)r->stats.decode_retries);
     cJSON_AddNumberToObject(o, "kv_peak_cells", r->stats.kv_peak);
     cJSON_AddNumberToObject(o, "kv_total_cells", r->stats.kv_total);

@@ -241,6 +241,9 @@ cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
          .help = "split: cells of a second pool for requests longer than a stream\n(longer prompts, outgrown "
                  "streams): a request may use N cells;\ndefault the model's trained context unless -c or\n"
                  "--max-model-len is given; 0: none"},
+        {"--swap-space", "GiB", CB_FLAG_F32, &p->swap_space, 0, 1 << 20,
+         .help = "host memory for preempted requests' KV cells (put back instead\nof recomputed when cheaper), "
+                 "default 4; 0: recompute"},
         {"--chat-template", "FILE", CB_FLAG_STR, &p->chat_template_file,
          .help = "a Jinja chat template to render messages with, instead of the\nmodel's own"},
         {"--verbose", NULL, CB_FLAG_SET, &p->verbose, .help = "show llama.cpp's log"},

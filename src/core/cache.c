@@ -16,6 +16,9 @@ typedef struct {
     void (*make_room)(cb_cache *c, int32_t n, cb_kv_ops *ops);
     void (*trim)(cb_cache *c, cb_kv_ops *ops);
     void (*move)(cb_cache *c, cb_request *r, int32_t to, cb_kv_ops *ops); /* split layout only */
+    int32_t (*pin)(cb_cache *c, cb_request *r);
+    void (*unpin)(cb_cache *c, cb_request *r);
+    int32_t (*admit_swapped)(cb_cache *c, cb_request *r, int32_t need, int32_t outstanding, cb_kv_ops *ops);
     int32_t (*drop)(cb_cache *c, cb_kv_ops *ops);
     int32_t (*parked_len)(const cb_cache *c, int32_t seq);
     void (*stats)(const cb_cache *c, cb_cache_stats *out);
@@ -62,10 +65,24 @@ static void plain_move(cb_cache *c, cb_request *r, int32_t to, cb_kv_ops *ops) {
 
 static bool plain_check(const cb_cache *c) { return cb_kv_check(c->kv); }
 
+static int32_t plain_pin(cb_cache *c, cb_request *r) {
+    (void)r;
+    return c->kv->split ? -1 : 0;
+}
+
+static int32_t plain_admit_swapped(cb_cache *c, cb_request *r, int32_t need, int32_t outstanding, cb_kv_ops *ops) {
+    cb_cache_hit hit = {.len = 0, .node = NULL, .src = -1};
+    int32_t seq = plain_admit(c, r, &hit, need, outstanding, ops);
+    if (seq >= 0) cb_kv_ops_push_ref(ops, seq, CB_KV_OP_RESTORE, 0, r->swap.to, r);
+    return seq;
+}
+
 static const cache_impl none_impl = {
     .admit = plain_admit,
     .release = plain_release,
     .move = plain_move,
+    .pin = plain_pin,
+    .admit_swapped = plain_admit_swapped,
     .check = plain_check,
 };
 
@@ -98,8 +115,10 @@ static void radix_make_room(cb_cache *c, int32_t n, cb_kv_ops *ops) {
     if (short_by > 0) cb_prefix_evict(&c->px, short_by, ops);
 }
 
-static int32_t radix_admit(cb_cache *c, cb_request *r, cb_cache_hit *hit, int32_t need, int32_t outstanding,
-                           cb_kv_ops *ops) {
+/* restore: r comes back from swap (cb_cache_admit_swapped): its saved cells go in before the prefix
+ * is shared (a restore empties the sequence first). */
+static int32_t radix_admit_as(cb_cache *c, cb_request *r, cb_cache_hit *hit, int32_t need, int32_t outstanding,
+                              cb_kv_ops *ops, bool restore) {
     cb_pnode *node = hit->node;
     if (node) cb_prefix_lock(&c->px, node); /* making room must not evict the match */
     radix_make_room(c, need + outstanding, ops);
@@ -115,7 +134,38 @@ static int32_t radix_admit(cb_cache *c, cb_request *r, cb_cache_hit *hit, int32_
     r->cache.node = node;
     r->cache.len = hit->len;
     r->cache.dead = false;
+    if (restore) cb_kv_ops_push_ref(ops, seq, CB_KV_OP_RESTORE, r->swap.from, r->swap.to, r);
     cb_prefix_share(&c->px, node, hit->len, seq, ops);
+    return seq;
+}
+
+static int32_t radix_admit(cb_cache *c, cb_request *r, cb_cache_hit *hit, int32_t need, int32_t outstanding,
+                           cb_kv_ops *ops) {
+    return radix_admit_as(c, r, hit, need, outstanding, ops, false);
+}
+
+/* The deepest node of r's path that another request uses too (refs counts r once): its cells stay
+ * while r is swapped out, under a lock r keeps. */
+static int32_t radix_pin(cb_cache *c, cb_request *r) {
+    cb_pnode *x = r->cache.node;
+    while (x && x != &c->px.root && x->refs < 2)
+        x = x->parent;
+    if (!x || x == &c->px.root) return 0;
+    cb_prefix_lock(&c->px, x);
+    r->swap.pin = x;
+    int32_t end = x->start + x->len;
+    return end < r->cache.len ? end : r->cache.len;
+}
+
+static void radix_unpin(cb_cache *c, cb_request *r) {
+    if (r->swap.pin) cb_prefix_unlock(&c->px, r->swap.pin);
+    r->swap.pin = NULL;
+}
+
+static int32_t radix_admit_swapped(cb_cache *c, cb_request *r, int32_t need, int32_t outstanding, cb_kv_ops *ops) {
+    cb_cache_hit hit = {.len = r->swap.from, .node = r->swap.pin ? r->swap.pin : &c->px.root, .src = -1};
+    int32_t seq = radix_admit_as(c, r, &hit, need, outstanding, ops, true);
+    if (seq >= 0) radix_unpin(c, r); /* the admission holds its own lock on the path now */
     return seq;
 }
 
@@ -159,6 +209,9 @@ static const cache_impl radix_impl = {
     .in_flight = radix_in_flight,
     .make_room = radix_make_room,
     .trim = radix_trim,
+    .pin = radix_pin,
+    .unpin = radix_unpin,
+    .admit_swapped = radix_admit_swapped,
     .drop = radix_drop,
     .stats = radix_stats,
     .check = radix_check,
@@ -301,6 +354,23 @@ int32_t cb_cache_admit(cb_cache *c, cb_request *r, cb_cache_hit *hit, int32_t ne
 }
 
 void cb_cache_release(cb_cache *c, cb_request *r, cb_kv_ops *ops) { c->impl->release(c, r, ops); }
+
+int32_t cb_cache_pin(cb_cache *c, cb_request *r) { return c->impl->pin ? c->impl->pin(c, r) : -1; }
+
+void cb_cache_unpin(cb_cache *c, cb_request *r) {
+    if (c->impl->unpin) c->impl->unpin(c, r);
+}
+
+int32_t cb_cache_admit_swapped(cb_cache *c, cb_request *r, int32_t need, int32_t outstanding, cb_kv_ops *ops) {
+    int32_t seq = c->impl->admit_swapped(c, r, need, outstanding, ops);
+    if (seq < 0) return -1;
+    cb_kv_grow(c->kv, seq, r->swap.to - r->swap.from);
+    if (c->min_share > 0) {
+        c->query_tokens += cb_request_n_tokens(r);
+        c->hit_tokens += r->swap.from;
+    }
+    return seq;
+}
 
 void cb_cache_publish(cb_cache *c, cb_request *r, int32_t to, cb_kv_ops *ops) {
     if (c->impl->publish) c->impl->publish(c, r, to, ops);

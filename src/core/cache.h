@@ -67,6 +67,22 @@ int32_t cb_cache_admit(cb_cache *c, cb_request *r, cb_cache_hit *hit, int32_t ne
  * where the implementation keeps it, the id is freed. r->seq_id is left for the caller to reset. */
 void cb_cache_release(cb_cache *c, cb_request *r, cb_kv_ops *ops);
 
+/* Swap preemption (swap.h). cb_cache_pin: running r is about to leave with its cells saved to host
+ * memory; the part of its cached prefix that other requests use too stays in the cache under a hold
+ * r keeps (r->swap.pin) until it comes back: returns that length (cells not to save), or -1 when
+ * this cache cannot restore a sequence (the split layout: a restore writes a stream at once, ahead
+ * of the whole-stream copies queued before it; a preempted stream stays parked anyway).
+ * cb_cache_unpin lets the hold go (r dropped its swap). */
+int32_t cb_cache_pin(cb_cache *c, cb_request *r);
+void cb_cache_unpin(cb_cache *c, cb_request *r);
+
+/* Starts r back from swap: as cb_cache_admit with its pinned prefix [0, r->swap.from) as the hit,
+ * and the restore of its saved cells [from, to) queued (CB_KV_OP_RESTORE) after the room it makes
+ * and before the prefix is shared (a restore empties the sequence first). The pin becomes r's lock;
+ * the restored cells count as r's own. Returns the id, or -1 when r cannot start now (nothing
+ * changed). */
+int32_t cb_cache_admit_swapped(cb_cache *c, cb_request *r, int32_t need, int32_t outstanding, cb_kv_ops *ops);
+
 /* r's tokens [0, to) are computed: prompt cells are published as they are made, so a request
  * sharing them can start before r ends (radix; the others find running requests directly). */
 void cb_cache_publish(cb_cache *c, cb_request *r, int32_t to, cb_kv_ops *ops);

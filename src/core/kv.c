@@ -105,6 +105,10 @@ void cb_kv_hold(cb_kv *kv, int32_t n) {
 }
 
 void cb_kv_ops_push(cb_kv_ops *o, int32_t seq, int32_t src, int32_t p0, int32_t p1) {
+    cb_kv_ops_push_ref(o, seq, src, p0, p1, NULL);
+}
+
+void cb_kv_ops_push_ref(cb_kv_ops *o, int32_t seq, int32_t src, int32_t p0, int32_t p1, void *ref) {
     if (o->n == o->cap) {
         int32_t cap = o->cap ? o->cap * 2 : 64;
         cb_kv_op *v = realloc(o->v, sizeof(*v) * (size_t)cap);
@@ -115,7 +119,7 @@ void cb_kv_ops_push(cb_kv_ops *o, int32_t seq, int32_t src, int32_t p0, int32_t 
         o->v = v;
         o->cap = cap;
     }
-    o->v[o->n++] = (cb_kv_op){.seq = seq, .src = src, .p0 = p0, .p1 = p1};
+    o->v[o->n++] = (cb_kv_op){.seq = seq, .src = src, .p0 = p0, .p1 = p1, .ref = ref};
 }
 
 int cb_kv_ops_reserve(cb_kv_ops *o, int32_t n) {

@@ -23,11 +23,20 @@ typedef struct cb_kv {
 } cb_kv;
 
 /* One change to llama.cpp's cells, queued by the scheduler and the prefix cache and applied by the
- * runner in order before the next batch: src < 0 removes seq's cells with positions in [p0, p1);
- * src >= 0 tags src's cells in [p0, p1) with seq as well (unified layout: no copy). p1 < 0 means
- * "to the end". */
+ * runner in order before the next batch: src >= 0 tags src's cells in [p0, p1) with seq as well
+ * (unified layout: no copy; split: a whole-stream copy); src CB_KV_OP_RM removes seq's cells with
+ * positions in [p0, p1); CB_KV_OP_SAVE copies seq's cells [p0, p1) to host memory, into the swap
+ * record of the request `ref` (swap.h; seq's cells before p0 are dropped first: they stay in the
+ * prefix cache); CB_KV_OP_RESTORE puts them back as seq's cells [p0, p1) (seq must hold nothing
+ * yet: a shared prefix is tagged after it); CB_KV_OP_NONE does nothing (a save taken back).
+ * p1 < 0 means "to the end". */
+#define CB_KV_OP_RM (-1)
+#define CB_KV_OP_SAVE (-2)
+#define CB_KV_OP_RESTORE (-3)
+#define CB_KV_OP_NONE (-4)
 typedef struct {
     int32_t seq, src, p0, p1;
+    void *ref; /* SAVE, RESTORE: the cb_request */
 } cb_kv_op;
 
 typedef struct {
@@ -39,6 +48,8 @@ typedef struct {
  * until it reaches the largest step; on allocation failure it aborts: a lost op would leave
  * llama.cpp's cells out of step with the accounting, which nothing could repair. */
 void cb_kv_ops_push(cb_kv_ops *o, int32_t seq, int32_t src, int32_t p0, int32_t p1);
+/* The same for a SAVE or RESTORE op of request ref. */
+void cb_kv_ops_push_ref(cb_kv_ops *o, int32_t seq, int32_t src, int32_t p0, int32_t p1, void *ref);
 /* Makes room for n ops up front (so that pushing allocates nothing until a step needs more than
  * n). Returns 0, or -1 on allocation failure. */
 int cb_kv_ops_reserve(cb_kv_ops *o, int32_t n);

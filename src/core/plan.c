@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CB_OPS_RESERVE 1024 /* cb_kv_op: 16 bytes each */
+#define CB_OPS_RESERVE 1024 /* cb_kv_op: 24 bytes each */
 
 int cb_plan_init(cb_plan *plan, int32_t max_num_seqs) {
     memset(plan, 0, sizeof(*plan));

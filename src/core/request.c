@@ -24,6 +24,7 @@ cb_request *cb_request_new(int64_t id, const int32_t *prompt, int32_t n_prompt, 
 
 void cb_request_free(cb_request *r) {
     if (!r) return;
+    free(r->swap.data);
     free(r->tokens);
     free(r);
 }

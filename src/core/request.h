@@ -7,6 +7,7 @@
 #define CB_REQUEST_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Ordered: every finished state compares greater than every live one. */
@@ -51,6 +52,16 @@ typedef struct cb_request {
      * cached row has no logits. */
     int32_t all_logits_from, all_logits_to;
     int32_t n_preemptions;
+    /* Swap (swap.h): when preempted it may keep its KV cells [from, to) in host memory (the first
+     * `from` stay in the prefix cache, held by `pin`), to be put back instead of recomputed. */
+    struct {
+        int state; /* cb_swap_state */
+        int32_t from, to;
+        int64_t reserved; /* bytes counted against the swap space */
+        uint8_t *data;    /* (size) what llama.cpp saved; owned */
+        size_t size;
+        void *pin; /* the prefix cache's hold on [0, from) (cache.h), or NULL */
+    } swap;
     int32_t in_plan;    /* tokens scheduled in the current (uncommitted) step */
     bool static_member; /* belongs to the current static group */
 

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CB_OPS_RESERVE 1024 /* cb_kv_op: 16 bytes each */
+#define CB_OPS_RESERVE 1024 /* cb_kv_op: 24 bytes each */
 
 struct cb_sched {
     cb_sched_config cfg;
@@ -143,9 +143,40 @@ static int32_t pick_victim(const cb_sched *s) {
     return v;
 }
 
+/* Before r leaves its sequence: its cells are saved to host memory (a SAVE op ahead of the
+ * release's) when swapping costs less than recomputing and the swap space has room. */
+static void swap_out(cb_sched *s, cb_request *r) {
+    if (!s->cfg.swap || r->seq_id < 0) return;
+    int32_t from = cb_cache_pin(s->cache, r);
+    if (from < 0) {
+        s->cfg.swap->recomputed++;
+        return;
+    }
+    if (!cb_swap_choose(s->cfg.swap, r, r->n_computed - from)) {
+        cb_cache_unpin(s->cache, r);
+        return;
+    }
+    r->swap.from = from;
+    r->swap.to = r->n_computed;
+    cb_kv_ops_push_ref(s->cur, r->seq_id, CB_KV_OP_SAVE, from, r->n_computed, r);
+    s->stats.swaps++;
+}
+
+/* r gives up its swap (restored from the cache instead, or ended): the hold and the bytes go; a
+ * save still queued is taken back. */
+static void drop_swap(cb_sched *s, cb_request *r) {
+    if (r->swap.state == CB_SWAP_NONE) return;
+    if (r->swap.state == CB_SWAP_SAVING)
+        for (int32_t i = s->cur->n - 1; i >= 0; i--)
+            if (s->cur->v[i].ref == r) s->cur->v[i].src = CB_KV_OP_NONE;
+    cb_cache_unpin(s->cache, r);
+    cb_swap_end(s->cfg.swap, r, false);
+}
+
 static void preempt(cb_sched *s, int32_t i, cb_plan *plan) {
     cb_request *r = s->running[i];
     remove_at(s->running, &s->n_running, i);
+    swap_out(s, r);
     release_seq(s, r);
     r->n_computed = 0;
     r->n_preemptions++;
@@ -155,6 +186,7 @@ static void preempt(cb_sched *s, int32_t i, cb_plan *plan) {
     if (!waiting_insert(s, r)) { /* cannot grow the queue: the request ends, and says so */
         if (r->static_member && s->group_left > 0) s->group_left--; /* as cb_sched_finish would */
         r->static_member = false;
+        drop_swap(s, r);
         r->state = CB_FINISHED_ERROR;
         s->stats.finished++;
         plan->failed[plan->n_failed++] = r;
@@ -290,6 +322,28 @@ static int32_t admit_seq(cb_sched *s, cb_request *r, cb_cache_hit *hit, int32_t 
     return cb_cache_admit(s->cache, r, hit, need, outstanding_cells(s), s->cur);
 }
 
+/* r comes back from swap: its saved cells are restored (and its pinned prefix shared) instead of
+ * computed; its next token is a decode row. false when it cannot start now. */
+static bool admit_swapped(cb_sched *s, cb_plan *plan, cb_request *r, int32_t w, int32_t *budget_left) {
+    int32_t need = cb_request_n_tokens(r) - r->swap.from + (s->n_running > 0 ? s->cfg.kv_reserve : 0);
+    if (need > s->kv->per_seq_cap) need = s->kv->per_seq_cap;
+    int32_t seq = cb_cache_admit_swapped(s->cache, r, need, outstanding_cells(s), s->cur);
+    if (seq < 0) return false;
+    remove_at(s->waiting, &s->n_waiting, w);
+    start_request(s, r, seq, r->swap.from);
+    r->n_computed = r->swap.to;
+    /* the bytes are free once the restore runs (the runner frees the data then) */
+    s->cfg.swap->used -= r->swap.reserved;
+    r->swap.reserved = 0;
+    r->swap.state = CB_SWAP_RESTORING;
+    int32_t n = chunk_for(s, plan, r, *budget_left);
+    if (n > 0) {
+        plan_add(s, plan, r, n);
+        *budget_left -= n;
+    }
+    return true;
+}
+
 static void schedule_admissions(cb_sched *s, cb_plan *plan, int32_t *budget_left) {
     s->forming = s->group_left == 0;
     if (s->forming) s->group_size = 0;
@@ -299,7 +353,15 @@ static void schedule_admissions(cb_sched *s, cb_plan *plan, int32_t *budget_left
     while (w < s->n_waiting && s->n_running < s->cfg.max_num_seqs && ((*budget_left) > 0 || s->forming)) {
         cb_request *r = s->waiting[w];
         if (!may_admit(s, r)) break;
+        if (r->swap.state == CB_SWAP_SAVING) break; /* this step's ops save it: from the next step on */
         cb_cache_hit hit = cb_cache_match(s->cache, r, s->running, s->n_running);
+        /* a failed save, or the cache still holds all of it: no restore */
+        if (r->swap.state == CB_SWAP_FAILED || (r->swap.state == CB_SWAP_SAVED && hit.len >= r->swap.to))
+            drop_swap(s, r);
+        if (r->swap.state == CB_SWAP_SAVED) {
+            if (!admit_swapped(s, plan, r, w, budget_left)) break;
+            continue;
+        }
         if (prefix_in_flight(s, r, hit.len)) { /* it waits for cells in the making: others go by */
             if (++w >= 2 * s->cfg.max_num_seqs) break;
             continue;
@@ -373,6 +435,13 @@ void cb_sched_rollback(cb_sched *s, cb_plan *plan) {
     }
 }
 
+void cb_sched_restore_failed(cb_sched *s, cb_request *r) {
+    if (r->swap.state != CB_SWAP_FAILED || r->seq_id < 0) return;
+    cb_kv_grow(s->kv, r->seq_id, -(r->n_computed - r->swap.from));
+    r->n_computed = r->swap.from;
+    cb_swap_end(s->cfg.swap, r, false);
+}
+
 void cb_sched_remove(cb_sched *s, cb_request *r) {
     int32_t i = index_of(s->running, s->n_running, r);
     if (i >= 0)
@@ -380,6 +449,7 @@ void cb_sched_remove(cb_sched *s, cb_request *r) {
     else if ((i = index_of(s->waiting, s->n_waiting, r)) >= 0)
         remove_at(s->waiting, &s->n_waiting, i);
     release_seq(s, r);
+    drop_swap(s, r);
     if (r->static_member && s->group_left > 0) s->group_left--;
     r->static_member = false;
 }
@@ -393,6 +463,7 @@ int32_t cb_sched_finish(cb_sched *s, cb_request *r, cb_state final_state) {
     }
     int32_t seq = r->seq_id;
     release_seq(s, r);
+    drop_swap(s, r);
     if (r->static_member && s->group_left > 0) s->group_left--;
     r->static_member = false;
     r->state = final_state;

@@ -1,6 +1,7 @@
 /* scheduler.h — one token budget per step: decode rows first, then prefill chunks, then
- * admissions while max_num_seqs, the budget and the KV budget allow. Preempts (recompute) instead
- * of failing when a decode step would not fit. No llama.h, no I/O, no clock: the engine passes
+ * admissions while max_num_seqs, the budget and the KV budget allow. Preempts instead of failing
+ * when a decode step would not fit: the victim's cells are saved to host memory (swap.h) or
+ * dropped, to be recomputed. No llama.h, no I/O, no clock: the engine passes
  * time in, so a fake runner can drive it through thousands of steps in a unit test.
  *
  * A step is: cb_sched_step -> (run the plan) -> cb_sched_commit, or cb_sched_rollback if the run
@@ -13,6 +14,7 @@
 #include "kv.h"
 #include "plan.h"
 #include "request.h"
+#include "swap.h"
 
 typedef enum { CB_MODE_CONTINUOUS = 0, CB_MODE_STATIC = 1 } cb_mode;
 
@@ -28,12 +30,14 @@ typedef struct {
                                    request wanting more is chunked, whatever prefill_chunk says */
     int64_t priority_aging_us;  /* > 0: a request gains a priority point per this much time since its
                                    t_submit_us (for order and for preemption victims); 0 = fixed priorities */
+    cb_swap *swap;              /* swap space for preempted requests' cells (swap.h; not owned); NULL: none */
 } cb_sched_config;
 
 typedef struct cb_sched cb_sched;
 
 typedef struct {
     int64_t steps, preemptions, wasted_decode_slots, admitted, finished;
+    int64_t swaps;        /* preemptions whose cells were saved to host memory (the rest recompute) */
     int64_t stream_moves; /* split layout: running requests moved to close a gap (compact_streams) */
 } cb_sched_stats;
 
@@ -65,6 +69,10 @@ void cb_sched_rollback(cb_sched *s, cb_plan *plan);
  * Its computed tokens go to the prefix cache (when on) and the removal of its cells is queued for
  * the next plan's ops. */
 int32_t cb_sched_finish(cb_sched *s, cb_request *r, cb_state final_state);
+
+/* A restore of r's saved cells failed (the runner set r->swap.state to CB_SWAP_FAILED; its
+ * sequence holds its shared prefix only) after the plan was rolled back: r computes the rest again. */
+void cb_sched_restore_failed(cb_sched *s, cb_request *r);
 
 /* Takes a running or waiting request out to run elsewhere (the engine's long lane), not finished:
  * its computed tokens go to the prefix cache as a finish's do, its sequence id is released. */

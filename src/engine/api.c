@@ -214,6 +214,7 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
                    p.max_num_seqs);
         goto fail;
     }
+    cb_swap_init(&e->swap, (int64_t)((double)p.swap_space * (1 << 30)), e->model.kv_cell_bytes);
     cb_sched_config sc = {.mode = p.mode == COBATCH_MODE_CONTINUOUS ? CB_MODE_CONTINUOUS : CB_MODE_STATIC,
                           .max_num_seqs = z.sched_seqs,
                           .max_batched_tokens = budget,
@@ -221,7 +222,8 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
                           .kv_reserve = p.kv_reserve,
                           .split_tile = CB_RUNNER_FA_TILE,
                           .max_logit_rows = CB_PROMPT_LOGIT_ROWS,
-                          .priority_aging_us = z.aging_us};
+                          .priority_aging_us = z.aging_us,
+                          .swap = &e->swap};
     if (z.cache == CB_CACHE_STREAMS)
         e->cache = cb_cache_new_streams(&e->kv, p.max_num_seqs, CB_STREAM_MIN_SHARE);
     else if (z.cache == CB_CACHE_RADIX)
@@ -235,6 +237,7 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
         cb_set_err(err, errlen, "out of memory");
         goto fail;
     }
+    e->runner.swap = e->lane.runner.swap = &e->swap;
     e->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (e->event_fd < 0) {
         cb_set_err(err, errlen, "eventfd: %s", strerror(errno));

@@ -340,7 +340,13 @@ static void update_stats(cobatch_engine *e) {
 
     e->nodes_seen = e->runner.last_nodes;
     e->stats.steps = ss->steps;
-    e->stats.preemptions = ss->preemptions;
+    e->stats.preemptions = ss->preemptions + e->lane.preemptions;
+    e->stats.swapped_out = e->swap.swapped_out;
+    e->stats.swapped_in = e->swap.swapped_in;
+    e->stats.recomputed = e->swap.recomputed;
+    e->stats.swap_used_bytes = e->swap.used;
+    e->stats.swap_peak_bytes = e->swap.peak;
+    e->stats.swap_lost = e->swap.lost;
     e->stats.wasted_decode_slots = ss->wasted_decode_slots;
     e->stats.requests_finished = ss->finished;
     e->stats.stream_moves = ss->stream_moves;
@@ -392,6 +398,12 @@ static int run_plan(cobatch_engine *e, cb_plan **plan) {
         int rc = cb_runner_run(&e->runner, *plan);
         if (rc == 0) return 0;
         cb_sched_rollback(e->sched, *plan);
+        if (rc == CB_RUNNER_RESTORE_FAILED) { /* those requests compute their cells again */
+            for (int32_t i = 0; i < e->runner.n_restore_failed; i++)
+                cb_sched_restore_failed(e->sched, e->runner.restore_failed[i]);
+            *plan = schedule(e, 0);
+            continue;
+        }
         if (rc != 1 || (*plan)->n_tokens <= 1) return rc; /* aborted, an error, or not even one token fits */
         e->n_retries++;
         *plan = schedule(e, (*plan)->n_tokens / 2);
@@ -400,7 +412,7 @@ static int run_plan(cobatch_engine *e, cb_plan **plan) {
 
 /* The plan ran (rc 0): its tokens are committed, sampled and emitted. Or it failed: its requests
  * end, the rest go on. */
-static void postprocess(cobatch_engine *e, cb_plan *plan, int rc, int64_t t0) {
+static void postprocess(cobatch_engine *e, cb_plan *plan, int rc, int64_t t0, int64_t swapped) {
     if (rc != 0) {
         fail_plan(e, plan, rc);
         return;
@@ -419,7 +431,10 @@ static void postprocess(cobatch_engine *e, cb_plan *plan, int rc, int64_t t0) {
                                      .prefill_tokens = plan->n_prefill_tokens,
                                      .n_requests = plan->n_items,
                                      .preempted = plan->n_preempted,
+                                     .swapped = (int32_t)swapped,
                                      .graph_runs = e->runner.n_runs};
+    /* the cost of a token computed again, against which a preemption weighs a copy (swap.h) */
+    if (plan->n_prefill_tokens >= 32) cb_swap_note_prefill(&e->swap, plan->n_tokens, cobatch_time_us() - t0);
     cb_engine_record_prompt_logprobs(e, &e->runner, &e->model, plan);
     sample_and_emit(e, plan);
     report_step(e, &info);
@@ -428,11 +443,11 @@ static void postprocess(cobatch_engine *e, cb_plan *plan, int rc, int64_t t0) {
 /* One step. With nothing to run it still applies the cell changes made since the last one (a
  * cancel's release). */
 static void step(cobatch_engine *e) {
-    int64_t t0 = cobatch_time_us();
+    int64_t t0 = cobatch_time_us(), swapped = e->swap.swapped_out;
     cb_plan *plan = schedule(e, 0);
     int rc = run_plan(e, &plan);
     int32_t used = rc == 0 ? plan->n_tokens : 0;
-    postprocess(e, plan, rc, t0);
+    postprocess(e, plan, rc, t0, e->swap.swapped_out - swapped);
     cb_lane_step(e, used); /* a second graph, only while the long lane has work */
 }
 

@@ -90,6 +90,7 @@ void cb_lane_remove(cobatch_engine *e, cb_request *r) {
         r->seq_id = -1;
         return;
     }
+    cb_swap_end(&e->swap, r, false);
     for (int32_t i = 0; i < L->n_wait; i++) {
         if (L->wait[i] == r) {
             memmove(L->wait + i, L->wait + i + 1, sizeof(*L->wait) * (size_t)(L->n_wait - i - 1));
@@ -106,6 +107,20 @@ static int32_t held(const cb_lane *L) {
     for (int32_t s = 0; s < L->max_seqs; s++)
         if (L->run[s]) n += cb_request_n_tokens(L->run[s]);
     return n;
+}
+
+/* A request that starts again gets its saved cells back (swap.h), or computes them again. */
+static void restore(cobatch_engine *e, cb_request *r) {
+    if (r->swap.state == CB_SWAP_SAVED) {
+        int32_t to = r->swap.to;
+        e->swap.used -= r->swap.reserved; /* freed now */
+        r->swap.reserved = 0;
+        if (cb_runner_restore(&e->lane.runner, r, r->seq_id)) {
+            r->n_computed = to;
+            return;
+        }
+    }
+    cb_swap_end(&e->swap, r, false);
 }
 
 /* Starts waiting requests in order while a sequence is free and their tokens fit with room to
@@ -127,6 +142,7 @@ static void admit(cobatch_engine *e) {
         r->seq_id = s;
         r->n_computed = 0;
         r->state = CB_RUNNING;
+        restore(e, r);
     }
 }
 
@@ -139,6 +155,11 @@ static void make_room(cobatch_engine *e) {
         for (int32_t s = 0; s < L->max_seqs; s++)
             if (L->run[s] && (y < 0 || L->run[s]->arrival > L->run[y]->arrival)) y = s;
         cb_request *r = L->run[y];
+        if (cb_swap_choose(&e->swap, r, r->n_computed)) { /* its cells to host memory (swap.h) */
+            r->swap.from = 0;
+            r->swap.to = r->n_computed;
+            cb_runner_save(&L->runner, r, y, 0, r->n_computed); /* a failure: it is recomputed */
+        }
         llama_memory_seq_rm(llama_get_memory(L->model.ctx), y, -1, -1);
         L->run[y] = NULL;
         L->n_run--;

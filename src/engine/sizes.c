@@ -23,6 +23,8 @@ int cb_engine_resolve(const struct cobatch_engine_params *p, cb_engine_sizes *ou
                     "invalid engine parameters (max_num_seqs, max_num_batched_tokens, prefill_chunk, "
                     "kv_reserve and max_queue must be positive)");
     if (p->n_ctx < 0) return fail(err, errlen, "n_ctx must be 0 (derived) or positive (got %d)", p->n_ctx);
+    if (!(p->swap_space >= 0 && p->swap_space <= 1 << 20))
+        return fail(err, errlen, "swap_space must be 0 (none) or a positive number of GiB (got %g)", p->swap_space);
     if (p->priority_aging_ms < 0)
         return fail(err, errlen, "priority_aging_ms must be 0 or positive (got %d)", p->priority_aging_ms);
     if (p->prefix_cache_max_idle < 0)

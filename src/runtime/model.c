@@ -110,6 +110,10 @@ int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errle
     m->n_seq_max = (int32_t)llama_n_seq_max(m->ctx);
     m->split_kv = p->split_kv;
     m->n_vocab = llama_vocab_n_tokens(m->vocab);
+    int32_t n_head = llama_model_n_head(m->model), n_head_kv = llama_model_n_head_kv(m->model);
+    if (n_head > 0) /* K and V rows of n_embd / n_head x n_head_kv values, F16, every layer */
+        m->kv_cell_bytes =
+            2.0 * 2.0 * llama_model_n_layer(m->model) * (llama_model_n_embd(m->model) / n_head) * n_head_kv;
     char piece[1024];
     for (int32_t t = 0; t < m->n_vocab; t++) { /* O(vocabulary), once: tens of ms */
         int32_t k = llama_token_to_piece(m->vocab, t, piece, (int32_t)sizeof(piece), 0, true);

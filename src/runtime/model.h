@@ -33,6 +33,7 @@ typedef struct {
     struct llama_context *ctx;
     const struct llama_vocab *vocab;
     int32_t n_ctx, n_ctx_seq, n_vocab, n_batch, n_seq_max;
+    double kv_cell_bytes;            /* one cell's K and V over all layers (F16): what a saved sequence costs a token */
     int32_t n_ctx_train;             /* the context the model was trained for (positions beyond it are garbage) */
     bool split_kv;                   /* a stream per sequence (llama.cpp's kv_unified = false) */
     int32_t max_piece;               /* bytes of the longest token's text (special tokens rendered): a text longer than

@@ -1,6 +1,8 @@
 #include "runner.h"
 
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 int cb_runner_init(cb_runner *r, cb_model *m, int32_t max_items) {
     r->model = m;
@@ -9,7 +11,8 @@ int cb_runner_init(cb_runner *r, cb_model *m, int32_t max_items) {
     r->logit_row = calloc((size_t)max_items, sizeof(int32_t));
     r->order = calloc(2 * (size_t)max_items, sizeof(cb_row_piece));
     r->lp = calloc((size_t)m->n_batch, sizeof(cb_lp_row));
-    if (!r->logit_row || !r->order || !r->lp || !r->batch.token) {
+    r->restore_failed = calloc((size_t)max_items, sizeof(*r->restore_failed));
+    if (!r->logit_row || !r->order || !r->lp || !r->restore_failed || !r->batch.token) {
         cb_runner_free(r);
         return -1;
     }
@@ -22,6 +25,8 @@ void cb_runner_free(cb_runner *r) {
     free(r->logit_row);
     free(r->order);
     free(r->lp);
+    free(r->restore_failed);
+    r->restore_failed = NULL;
     r->logit_row = NULL;
     r->order = NULL;
     r->lp = NULL;
@@ -35,14 +40,62 @@ void cb_runner_trim(cb_runner *r, int32_t seq, int32_t p0) {
     if (seq >= 0) llama_memory_seq_rm(llama_get_memory(r->model->ctx), seq, p0, -1);
 }
 
+static int64_t now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+bool cb_runner_save(cb_runner *r, cb_request *req, int32_t seq, int32_t from, int32_t to) {
+    struct llama_context *ctx = r->model->ctx;
+    int64_t t0 = now_us();
+    if (from > 0) llama_memory_seq_rm(llama_get_memory(ctx), seq, 0, from);
+    size_t n = llama_state_seq_get_size_ext(ctx, seq, 0);
+    uint8_t *buf = n > 0 ? malloc(n) : NULL;
+    if (!buf || llama_state_seq_get_data_ext(ctx, buf, n, seq, 0) != n) {
+        free(buf);
+        req->swap.state = CB_SWAP_FAILED;
+        return false;
+    }
+    free(req->swap.data);
+    req->swap.data = buf;
+    req->swap.size = n;
+    req->swap.state = CB_SWAP_SAVED;
+    cb_swap_note_copy(r->swap, n, to - from, now_us() - t0);
+    return true;
+}
+
+bool cb_runner_restore(cb_runner *r, cb_request *req, int32_t seq) {
+    int64_t t0 = now_us();
+    size_t n = req->swap.size;
+    bool ok = req->swap.data && llama_state_seq_set_data_ext(r->model->ctx, req->swap.data, n, seq, 0) == n;
+    free(req->swap.data);
+    req->swap.data = NULL;
+    req->swap.size = 0;
+    if (!ok) {
+        llama_memory_seq_rm(llama_get_memory(r->model->ctx), seq, -1, -1);
+        req->swap.state = CB_SWAP_FAILED;
+        return false;
+    }
+    cb_swap_note_copy(r->swap, n, req->swap.to - req->swap.from, now_us() - t0);
+    if (r->swap) r->swap->swapped_in++;
+    memset(&req->swap, 0, sizeof(req->swap));
+    return true;
+}
+
 static void apply(cb_runner *r, const cb_kv_ops *ops) {
     llama_memory_t mem = llama_get_memory(r->model->ctx);
     for (int32_t i = 0; i < ops->n; i++) {
         const cb_kv_op *op = &ops->v[i];
-        if (op->src < 0)
-            llama_memory_seq_rm(mem, op->seq, op->p0, op->p1);
-        else
-            llama_memory_seq_cp(mem, op->src, op->seq, op->p0, op->p1);
+        switch (op->src) {
+        case CB_KV_OP_RM: llama_memory_seq_rm(mem, op->seq, op->p0, op->p1); break;
+        case CB_KV_OP_SAVE: cb_runner_save(r, op->ref, op->seq, op->p0, op->p1); break;
+        case CB_KV_OP_RESTORE:
+            if (!cb_runner_restore(r, op->ref, op->seq)) r->restore_failed[r->n_restore_failed++] = op->ref;
+            break;
+        case CB_KV_OP_NONE: break;
+        default: llama_memory_seq_cp(mem, op->src, op->seq, op->p0, op->p1);
+        }
     }
 }
 
@@ -80,7 +133,9 @@ static int decode(cb_runner *r) {
 }
 
 int cb_runner_run(cb_runner *r, const cb_plan *plan) {
+    r->n_restore_failed = 0;
     apply(r, &plan->ops);
+    if (r->n_restore_failed > 0) return CB_RUNNER_RESTORE_FAILED;
     if (plan->n_tokens > r->n_batch) return -100;
     if (plan->n_items == 0) return 0;
     struct llama_batch *b = &r->batch;

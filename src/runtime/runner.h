@@ -4,6 +4,7 @@
 #define CB_RUNNER_H
 
 #include "../core/plan.h"
+#include "../core/swap.h"
 #include "model.h"
 
 #include <llama.h>
@@ -27,6 +28,9 @@ typedef struct {
     cb_lp_row *lp; /* (n_batch) rows of prompts that want every row's logits (cb_request.all_logits_to) */
     int32_t n_lp;
     int32_t n_runs; /* graph runs of the last batch (cb_plan_graph_runs; unified: 1) */
+    cb_swap *swap;  /* the engine's swap space: its copy cost follows every save and restore; may be NULL */
+    cb_request **restore_failed; /* (max items) requests of the last run whose restore failed */
+    int32_t n_restore_failed;
     /* faults injected by tests (cb_runner_set_fault) */
     int fault_rc, fault_left;
     int64_t abort_after, nodes_seen;
@@ -38,8 +42,18 @@ void cb_runner_free(cb_runner *r);
 
 /* Applies the plan's cell changes, then decodes its items. Returns llama_decode's code:
  * 0 ok; 1 no KV slot (the cache is as before the call: roll back and retry smaller);
- * 2 aborted; < 0 error. Returns -100 for a plan larger than the batch. */
+ * 2 aborted; < 0 error. Returns -100 for a plan larger than the batch, and
+ * CB_RUNNER_RESTORE_FAILED without decoding when a restore of saved cells failed (the requests are
+ * in restore_failed, their swap state CB_SWAP_FAILED: roll back, let them recompute, plan again). */
+#define CB_RUNNER_RESTORE_FAILED (-200)
 int cb_runner_run(cb_runner *r, const cb_plan *plan);
+
+/* Swap (swap.h): saves seq's cells [from, to) into req->swap (data, size; state SAVED, or FAILED
+ * when llama.cpp or memory refused), dropping seq's cells before `from` first (they stay in the prefix
+ * cache). Restores req->swap's cells into seq (which must hold nothing yet): true when done (the
+ * data freed, the swap record cleared); false: the data freed, state FAILED, seq empty. */
+bool cb_runner_save(cb_runner *r, cb_request *req, int32_t seq, int32_t from, int32_t to);
+bool cb_runner_restore(cb_runner *r, cb_request *req, int32_t seq);
 
 /* Cells llama.cpp holds for seq (pos_max + 1, or 0): to check our accounting against. */
 int32_t cb_runner_seq_len(cb_runner *r, int32_t seq);

@@ -101,7 +101,16 @@ char *cb_srv_metrics_render(const cb_srv_metrics *m, const cb_srv_gauges *g, con
             (double)st->prefix_query_tokens);
     counter(&b, "cobatch:prefix_cache_hits_total", "Prompt tokens found in the prefix cache (not computed).", model,
             (double)st->prefix_hit_tokens);
-    counter(&b, "cobatch:num_preemptions_total", "Preemptions (recompute) so far.", model, (double)st->preemptions);
+    counter(&b, "cobatch:num_preemptions_total", "Preemptions so far (swapped or recomputed).", model,
+            (double)st->preemptions);
+    counter(&b, "cobatch:num_preemptions_swapped_total", "Preemptions whose KV cells were saved to host memory.", model,
+            (double)st->swapped_out);
+    counter(&b, "cobatch:num_preemptions_recomputed_total", "Preemptions whose KV cells were dropped (recomputed).",
+            model, (double)st->recomputed);
+    counter(&b, "cobatch:num_swapped_in_total", "Swapped-out requests whose KV cells were put back.", model,
+            (double)st->swapped_in);
+    gauge(&b, "cobatch:swap_space_used_bytes", "Host memory the swapped-out requests' KV cells take.", model,
+          (double)st->swap_used_bytes);
     counter(&b, "cobatch:engine_steps_total", "Engine steps (forward passes) so far.", model, (double)st->steps);
     counter(&b, "cobatch:prompt_tokens_total", "Prompt tokens of finished requests.", model, (double)m->prompt_tokens);
     counter(&b, "cobatch:prompt_tokens_computed_total",

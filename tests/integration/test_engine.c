@@ -162,8 +162,9 @@ static void batch_invariance(void **state) {
     it_free(split, N);
 }
 
-/* A cache far too small for the load: requests are preempted and recomputed, none fails, and the
- * outputs still match the unconstrained run. */
+/* A cache far too small for the load: requests are preempted, their cells recomputed (no swap
+ * space) or saved and restored (swap), none fails, and the outputs still match the unconstrained
+ * run. */
 static void preemption_keeps_outputs(void **state) {
     (void)state;
     enum { N = 8 };
@@ -186,46 +187,61 @@ static void preemption_keeps_outputs(void **state) {
     assert_true(it_run(e, ps, ref, N));
     cobatch_engine_free(e);
 
-    struct cobatch_engine_params p = engine_params(COBATCH_MODE_CONTINUOUS, 8, 64);
-    p.n_ctx = 256;                    /* 8 x ~80 tokens would need ~640 cells */
-    p.kv_layout = COBATCH_KV_UNIFIED; /* one pool to run short of (split: each stream its own) */
-    p.kv_reserve = 4;
-    e = it_engine(p);
-    assert_non_null(e);
-    assert_true(it_run(e, ps, tight, N));
-    struct cobatch_stats st;
-    cobatch_engine_stats(e, &st);
-    printf("# tight cache: %lld preemptions, peak %d of %d cells, %lld decode retries\n", (long long)st.preemptions,
-           st.kv_peak, st.kv_total, (long long)st.decode_retries);
-    assert_true(st.preemptions > 0);
-    assert_true(st.kv_peak <= st.kv_total);
-    assert_int_equal(st.decode_retries, 0); /* llama.cpp never found the cache fuller than we counted */
-    for (int i = 0; i < N; i++) {
-        assert_int_equal(tight[i].reason, COBATCH_FINISH_LENGTH);
-        assert_int_equal(tight[i].n_generated, 48);
-    }
-    compare_all(ref, tight, N, "preempted");
-    for (int i = 0; i < N; i += 2) {
-        assert_int_equal(tight[i].prompt_lp_events, 1);
-        double worst = 0, sum = 0;
-        for (int32_t k = 1; k < tight[i].n_prompt; k++) {
-            assert_int_equal(tight[i].prompt_lp[2 * k].token, ref[i].prompt_lp[2 * k].token);
-            double d = fabs(tight[i].prompt_lp[2 * k].logprob - ref[i].prompt_lp[2 * k].logprob);
-            worst = d > worst ? d : worst;
-            sum += d;
+    for (int swap = 0; swap <= 1; swap++) {
+        struct cobatch_engine_params p = engine_params(COBATCH_MODE_CONTINUOUS, 8, 64);
+        p.n_ctx = 256;                    /* 8 x ~80 tokens would need ~640 cells */
+        p.kv_layout = COBATCH_KV_UNIFIED; /* one pool to run short of (split: each stream its own) */
+        p.kv_reserve = 4;
+        p.swap_space = swap ? 0.25f : 0;
+        e = it_engine(p);
+        assert_non_null(e);
+        assert_true(it_run(e, ps, tight, N));
+        struct cobatch_stats st;
+        cobatch_engine_stats(e, &st);
+        printf("# tight cache, %s: %lld preemptions (%lld swapped out, %lld in, %lld recomputed, %lld lost), peak %d "
+               "of %d "
+               "cells, %lld decode retries\n",
+               swap ? "swap" : "recompute", (long long)st.preemptions, (long long)st.swapped_out,
+               (long long)st.swapped_in, (long long)st.recomputed, (long long)st.swap_lost, st.kv_peak, st.kv_total,
+               (long long)st.decode_retries);
+        assert_true(st.preemptions > 0);
+        assert_int_equal(st.swapped_out + st.recomputed, st.preemptions);
+        assert_int_equal(st.swap_lost, 0);
+        assert_int_equal(st.swap_used_bytes, 0);
+        if (swap)
+            assert_true(st.swapped_out > 0 && st.swapped_in > 0);
+        else
+            assert_int_equal(st.swapped_out, 0);
+        assert_true(st.kv_peak <= st.kv_total);
+        assert_int_equal(st.decode_retries, 0); /* llama.cpp never found the cache fuller than we counted */
+        for (int i = 0; i < N; i++) {
+            assert_int_equal(tight[i].reason, COBATCH_FINISH_LENGTH);
+            assert_int_equal(tight[i].n_generated, 48);
         }
-        double mean = sum / (tight[i].n_prompt - 1);
-        printf("# preempted request %d: %d prompt rows, %d preemptions, rows differ by %.3f on average, %.2f at most\n",
-               i, tight[i].n_prompt, tight[i].n_preemptions, mean, worst);
-        /* other batch shapes and the other layout move this quantized model's logits by tenths (the
-         * near-ties above); a row misplaced or lost in a recompute would be off by whole units */
-        assert_true(mean < 0.1 && worst < 1.0);
+        compare_all(ref, tight, N, "preempted");
+        for (int i = 0; i < N; i += 2) {
+            assert_int_equal(tight[i].prompt_lp_events, 1);
+            double worst = 0, sum = 0;
+            for (int32_t k = 1; k < tight[i].n_prompt; k++) {
+                assert_int_equal(tight[i].prompt_lp[2 * k].token, ref[i].prompt_lp[2 * k].token);
+                double d = fabs(tight[i].prompt_lp[2 * k].logprob - ref[i].prompt_lp[2 * k].logprob);
+                worst = d > worst ? d : worst;
+                sum += d;
+            }
+            double mean = sum / (tight[i].n_prompt - 1);
+            printf("# preempted request %d: %d prompt rows, %d preemptions, rows differ by %.3f on average, %.2f at "
+                   "most\n",
+                   i, tight[i].n_prompt, tight[i].n_preemptions, mean, worst);
+            /* other batch shapes and the other layout move this quantized model's logits by tenths (the
+             * near-ties above); a row misplaced or lost in a recompute would be off by whole units */
+            assert_true(mean < 0.1 && worst < 1.0);
+        }
+        cobatch_engine_free(e);
+        it_free(tight, N);
     }
-    cobatch_engine_free(e);
     for (int i = 0; i < N; i++)
         free(prompts[i]);
     it_free(ref, N);
-    it_free(tight, N);
 }
 
 static cobatch_engine *shared_engine;
@@ -802,8 +818,9 @@ static void long_lane_takes_long_requests(void **state) {
     it_free(&pa, 1);
     it_free(&pb, 1);
 
-    /* two that outgrow the pool together (950 + 150 tokens each, 2048 cells): the younger waits
-     * and is recomputed; both end whole, as the unified engine has them */
+    /* two that outgrow the pool together (950 + 150 tokens each, 2048 cells): the younger waits,
+     * its cells saved to host memory (swap space), and is restored; both end whole, as the unified
+     * engine has them */
     struct cobatch_request_params two[2];
     int32_t *tp[2];
     for (int i = 0; i < 2; i++) {
@@ -818,6 +835,11 @@ static void long_lane_takes_long_requests(void **state) {
     assert_true(it_run(ref, two, tb, 2));
     assert_int_equal(ta[0].n_generated + ta[1].n_generated, 300);
     assert_true(ta[0].n_preemptions + ta[1].n_preemptions >= 1);
+    struct cobatch_stats lst;
+    cobatch_engine_stats(e, &lst);
+    printf("# long lane: %lld swapped out, %lld in, %lld recomputed\n", (long long)lst.swapped_out,
+           (long long)lst.swapped_in, (long long)lst.recomputed);
+    assert_true(lst.swapped_out >= 1 && lst.swapped_in == lst.swapped_out && lst.swap_used_bytes == 0);
     compare_all(tb, ta, 2, "long lane, outgrown pool");
     it_free(ta, 2);
     it_free(tb, 2);

@@ -32,6 +32,10 @@ typedef struct {
     int32_t head;    /* where the search for a free cell starts (llama.cpp keeps one too) */
     bool split;
     int32_t pend_src[64], pend_dst[64], n_pend; /* split: stream copies the next decode makes */
+    cb_swap *swap;                              /* swap: where restores are counted */
+    int fail_saves, fail_restores;              /* the next this many saves / restores fail */
+    cb_request *restore_failed[64];
+    int n_restore_failed;
     char err[256];
 } fake_runner;
 
@@ -71,11 +75,97 @@ static inline void fake_tag(fake_runner *f, fake_cell *c, int32_t s) {
     f->cnt[s]++;
 }
 
-/* Applies the plan's cell changes, as llama_memory_seq_rm / seq_cp would. */
+static inline fake_cell *fake_free_cell(fake_runner *f, int32_t s);
+
+/* A save (llama_state_seq_get_data): seq's cells before p0 dropped, those in [p0, p1) kept as
+ * (position, token) pairs in the request's swap record; exactly p1 - p0 of them, or it is an error. */
+static inline bool fake_save(fake_runner *f, const cb_kv_op *op) {
+    cb_request *r = op->ref;
+    if (!r || r->swap.state != CB_SWAP_SAVING || r->swap.from != op->p0 || r->swap.to != op->p1) {
+        snprintf(f->err, sizeof(f->err), "save of seq %d [%d, %d) for a request not saving that", op->seq, op->p0,
+                 op->p1);
+        return false;
+    }
+    if (f->fail_saves > 0) {
+        f->fail_saves--;
+        r->swap.state = CB_SWAP_FAILED;
+        return true;
+    }
+    int32_t n = op->p1 - op->p0, k = 0;
+    int32_t *d = malloc(sizeof(int32_t) * 2 * (size_t)(n > 0 ? n : 1));
+    for (int32_t c = 0; c < f->capacity; c++) {
+        fake_cell *cell = &f->cell[c];
+        if (!fake_has(cell, op->seq)) continue;
+        if (cell->pos < op->p0) {
+            fake_untag(f, cell, op->seq);
+        } else if (cell->pos < op->p1 && k < n) {
+            d[2 * k] = cell->pos;
+            d[2 * k + 1] = cell->tok;
+            k++;
+        }
+    }
+    if (k != n) {
+        snprintf(f->err, sizeof(f->err), "save of seq %d [%d, %d) found %d cells", op->seq, op->p0, op->p1, k);
+        free(d);
+        return false;
+    }
+    r->swap.data = (uint8_t *)d;
+    r->swap.size = sizeof(int32_t) * 2 * (size_t)n;
+    r->swap.state = CB_SWAP_SAVED;
+    return true;
+}
+
+/* A restore (llama_state_seq_set_data): seq emptied, the saved cells put back in free cells. */
+static inline bool fake_restore(fake_runner *f, const cb_kv_op *op) {
+    cb_request *r = op->ref;
+    if (!r || r->swap.state != CB_SWAP_RESTORING || !r->swap.data || r->swap.from != op->p0 || r->swap.to != op->p1) {
+        snprintf(f->err, sizeof(f->err), "restore of seq %d [%d, %d) without its data", op->seq, op->p0, op->p1);
+        return false;
+    }
+    for (int32_t c = 0; c < f->capacity; c++)
+        if (fake_has(&f->cell[c], op->seq)) fake_untag(f, &f->cell[c], op->seq);
+    const int32_t *d = (const int32_t *)r->swap.data;
+    int32_t n = (int32_t)(r->swap.size / (2 * sizeof(int32_t)));
+    bool fail = f->fail_restores > 0;
+    for (int32_t k = 0; k < n && !fail; k++) {
+        fake_cell *c = fake_free_cell(f, op->seq);
+        if (!c) {
+            snprintf(f->err, sizeof(f->err), "restore of seq %d: no free cell", op->seq);
+            return false;
+        }
+        c->pos = d[2 * k];
+        c->tok = d[2 * k + 1];
+        fake_tag(f, c, op->seq);
+    }
+    free(r->swap.data);
+    r->swap.data = NULL;
+    r->swap.size = 0;
+    if (fail) {
+        f->fail_restores--;
+        r->swap.state = CB_SWAP_FAILED;
+        f->restore_failed[f->n_restore_failed++] = r;
+        return true;
+    }
+    if (f->swap) f->swap->swapped_in++;
+    memset(&r->swap, 0, sizeof(r->swap));
+    return true;
+}
+
+/* Applies the plan's cell changes, as llama_memory_seq_rm / seq_cp / the state calls would. */
 static inline bool fake_apply_ops(fake_runner *f, const cb_plan *p) {
+    f->n_restore_failed = 0;
     for (int32_t i = 0; i < p->ops.n; i++) {
         const cb_kv_op *op = &p->ops.v[i];
         int32_t p1 = op->p1 < 0 ? INT32_MAX : op->p1;
+        if (op->src == CB_KV_OP_NONE) continue;
+        if (op->src == CB_KV_OP_SAVE || op->src == CB_KV_OP_RESTORE) {
+            if (f->split) {
+                snprintf(f->err, sizeof(f->err), "op %d: a save or restore in the split layout", i);
+                return false;
+            }
+            if (!(op->src == CB_KV_OP_SAVE ? fake_save(f, op) : fake_restore(f, op))) return false;
+            continue;
+        }
         if (op->seq < 0 || op->seq >= f->n_seq || op->src >= f->n_seq) {
             snprintf(f->err, sizeof(f->err), "op %d names sequence %d/%d", i, op->seq, op->src);
             return false;
@@ -100,7 +190,7 @@ static inline bool fake_apply_ops(fake_runner *f, const cb_plan *p) {
         for (int32_t k = 0; k < f->capacity; k++) {
             fake_cell *c = &f->cell[k];
             if (c->pos < op->p0 || c->pos >= p1) continue;
-            if (op->src < 0 && fake_has(c, op->seq)) fake_untag(f, c, op->seq);
+            if (op->src == CB_KV_OP_RM && fake_has(c, op->seq)) fake_untag(f, c, op->seq);
             if (op->src >= 0 && fake_has(c, op->src) && !fake_has(c, op->seq)) fake_tag(f, c, op->seq);
         }
     }

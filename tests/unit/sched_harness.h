@@ -34,6 +34,7 @@ static int32_t gen_token(int64_t id, int32_t k) { return (int32_t)((id * 7919 + 
 static int32_t g_cache_max_idle; /* the next h_init's radix cache's max_idle */
 static int64_t g_aging_us;       /* the next h_init's cb_sched_config.priority_aging_us */
 static int64_t g_now_us;         /* t_submit_us of the requests h_add queues */
+static cb_swap *g_swap;          /* the next h_init's swap space (cb_sched_config.swap), or NULL */
 
 /* Unified: holders > 0 turns the prefix cache on, with that many sequence ids of its own.
  * Split: holders >= 0 turns the stream cache on (streams.h), with that many holder streams. */
@@ -47,7 +48,8 @@ static void h_init_px(harness *h, cb_mode mode, int32_t seqs, int32_t budget, in
                                .prefill_chunk = chunk,
                                .kv_reserve = 4,
                                .split_tile = 64,
-                               .priority_aging_us = g_aging_us};
+                               .priority_aging_us = g_aging_us,
+                               .swap = g_swap};
     if (split && holders >= 0)
         h->cache = cb_cache_new_streams(&h->kv, seqs, 3);
     else if (!split && holders > 0)
@@ -63,6 +65,7 @@ static void h_init_px(harness *h, cb_mode mode, int32_t seqs, int32_t budget, in
     assert_non_null(h->s);
     assert_int_equal(cb_plan_init(&h->plan, seqs), 0);
     fake_init(&h->f, h->kv.n_seq, h->kv.capacity, h->kv.per_seq_cap, budget, split);
+    h->f.swap = g_swap;
 }
 
 static void h_init(harness *h, cb_mode mode, int32_t seqs, int32_t budget, int32_t chunk, int32_t capacity,
@@ -239,6 +242,16 @@ static int32_t h_step(harness *h) {
             if (p->items[i].pos0 == 0) assert_true(member_before[p->items[i].req->id - 1]);
     }
     if (!fake_apply_ops(&h->f, p)) fail_msg("fake runner refused the ops: %s", h->f.err);
+    if (h->f.n_restore_failed > 0) { /* as the engine does: roll back, recompute those, plan again */
+        cb_sched_rollback(h->s, p);
+        for (int i = 0; i < h->f.n_restore_failed; i++) {
+            cb_request *r = h->f.restore_failed[i];
+            cb_sched_restore_failed(h->s, r);
+            assert_int_equal(r->swap.state, CB_SWAP_NONE);
+            assert_int_equal(h->f.cnt[r->seq_id], r->n_computed); /* its shared prefix only */
+        }
+        return h_step(h);
+    }
     if (p->n_items > 0) fake_update(&h->f); /* as llama_decode would, first thing */
     h_check_cells(h, p);
     if (!fake_decode(&h->f, p)) fail_msg("fake runner refused the plan: %s", h->f.err);

@@ -132,6 +132,95 @@ static void tiny_kv_preempts_and_everyone_finishes(void **state) {
     h_free(&h);
 }
 
+/* The same load with swap space: victims' cells go to host memory and come back (the fake runner
+ * checks every sequence holds the right token at every position after a restore), without and
+ * with the prefix cache, whose shared prefix a swap leaves in place (pinned) instead of saving. */
+static void tiny_kv_swaps_and_keeps_every_cell_right(void **state) {
+    (void)state;
+    for (int holders = 0; holders <= 8; holders += 8) {
+        cb_swap sw;
+        cb_swap_init(&sw, 1 << 20, 16);
+        g_swap = &sw;
+        harness h;
+        h_init_px(&h, CB_MODE_CONTINUOUS, 8, 32, 8, 96, false, holders);
+        g_swap = NULL;
+        int32_t prefix[40];
+        for (int i = 0; i < 20; i++) {
+            int32_t n = 10 + (i * 7) % 21;
+            for (int32_t k = 0; k < n; k++) /* half the requests share their first 8 tokens */
+                prefix[k] = i % 2 == 0 && k < 8 ? 777000 + k : i * 1000 + k;
+            h_add_tokens(&h, prefix, n, 5 + (i * 11) % 26, 0);
+        }
+        int32_t pinned = 0, steps = 0;
+        while (cb_sched_n_running(h.s) + cb_sched_n_waiting(h.s) > 0) {
+            h_step(&h);
+            assert_true(++steps < 20000);
+            for (int32_t i = 0; i < cb_sched_n_waiting(h.s); i++) {
+                const cb_request *r = cb_sched_waiting_at(h.s, i);
+                if (r->swap.state == CB_SWAP_SAVED && r->swap.from > pinned) pinned = r->swap.from;
+            }
+        }
+        h_drain(&h, 10);
+        h_check_outputs(&h);
+        const cb_sched_stats *st = cb_sched_get_stats(h.s);
+        printf("# holders %d: %lld preemptions, %lld swapped out, %lld in, %lld recomputed, peak %lld bytes, "
+               "longest pinned prefix %d\n",
+               holders, (long long)st->preemptions, (long long)sw.swapped_out, (long long)sw.swapped_in,
+               (long long)sw.recomputed, (long long)sw.peak, pinned);
+        assert_true(st->swaps > 0 && sw.swapped_in > 0);
+        assert_int_equal(st->swaps, sw.swapped_out);
+        assert_int_equal(sw.used, 0); /* every reservation given back */
+        assert_true(sw.peak > 0 && sw.peak <= sw.cap);
+        if (holders > 0) assert_true(pinned >= 8); /* the shared prefix stayed cached, not saved */
+        h_free(&h);
+    }
+}
+
+/* Swap space too small for every victim: the rest recompute; saves and restores that fail leave the
+ * request to recompute too, and nothing is lost. */
+static void swap_space_full_or_failing_falls_back_to_recompute(void **state) {
+    (void)state;
+    cb_swap sw;
+    cb_swap_init(&sw, 30 * 16 + 4096 + 1000, 16); /* about one victim at a time */
+    g_swap = &sw;
+    harness h;
+    h_init_px(&h, CB_MODE_CONTINUOUS, 8, 32, 8, 64, false, 4);
+    g_swap = NULL;
+    h.f.fail_saves = 2;
+    h.f.fail_restores = 2;
+    for (int i = 0; i < 24; i++)
+        h_add(&h, 10 + (i * 7) % 21, 5 + (i * 11) % 26, 0);
+    h_drain(&h, 20000);
+    h_check_outputs(&h);
+    printf("# %lld swapped out, %lld in, %lld recomputed (%lld for want of space), %lld lost\n",
+           (long long)sw.swapped_out, (long long)sw.swapped_in, (long long)sw.recomputed, (long long)sw.refused,
+           (long long)sw.lost);
+    assert_true(sw.refused > 0);
+    assert_int_equal(sw.lost, 4);
+    assert_int_equal(h.f.fail_saves + h.f.fail_restores, 0);
+    assert_true(sw.swapped_in > 0);
+    assert_int_equal(sw.used, 0);
+    assert_true(sw.peak <= sw.cap);
+    h_free(&h);
+}
+
+/* Copying costs more than computing (a fast prefill): the victim is recomputed. */
+static void swap_chooses_by_cost(void **state) {
+    (void)state;
+    cb_swap sw;
+    cb_swap_init(&sw, 1 << 30, 20000);
+    cb_request *r = cb_request_new(1, (int32_t[]){1, 2, 3}, 3, 4);
+    assert_true(cb_swap_choose(&sw, r, 1000)); /* 20 MB at 2 GB/s both ways: 20 ms against 2 s */
+    cb_swap_end(&sw, r, false);
+    for (int i = 0; i < 40; i++) /* a prefill measured at 5 us a token */
+        cb_swap_note_prefill(&sw, 1000, 5000);
+    assert_false(cb_swap_choose(&sw, r, 1000));
+    assert_int_equal(sw.recomputed, 1);
+    assert_int_equal(sw.refused, 0);
+    assert_int_equal(sw.used, 0);
+    cb_request_free(r);
+}
+
 static void victim_is_lowest_priority_youngest(void **state) {
     (void)state;
     harness h;
@@ -220,6 +309,7 @@ static void split_layout_caps_sequences(void **state) {
 /* Random configurations, arrivals, priorities and cancels in every state; thousands of steps. */
 static void randomized_traces(void **state) {
     (void)state;
+    int64_t total_swapped_in = 0;
     int64_t total_steps = 0, total_preempt = 0, total_hits = 0, total_evicted = 0, split_hits = 0, split_copies = 0;
     for (uint64_t seed = 1; seed <= 40; seed++) {
         if (getenv("TRACE_SEEDS")) fprintf(stderr, "seed %d\n", (int)seed);
@@ -241,8 +331,13 @@ static void randomized_traces(void **state) {
         for (int f = 0; f < 4; f++)
             family_len[f] = 1 + (int32_t)rnd(&tmp, 50);
         g_cache_max_idle = holders > 0 && rnd(&tmp, 2) == 0 ? 1 + (int32_t)rnd(&tmp, 60) : 0; /* trims */
+        cb_swap sw; /* swap space half the time, from a few victims' worth to plenty */
+        cb_swap_init(&sw, (int64_t)rnd(&tmp, 8) * 2000 + 4096, 8);
+        g_swap = rnd(&tmp, 2) == 0 ? &sw : NULL;
         h_init_px(&h, mode, seqs, budget, chunk, capacity, split, holders);
         g_cache_max_idle = 0;
+        g_swap = NULL;
+        if (h.f.swap && rnd(&tmp, 3) == 0) h.f.fail_saves = h.f.fail_restores = 1;
         h.rng = tmp.rng;
         int to_add = 30 + (int)rnd(&h, 60), steps = 0;
         while (to_add > 0 || cb_sched_n_running(h.s) + cb_sched_n_waiting(h.s) > 0) {
@@ -273,6 +368,8 @@ static void randomized_traces(void **state) {
         h_check_outputs(&h);
         total_steps += steps;
         total_preempt += cb_sched_get_stats(h.s)->preemptions;
+        total_swapped_in += h.f.swap ? sw.swapped_in : 0;
+        if (h.f.swap) assert_int_equal(sw.used, 0);
         total_hits += h.px_on ? h_stats(&h).hit_tokens : 0;
         total_evicted += h.px_on ? h.px->evicted_cells : 0;
         split_hits += h.sc_on ? h_stats(&h).hit_tokens : 0;
@@ -281,6 +378,7 @@ static void randomized_traces(void **state) {
     }
     assert_true(total_steps > 2000);
     assert_true(total_preempt > 0);
+    assert_true(total_swapped_in > 0);
     assert_true(total_hits > 0 && total_evicted > 0); /* the cache was exercised, evictions included */
     assert_true(split_hits > 0 && split_copies > 0);  /* and the split layout's streams */
 }
@@ -294,6 +392,9 @@ int main(void) {
         cmocka_unit_test(static_group_is_whole_past_the_budget),
         cmocka_unit_test(continuous_admits_while_others_run),
         cmocka_unit_test(tiny_kv_preempts_and_everyone_finishes),
+        cmocka_unit_test(tiny_kv_swaps_and_keeps_every_cell_right),
+        cmocka_unit_test(swap_space_full_or_failing_falls_back_to_recompute),
+        cmocka_unit_test(swap_chooses_by_cost),
         cmocka_unit_test(victim_is_lowest_priority_youngest),
         cmocka_unit_test(priority_then_fcfs_admission),
         cmocka_unit_test(aging_bounds_the_wait),
