@@ -82,7 +82,9 @@ struct cobatch_engine_params {
     int32_t max_model_len;          /* cells one request may use, prompt + output, when n_ctx is 0; 0 = 1024
                                        (split; unified: n_ctx) */
     int32_t n_threads;              /* llama_decode threads; 0 = number of cores */
-    int32_t max_num_seqs;           /* requests running at once (sequence ids); default 16 */
+    int32_t max_num_seqs;           /* requests running at once (sequence ids); default 16; 0 = memory-centric:
+                                       as many as the KV cells hold (cobatch_params_max_num_seqs), unified
+                                       layout only */
     int32_t max_num_batched_tokens; /* token budget of one step = n_batch = n_ubatch; default 512 */
     int32_t prefill_chunk;          /* max prompt tokens of one request per step; 0 = no chunking */
     int32_t kv_reserve;             /* cells an admission must leave free for decode growth; default 32 */
@@ -295,7 +297,8 @@ struct cobatch_stats {
     int64_t recomputed;      /* preemptions that dropped their cells (recomputed when the request runs again) */
     int64_t swap_used_bytes; /* host memory the swapped-out requests hold now */
     int64_t swap_peak_bytes;
-    int64_t swap_lost; /* saves or restores that failed: those requests were recomputed */
+    int64_t swap_lost;                       /* saves or restores that failed: those requests were recomputed */
+    int64_t swap_copied_bytes, swap_copy_us; /* every save and restore: bytes copied, time taken */
 };
 
 struct cobatch_engine_params cobatch_engine_default_params(void);
@@ -304,6 +307,11 @@ struct cobatch_request_params cobatch_request_default_params(void);
 /* The total KV cells these parameters ask for (n_ctx, or what its default resolves to; the split
  * layout's prefix-cache streams come on top). */
 int32_t cobatch_params_n_ctx(const struct cobatch_engine_params *p);
+/* The requests these parameters run at once: max_num_seqs, or for 0 (memory-centric) as many as
+ * the step budget and llama.cpp's sequence ids allow (COBATCH_MEMORY_SEQS, less with a smaller
+ * max_num_batched_tokens): KV memory then limits them. */
+#define COBATCH_MEMORY_SEQS 224 /* llama.cpp's 256 sequence ids, less 32 for the prefix cache's own */
+int32_t cobatch_params_max_num_seqs(const struct cobatch_engine_params *p);
 /* Whether these parameters run flash attention (flash_attn, with auto resolved by the layout). */
 bool cobatch_params_flash_attn(const struct cobatch_engine_params *p);
 

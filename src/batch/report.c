@@ -22,6 +22,10 @@ void cb_batch_report_print(const cb_batch_report *r, const cb_batch_params *bp) 
             "tokens; %.1f output tok/s, %.1f total tok/s\n",
             r->wall_s, r->prep_s, (long long)r->prompt_tokens, (long long)r->output_tokens,
             per_s(r->output_tokens, r->wall_s), per_s(r->prompt_tokens + r->output_tokens, r->wall_s));
+    fprintf(stderr,
+            "  engine: %lld steps, %.1f tokens a step (prompt computed + sampled), %lld preemptions (%lld swapped)\n",
+            (long long)r->steps, r->steps ? (double)(r->processed_prefill + r->generated) / r->steps : 0.0,
+            (long long)r->preemptions, (long long)r->swapped);
     fprintf(stderr, "  prefix: %d groups (%s), window %d requests\n", r->n_groups,
             bp->grouping ? "submitted group by group, decode-heavy first" : "grouping off: input order", r->window);
     if (r->interrupted) return; /* cancelled requests computed part of their prompts: no honest ratio */
@@ -42,7 +46,7 @@ int cb_batch_report_json(const cb_batch_report *r, const cb_batch_params *bp, co
     cJSON_AddStringToObject(o, "errors", bp->errors_path);
     cJSON_AddStringToObject(o, "model", ep->model_path ? ep->model_path : "");
     cJSON_AddBoolToObject(o, "prefix_grouping", bp->grouping);
-    cJSON_AddNumberToObject(o, "max_num_seqs", ep->max_num_seqs);
+    cJSON_AddNumberToObject(o, "max_num_seqs", cobatch_params_max_num_seqs(ep));
     cJSON_AddNumberToObject(o, "window", r->window);
     cJSON_AddNumberToObject(o, "lines", (double)r->lines);
     cJSON_AddNumberToObject(o, "requests", (double)r->requests);
@@ -60,6 +64,11 @@ int cb_batch_report_json(const cb_batch_report *r, const cb_batch_params *bp, co
     cJSON_AddNumberToObject(o, "total_tok_s", per_s(r->prompt_tokens + r->output_tokens, r->wall_s));
     cJSON_AddNumberToObject(o, "groups", r->n_groups);
     cJSON_AddNumberToObject(o, "processed_prefill_tokens", (double)r->processed_prefill);
+    cJSON_AddNumberToObject(o, "steps", (double)r->steps);
+    cJSON_AddNumberToObject(o, "tokens_per_step",
+                            r->steps ? (double)(r->processed_prefill + r->generated) / r->steps : 0);
+    cJSON_AddNumberToObject(o, "preemptions", (double)r->preemptions);
+    cJSON_AddNumberToObject(o, "preemptions_swapped", (double)r->swapped);
     cJSON_AddNumberToObject(o, "prefix_hit_tokens", (double)r->prefix_hits);
     cJSON_AddNumberToObject(o, "planned_prompt_tokens", (double)r->plan_tokens);
     cJSON_AddNumberToObject(o, "tree_tokens", (double)r->tree_tokens);

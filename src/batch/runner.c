@@ -328,6 +328,10 @@ static int execute(run *r, const cb_batch_params *bp, const struct cobatch_engin
     cobatch_engine_stats(r->e, &st);
     r->rep->processed_prefill = st.prompt_tokens;
     r->rep->prefix_hits = st.prefix_hit_tokens;
+    r->rep->steps = st.steps;
+    r->rep->generated = st.generated_tokens;
+    r->rep->preemptions = st.preemptions;
+    r->rep->swapped = st.swapped_out;
     free_chats(r);
     cobatch_engine_free(r->e);
     return 0;
@@ -376,7 +380,7 @@ int cb_batch_run(const cb_batch_params *bp, const struct cobatch_engine_params *
     rep.lines = in.lines;
     rep.skipped = in.skipped;
     rep.refused = in.refused;
-    int32_t window = bp->window > 0 ? bp->window : 4 * (ep->max_num_seqs > 0 ? ep->max_num_seqs : 16);
+    int32_t window = bp->window > 0 ? bp->window : 4 * cobatch_params_max_num_seqs(ep);
     int32_t max_queue = ep->max_queue > 0 ? ep->max_queue : cobatch_engine_default_params().max_queue;
     rep.window = window < max_queue ? window : max_queue; /* waiting <= in flight: never QUEUE_FULL */
     run r = {.out = &o,

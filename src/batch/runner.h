@@ -35,6 +35,7 @@ typedef struct {
     double prep_s;                                  /* before that: loading the model, tokenizing, grouping */
     int64_t prompt_tokens, output_tokens;           /* of finished requests: logical (sum of n_prompt), sampled */
     int64_t processed_prefill, prefix_hits;         /* from the engine: prompt tokens computed, taken from its cache */
+    int64_t steps, generated, preemptions, swapped; /* from the engine: steps, tokens sampled, preemptions (swapped) */
     int64_t plan_tokens, tree_tokens, group_tokens; /* over the planned requests: see cb_grouping */
     int32_t n_groups, window;
 } cb_batch_report;

@@ -51,7 +51,7 @@ static cJSON *config(const cb_bench_config *c) {
     cJSON_AddStringToObject(o, "label", c->label);
     cJSON_AddStringToObject(o, "mode", mode_name(p->mode));
     cJSON_AddNumberToObject(o, "prefill_chunk", p->prefill_chunk);
-    cJSON_AddNumberToObject(o, "max_num_seqs", p->max_num_seqs);
+    cJSON_AddNumberToObject(o, "max_num_seqs", cobatch_params_max_num_seqs(p));
     cJSON_AddNumberToObject(o, "max_num_batched_tokens", p->max_num_batched_tokens);
     cJSON_AddNumberToObject(o, "n_ctx", p->n_ctx);
     cJSON_AddNumberToObject(o, "n_threads", p->n_threads);
@@ -87,6 +87,8 @@ static cJSON *result(const cb_bench_result *r) {
     cJSON_AddNumberToObject(o, "preemptions_recomputed", (double)r->stats.recomputed);
     cJSON_AddNumberToObject(o, "swapped_in", (double)r->stats.swapped_in);
     cJSON_AddNumberToObject(o, "swap_peak_bytes", (double)r->stats.swap_peak_bytes);
+    cJSON_AddNumberToObject(o, "swap_copied_bytes", (double)r->stats.swap_copied_bytes);
+    cJSON_AddNumberToObject(o, "swap_copy_ms", (double)r->stats.swap_copy_us / 1e3);
     cJSON_AddNumberToObject(o, "decode_retries", (double)r->stats.decode_retries);
     cJSON_AddNumberToObject(o, "kv_peak_cells", r->stats.kv_peak);
     cJSON_AddNumberToObject(o, "kv_total_cells", r->stats.kv_total);

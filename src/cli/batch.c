@@ -10,8 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define BATCH_MAX_NUM_SEQS 64 /* admission is by KV budget; many sequences keep the steps full */
-
 /* OUT.jsonl -> OUT_errors.jsonl; other names get _errors.jsonl appended. Caller frees. */
 static char *default_errors_path(const char *out) {
     size_t n = strlen(out), k = n;
@@ -26,7 +24,7 @@ int cb_cmd_batch(int argc, char **argv) {
     cb_batch_params bp = {
         .grouping = true, .progress = isatty(STDERR_FILENO), .defaults = cb_openai_default_sampling()};
     ep.max_num_seqs = -1;              /* not given yet */
-    ep.kv_layout = COBATCH_KV_UNIFIED; /* an offline job groups shared prefixes: shared in place, 64 at once */
+    ep.kv_layout = COBATCH_KV_UNIFIED; /* an offline job groups shared prefixes: shared in place */
     const cb_flag own[] = {
         {"-i, --input", "FILE", CB_FLAG_STR, &bp.input_path,
          .help = "requests, one per line: {\"custom_id\", \"method\": \"POST\",\n\"url\": \"/v1/completions\" or "
@@ -49,8 +47,8 @@ int cb_cmd_batch(int argc, char **argv) {
     cb_flag eng[CB_ENGINE_FLAGS], smp[CB_SAMPLING_FLAGS];
     cb_cli cli = {.cmd = "cobatch batch",
                   .usage = "usage: cobatch batch --input JOB.jsonl --output OUT.jsonl [flags] [engine flags]\n",
-                  .footer = "batch mode's defaults: --kv-layout unified (a group's prefix shared in place) and\n"
-                            "--max-num-seqs 64 (16 with --kv-layout split).\n",
+                  .footer = "batch mode's defaults: --kv-layout unified (a group's prefix shared in place);\n"
+                            "--max-num-seqs auto lets the KV cells, not a count, limit the batch.\n",
                   .groups = {{"batch", own, sizeof(own) / sizeof(own[0])},
                              cb_flags_sampling(smp, &bp.defaults),
                              cb_flags_engine(eng, &ep)},
@@ -62,9 +60,9 @@ int cb_cmd_batch(int argc, char **argv) {
                 !bp.input_path ? "--input" : "--output");
         return 2;
     }
-    if (ep.max_num_seqs < 0) { /* split KV gives each sequence n_ctx / max_num_seqs cells: keep it few */
-        int32_t n =
-            ep.kv_layout == COBATCH_KV_UNIFIED ? BATCH_MAX_NUM_SEQS : cobatch_engine_default_params().max_num_seqs;
+    if (ep.max_num_seqs < 0) { /* a fixed count: on this project's CPU more rows a step do not pay for the
+                                  attention over more cells (BENCHMARKS.md, 'Memory-centric batching') */
+        int32_t n = cobatch_engine_default_params().max_num_seqs;
         ep.max_num_seqs = n < ep.max_num_batched_tokens ? n : ep.max_num_batched_tokens;
     }
     if (!ep.model_path) ep.model_path = cb_default_model();

@@ -237,7 +237,8 @@ int cb_cmd_bench(int argc, char **argv) {
         struct cobatch_engine_params *e = &cfgs[i].engine;
         struct cobatch_engine_params probe = *e;
         probe.n_ctx = 0;
-        int32_t per_seq = cobatch_params_n_ctx(&probe) / (e->kv_layout == COBATCH_KV_SPLIT ? e->max_num_seqs : 1);
+        int32_t per_seq =
+            cobatch_params_n_ctx(&probe) / (e->kv_layout == COBATCH_KV_SPLIT ? cobatch_params_max_num_seqs(e) : 1);
         if (e->n_ctx == 0 && e->max_model_len == 0 && longest > per_seq) {
             e->max_model_len = (longest + 255) / 256 * 256;
             fprintf(stderr, "cobatch bench: %s: --max-model-len %d (the workload's longest request has %d tokens)\n",
@@ -281,8 +282,9 @@ int cb_cmd_bench(int argc, char **argv) {
                     (long long)repeat, runs[0].wall_s, runs[repeat - 1].wall_s);
         res[i] = runs[mid];
         if (ceiling_on && rate <= 0 && concurrency <= 0)
-            cb_bench_efficiency(&res[i], &ceil,
-                                cfgs[i].engine.mode == COBATCH_MODE_SEQUENTIAL ? 1 : cfgs[i].engine.max_num_seqs);
+            cb_bench_efficiency(
+                &res[i], &ceil,
+                cfgs[i].engine.mode == COBATCH_MODE_SEQUENTIAL ? 1 : cobatch_params_max_num_seqs(&cfgs[i].engine));
         for (int k = 0; k < repeat; k++)
             if (k != mid) cb_bench_result_free(&runs[k]);
         if (trace) cb_bench_write_trace(trace, cfgs[i].label, &res[i]);
@@ -297,7 +299,7 @@ int cb_cmd_bench(int argc, char **argv) {
         if (rate > 0) printf("%.2f req/s (burstiness %.2f)", rate, burstiness);
         if (concurrency > 0) printf(", at most %lld in flight", (long long)concurrency);
         printf("\nmodel %s (%s); max_num_seqs %d, max_num_batched_tokens %d, n_ctx %d\n\n", model_name, ep.model_path,
-               ep.max_num_seqs, ep.max_num_batched_tokens, cobatch_params_n_ctx(&ep));
+               cobatch_params_max_num_seqs(&ep), ep.max_num_batched_tokens, cobatch_params_n_ctx(&ep));
         cb_bench_print_table(stdout, cfgs, res, n, base);
         if (ceiling_on) print_ceiling(&ceil);
         if (plot_dir && cb_bench_write_plots(plot_dir, cfgs, res, n) != 0) {

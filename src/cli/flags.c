@@ -191,6 +191,17 @@ static bool parse_chunk(const char *v, void *dst) {
     return true;
 }
 
+static bool parse_seqs(const char *v, void *dst) {
+    int64_t x;
+    if (!strcmp(v, "auto")) {
+        *(int32_t *)dst = 0;
+        return true;
+    }
+    if (!cb_parse_int(v, 1, 256, &x)) return false;
+    *(int32_t *)dst = (int32_t)x;
+    return true;
+}
+
 /* ENUM and CONST rows write an int into these enums' fields */
 _Static_assert(sizeof(enum cobatch_mode) == sizeof(int) && sizeof(enum cobatch_kv_layout) == sizeof(int) &&
                    sizeof(enum cobatch_sched_policy) == sizeof(int),
@@ -209,7 +220,10 @@ cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
          .help = "cells one request may use (prompt + output) when -c is not\ngiven; default 1024 (split; "
                  "unified: all of -c); never past the\nmodel's trained context"},
         {"-t, --threads", "N", CB_FLAG_I32, &p->n_threads, 1, 1024, .help = "decode threads, default: all cores"},
-        {"--max-num-seqs", "N", CB_FLAG_I32, &p->max_num_seqs, 1, 256, .help = "requests running at once, default 16"},
+        {"--max-num-seqs", "N|auto", CB_FLAG_FN, &p->max_num_seqs, .parse = parse_seqs,
+         .takes = "a count from 1 to 256 or 'auto'",
+         .help = "requests running at once, default 16; auto (unified layout): as\nmany as the KV cells hold, "
+                 "up to 224 (memory-centric)"},
         {"--max-num-batched-tokens", "N", CB_FLAG_I32, &p->max_num_batched_tokens, 1, 1 << 20,
          .help = "token budget of one step, default 512"},
         {"--prefill-chunk", "N|none", CB_FLAG_FN, &p->prefill_chunk, .parse = parse_chunk,

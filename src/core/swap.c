@@ -52,6 +52,7 @@ static double ewma(double old, double x) { return 0.8 * old + 0.2 * x; }
 void cb_swap_note_copy(cb_swap *sw, size_t bytes, int32_t cells, int64_t us) {
     if (!sw || bytes == 0) return;
     sw->copied_bytes += (int64_t)bytes;
+    sw->copy_us += us;
     sw->byte_us = ewma(sw->byte_us, (double)(us > 0 ? us : 1) / (double)bytes);
     if (cells > 0) sw->cell_bytes = (double)bytes / cells;
 }

@@ -32,10 +32,10 @@ typedef struct {
     double token_us;   /* recomputing one prompt token (the engine measures its prefill steps) */
     double byte_us;    /* copying one byte out or in (measured by every save and restore) */
     int64_t swapped_out, swapped_in;
-    int64_t recomputed; /* preemptions that dropped their cells (swap off, too cheap to copy, no room) */
-    int64_t refused;    /* of those, for want of swap space */
-    int64_t lost;       /* swaps that came to nothing (a save or restore failed): recomputed */
-    int64_t copied_bytes;
+    int64_t recomputed;            /* preemptions that dropped their cells (swap off, too cheap to copy, no room) */
+    int64_t refused;               /* of those, for want of swap space */
+    int64_t lost;                  /* swaps that came to nothing (a save or restore failed): recomputed */
+    int64_t copied_bytes, copy_us; /* all saves and restores: bytes and time */
 } cb_swap;
 
 /* cap in bytes; cell_bytes an estimate of a cell's size. */

@@ -157,6 +157,13 @@ static char *read_text_file(const char *path, char *err, size_t errlen) {
 
 cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, char *err, size_t errlen) {
     struct cobatch_engine_params p = params ? *params : cobatch_engine_default_params();
+    if (p.max_num_seqs == 0 && p.kv_layout != COBATCH_KV_UNIFIED) {
+        cb_set_err(err, errlen,
+                   "max_num_seqs auto (as many as KV memory holds) needs the unified KV layout: the split layout "
+                   "divides its cells by the sequence count");
+        return NULL;
+    }
+    p.max_num_seqs = cobatch_params_max_num_seqs(&p); /* memory-centric: KV memory limits the batch */
     cb_engine_sizes z;
     if (cb_engine_resolve(&p, &z, err, errlen) != 0) return NULL;
     bool default_streams = p.n_ctx == 0 && p.max_model_len == 0;

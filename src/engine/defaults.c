@@ -50,6 +50,12 @@ struct cobatch_request_params cobatch_request_default_params(void) {
     return p;
 }
 
+int32_t cobatch_params_max_num_seqs(const struct cobatch_engine_params *p) {
+    if (p->max_num_seqs != 0) return p->max_num_seqs;
+    return p->max_num_batched_tokens > 0 && p->max_num_batched_tokens < COBATCH_MEMORY_SEQS ? p->max_num_batched_tokens
+                                                                                            : COBATCH_MEMORY_SEQS;
+}
+
 bool cobatch_params_flash_attn(const struct cobatch_engine_params *p) {
     return p->flash_attn < 0 ? p->kv_layout == COBATCH_KV_UNIFIED : p->flash_attn != 0;
 }

@@ -347,6 +347,8 @@ static void update_stats(cobatch_engine *e) {
     e->stats.swap_used_bytes = e->swap.used;
     e->stats.swap_peak_bytes = e->swap.peak;
     e->stats.swap_lost = e->swap.lost;
+    e->stats.swap_copied_bytes = e->swap.copied_bytes;
+    e->stats.swap_copy_us = e->swap.copy_us;
     e->stats.wasted_decode_slots = ss->wasted_decode_slots;
     e->stats.requests_finished = ss->finished;
     e->stats.stream_moves = ss->stream_moves;

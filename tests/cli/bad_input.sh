@@ -12,7 +12,10 @@ expect "prompt longer than the context" 1 "context holds" "$bin" run -m "$model"
 expect "missing model file" 1 "cannot read model file" "$bin" run -m /nonexistent/model.gguf -p hi
 expect "not a model" 1 "failed to load model" "$bin" run -m "$0" -p hi
 expect "unknown flag" 2 "unknown option '--bogus'" "$bin" run -m "$model" -p hi --bogus
-expect "bad number" 2 "--max-num-seqs takes a whole number" "$bin" run -m "$model" -p hi --max-num-seqs abc
+expect "bad number" 2 "--max-num-seqs takes a count from 1 to 256 or 'auto'" "$bin" run -m "$model" -p hi --max-num-seqs abc
+expect "zero sequences" 2 "--max-num-seqs takes a count from 1 to 256 or 'auto'" "$bin" run -m "$model" -p hi --max-num-seqs 0
+expect "memory-centric split" 1 "needs the unified KV layout" "$bin" run -m "$model" -p hi --max-num-seqs auto --kv-layout split
+expect "negative swap space" 2 "--swap-space takes a number" "$bin" run -m "$model" -p hi --swap-space -1
 expect "zero max tokens" 2 "-n takes a whole number" "$bin" run -m "$model" -p hi -n 0
 expect "bad temperature" 2 "--temp takes a number" "$bin" run -m "$model" -p hi --temp -1
 expect "bad mode" 2 "--mode is continuous, static or sequential (got 'fast')" "$bin" run -m "$model" -p hi --mode fast

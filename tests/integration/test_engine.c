@@ -244,6 +244,64 @@ static void preemption_keeps_outputs(void **state) {
     it_free(ref, N);
 }
 
+static void count_running(const struct cobatch_step_info *info, void *user) {
+    int32_t *most = user;
+    if (info->running > *most) *most = info->running;
+}
+
+/* max_num_seqs 0 (memory-centric): the KV cells, not a count, limit the batch; the outputs are
+ * those of a fixed-count engine (within the near-tie rule), and the split layout refuses it. */
+static void memory_centric_batch_is_limited_by_cells(void **state) {
+    (void)state;
+    enum { N = 24 };
+    struct cobatch_request_params ps[N];
+    char *prompts[N];
+    for (int i = 0; i < N; i++) {
+        prompts[i] = words(6 + i % 5);
+        ps[i] = cobatch_request_default_params();
+        ps[i].prompt = prompts[i];
+        ps[i].max_tokens = 8;
+        ps[i].ignore_eos = true;
+        ps[i].logit_margins = true;
+    }
+    static it_result fixed[N], mem[N];
+    struct cobatch_engine_params p = engine_params(COBATCH_MODE_CONTINUOUS, 16, 64);
+    p.kv_layout = COBATCH_KV_UNIFIED;
+    p.n_ctx = 1024;
+    int32_t most_fixed = 0, most_mem = 0;
+    p.on_step = count_running;
+    p.on_step_user = &most_fixed;
+    cobatch_engine *e = it_engine(p);
+    assert_true(it_run(e, ps, fixed, N));
+    cobatch_engine_free(e);
+
+    p.max_num_seqs = 0;
+    p.on_step_user = &most_mem;
+    e = it_engine(p);
+    assert_non_null(e);
+    assert_true(it_run(e, ps, mem, N));
+    struct cobatch_stats st;
+    cobatch_engine_stats(e, &st);
+    cobatch_engine_free(e);
+    printf("# memory-centric: %d running at most (fixed count: %d), peak %d of %d cells\n", most_mem, most_fixed,
+           st.kv_peak, st.kv_total);
+    assert_true(most_fixed <= 16);
+    assert_true(most_mem > 16); /* 24 requests of ~20 cells fit 1024 cells at once */
+    assert_true(st.kv_peak <= st.kv_total);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(mem[i].n_generated, 8);
+    compare_all(fixed, mem, N, "memory-centric");
+
+    p.kv_layout = COBATCH_KV_SPLIT;
+    char err[256] = "";
+    assert_null(cobatch_engine_init(&p, err, sizeof(err)));
+    assert_non_null(strstr(err, "unified"));
+    for (int i = 0; i < N; i++)
+        free(prompts[i]);
+    it_free(fixed, N);
+    it_free(mem, N);
+}
+
 static cobatch_engine *shared_engine;
 
 static int setup_shared(void **state) {
@@ -986,6 +1044,7 @@ int main(void) {
     const struct CMUnitTest own[] = {
         cmocka_unit_test(batch_invariance),
         cmocka_unit_test(preemption_keeps_outputs),
+        cmocka_unit_test(memory_centric_batch_is_limited_by_cells),
         cmocka_unit_test(prompt_logprobs_match_generated),
         cmocka_unit_test(requests_stop_at_the_trained_context),
     };
