@@ -666,7 +666,12 @@ static bool listed(const char *const *keys, const char *k) {
  * send them always): best_of 1, suffix "", store false, top_logprobs 0 (completions, which have no
  * such field), modalities ["text"], service_tier "auto" or "default"; hints that ask for nothing of
  * the output: prompt_cache_key (the prefix cache needs none), safety_identifier (as user); on
- * completions, which have no tools: tools [], tool_choice "none", parallel_tool_calls. */
+ * completions, which have no tools: tools [], tool_choice "none", parallel_tool_calls. The fields
+ * LLM routers (sglang-router, vllm-router) add to every request they forward, at the values that
+ * ask for what this server does: no_stop_trim false (a stop string is cut), continue_final_message
+ * false, skip_special_tokens true, return_hidden_states false; separate_reasoning,
+ * stream_reasoning and include_reasoning either way (no reasoning parser: nothing is separated,
+ * as in vLLM or SGLang without one). */
 static bool asks_nothing(const cJSON *x) {
     const char *k = x->string;
     if (!strcmp(k, "best_of") || !strcmp(k, "top_logprobs"))
@@ -682,6 +687,11 @@ static bool asks_nothing(const cJSON *x) {
     if (!strcmp(k, "service_tier"))
         return cJSON_IsString(x) && (!strcmp(x->valuestring, "auto") || !strcmp(x->valuestring, "default"));
     if (!strcmp(k, "prompt_cache_key") || !strcmp(k, "safety_identifier")) return cJSON_IsString(x);
+    if (!strcmp(k, "no_stop_trim") || !strcmp(k, "continue_final_message") || !strcmp(k, "return_hidden_states"))
+        return cJSON_IsFalse(x);
+    if (!strcmp(k, "skip_special_tokens")) return cJSON_IsTrue(x);
+    if (!strcmp(k, "separate_reasoning") || !strcmp(k, "stream_reasoning") || !strcmp(k, "include_reasoning"))
+        return cJSON_IsBool(x);
     return false;
 }
 

@@ -318,8 +318,9 @@ def test_trace_accounts_for_every_token(tmp_path):
     lines = trace.read_text().splitlines()
     assert lines[0].split("\t")[:5] == ["config", "t_ms", "step_ms", "decode_rows", "prefill_tokens"]
     rows = [line.split("\t") for line in lines[1:]]
-    assert rows and all(r[0] == "serve" and len(r) == 11 for r in rows)
+    assert rows and all(r[0] == "serve" and len(r) == 12 for r in rows)
     assert lines[0].split("\t")[10] == "graph_runs" and all(r[10] == "1" for r in rows)  # one request a step
+    assert lines[0].split("\t")[11] == "swapped" and all(r[11] == "0" for r in rows)  # nothing preempted
     # every prompt token not taken from the cache was computed in some step, and every generated
     # token but each request's first (sampled after its last prompt chunk) took one decode row
     computed = sum(u["prompt_tokens"] - u.get("prompt_tokens_details", {}).get("cached_tokens", 0) for u in usages)

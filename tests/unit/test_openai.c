@@ -329,6 +329,31 @@ static void tools_and_tool_messages(void **state) {
                            &r, &e),
                      0);
     cb_openai_request_free(&r);
+    /* what sglang-router and vllm-router add to every request they forward (seen on the wire) */
+    assert_int_equal(parse(CB_OPENAI_CHAT,
+                           "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"model\":\"x\",\"logprobs\":false,"
+                           "\"max_completion_tokens\":8,\"stream\":false,\"no_stop_trim\":false,\"ignore_eos\":false,"
+                           "\"continue_final_message\":false,\"skip_special_tokens\":true,\"separate_reasoning\":true,"
+                           "\"stream_reasoning\":true,\"return_hidden_states\":false,\"include_reasoning\":true}",
+                           &r, &e),
+                     0);
+    cb_openai_request_free(&r);
+    assert_int_equal(parse(CB_OPENAI_COMPLETION,
+                           "{\"model\":\"x\",\"prompt\":\"x\",\"max_tokens\":5,\"stream\":true,\"echo\":false,"
+                           "\"no_stop_trim\":false,\"ignore_eos\":false,\"skip_special_tokens\":true,"
+                           "\"return_hidden_states\":false}",
+                           &r, &e),
+                     0);
+    cb_openai_request_free(&r);
+    /* the values that ask for something this server does not do are refused by name */
+    static const char *const asks[] = {"no_stop_trim\":true", "continue_final_message\":true",
+                                       "skip_special_tokens\":false", "return_hidden_states\":true"};
+    for (size_t i = 0; i < sizeof(asks) / sizeof(asks[0]); i++) {
+        snprintf(body, sizeof(body), "{\"prompt\":\"x\",\"%s}", asks[i]);
+        assert_int_equal(parse(CB_OPENAI_COMPLETION, body, &r, &e), -1);
+        assert_int_equal(strncmp(e.param, asks[i], strlen(e.param)), 0);
+        cb_openai_request_free(&r);
+    }
     /* completions have no tools: only the values that ask for nothing */
     assert_int_equal(parse(CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"tools\":[],\"tool_choice\":\"none\"}", &r, &e),
                      0);
