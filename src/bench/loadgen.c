@@ -126,9 +126,13 @@ static void on_done(struct evhttp_request *req, void *arg) {
 static char *body_of(const cb_loadgen_params *p, const cb_work_item *it) {
     cJSON *b = cJSON_CreateObject();
     if (p->model) cJSON_AddStringToObject(b, "model", p->model);
-    cJSON *arr = cJSON_AddArrayToObject(b, "prompt");
-    for (int32_t i = 0; i < it->n_in; i++)
-        cJSON_AddItemToArray(arr, cJSON_CreateNumber(it->tokens[i]));
+    if (it->text) {
+        cJSON_AddStringToObject(b, "prompt", it->text);
+    } else {
+        cJSON *arr = cJSON_AddArrayToObject(b, "prompt");
+        for (int32_t i = 0; i < it->n_in; i++)
+            cJSON_AddItemToArray(arr, cJSON_CreateNumber(it->tokens[i]));
+    }
     cJSON_AddNumberToObject(b, "max_tokens", it->n_out);
     cJSON_AddBoolToObject(b, "ignore_eos", true);
     cJSON_AddNumberToObject(b, "temperature", 0);

@@ -158,7 +158,7 @@ int cb_workload_make(const char *name, const cb_workload_opts *o, cb_prompt_fn f
 
 void cb_workload_free(cb_workload *w) {
     for (int i = 0; i < w->n; i++)
-        free(w->items[i].tokens);
+        free(w->items[i].tokens), free(w->items[i].text);
     free(w->items);
     memset(w, 0, sizeof(*w));
 }

@@ -15,6 +15,8 @@ typedef struct {
     double arrival_s;
     int32_t priority;
     int32_t *tokens; /* (n_in) owned by the workload */
+    char *text;      /* the prompt as text, for a client that sends text (loadgen --text-prompts); NULL
+                        otherwise; owned */
 } cb_work_item;
 
 typedef struct {

@@ -52,6 +52,9 @@ int cb_cmd_loadgen(int argc, char **argv) {
          .help = "e.g. ttft:500,tpot:50,e2el:10000 (ms): requests meeting all of them"},
         {"--label", "TEXT", CB_FLAG_STR, &label, .help = "the row's name in the table"},
         {"--json", "FILE", CB_FLAG_STR, &json_path, .help = "every figure as JSON"},
+        {"--text-prompts", NULL, CB_FLAG_SET, &wa.text,
+         .help = "send prompts as text (the tokens detokenized) instead of token ids:\nfor routers that take "
+                 "text only (sglang-router)"},
     };
     cb_flag wfl[CB_WARGS_FLAGS];
     cb_cli cli = {.cmd = "cobatch loadgen",

@@ -3,6 +3,7 @@
 #include "args.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void cb_wargs_init(cb_wargs *a) {
@@ -56,8 +57,22 @@ int cb_wargs_build(const cb_wargs *a, const struct cobatch_engine_params *ep, cb
     bool file_arrivals = false;
     int rc = a->file ? cb_workload_load_jsonl(a->file, cb_prompt_tokenize, e, w, &file_arrivals, err, errlen)
                      : cb_workload_make(a->workload, &a->o, cb_prompt_make, e, w, err, errlen);
+    for (int i = 0; rc == 0 && a->text && i < w->n; i++) { /* the tokens as text: a round trip of the tokenizer */
+        cb_work_item *it = &w->items[i];
+        int32_t need = cobatch_detokenize(e, it->tokens, it->n_in, NULL, 0);
+        it->text = need >= 0 ? malloc((size_t)need + 1) : NULL;
+        if (!it->text || cobatch_detokenize(e, it->tokens, it->n_in, it->text, need) != need) {
+            snprintf(err, errlen, "request %d: its prompt could not be turned into text", i + 1);
+            rc = -1;
+            break;
+        }
+        it->text[need] = '\0';
+    }
     cobatch_engine_free(e);
-    if (rc != 0) return -1;
+    if (rc != 0) {
+        if (w->items) cb_workload_free(w);
+        return -1;
+    }
     if (!file_arrivals || a->rate > 0)
         cb_workload_set_arrivals(w, a->rate, a->burstiness, a->o.seed);
     else

@@ -13,6 +13,7 @@ typedef struct {
     cb_workload_opts o;
     double rate, burstiness; /* --request-rate (0 = all at once), --burstiness */
     int concurrency;         /* --max-concurrency (0 = open loop) */
+    bool text;               /* also give every item its prompt as text (cb_work_item.text) */
 } cb_wargs;
 
 void cb_wargs_init(cb_wargs *a);
