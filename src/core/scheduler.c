@@ -143,10 +143,30 @@ static int32_t pick_victim(const cb_sched *s) {
     return v;
 }
 
+/* r gives up its swap (restored from the cache instead, or ended): the hold and the bytes go; a
+ * save still queued is taken back. */
+static void drop_swap(cb_sched *s, cb_request *r) {
+    if (r->swap.state == CB_SWAP_NONE) return;
+    if (r->swap.state == CB_SWAP_SAVING || r->swap.state == CB_SWAP_RESTORING)
+        for (int32_t i = s->cur->n - 1; i >= 0; i--)
+            if (s->cur->v[i].ref == r) s->cur->v[i].src = CB_KV_OP_NONE;
+    cb_cache_unpin(s->cache, r);
+    cb_swap_end(s->cfg.swap, r, false);
+}
+
 /* Before r leaves its sequence: its cells are saved to host memory (a SAVE op ahead of the
  * release's) when swapping costs less than recomputing and the swap space has room. */
 static void swap_out(cb_sched *s, cb_request *r) {
     if (!s->cfg.swap || r->seq_id < 0) return;
+    if (r->swap.state == CB_SWAP_RESTORING) { /* restored and preempted in one step: the restore is */
+        r->n_computed = r->swap.from;         /* taken back, the release keeps only the shared part */
+        drop_swap(s, r);
+        s->cfg.swap->recomputed++;
+        return;
+    }
+    /* What it computed goes to the cache now, while its sequence still holds all of it: the save
+     * drops the shared part from the sequence, and a new holder copies the whole path from it. */
+    cb_cache_publish(s->cache, r, r->n_computed, s->cur);
     int32_t from = cb_cache_pin(s->cache, r);
     if (from < 0) {
         s->cfg.swap->recomputed++;
@@ -162,21 +182,20 @@ static void swap_out(cb_sched *s, cb_request *r) {
     s->stats.swaps++;
 }
 
-/* r gives up its swap (restored from the cache instead, or ended): the hold and the bytes go; a
- * save still queued is taken back. */
-static void drop_swap(cb_sched *s, cb_request *r) {
-    if (r->swap.state == CB_SWAP_NONE) return;
-    if (r->swap.state == CB_SWAP_SAVING)
-        for (int32_t i = s->cur->n - 1; i >= 0; i--)
-            if (s->cur->v[i].ref == r) s->cur->v[i].src = CB_KV_OP_NONE;
-    cb_cache_unpin(s->cache, r);
-    cb_swap_end(s->cfg.swap, r, false);
-}
-
-static void preempt(cb_sched *s, int32_t i, cb_plan *plan) {
+/* may_swap: false when nothing could move (the victim may be admitted again in this very step, and
+ * a save still queued would keep it waiting): it recomputes from what the cache keeps of it. */
+static void preempt(cb_sched *s, int32_t i, cb_plan *plan, bool may_swap) {
     cb_request *r = s->running[i];
     remove_at(s->running, &s->n_running, i);
-    swap_out(s, r);
+    if (may_swap) {
+        swap_out(s, r);
+    } else if (s->cfg.swap && r->swap.state == CB_SWAP_RESTORING) {
+        r->n_computed = r->swap.from;
+        drop_swap(s, r);
+        s->cfg.swap->recomputed++;
+    } else if (s->cfg.swap) {
+        s->cfg.swap->recomputed++;
+    }
     release_seq(s, r);
     r->n_computed = 0;
     r->n_preemptions++;
@@ -241,7 +260,7 @@ static void schedule_decodes(cb_sched *s, cb_plan *plan, int32_t *budget_left) {
             need += cb_request_pending(s->running[i]) == 1;
         cb_cache_make_room(s->cache, need, s->cur);
         if (need <= cb_kv_free_cells(s->kv) || s->n_running == 0) break;
-        preempt(s, pick_victim(s), plan);
+        preempt(s, pick_victim(s), plan, true);
     }
     for (int32_t i = 0; i < s->n_running && (*budget_left) > 0; i++) {
         cb_request *r = s->running[i];
@@ -344,6 +363,20 @@ static bool admit_swapped(cb_sched *s, cb_plan *plan, cb_request *r, int32_t w, 
     return true;
 }
 
+/* Swapped requests' pinned prefixes hold cells nobody runs on: their swaps are given up (counted as
+ * lost: they recompute) so the cache may evict those cells. true if any was. */
+static bool unpin_waiting(cb_sched *s) {
+    bool any = false;
+    for (int32_t i = 0; i < s->n_waiting; i++) {
+        cb_request *r = s->waiting[i];
+        if (r->swap.state != CB_SWAP_SAVED || !r->swap.pin) continue;
+        r->swap.state = CB_SWAP_FAILED;
+        drop_swap(s, r);
+        any = true;
+    }
+    return any;
+}
+
 static void schedule_admissions(cb_sched *s, cb_plan *plan, int32_t *budget_left) {
     s->forming = s->group_left == 0;
     if (s->forming) s->group_size = 0;
@@ -403,9 +436,13 @@ int32_t cb_sched_step(cb_sched *s, cb_plan *plan, int32_t budget) {
         schedule_admissions(s, plan, &budget_left);
         /* Running requests that cannot move (prompts stuck on a full cache, which admission
          * control should prevent) would stall the engine: free the youngest and plan again. */
-        if (plan->n_items > 0 || s->n_running == 0) break;
+        if (plan->n_items > 0) break;
+        if (s->n_running == 0) {            /* the queue head does not fit an idle engine: swapped requests' */
+            if (unpin_waiting(s)) continue; /* pinned prefixes give way (they recompute) */
+            break;
+        }
         if (plan->n_preempted >= s->cfg.max_num_seqs) break; /* no livelock: try again next step */
-        preempt(s, pick_victim(s), plan);
+        preempt(s, pick_victim(s), plan, false);
     }
     s->cur = &s->pending;
     return plan->n_items;

@@ -414,7 +414,9 @@ static int run_plan(cobatch_engine *e, cb_plan **plan) {
 
 /* The plan ran (rc 0): its tokens are committed, sampled and emitted. Or it failed: its requests
  * end, the rest go on. */
-static void postprocess(cobatch_engine *e, cb_plan *plan, int rc, int64_t t0, int64_t swapped) {
+/* run_us: the plan's decode time, without its cell copies to and from swap (the prefill cost the
+ * swap choice weighs against them). */
+static void postprocess(cobatch_engine *e, cb_plan *plan, int rc, int64_t t0, int64_t run_us, int64_t swapped) {
     if (rc != 0) {
         fail_plan(e, plan, rc);
         return;
@@ -436,7 +438,7 @@ static void postprocess(cobatch_engine *e, cb_plan *plan, int rc, int64_t t0, in
                                      .swapped = (int32_t)swapped,
                                      .graph_runs = e->runner.n_runs};
     /* the cost of a token computed again, against which a preemption weighs a copy (swap.h) */
-    if (plan->n_prefill_tokens >= 32) cb_swap_note_prefill(&e->swap, plan->n_tokens, cobatch_time_us() - t0);
+    if (plan->n_prefill_tokens >= 32) cb_swap_note_prefill(&e->swap, plan->n_tokens, run_us);
     cb_engine_record_prompt_logprobs(e, &e->runner, &e->model, plan);
     sample_and_emit(e, plan);
     report_step(e, &info);
@@ -447,9 +449,11 @@ static void postprocess(cobatch_engine *e, cb_plan *plan, int rc, int64_t t0, in
 static void step(cobatch_engine *e) {
     int64_t t0 = cobatch_time_us(), swapped = e->swap.swapped_out;
     cb_plan *plan = schedule(e, 0);
+    int64_t t_run = cobatch_time_us(), copy_us = e->swap.copy_us;
     int rc = run_plan(e, &plan);
+    int64_t run_us = cobatch_time_us() - t_run - (e->swap.copy_us - copy_us);
     int32_t used = rc == 0 ? plan->n_tokens : 0;
-    postprocess(e, plan, rc, t0, e->swap.swapped_out - swapped);
+    postprocess(e, plan, rc, t0, run_us, e->swap.swapped_out - swapped);
     cb_lane_step(e, used); /* a second graph, only while the long lane has work */
 }
 

@@ -131,7 +131,7 @@ int cb_ceiling_measure_for(const struct cobatch_engine_params *p, int32_t contex
                            .n_threads = p->n_threads,
                            .split_kv = p->kv_layout == COBATCH_KV_SPLIT,
                            .flash_attn = cobatch_params_flash_attn(p),
-                           .max_batch = p->max_num_seqs,
+                           .max_batch = cobatch_params_max_num_seqs(p),
                            .context = context},
                      .out = out,
                      .err = err,

@@ -12,6 +12,7 @@ int cb_runner_init(cb_runner *r, cb_model *m, int32_t max_items) {
     r->order = calloc(2 * (size_t)max_items, sizeof(cb_row_piece));
     r->lp = calloc((size_t)m->n_batch, sizeof(cb_lp_row));
     r->restore_failed = calloc((size_t)max_items, sizeof(*r->restore_failed));
+    r->max_restore_failed = max_items;
     if (!r->logit_row || !r->order || !r->lp || !r->restore_failed || !r->batch.token) {
         cb_runner_free(r);
         return -1;
@@ -61,6 +62,11 @@ bool cb_runner_save(cb_runner *r, cb_request *req, int32_t seq, int32_t from, in
     req->swap.data = buf;
     req->swap.size = n;
     req->swap.state = CB_SWAP_SAVED;
+    if (r->swap) { /* the space counts what the copy took, not the estimate it was chosen on */
+        r->swap->used += (int64_t)n - req->swap.reserved;
+        if (r->swap->used > r->swap->peak) r->swap->peak = r->swap->used;
+        req->swap.reserved = (int64_t)n;
+    }
     cb_swap_note_copy(r->swap, n, to - from, now_us() - t0);
     return true;
 }
@@ -91,7 +97,9 @@ static void apply(cb_runner *r, const cb_kv_ops *ops) {
         case CB_KV_OP_RM: llama_memory_seq_rm(mem, op->seq, op->p0, op->p1); break;
         case CB_KV_OP_SAVE: cb_runner_save(r, op->ref, op->seq, op->p0, op->p1); break;
         case CB_KV_OP_RESTORE:
-            if (!cb_runner_restore(r, op->ref, op->seq)) r->restore_failed[r->n_restore_failed++] = op->ref;
+            /* one not listed (cannot happen: restores are admissions) fails the batch's positions */
+            if (!cb_runner_restore(r, op->ref, op->seq) && r->n_restore_failed < r->max_restore_failed)
+                r->restore_failed[r->n_restore_failed++] = op->ref;
             break;
         case CB_KV_OP_NONE: break;
         default: llama_memory_seq_cp(mem, op->src, op->seq, op->p0, op->p1);

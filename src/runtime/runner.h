@@ -29,8 +29,8 @@ typedef struct {
     int32_t n_lp;
     int32_t n_runs; /* graph runs of the last batch (cb_plan_graph_runs; unified: 1) */
     cb_swap *swap;  /* the engine's swap space: its copy cost follows every save and restore; may be NULL */
-    cb_request **restore_failed; /* (max items) requests of the last run whose restore failed */
-    int32_t n_restore_failed;
+    cb_request **restore_failed;                  /* (max items) requests of the last run whose restore failed */
+    int32_t n_restore_failed, max_restore_failed; /* restores are admissions: at most max items a step */
     /* faults injected by tests (cb_runner_set_fault) */
     int fault_rc, fault_left;
     int64_t abort_after, nodes_seen;

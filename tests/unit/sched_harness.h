@@ -111,17 +111,30 @@ static cb_request *h_add(harness *h, int32_t n_prompt, int32_t n_out, int32_t pr
     return r;
 }
 
-/* Every cached node's cells hold its tokens under its holder. */
-static void h_check_tree(harness *h, const cb_pnode *x) {
+/* Every cached node's holder holds its whole path, [0, end of the node), each position once with
+ * the path's token there (a holder stands for the path: a request sharing it gets all of it). */
+static void h_check_path(harness *h, const cb_pnode *x, int32_t *path) {
     for (int32_t i = 0; i < x->n_kids; i++) {
         const cb_pnode *k = x->kids[i];
+        int32_t end = k->start + k->len;
+        memcpy(path + k->start, k->tok, sizeof(int32_t) * (size_t)k->len);
+        int32_t seen = 0;
         for (int32_t c = 0; c < h->f.capacity; c++) {
             const fake_cell *cell = &h->f.cell[c];
-            if (fake_has(cell, k->holder) && cell->pos >= k->start && cell->pos < k->start + k->len)
-                assert_int_equal(cell->tok, k->tok[cell->pos - k->start]);
+            if (!fake_has(cell, k->holder) || cell->pos >= end) continue;
+            assert_int_equal(cell->tok, path[cell->pos]);
+            seen++;
         }
-        h_check_tree(h, k);
+        if (seen != end)
+            fail_msg("holder %d of a node ending at %d holds %d of its path's cells", k->holder, end, seen);
+        h_check_path(h, k, path);
     }
+}
+
+static void h_check_tree(harness *h, const cb_pnode *root) {
+    int32_t *path = calloc((size_t)h->kv.capacity + 1, sizeof(int32_t));
+    h_check_path(h, root, path);
+    free(path);
 }
 
 /* What llama.cpp would hold is what the accounting says: the physical cells in use, each running

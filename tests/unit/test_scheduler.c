@@ -176,6 +176,77 @@ static void tiny_kv_swaps_and_keeps_every_cell_right(void **state) {
     }
 }
 
+/* A swapped request whose path another request extended: its release publishes its generated tokens
+ * under a new holder that must get the whole path, so the save (which drops the shared part from the
+ * sequence) may only run after that copy (h_check_tree checks every holder's path every step). */
+static void swap_after_a_prefix_was_extended(void **state) {
+    (void)state;
+    cb_swap sw;
+    cb_swap_init(&sw, 1 << 20, 16);
+    g_swap = &sw;
+    harness h;
+    h_init_px(&h, CB_MODE_CONTINUOUS, 4, 32, 8, 80, false, 4);
+    g_swap = NULL;
+    int32_t p[16];
+    for (int32_t k = 0; k < 16; k++)
+        p[k] = 5000 + k;
+    cb_request *a = h_add_tokens(&h, p, 10, 40, 0); /* the victim: lowest priority */
+    for (int i = 0; i < 4; i++)
+        h_step(&h);
+    assert_true(a->n_generated > 0);
+    h_add_tokens(&h, p, 16, 40, 5); /* a's prompt and six more: it extends a's node */
+    int32_t from = -1, steps = 0;
+    while (cb_sched_n_running(h.s) + cb_sched_n_waiting(h.s) > 0) {
+        h_step(&h);
+        assert_true(++steps < 2000);
+        if (a->swap.state == CB_SWAP_SAVED) from = a->swap.from;
+    }
+    h_drain(&h, 10);
+    h_check_outputs(&h);
+    assert_true(sw.swapped_out > 0);
+    assert_int_equal(from, 10); /* the shared prompt stayed in the cache, the rest was saved */
+    assert_int_equal(sw.used, 0);
+    h_free(&h);
+}
+
+/* A swapped request's pinned prefix holds cells; when the queue head needs them and nothing runs,
+ * the pin gives way (that request recomputes) instead of the head never being scheduled. */
+static void pinned_prefix_gives_way_to_the_queue_head(void **state) {
+    (void)state;
+    cb_swap sw;
+    cb_swap_init(&sw, 1 << 20, 16);
+    g_swap = &sw;
+    harness h;
+    h_init_px(&h, CB_MODE_CONTINUOUS, 4, 32, 8, 64, false, 4);
+    g_swap = NULL;
+    int32_t p[60];
+    for (int32_t k = 0; k < 60; k++)
+        p[k] = k < 8 ? 7000 + k : 8000 + k;
+    cb_request *a = h_add_tokens(&h, p, 12, 30, 0); /* the victim */
+    p[9] = 9999;
+    h_add_tokens(&h, p, 12, 30, 1); /* shares a's first 9 tokens */
+    int steps = 0;
+    while (a->swap.state != CB_SWAP_SAVED) {
+        h_step(&h);
+        assert_true(++steps < 200);
+    }
+    assert_non_null(a->swap.pin);
+    for (int32_t k = 0; k < 60; k++)
+        p[k] = 6000 + k;
+    cb_request *b = h_add_tokens(&h, p, 60, 2, 10); /* ahead of a; needs the pinned cells */
+    while (cb_sched_n_running(h.s) + cb_sched_n_waiting(h.s) > 0) {
+        int32_t n = h_step(&h);
+        assert_true(n > 0 || cb_sched_n_running(h.s) > 0); /* never stuck with nothing running */
+        assert_true(++steps < 2000);
+    }
+    h_drain(&h, 10);
+    h_check_outputs(&h);
+    assert_int_equal(b->state, CB_FINISHED_STOP);
+    assert_int_equal(sw.lost, 1); /* a's swap was given up: it recomputed */
+    assert_int_equal(sw.used, 0);
+    h_free(&h);
+}
+
 /* Swap space too small for every victim: the rest recompute; saves and restores that fail leave the
  * request to recompute too, and nothing is lost. */
 static void swap_space_full_or_failing_falls_back_to_recompute(void **state) {
@@ -393,6 +464,8 @@ int main(void) {
         cmocka_unit_test(continuous_admits_while_others_run),
         cmocka_unit_test(tiny_kv_preempts_and_everyone_finishes),
         cmocka_unit_test(tiny_kv_swaps_and_keeps_every_cell_right),
+        cmocka_unit_test(swap_after_a_prefix_was_extended),
+        cmocka_unit_test(pinned_prefix_gives_way_to_the_queue_head),
         cmocka_unit_test(swap_space_full_or_failing_falls_back_to_recompute),
         cmocka_unit_test(swap_chooses_by_cost),
         cmocka_unit_test(victim_is_lowest_priority_youngest),
