@@ -5,7 +5,7 @@ BUILD ?= build
 CMAKE_FLAGS ?=
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all deps model build run test test-sanitize test-tsan format format-check clean
+.PHONY: all deps model build run test test-sanitize test-tsan test-rpc format format-check clean
 
 all: build
 
@@ -31,6 +31,7 @@ test: build model format-check
 	ctest --test-dir $(BUILD) --output-on-failure --timeout 1500
 	$(MAKE) --no-print-directory test-sanitize
 	$(MAKE) --no-print-directory test-tsan
+	$(MAKE) --no-print-directory test-rpc
 
 test-sanitize: deps model
 	cmake -S . -B $(BUILD)-asan $(GEN) -DCOBATCH_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS)
@@ -47,6 +48,13 @@ test-tsan: deps model
 	TSAN_OPTIONS=ignore_noninstrumented_modules=1:halt_on_error=1:second_deadlock_stack=1 \
 	  ctest --test-dir $(BUILD)-tsan --output-on-failure --timeout 1500
 
+# llama.cpp's RPC backend (built once more, cached): the model's layers on a ggml-rpc-server on
+# loopback, outputs as local. Only the cobatch binary and that test.
+test-rpc: deps model
+	cmake -S . -B $(BUILD)-rpc $(GEN) -DCOBATCH_RPC=ON $(CMAKE_FLAGS)
+	cmake --build $(BUILD)-rpc -j $$(nproc) --target cobatch
+	ctest --test-dir $(BUILD)-rpc --output-on-failure --timeout 300 -L rpc
+
 # House rule: clang-format checked (.clang-format). `make format` rewrites the files.
 SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 format-check: deps
@@ -56,4 +64,4 @@ format:
 	clang-format -i $(SOURCES)
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-rpc

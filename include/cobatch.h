@@ -128,6 +128,10 @@ struct cobatch_engine_params {
      * unified layout, the long lane): a split layout's stream is never preempted for cells. 0 =
      * every preemption recomputes. Default 4. */
     float swap_space;
+    /* llama.cpp's RPC backend (a build with -DCOBATCH_RPC=ON): "HOST:PORT,..." of ggml-rpc-server
+     * processes; the model's layers go to them (split by their free memory), the token embeddings
+     * and the sampling stay here. NULL = local. Copied. */
+    const char *rpc_servers;
     bool verbose;            /* let llama.cpp log to stderr */
     cobatch_step_fn on_step; /* called on the engine thread after each step; keep it short */
     void *on_step_user;

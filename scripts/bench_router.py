@@ -36,7 +36,7 @@ def metrics(url):
 def start(bin_, model, n, policy, port, serve_flags):
     procs, workers = [], []
     for k in range(1, n + 1):
-        p = subprocess.Popen([bin_, "serve", "-m", model, "--port", str(port + k), *serve_flags],
+        p = subprocess.Popen(replicas.serve_cmd(bin_, port + k, ["-m", model, *serve_flags]),
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         procs.append(p)
         workers.append(f"http://127.0.0.1:{port + k}")
@@ -56,14 +56,7 @@ def start(bin_, model, n, policy, port, serve_flags):
 
 
 def stop(router, procs):
-    for p in [router, *procs]:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    for p in [router, *procs]:
-        try:
-            p.wait(60)
-        except subprocess.TimeoutExpired:
-            p.kill()
+    replicas.stop_all(router, procs)
 
 
 WORDS = ("time year people way day man thing woman life child world school state family student group "
@@ -180,6 +173,7 @@ def main():
     r = j.get("result", j)
     failed_probes = [t - stop_at[0] for t, ok in probes if not ok]
     print(json.dumps({"kill": True, "requests": r.get("requests"), "failed": r.get("failed"),
+                      "failed_by_status": r.get("failed_by_status"),
                       "first_failure_after_stop_s": round(min(failed_probes), 2) if failed_probes else None,
                       "probes": len(probes), "failed_probes": len(failed_probes),
                       "last_failure_after_stop_s": round(max(failed_probes), 2) if failed_probes else None}),

@@ -4,6 +4,8 @@
 # Prints the install prefix (for CMAKE_PREFIX_PATH) as the last line of stdout; logs go to stderr.
 #   LLAMA_CPP_DIR=/path/to/tree   use an existing source tree instead of the pinned bundle
 #   COBATCH_CUDA=1                build ggml with CUDA (GGML_CUDA=ON)
+#   COBATCH_RPC=1                 build ggml's RPC backend (GGML_RPC=ON) and its server, installed as
+#                                 bin/ggml-rpc-server (a model split across hosts: README)
 #   COBATCH_LLAMA_SHARED=1        shared libraries instead (the ThreadSanitizer build: code outside the
 #                                 instrumented binary is then told apart and ignored)
 #   COBATCH_CACHE=dir             cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/cobatch)
@@ -13,6 +15,7 @@ PIN_COMMIT="de3ff815ea7d559ee917f063901b8986f038abc6"
 CACHE="${COBATCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cobatch}"
 cuda="${COBATCH_CUDA:-0}"
 shared="${COBATCH_LLAMA_SHARED:-0}"
+rpc="${COBATCH_RPC:-0}"
 log() { echo "cobatch setup: $*" >&2; }
 
 if [ -n "${LLAMA_CPP_DIR:-}" ]; then
@@ -21,11 +24,12 @@ if [ -n "${LLAMA_CPP_DIR:-}" ]; then
 else
   commit="$PIN_COMMIT"
 fi
-suffix=""; [ "$cuda" = 1 ] && suffix="-cuda"; [ "$shared" = 1 ] && suffix="$suffix-shared"
+suffix=""; [ "$cuda" = 1 ] && suffix="-cuda"; [ "$rpc" = 1 ] && suffix="$suffix-rpc"; [ "$shared" = 1 ] && suffix="$suffix-shared"
 dir="$CACHE/llama.cpp-$commit$suffix"
 prefix="$dir/install"
 ext=a; [ "$shared" = 1 ] && ext=so
-complete() { [ -f "$prefix/.complete" ] && [ -f "$prefix/lib/libllama-common.$ext" ] && [ -f "$prefix/include/llama-cpp.h" ]; } # common came later: rebuild
+complete() { [ -f "$prefix/.complete" ] && [ -f "$prefix/lib/libllama-common.$ext" ] && [ -f "$prefix/include/llama-cpp.h" ] &&
+  { [ "$rpc" = 0 ] || [ -x "$prefix/bin/ggml-rpc-server" ]; }; } # common came later: rebuild
 if complete; then
   echo "$prefix"; exit 0
 fi
@@ -57,11 +61,13 @@ fi
 log "building llama.cpp ($commit$suffix) into $dir (a few minutes, once)"
 gen=(); command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
 cmake -S "$src" -B "$dir/build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=$([ "$shared" = 1 ] && echo ON || echo OFF) \
-  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF \
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=$([ "$rpc" = 1 ] && echo ON || echo OFF) -DLLAMA_BUILD_SERVER=OFF \
   -DLLAMA_BUILD_COMMON=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=ON -DGGML_CUDA=$([ "$cuda" = 1 ] && echo ON || echo OFF) \
+  -DGGML_RPC=$([ "$rpc" = 1 ] && echo ON || echo OFF) \
   -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DCMAKE_INSTALL_PREFIX="$prefix" >"$dir/configure.log" 2>&1 \
   || { log "ERROR: llama.cpp configure failed, see $dir/configure.log"; tail -20 "$dir/configure.log" >&2; exit 1; }
-cmake --build "$dir/build" --target llama llama-common -j "$(nproc)" >"$dir/build.log" 2>&1 \
+targets=(llama llama-common); [ "$rpc" = 1 ] && targets+=(ggml-rpc-server) # only what cobatch links or runs
+cmake --build "$dir/build" --target "${targets[@]}" -j "$(nproc)" >"$dir/build.log" 2>&1 \
   || { log "ERROR: llama.cpp build failed, see $dir/build.log"; tail -20 "$dir/build.log" >&2; exit 1; }
 # Install by hand: the tree's own install rule wants every target built (apps included).
 rm -rf "$prefix"; mkdir -p "$prefix/include" "$prefix/lib"
@@ -75,6 +81,11 @@ find "$dir/build" -name "lib*.a" -exec cp -P {} "$prefix/lib/" \; # common and i
 for lib in libllama.$ext libggml.$ext libggml-base.$ext libggml-cpu.$ext libllama-common.$ext libllama-common-base.a; do
   [ -f "$prefix/lib/$lib" ] || { log "ERROR: $lib was not built"; exit 1; }
 done
+if [ "$rpc" = 1 ]; then
+  mkdir -p "$prefix/bin"
+  cp "$dir/build/bin/ggml-rpc-server" "$prefix/bin/" || { log "ERROR: ggml-rpc-server was not built"; exit 1; }
+  [ -f "$prefix/lib/libggml-rpc.$ext" ] || { log "ERROR: libggml-rpc.$ext was not built"; exit 1; }
+fi
 echo "$commit" > "$prefix/.complete"
 log "llama.cpp ready at $prefix"
 echo "$prefix"

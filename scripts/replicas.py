@@ -40,15 +40,53 @@ def router_python():
     return py
 
 
+# A replica's grace after SIGTERM (cobatch serve --drain-grace): /health answers 503 while requests
+# are still served, longer than the router takes to see it (two failed checks a second apart).
+DRAIN_GRACE_S = 3
+
+
 def router_cmd(py, port, workers, policy, prometheus_port):
-    """The router's command line: health checks every second (two failures take a replica out),
-    retries on another replica, and no circuit breaker beyond the health check."""
+    """The router's command line: health checks every second (two failures take a replica out);
+    a request a replica refused (503: it drains) is retried, the router choosing again each time,
+    with back-off long enough (0.2 + 0.4 + 0.8 + 1.6 s) to outlast the health checks, so that a
+    cache_aware retry does not go back to the same replica while the router still thinks it up."""
     return [py, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(port),
             "--worker-urls", *workers, "--policy", policy,
             "--health-check-endpoint", "/health", "--health-check-interval-secs", "1",
             "--health-failure-threshold", "2", "--health-success-threshold", "1",
-            "--retry-max-retries", "3", "--retry-initial-backoff-ms", "50",
+            "--retry-max-retries", "5", "--retry-initial-backoff-ms", "200", "--retry-backoff-multiplier", "2",
+            "--retry-max-backoff-ms", "2000",
             "--prometheus-port", str(prometheus_port), "--log-level", "warn"]
+
+
+def serve_cmd(bin_, port, flags):
+    """A replica: `cobatch serve` with a drain grace (unless the flags set one)."""
+    grace = [] if "--drain-grace" in flags else ["--drain-grace", str(DRAIN_GRACE_S)]
+    return [bin_, "serve", "--host", "127.0.0.1", "--port", str(port), *grace, *flags]
+
+
+def stop_all(router, replicas_, timeout=60):
+    """The router first (nothing new reaches a replica), then every replica: two signals, the second
+    ending its grace (nobody routes to it any more), so each drains at once."""
+    for p in [router] if router is not None else []:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    for p in replicas_:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    for p in replicas_:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in replicas_:
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
 
 
 def wait_ok(url, timeout, proc=None):
@@ -78,7 +116,7 @@ def main():
     if a.replicas < 1:
         ap.error("--replicas must be at least 1")
     py = router_python()
-    procs = []
+    procs, router = [], None
     stopping = False
 
     def stop(*_):
@@ -91,7 +129,7 @@ def main():
     try:
         for k in range(1, a.replicas + 1):
             port = a.port + k
-            p = subprocess.Popen([a.bin, "serve", "--host", "127.0.0.1", "--port", str(port), *a.serve])
+            p = subprocess.Popen(serve_cmd(a.bin, port, a.serve))
             procs.append(p)
             workers.append(f"http://127.0.0.1:{port}")
         for w, p in zip(workers, procs):
@@ -99,23 +137,16 @@ def main():
                 print(f"replicas: {w} did not start", file=sys.stderr)
                 return 1
         router = subprocess.Popen(router_cmd(py, a.port, workers, a.policy, a.prometheus_port))
-        procs.insert(0, router)
         if not wait_ok(f"http://127.0.0.1:{a.port}/health", 60, router):
             print("replicas: the router did not start", file=sys.stderr)
             return 1
         print(f"replicas: {a.replicas} x cobatch serve behind sglang-router ({a.policy}) at "
               f"http://127.0.0.1:{a.port}/v1", file=sys.stderr, flush=True)
-        while not stopping and all(p.poll() is None for p in procs):
+        while not stopping and router.poll() is None and all(p.poll() is None for p in procs):
             time.sleep(0.2)
         return 0
     finally:
-        for p in procs:  # the router first: nothing new reaches a draining replica
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(60)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+        stop_all(router, procs)
 
 
 if __name__ == "__main__":

@@ -258,6 +258,9 @@ cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
         {"--swap-space", "GiB", CB_FLAG_F32, &p->swap_space, 0, 1 << 20,
          .help = "host memory for preempted requests' KV cells (put back instead\nof recomputed when cheaper), "
                  "default 4; 0: recompute"},
+        {"--rpc", "HOST:PORT,...", CB_FLAG_STR, &p->rpc_servers,
+         .help = "run the model's layers on these ggml-rpc-server processes (a\nbuild with -DCOBATCH_RPC=ON; "
+                 "README: a model split across hosts)"},
         {"--chat-template", "FILE", CB_FLAG_STR, &p->chat_template_file,
          .help = "a Jinja chat template to render messages with, instead of the\nmodel's own"},
         {"--verbose", NULL, CB_FLAG_SET, &p->verbose, .help = "show llama.cpp's log"},

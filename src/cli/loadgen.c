@@ -140,6 +140,17 @@ int cb_cmd_loadgen(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "wall_s", r.wall_s);
         cJSON_AddNumberToObject(o, "loadgen_cpu_s", r.cpu_s);
         cJSON_AddNumberToObject(o, "failed", (double)failed);
+        cJSON *fs = cJSON_AddObjectToObject(o, "failed_by_status"); /* "0": no HTTP answer */
+        for (int i = 0; fs && i < r.n; i++) {
+            if (r.tl[i].ok) continue;
+            char k[16];
+            snprintf(k, sizeof(k), "%d", r.status[i]);
+            cJSON *c = cJSON_GetObjectItemCaseSensitive(fs, k);
+            if (c)
+                cJSON_SetNumberValue(c, c->valuedouble + 1);
+            else
+                cJSON_AddNumberToObject(fs, k, 1);
+        }
         cJSON_AddNumberToObject(o, "output_tokens", (double)usage_tokens);
         cJSON_AddNumberToObject(o, "prefix_cached_tokens", (double)cached); /* of the requests that reported it */
         cJSON_AddNumberToObject(o, "prefix_cached_of_prompt_tokens", (double)cached_of);

@@ -112,6 +112,9 @@ int cb_cmd_serve(int argc, char **argv) {
         {"--drain-timeout", "S", CB_FLAG_INT, &sp.drain_timeout_s, 1, 3600,
          .help = "after SIGTERM, seconds running requests may finish (default 30);\nqueued ones get 503 at once, a "
                  "second signal cuts at once"},
+        {"--drain-grace", "S", CB_FLAG_INT, &sp.drain_grace_s, 0, 600,
+         .help = "after SIGTERM, first S seconds in which /health answers 503 and\nrequests are still served "
+                 "(a router's health checks take the\nreplica out), then the drain; default 0"},
         {"--port-file", "FILE", CB_FLAG_STR, &sp.port_file, .help = "write the port there once listening"},
         {"--trace", "FILE", CB_FLAG_STR, &trace_path,
          .help = "one line per engine step, as `cobatch bench --trace` writes"},

@@ -183,12 +183,15 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
     pthread_cond_init(&e->ev_space, NULL);
     e->model_path = p.model_path ? strdup(p.model_path) : NULL;
     e->params.model_path = e->model_path;
+    e->rpc_servers = p.rpc_servers ? strdup(p.rpc_servers) : NULL;
+    e->params.rpc_servers = e->rpc_servers;
 
     char *tmpl = NULL; /* the operator's chat template, read for the model's load */
     if (!p.chat_template && p.chat_template_file && !(tmpl = read_text_file(p.chat_template_file, err, errlen)))
         goto fail;
     e->params.chat_template = e->params.chat_template_file = NULL; /* used here only */
     cb_model_params mp = {.path = e->model_path,
+                          .rpc = e->rpc_servers,
                           .chat_template = p.chat_template ? p.chat_template : tmpl,
                           .n_ctx = z.n_ctx,
                           .n_threads = p.n_threads,
@@ -293,6 +296,7 @@ void cobatch_engine_free(cobatch_engine *e) {
     cb_model_free(&e->model);
     if (e->event_fd >= 0) close(e->event_fd);
     free(e->model_path);
+    free(e->rpc_servers);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cond);
     pthread_mutex_destroy(&e->ev_mu);

@@ -124,6 +124,7 @@ typedef struct {
 struct cobatch_engine {
     struct cobatch_engine_params params;
     char *model_path;
+    char *rpc_servers; /* params.rpc_servers, copied */
     cb_model model;
     cb_runner runner;
     cb_kv kv;

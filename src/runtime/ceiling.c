@@ -45,7 +45,8 @@ int cb_ceiling_measure(const cb_ceiling_params *p, cb_ceiling *c, char *err, siz
                           .n_batch = 512 > ctxlen ? 512 : ctxlen,
                           .n_outputs_max = maxb,
                           .split_kv = p->split_kv,
-                          .flash_attn = p->flash_attn};
+                          .flash_attn = p->flash_attn,
+                          .rpc = p->rpc};
     if (cb_model_load(&m, &mp, err, errlen) != 0) return -1;
     struct llama_batch b = llama_batch_init(mp.n_batch, 0, 1);
     llama_memory_t mem = llama_get_memory(m.ctx);
@@ -132,6 +133,7 @@ int cb_ceiling_measure_for(const struct cobatch_engine_params *p, int32_t contex
                            .split_kv = p->kv_layout == COBATCH_KV_SPLIT,
                            .flash_attn = cobatch_params_flash_attn(p),
                            .max_batch = cobatch_params_max_num_seqs(p),
+                           .rpc = p->rpc_servers,
                            .context = context},
                      .out = out,
                      .err = err,

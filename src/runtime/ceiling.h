@@ -27,6 +27,7 @@ typedef struct {
     bool split_kv, flash_attn;
     int32_t max_batch; /* largest decode batch to measure (max_num_seqs) */
     int32_t context;   /* tokens of context per decoding sequence */
+    const char *rpc;   /* the engine's RPC servers (its layers run there), or NULL */
 } cb_ceiling_params;
 
 /* Measures the ceiling (a few seconds to tens of seconds) on the caller's thread. Returns 0, or -1

@@ -3,11 +3,19 @@
 #include "../util/util.h"
 
 #include <llama.h>
+#ifdef COBATCH_HAVE_RPC
+#include <ggml-rpc.h>
+#endif
+#include <netdb.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
+#include <fcntl.h>
+#include <errno.h>
 
 static void quiet_log(enum ggml_log_level level, const char *text, void *ud) {
     (void)ud;
@@ -66,6 +74,88 @@ void cb_model_free_context(cb_model *m) {
     memset(m, 0, sizeof(*m));
 }
 
+/* ---------------------------------------------------------------- RPC servers --------------- */
+
+#define CB_MAX_DEVICES 64
+
+#ifdef COBATCH_HAVE_RPC
+/* Whether a TCP connection to host:port opens within 5 s. ggml's RPC client aborts the process on a
+ * server it cannot reach, so cobatch asks first and says which one. */
+static bool reachable(const char *host, const char *port) {
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+    if (getaddrinfo(host, port, &hints, &ai) != 0) return false;
+    bool ok = false;
+    for (struct addrinfo *a = ai; a && !ok; a = a->ai_next) {
+        int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0) continue;
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+            ok = true;
+        } else if (errno == EINPROGRESS) {
+            struct pollfd pf = {.fd = fd, .events = POLLOUT};
+            int e = 0;
+            socklen_t el = sizeof(e);
+            ok = poll(&pf, 1, 5000) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) == 0 && e == 0;
+        }
+        close(fd);
+    }
+    freeaddrinfo(ai);
+    return ok;
+}
+#endif
+
+/* The devices the model's layers go to (llama_model_params.devices): every device of each RPC server
+ * in the list, in its order (llama.cpp splits the layers by their free memory), then this host's
+ * GPUs. NULL-terminated. Returns the count, or -1 with err set. */
+static int rpc_devices(const char *list, ggml_backend_dev_t *devs, int max, char *err, size_t errlen) {
+#ifndef COBATCH_HAVE_RPC
+    (void)list, (void)devs, (void)max;
+    cb_set_err(err, errlen, "--rpc: this build has no RPC backend (build with cmake -DCOBATCH_RPC=ON)");
+    return -1;
+#else
+    int n = 0;
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char ep[256];
+        if (len == 0 || len >= sizeof(ep)) {
+            cb_set_err(err, errlen, "--rpc: expected HOST:PORT,... (got '%s')", list);
+            return -1;
+        }
+        memcpy(ep, p, len);
+        ep[len] = 0;
+        char *colon = strrchr(ep, ':');
+        char *tail = NULL;
+        long port = colon ? strtol(colon + 1, &tail, 10) : 0;
+        if (!colon || colon == ep || !colon[1] || *tail || port < 1 || port > 65535) {
+            cb_set_err(err, errlen, "--rpc: '%s' is not HOST:PORT", ep);
+            return -1;
+        }
+        *colon = 0;
+        bool up = reachable(ep, colon + 1);
+        *colon = ':';
+        if (!up) {
+            cb_set_err(err, errlen, "--rpc: no RPC server answers at %s", ep);
+            return -1;
+        }
+        ggml_backend_reg_t reg = ggml_backend_rpc_add_server(ep);
+        if (!reg || ggml_backend_reg_dev_count(reg) == 0) {
+            cb_set_err(err, errlen, "--rpc: the RPC server at %s offers no device", ep);
+            return -1;
+        }
+        for (size_t i = 0; i < ggml_backend_reg_dev_count(reg) && n < max - 1; i++)
+            devs[n++] = ggml_backend_reg_dev_get(reg, i);
+        p = end ? end + 1 : p + len;
+    }
+    for (size_t i = 0; i < ggml_backend_dev_count() && n < max - 1; i++) {
+        ggml_backend_dev_t d = ggml_backend_dev_get(i);
+        if (ggml_backend_dev_type(d) == GGML_BACKEND_DEVICE_TYPE_GPU) devs[n++] = d;
+    }
+    devs[n] = NULL;
+    return n;
+#endif
+}
+
 int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errlen) {
     memset(m, 0, sizeof(*m));
     if (!p->path || !p->path[0]) {
@@ -79,6 +169,11 @@ int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errle
     cb_backend_init(p->verbose);
     struct llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 999; /* everything on the GPU when a CUDA build has one; no-op on CPU */
+    ggml_backend_dev_t devs[CB_MAX_DEVICES];
+    if (p->rpc) { /* every layer on the RPC servers (and this host's GPUs) */
+        if (rpc_devices(p->rpc, devs, CB_MAX_DEVICES, err, errlen) < 0) return -1;
+        mp.devices = devs;
+    }
     m->model = llama_model_load_from_file(p->path, mp);
     if (!m->model) {
         cb_set_err(err, errlen, "failed to load model '%s' (not a valid GGUF model?)", p->path);

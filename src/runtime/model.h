@@ -26,6 +26,7 @@ typedef struct {
     bool flash_attn;
     bool verbose;
     const char *chat_template; /* Jinja text overriding the model's own, or NULL */
+    const char *rpc;           /* "HOST:PORT,..." of RPC servers the layers go to, or NULL */
 } cb_model_params;
 
 typedef struct {

@@ -31,7 +31,10 @@ struct intake {
 static void set_error(cb_intake_job *j, int status, const char *param, const char *msg) {
     cb_openai_error e = {.status = status, .type = status >= 500 ? "server_error" : "invalid_request_error"};
     snprintf(e.param, sizeof(e.param), "%s", param ? param : "");
-    snprintf(e.message, sizeof(e.message), "%s", msg);
+    size_t n = strlen(msg); /* cut to fit, as snprintf would */
+    if (n >= sizeof(e.message)) n = sizeof(e.message) - 1;
+    memcpy(e.message, msg, n);
+    e.message[n] = 0;
     j->status = status;
     j->json = cb_openai_error_json(&e);
 }

@@ -8,7 +8,8 @@ static const cb_srv_route ROUTES[] = {
     {"/health", false, false, R_HEALTH},          {"/metrics", false, false, R_METRICS},
     {"/v1/models", false, true, R_MODELS},        {"/v1/completions", true, true, R_COMPLETIONS},
     {"/v1/chat/completions", true, true, R_CHAT}, {"/tokenize", true, true, R_TOKENIZE},
-    {"/detokenize", true, true, R_DETOKENIZE},    {"/tokenizer_info", false, true, R_TOKENIZER_INFO}};
+    {"/detokenize", true, true, R_DETOKENIZE},    {"/tokenizer_info", false, true, R_TOKENIZER_INFO},
+    {"/model_info", false, true, R_MODEL_INFO},   {"/server_info", false, true, R_MODEL_INFO}};
 
 const cb_srv_route *cb_srv_route_find(const char *target) {
     size_t plen = strcspn(target, "?");

@@ -9,6 +9,7 @@ typedef enum {
     R_HEALTH,
     R_METRICS,
     R_MODELS,
+    R_MODEL_INFO,
     R_COMPLETIONS,
     R_CHAT,
     R_TOKENIZE,

@@ -89,6 +89,8 @@ struct srv {
     cb_httpd *httpd;
     intake *in;
     struct event *ev_engine, *ev_intake, *ev_term, *ev_int, *ev_tick;
+    bool leaving;                     /* a signal came: /health answers 503 (the grace, then the drain) */
+    int64_t grace_end_us;             /* when the grace ends and the drain begins */
     bool draining, cut;               /* cut: the drain timed out, what runs is being cancelled */
     int64_t drain_end_us, cut_end_us; /* when the drain times out; when to leave even if requests remain */
     int64_t flush_end_us;             /* when to leave once nothing is left but answers in transit */
@@ -738,6 +740,22 @@ static void handle_models(srv *s, cb_conn *c) {
     reply_cjson(s, c, root);
 }
 
+/* What a router asks a worker when it registers it (sglang-router's /model_info): the model's
+ * name, so that its /v1/models lists it. No tokenizer path: the router sends text. */
+static void handle_model_info(srv *s, cb_conn *c) {
+    struct cobatch_vocab_info v;
+    cobatch_vocab_info(s->engine, &v);
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "model_path", s->model);
+    cJSON_AddStringToObject(root, "served_model_name", s->model);
+    cJSON_AddNullToObject(root, "tokenizer_path");
+    cJSON_AddBoolToObject(root, "is_generation", true);
+    cJSON_AddBoolToObject(root, "supports_vision", false);
+    cJSON_AddNumberToObject(root, "max_context_length", cobatch_n_ctx_seq(s->engine));
+    cJSON_AddNumberToObject(root, "vocab_size", v.n_vocab);
+    reply_cjson(s, c, root);
+}
+
 /* What lm-evaluation-harness's server-side tokenizer (and vLLM's /tokenizer_info) reads. */
 /* "name": its text and "name_id": its id, both null when the vocabulary has no such token. */
 static void add_token(cJSON *root, const char *name, int32_t id, const char *text) {
@@ -782,7 +800,7 @@ static void handle_metrics(srv *s, cb_conn *c) {
                        .buffered_bytes = hs.buffered,
                        .intake_pending = cb_intake_pending(s->in),
                        .requests_open = s->n_reqs,
-                       .draining = s->draining};
+                       .draining = s->leaving};
     char *text = cb_srv_metrics_render(&s->m, &g, &st, s->model);
     if (!text) {
         reply_error(s, c, 500, "server_error", NULL, "out of memory");
@@ -829,13 +847,14 @@ static void on_request(cb_conn *c, cb_http_req *hr, void *user) {
     if (!rt) return;
     switch (rt->id) {
     case R_HEALTH:
-        if (s->draining)
+        if (s->leaving)
             reply_error(s, c, 503, "service_unavailable", NULL, "the server is shutting down");
         else
             reply_json(s, c, 200, "{\"status\":\"ok\"}", NULL);
         return;
     case R_METRICS: handle_metrics(s, c); return;
     case R_MODELS: handle_models(s, c); return;
+    case R_MODEL_INFO: handle_model_info(s, c); return;
     case R_TOKENIZER_INFO: handle_tokenizer_info(s, c); return;
     case R_COMPLETIONS: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_COMPLETION); return;
     case R_CHAT: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_CHAT); return;
@@ -859,12 +878,18 @@ static void cut(srv *s) {
     fprintf(stderr, "cobatch serve: drain timeout, %d requests cut short\n", n);
 }
 
+static void start_drain(srv *s);
+
 /* While stopping, every 50 ms: leave once every request has ended and its answer has left (or
  * had 2 s to leave), or when the cut requests have had their time. */
 static void on_tick(evutil_socket_t fd, short what, void *arg) {
     (void)fd, (void)what;
     srv *s = arg;
     int64_t now = cobatch_time_us();
+    if (!s->draining) { /* the grace */
+        if (now >= s->grace_end_us) start_drain(s);
+        return;
+    }
     if (!s->cut && now >= s->drain_end_us) cut(s);
     bool idle = true; /* no request with a client or in the engine (a job at intake whose client was
                          answered is not waited for: the worker is joined at exit) */
@@ -878,15 +903,10 @@ static void on_tick(evutil_socket_t fd, short what, void *arg) {
         event_base_loopexit(s->base, NULL);
 }
 
-static void on_signal(evutil_socket_t sig, short what, void *arg) {
-    (void)what;
-    srv *s = arg;
-    if (s->draining) { /* a second signal: no more waiting */
-        cut(s);
-        return;
-    }
-    fprintf(stderr, "cobatch serve: signal %d: draining (%d requests open, up to %d s)\n", (int)sig, s->n_reqs,
-            s->p.drain_timeout_s);
+/* No more requests: queued ones and those still being parsed answer 503 (a router retries them
+ * elsewhere), running ones may finish for drain_timeout_s. */
+static void start_drain(srv *s) {
+    fprintf(stderr, "cobatch serve: draining (%d requests open, up to %d s)\n", s->n_reqs, s->p.drain_timeout_s);
     s->draining = true;
     s->drain_end_us = cobatch_time_us() + (int64_t)s->p.drain_timeout_s * 1000000;
     cb_httpd_set_draining(s->httpd);
@@ -896,6 +916,27 @@ static void on_signal(evutil_socket_t sig, short what, void *arg) {
         reply_error(s, r->conn, 503, "service_unavailable", NULL, "the server is shutting down; retry elsewhere");
         r->conn = NULL;
     }
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg) {
+    (void)what;
+    srv *s = arg;
+    if (s->draining) { /* a second signal: no more waiting */
+        cut(s);
+        return;
+    }
+    if (s->leaving) { /* a second signal in the grace: the drain now */
+        start_drain(s);
+        return;
+    }
+    s->leaving = true;
+    if (s->p.drain_grace_s > 0)
+        fprintf(stderr, "cobatch serve: signal %d: /health answers 503, requests still taken for %d s\n", (int)sig,
+                s->p.drain_grace_s);
+    else
+        fprintf(stderr, "cobatch serve: signal %d\n", (int)sig);
+    s->grace_end_us = cobatch_time_us() + (int64_t)s->p.drain_grace_s * 1000000;
+    if (s->p.drain_grace_s <= 0) start_drain(s);
     struct timeval tv = {0, 50000};
     s->ev_tick = event_new(s->base, -1, EV_PERSIST, on_tick, s);
     if (s->ev_tick) event_add(s->ev_tick, &tv);

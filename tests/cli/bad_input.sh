@@ -16,6 +16,8 @@ expect "bad number" 2 "--max-num-seqs takes a count from 1 to 256 or 'auto'" "$b
 expect "zero sequences" 2 "--max-num-seqs takes a count from 1 to 256 or 'auto'" "$bin" run -m "$model" -p hi --max-num-seqs 0
 expect "memory-centric split" 1 "needs the unified KV layout" "$bin" run -m "$model" -p hi --max-num-seqs auto --kv-layout split
 expect "negative swap space" 2 "--swap-space takes a number" "$bin" run -m "$model" -p hi --swap-space -1
+# a build without the RPC backend says so; one with it, that nobody answers on port 1
+expect "--rpc nobody serves" 1 "--rpc: " "$bin" run -m "$model" -p hi --rpc 127.0.0.1:1
 expect "zero max tokens" 2 "-n takes a whole number" "$bin" run -m "$model" -p hi -n 0
 expect "bad temperature" 2 "--temp takes a number" "$bin" run -m "$model" -p hi --temp -1
 expect "bad mode" 2 "--mode is continuous, static or sequential (got 'fast')" "$bin" run -m "$model" -p hi --mode fast

@@ -290,6 +290,27 @@ def test_sigterm_drains():
     assert s.stop() == 0
 
 
+def test_drain_grace_serves_until_a_second_signal():
+    """--drain-grace: after SIGTERM /health says 503 (a router takes the replica out) but requests
+    are still served; a second signal ends the grace, the drain refuses new work and the server
+    exits."""
+    s = Server("--drain-grace", "60")
+    try:
+        s.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        assert httpx.get(s.url + "/health", timeout=5).status_code == 503
+        assert s.metrics()["cobatch:draining"] == 1
+        r = httpx.post(s.url + "/v1/completions", timeout=60, json={"prompt": "Still here?", "max_tokens": 3})
+        assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 3
+        t0 = time.time()
+        s.proc.send_signal(signal.SIGTERM)
+        assert s.proc.wait(30) == 0
+        assert time.time() - t0 < 20  # not the grace's 60 s
+        assert "draining" in s.logs()
+    finally:
+        s.stop()
+
+
 def test_loadgen_measures_the_server(server, tmp_path):
     out = tmp_path / "lg.json"
     p = subprocess.run([os.environ["COBATCH_BIN"], "loadgen", "-m", os.environ["COBATCH_E2E_MODEL"], "--url",
