@@ -108,8 +108,10 @@ def main():
     ap.add_argument("--num-prompts", type=int, default=32)
     ap.add_argument("--prefix-len", type=int, default=400, help="words of each shared prefix")
     ap.add_argument("--kill", action="store_true", help="also: a replica stopped in the middle of a run")
+    ap.add_argument("--drain-grace", type=int, default=replicas.DRAIN_GRACE_S,
+                    help="the replicas' cobatch serve --drain-grace (default %(default)s)")
     a = ap.parse_args()
-    serve = ["-t", "1", "--max-num-seqs", "8", "--temp", "0"]
+    serve = ["-t", "1", "--max-num-seqs", "8", "--temp", "0", "--drain-grace", str(a.drain_grace)]
     tmp = tempfile.mkdtemp(prefix="bench-router-")
     wl_path = os.path.join(tmp, "shared.jsonl")
     text_workload(wl_path, a.num_prompts, a.prefix_len, 40, 32, 4)
@@ -148,7 +150,7 @@ def main():
                     ok = r.status == 200
             except OSError:
                 ok = False
-            probes.append((t, ok))
+            probes.append((t, ok, time.time() - t))
             time.sleep(0.1)
 
     name = served_model(workers[1])
@@ -171,11 +173,15 @@ def main():
     finally:
         stop(router, procs)
     r = j.get("result", j)
-    failed_probes = [t - stop_at[0] for t, ok in probes if not ok]
-    print(json.dumps({"kill": True, "requests": r.get("requests"), "failed": r.get("failed"),
+    failed_probes = [t - stop_at[0] for t, ok, _ in probes if not ok]
+    after = sorted(lat for t, ok, lat in probes if t >= stop_at[0] and t < stop_at[0] + 10)
+    print(json.dumps({"kill": True, "drain_grace_s": a.drain_grace, "requests": r.get("requests"),
+                      "failed": r.get("failed"),
                       "failed_by_status": r.get("failed_by_status"),
                       "first_failure_after_stop_s": round(min(failed_probes), 2) if failed_probes else None,
                       "probes": len(probes), "failed_probes": len(failed_probes),
+                      "probe_latency_10s_after_stop_ms": {"p50": round(1000 * after[len(after) // 2]) if after else None,
+                                                          "max": round(1000 * after[-1]) if after else None},
                       "last_failure_after_stop_s": round(max(failed_probes), 2) if failed_probes else None}),
           flush=True)
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A model split across hosts, on loopback: llama.cpp's ggml-rpc-server on 127.0.0.1 runs every
 # layer, cobatch keeps the embeddings and the sampling. Greedy outputs are the local ones (one
-# request, and a batch of eight decoding together), and the bad ways to name a server are refused.
+# request, a batch of eight decoding together, and the layers split over two servers), and the bad
+# ways to name a server are refused.
 # usage: rpc.sh BUILD/cobatch MODEL GGML-RPC-SERVER   (a build with -DCOBATCH_RPC=ON)
 set -u
 bin="$1"
@@ -9,17 +10,22 @@ model="$2"
 server="$3"
 dir="$(mktemp -d)"
 srv=""
-trap '[ -n "$srv" ] && kill "$srv" 2>/dev/null; rm -rf "$dir"' EXIT
+trap 'kill $srv 2>/dev/null; rm -rf "$dir"' EXIT
 source "$(dirname "$0")/lib.sh"
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+start() { # port, log: a server, waited for until it listens
+    "$server" -H 127.0.0.1 -p "$1" -t 1 >"$2" 2>&1 &
+    srv="$srv $!"
+    for _ in $(seq 100); do
+        python3 -c "import socket; socket.create_connection(('127.0.0.1', $1), 1)" 2>/dev/null && break
+        sleep 0.1
+    done
+}
 port="$(free_port)"
-"$server" -H 127.0.0.1 -p "$port" -t 1 >"$dir/server.log" 2>&1 &
-srv=$!
-for _ in $(seq 100); do # until it listens
-    python3 -c "import socket; socket.create_connection(('127.0.0.1', $port), 1)" 2>/dev/null && break
-    sleep 0.1
-done
+port2="$(free_port)"
+start "$port" "$dir/server.log"
+start "$port2" "$dir/server2.log"
 rpc=(--rpc "127.0.0.1:$port")
 flags=(-m "$model" -t 1 -c 1024)
 
@@ -30,6 +36,13 @@ for p in "The capital of France is" "List three colours:" "def fib(n):"; do
     check "run '$p': the same greedy output over RPC" 'cmp -s "$dir/local.txt" "$dir/rpc.txt" && [ -s "$dir/rpc.txt" ]'
 done
 check "the layers ran on the RPC server (it served a client)" 'grep -q "Accepted client connection" "$dir/server.log"'
+
+# the layers split over two servers (two hosts): still the same text
+"$bin" run "${flags[@]}" --rpc "127.0.0.1:$port,127.0.0.1:$port2" --verbose -p "The capital of France is" -n 24 \
+    >"$dir/two.txt" 2>"$dir/two.err"
+"$bin" run "${flags[@]}" -p "The capital of France is" -n 24 >"$dir/local.txt" 2>/dev/null
+check "two servers: the same greedy output" 'cmp -s "$dir/local.txt" "$dir/two.txt"'
+check "two servers: each holds layers" 'grep -q "assigned to device RPC0" "$dir/two.err" && grep -q "assigned to device RPC1" "$dir/two.err"'
 
 # eight requests decoding together (one batch shape both ways): the same outputs
 python3 - "$dir/job.jsonl" <<'PY'
