@@ -5,6 +5,7 @@ replica, TTFT, wall time), and a replica stopped in the middle of a run (failed 
 long the router kept sending to it).
 
 usage: scripts/bench_router.py BUILD/cobatch MODEL [--policies cache_aware,round_robin] [--kill]
+                               [--kill-signal TERM|KILL] [--drain-grace S]
 Prints one JSON line per run. These machines have 2 cores: each replica gets one thread, so report
 ratios between policies, not scaling.
 """
@@ -108,6 +109,8 @@ def main():
     ap.add_argument("--num-prompts", type=int, default=32)
     ap.add_argument("--prefix-len", type=int, default=400, help="words of each shared prefix")
     ap.add_argument("--kill", action="store_true", help="also: a replica stopped in the middle of a run")
+    ap.add_argument("--kill-signal", default="TERM", choices=["TERM", "KILL"],
+                    help="--kill: TERM (the replica drains) or KILL (it crashes)")
     ap.add_argument("--drain-grace", type=int, default=replicas.DRAIN_GRACE_S,
                     help="the replicas' cobatch serve --drain-grace (default %(default)s)")
     a = ap.parse_args()
@@ -165,7 +168,7 @@ def main():
         th.start()
         time.sleep(10)
         stop_at[0] = time.time()
-        procs[0].send_signal(signal.SIGTERM)
+        procs[0].send_signal(signal.SIGTERM if a.kill_signal == "TERM" else signal.SIGKILL)
         lg.wait(600)
         th.join()
         with open(os.path.join(tmp, "kill.json")) as f:
@@ -175,7 +178,7 @@ def main():
     r = j.get("result", j)
     failed_probes = [t - stop_at[0] for t, ok, _ in probes if not ok]
     after = sorted(lat for t, ok, lat in probes if t >= stop_at[0] and t < stop_at[0] + 10)
-    print(json.dumps({"kill": True, "drain_grace_s": a.drain_grace, "requests": r.get("requests"),
+    print(json.dumps({"kill": a.kill_signal, "drain_grace_s": a.drain_grace, "requests": r.get("requests"),
                       "failed": r.get("failed"),
                       "failed_by_status": r.get("failed_by_status"),
                       "first_failure_after_stop_s": round(min(failed_probes), 2) if failed_probes else None,
