@@ -59,15 +59,29 @@ def router_cmd(py, port, workers, policy, prometheus_port):
             "--prometheus-port", str(prometheus_port), "--log-level", "warn"]
 
 
+def grace_of(cmd):
+    """The --drain-grace a `cobatch serve` command line sets (the last one), None if none."""
+    grace = None
+    for i, f in enumerate(cmd):
+        if f == "--drain-grace" and i + 1 < len(cmd):
+            grace = cmd[i + 1]
+        elif f.startswith("--drain-grace="):
+            grace = f.split("=", 1)[1]
+    try:
+        return None if grace is None else float(grace)
+    except ValueError:
+        return None
+
+
 def serve_cmd(bin_, port, flags):
     """A replica: `cobatch serve` with a drain grace (unless the flags set one)."""
-    grace = [] if "--drain-grace" in flags else ["--drain-grace", str(DRAIN_GRACE_S)]
+    grace = [] if grace_of(flags) is not None else ["--drain-grace", str(DRAIN_GRACE_S)]
     return [bin_, "serve", "--host", "127.0.0.1", "--port", str(port), *grace, *flags]
 
 
 def stop_all(router, replicas_, timeout=60):
-    """The router first (nothing new reaches a replica), then every replica: two signals, the second
-    ending its grace (nobody routes to it any more), so each drains at once."""
+    """The router first (nothing new reaches a replica), then every replica: a signal, and a second
+    one to end its grace where it has one (nobody routes to it any more), so each drains at once."""
     for p in [router] if router is not None else []:
         if p.poll() is None:
             p.send_signal(signal.SIGTERM)
@@ -79,8 +93,8 @@ def stop_all(router, replicas_, timeout=60):
         if p.poll() is None:
             p.send_signal(signal.SIGTERM)
     time.sleep(0.3)
-    for p in replicas_:
-        if p.poll() is None:
+    for p in replicas_:  # a second signal without a grace would cut the drain short
+        if p.poll() is None and (grace_of(list(p.args)) or 0) > 0:
             p.send_signal(signal.SIGTERM)
     for p in replicas_:
         try:
@@ -129,14 +143,16 @@ def main():
     try:
         for k in range(1, a.replicas + 1):
             port = a.port + k
-            p = subprocess.Popen(serve_cmd(a.bin, port, a.serve))
+            # own sessions: a terminal's Ctrl-C reaches this script alone, which stops them in order
+            p = subprocess.Popen(serve_cmd(a.bin, port, a.serve), start_new_session=True)
             procs.append(p)
             workers.append(f"http://127.0.0.1:{port}")
         for w, p in zip(workers, procs):
             if not wait_ok(w + "/health", 300, p):
                 print(f"replicas: {w} did not start", file=sys.stderr)
                 return 1
-        router = subprocess.Popen(router_cmd(py, a.port, workers, a.policy, a.prometheus_port))
+        router = subprocess.Popen(router_cmd(py, a.port, workers, a.policy, a.prometheus_port),
+                                  start_new_session=True)
         if not wait_ok(f"http://127.0.0.1:{a.port}/health", 60, router):
             print("replicas: the router did not start", file=sys.stderr)
             return 1

@@ -123,9 +123,25 @@ int cb_flags_parse(const cb_cli *cli, int argc, char **argv, FILE *out, FILE *er
             return 1;
         }
         const cb_flag *f = find(cli, a);
+        const char *value = NULL; /* --name=value, as argparse (vLLM) and GNU tools take it */
+        char name[64];
+        const char *eq = strchr(a, '=');
+        if (!f && !strncmp(a, "--", 2) && eq && (size_t)(eq - a) < sizeof(name)) {
+            snprintf(name, sizeof(name), "%.*s", (int)(eq - a), a);
+            if ((f = find(cli, name))) a = name, value = eq + 1;
+        }
         if (!f) {
             fprintf(err, "%s: unknown option '%s' (see %s --help)\n", cli->cmd, a, cli->cmd);
             return 2;
+        }
+        bool no_value = f->type == CB_FLAG_SET || f->type == CB_FLAG_CLEAR || f->type == CB_FLAG_CONST;
+        if (value && no_value) {
+            fprintf(err, "%s: %s takes no value (got '%s')\n", cli->cmd, a, value);
+            return 2;
+        }
+        if (value) {
+            if (!store(f, value, err, cli->cmd, a)) return 2;
+            continue;
         }
         if (f->type == CB_FLAG_SET || f->type == CB_FLAG_CLEAR) {
             *(bool *)f->dst = f->type == CB_FLAG_SET;

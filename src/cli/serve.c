@@ -111,7 +111,7 @@ int cb_cmd_serve(int argc, char **argv) {
                  "urgent requests starves the others)"},
         {"--drain-timeout", "S", CB_FLAG_INT, &sp.drain_timeout_s, 1, 3600,
          .help = "after SIGTERM, seconds running requests may finish (default 30);\nqueued ones get 503 at once, a "
-                 "second signal cuts at once"},
+                 "second signal cuts at once\n(with --drain-grace: the second ends the grace, a third cuts)"},
         {"--drain-grace", "S", CB_FLAG_INT, &sp.drain_grace_s, 0, 600,
          .help = "after SIGTERM, first S seconds in which /health answers 503 and\nrequests are still served "
                  "(a router's health checks take the\nreplica out), then the drain; default 0"},

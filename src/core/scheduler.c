@@ -260,7 +260,8 @@ static void schedule_decodes(cb_sched *s, cb_plan *plan, int32_t *budget_left) {
             need += cb_request_pending(s->running[i]) == 1;
         cb_cache_make_room(s->cache, need, s->cur);
         if (need <= cb_kv_free_cells(s->kv) || s->n_running == 0) break;
-        preempt(s, pick_victim(s), plan, true);
+        /* the last one running recomputes: saved, it would leave an idle engine nothing to run */
+        preempt(s, pick_victim(s), plan, s->n_running > 1);
     }
     for (int32_t i = 0; i < s->n_running && (*budget_left) > 0; i++) {
         cb_request *r = s->running[i];
@@ -385,7 +386,10 @@ static void schedule_admissions(cb_sched *s, cb_plan *plan, int32_t *budget_left
     int32_t w = 0;
     while (w < s->n_waiting && s->n_running < s->cfg.max_num_seqs && ((*budget_left) > 0 || s->forming)) {
         cb_request *r = s->waiting[w];
-        if (!may_admit(s, r)) break;
+        if (!may_admit(s, r)) { /* static: the group's members go first, wherever priority put them */
+            w++;
+            continue;
+        }
         if (r->swap.state == CB_SWAP_SAVING) break; /* this step's ops save it: from the next step on */
         cb_cache_hit hit = cb_cache_match(s->cache, r, s->running, s->n_running);
         /* a failed save, or the cache still holds all of it: no restore */
@@ -437,8 +441,12 @@ int32_t cb_sched_step(cb_sched *s, cb_plan *plan, int32_t budget) {
         /* Running requests that cannot move (prompts stuck on a full cache, which admission
          * control should prevent) would stall the engine: free the youngest and plan again. */
         if (plan->n_items > 0) break;
-        if (s->n_running == 0) {            /* the queue head does not fit an idle engine: swapped requests' */
-            if (unpin_waiting(s)) continue; /* pinned prefixes give way (they recompute) */
+        if (s->n_running == 0) {
+            /* the head's save runs with this plan: it is admitted from the next step on */
+            if (s->n_waiting > 0 && s->waiting[0]->swap.state == CB_SWAP_SAVING) break;
+            /* the queue head does not fit an idle engine: swapped requests' pinned prefixes give
+             * way (they recompute) */
+            if (unpin_waiting(s)) continue;
             break;
         }
         if (plan->n_preempted >= s->cfg.max_num_seqs) break; /* no livelock: try again next step */

@@ -79,10 +79,11 @@ void cb_model_free_context(cb_model *m) {
 #define CB_MAX_DEVICES 64
 
 #ifdef COBATCH_HAVE_RPC
-/* Whether a TCP connection to host:port opens within 5 s. ggml's RPC client aborts the process on a
- * server it cannot reach, so cobatch asks first and says which one. */
+/* Whether a TCP connection to host:port opens within 5 s (IPv4, as ggml resolves it). ggml's RPC
+ * client aborts the process on a server it cannot reach, so cobatch asks first and says which one. A
+ * listener that is not a ggml-rpc-server still passes this and aborts at ggml's handshake. */
 static bool reachable(const char *host, const char *port) {
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL; /* as ggml */
     if (getaddrinfo(host, port, &hints, &ai) != 0) return false;
     bool ok = false;
     for (struct addrinfo *a = ai; a && !ok; a = a->ai_next) {
@@ -131,6 +132,16 @@ static int rpc_devices(const char *list, ggml_backend_dev_t *devs, int max, char
             cb_set_err(err, errlen, "--rpc: '%s' is not HOST:PORT", ep);
             return -1;
         }
+        if (strchr(ep, '[') || memchr(ep, ':', (size_t)(colon - ep))) {
+            cb_set_err(err, errlen, "--rpc: '%s': ggml's RPC backend takes IPv4 addresses and host names, not IPv6",
+                       ep);
+            return -1;
+        }
+        for (const char *q = list; q < p; q += strcspn(q, ",") + 1) /* the endpoints before this one */
+            if (strcspn(q, ",") == len && memcmp(q, ep, len) == 0) {
+                cb_set_err(err, errlen, "--rpc: %s is listed twice", ep);
+                return -1;
+            }
         *colon = 0;
         bool up = reachable(ep, colon + 1);
         *colon = ':';

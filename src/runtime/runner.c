@@ -1,5 +1,6 @@
 #include "runner.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -97,9 +98,14 @@ static void apply(cb_runner *r, const cb_kv_ops *ops) {
         case CB_KV_OP_RM: llama_memory_seq_rm(mem, op->seq, op->p0, op->p1); break;
         case CB_KV_OP_SAVE: cb_runner_save(r, op->ref, op->seq, op->p0, op->p1); break;
         case CB_KV_OP_RESTORE:
-            /* one not listed (cannot happen: restores are admissions) fails the batch's positions */
-            if (!cb_runner_restore(r, op->ref, op->seq) && r->n_restore_failed < r->max_restore_failed)
-                r->restore_failed[r->n_restore_failed++] = op->ref;
+            if (cb_runner_restore(r, op->ref, op->seq)) break;
+            /* restores are admissions, at most max items a step: one more is a scheduler bug, and a
+             * failure left unheard would decode on cells that are not there */
+            if (r->n_restore_failed >= r->max_restore_failed) {
+                fprintf(stderr, "cobatch: internal error: more failed restores than admissions in a step\n");
+                abort();
+            }
+            r->restore_failed[r->n_restore_failed++] = op->ref;
             break;
         case CB_KV_OP_NONE: break;
         default: llama_memory_seq_cp(mem, op->src, op->seq, op->p0, op->p1);

@@ -886,7 +886,8 @@ static void on_tick(evutil_socket_t fd, short what, void *arg) {
     (void)fd, (void)what;
     srv *s = arg;
     int64_t now = cobatch_time_us();
-    if (!s->draining) { /* the grace */
+    if (!s->leaving) return; /* no signal yet */
+    if (!s->draining) {      /* the grace */
         if (now >= s->grace_end_us) start_drain(s);
         return;
     }
@@ -938,8 +939,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg) {
     s->grace_end_us = cobatch_time_us() + (int64_t)s->p.drain_grace_s * 1000000;
     if (s->p.drain_grace_s <= 0) start_drain(s);
     struct timeval tv = {0, 50000};
-    s->ev_tick = event_new(s->base, -1, EV_PERSIST, on_tick, s);
-    if (s->ev_tick) event_add(s->ev_tick, &tv);
+    event_add(s->ev_tick, &tv); /* pending since the start: a new period, nothing to allocate */
 }
 
 static void model_name(srv *s) {
@@ -992,11 +992,14 @@ int cb_srv_run(cobatch_engine *engine, const cb_srv_params *params) {
     s->ev_intake = event_new(s->base, cb_intake_fd(s->in), EV_READ | EV_PERSIST, on_intake, s);
     s->ev_term = evsignal_new(s->base, SIGTERM, on_signal, s);
     s->ev_int = evsignal_new(s->base, SIGINT, on_signal, s);
-    if (!s->ev_engine || !s->ev_intake || !s->ev_term || !s->ev_int) goto out;
-    event_add(s->ev_engine, NULL);
-    event_add(s->ev_intake, NULL);
-    event_add(s->ev_term, NULL);
-    event_add(s->ev_int, NULL);
+    /* the stopping clock, made and pending from the start (every 10 s, a no-op until a signal), so
+     * that a signal needs no allocation to be acted on */
+    s->ev_tick = event_new(s->base, -1, EV_PERSIST, on_tick, s);
+    if (!s->ev_engine || !s->ev_intake || !s->ev_term || !s->ev_int || !s->ev_tick) goto out;
+    struct timeval idle_tv = {10, 0};
+    if (event_add(s->ev_engine, NULL) || event_add(s->ev_intake, NULL) || event_add(s->ev_term, NULL) ||
+        event_add(s->ev_int, NULL) || event_add(s->ev_tick, &idle_tv))
+        goto out;
     int port = cb_httpd_port(s->httpd);
     fprintf(stderr, "cobatch serve: %s on http://%s:%d\n", s->model, s->p.host ? s->p.host : "127.0.0.1", port);
     if (s->p.port_file) {

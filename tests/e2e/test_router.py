@@ -84,7 +84,8 @@ def test_replica_stopped_under_load_loses_nothing():
     """SIGTERM on a replica in the middle of a load through the router (cache_aware): for its grace
     its /health says 503 while it still serves, then it drains; the requests queued on it then get
     503 and the router sends them to the other one. Every request is answered, whole."""
-    flags = ("--max-num-seqs", "2", "--temp", "0", "-t", "1", "--drain-grace", str(replicas.DRAIN_GRACE_S))
+    # a grace longer than the deployment's: the direct request below waits behind a's queue in it
+    flags = ("--max-num-seqs", "2", "--temp", "0", "-t", "1", "--drain-grace", "10")
     a, b = Server(*flags), Server(*flags)
     router, url = start_router([a.url, b.url], "cache_aware")
     try:

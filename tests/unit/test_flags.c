@@ -96,6 +96,12 @@ static void every_type_and_spelling(void **state) {
     assert_int_equal(o.chunk, 4);
     assert_int_equal(run(&o, "--number -5", out, err), 0); /* the other spelling, the bound itself */
     assert_int_equal(o.n, -5);
+    assert_int_equal(run(&o, "--number=9 --name=a=b --rate=0.5 --stop=", out, err), 0); /* --name=value */
+    assert_int_equal(o.n, 9);
+    assert_string_equal(o.name, "a=b");
+    assert_true(o.rate == 0.5);
+    assert_int_equal(o.n_stops, 1);
+    assert_string_equal(o.stops[0], "");
 }
 
 static void errors_name_the_flag(void **state) {
@@ -114,6 +120,10 @@ static void errors_name_the_flag(void **state) {
         {"--stop a --stop b --stop c", "cobatch test: --stop is given 2 times at most\n"},
         {"--even 3", "cobatch test: --even takes an even number (got '3')\n"},
         {"--name", "cobatch test: --name needs a value (TEXT)\n"},
+        {"--number=101", "cobatch test: --number takes a whole number from -5 to 100 (got '101')\n"},
+        {"--on=1", "cobatch test: --on takes no value (got '1')\n"},
+        {"--bogus=1", "cobatch test: unknown option '--bogus=1' (see cobatch test --help)\n"},
+        {"-n=3", "cobatch test: unknown option '-n=3' (see cobatch test --help)\n"},
     };
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         assert_int_equal(run(&o, cases[k].line, out, err), 2);
