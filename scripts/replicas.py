@@ -103,9 +103,9 @@ def stop_all(router, replicas_, timeout=60):
             p.kill()
 
 
-def wait_ok(url, timeout, proc=None):
+def wait_ok(url, timeout, proc=None, stopped=lambda: False):
     deadline = time.time() + timeout
-    while time.time() < deadline:
+    while time.time() < deadline and not stopped():
         if proc is not None and proc.poll() is not None:
             return False
         try:
@@ -137,8 +137,9 @@ def main():
         nonlocal stopping
         stopping = True
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    # the children are in their own sessions (below): a terminal's signals reach this script alone
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(sig, stop)
     workers = []
     try:
         for k in range(1, a.replicas + 1):
@@ -148,14 +149,14 @@ def main():
             procs.append(p)
             workers.append(f"http://127.0.0.1:{port}")
         for w, p in zip(workers, procs):
-            if not wait_ok(w + "/health", 300, p):
-                print(f"replicas: {w} did not start", file=sys.stderr)
-                return 1
+            if not wait_ok(w + "/health", 300, p, lambda: stopping):
+                print(f"replicas: {w} {'stopped' if stopping else 'did not start'}", file=sys.stderr)
+                return 0 if stopping else 1
         router = subprocess.Popen(router_cmd(py, a.port, workers, a.policy, a.prometheus_port),
                                   start_new_session=True)
-        if not wait_ok(f"http://127.0.0.1:{a.port}/health", 60, router):
-            print("replicas: the router did not start", file=sys.stderr)
-            return 1
+        if not wait_ok(f"http://127.0.0.1:{a.port}/health", 60, router, lambda: stopping):
+            print(f"replicas: the router {'stopped' if stopping else 'did not start'}", file=sys.stderr)
+            return 0 if stopping else 1
         print(f"replicas: {a.replicas} x cobatch serve behind sglang-router ({a.policy}) at "
               f"http://127.0.0.1:{a.port}/v1", file=sys.stderr, flush=True)
         while not stopping and router.poll() is None and all(p.poll() is None for p in procs):

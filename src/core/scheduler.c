@@ -383,6 +383,7 @@ static void schedule_admissions(cb_sched *s, cb_plan *plan, int32_t *budget_left
     if (s->forming) s->group_size = 0;
     /* A static group is formed whole, up to max_num_seqs, even past this step's budget: its
      * members wait for prompt budget in later steps, but nobody else joins until it is done. */
+    if (s->cfg.mode == CB_MODE_STATIC && !s->forming && s->n_running >= s->group_left) return; /* all run */
     int32_t w = 0;
     while (w < s->n_waiting && s->n_running < s->cfg.max_num_seqs && ((*budget_left) > 0 || s->forming)) {
         cb_request *r = s->waiting[w];
@@ -442,8 +443,9 @@ int32_t cb_sched_step(cb_sched *s, cb_plan *plan, int32_t budget) {
          * control should prevent) would stall the engine: free the youngest and plan again. */
         if (plan->n_items > 0) break;
         if (s->n_running == 0) {
-            /* the head's save runs with this plan: it is admitted from the next step on */
-            if (s->n_waiting > 0 && s->waiting[0]->swap.state == CB_SWAP_SAVING) break;
+            /* a save runs with this plan (it may be what blocks the head, or the head itself): the
+             * next step admits or unpins */
+            if (cb_sched_saving(s)) break;
             /* the queue head does not fit an idle engine: swapped requests' pinned prefixes give
              * way (they recompute) */
             if (unpin_waiting(s)) continue;
@@ -514,6 +516,12 @@ int32_t cb_sched_finish(cb_sched *s, cb_request *r, cb_state final_state) {
     r->state = final_state;
     s->stats.finished++;
     return seq;
+}
+
+bool cb_sched_saving(const cb_sched *s) {
+    for (int32_t i = 0; i < s->n_waiting; i++)
+        if (s->waiting[i]->swap.state == CB_SWAP_SAVING) return true;
+    return false;
 }
 
 cb_kv_ops *cb_sched_pending_ops(cb_sched *s) { return &s->pending; }

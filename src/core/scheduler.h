@@ -84,6 +84,9 @@ cb_kv_ops *cb_sched_pending_ops(cb_sched *s);
 
 int32_t cb_sched_n_running(const cb_sched *s);
 int32_t cb_sched_n_waiting(const cb_sched *s);
+/* Whether a waiting request is being saved by the plan just made (an empty plan on an idle engine is
+ * then not a dead end: the next step admits or unpins). */
+bool cb_sched_saving(const cb_sched *s);
 cb_request *cb_sched_running_at(const cb_sched *s, int32_t i);
 cb_request *cb_sched_waiting_at(const cb_sched *s, int32_t i);
 const cb_sched_stats *cb_sched_get_stats(const cb_sched *s);

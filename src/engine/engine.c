@@ -424,11 +424,8 @@ static void postprocess(cobatch_engine *e, cb_plan *plan, int rc, int64_t t0, in
     if (plan->n_items == 0) {
         /* Nothing runnable with nobody running: the queue head can never fit. End it rather than
          * spin (cb_sched_fits at submit should make this unreachable). */
-        if (cb_sched_n_running(e->sched) == 0 && cb_sched_n_waiting(e->sched) > 0) {
-            cb_request *head = cb_sched_waiting_at(e->sched, 0);
-            if (head->swap.state != CB_SWAP_SAVING) /* saved by this plan: admitted next step */
-                finish(e, head, CB_FINISHED_ERROR, "request cannot be scheduled");
-        }
+        if (cb_sched_n_running(e->sched) == 0 && cb_sched_n_waiting(e->sched) > 0 && !cb_sched_saving(e->sched))
+            finish(e, cb_sched_waiting_at(e->sched, 0), CB_FINISHED_ERROR, "request cannot be scheduled");
         return;
     }
     cb_sched_commit(e->sched, plan, cobatch_time_us());

@@ -7,6 +7,7 @@
 #include <ggml-rpc.h>
 #endif
 #include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -79,12 +80,13 @@ void cb_model_free_context(cb_model *m) {
 #define CB_MAX_DEVICES 64
 
 #ifdef COBATCH_HAVE_RPC
-/* Whether a TCP connection to host:port opens within 5 s (IPv4, as ggml resolves it). ggml's RPC
+/* Whether a TCP connection to host:port opens within 5 s (IPv4, as ggml resolves it): 1 (and the
+ * address it reached), 0, or -1 when the host has no IPv4 address. ggml's RPC
  * client aborts the process on a server it cannot reach, so cobatch asks first and says which one. A
  * listener that is not a ggml-rpc-server still passes this and aborts at ggml's handshake. */
-static bool reachable(const char *host, const char *port) {
+static int reachable(const char *host, const char *port, struct sockaddr_in *addr) {
     struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL; /* as ggml */
-    if (getaddrinfo(host, port, &hints, &ai) != 0) return false;
+    if (getaddrinfo(host, port, &hints, &ai) != 0) return -1;
     bool ok = false;
     for (struct addrinfo *a = ai; a && !ok; a = a->ai_next) {
         int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
@@ -98,10 +100,11 @@ static bool reachable(const char *host, const char *port) {
             socklen_t el = sizeof(e);
             ok = poll(&pf, 1, 5000) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) == 0 && e == 0;
         }
+        if (ok) memcpy(addr, a->ai_addr, sizeof(*addr));
         close(fd);
     }
     freeaddrinfo(ai);
-    return ok;
+    return ok ? 1 : 0;
 }
 #endif
 
@@ -114,7 +117,8 @@ static int rpc_devices(const char *list, ggml_backend_dev_t *devs, int max, char
     cb_set_err(err, errlen, "--rpc: this build has no RPC backend (build with cmake -DCOBATCH_RPC=ON)");
     return -1;
 #else
-    int n = 0;
+    int n = 0, n_ep = 0;
+    struct sockaddr_in addrs[CB_MAX_DEVICES];
     for (const char *p = list; *p;) {
         const char *end = strchr(p, ',');
         size_t len = end ? (size_t)(end - p) : strlen(p);
@@ -143,10 +147,22 @@ static int rpc_devices(const char *list, ggml_backend_dev_t *devs, int max, char
                 return -1;
             }
         *colon = 0;
-        bool up = reachable(ep, colon + 1);
+        int up = reachable(ep, colon + 1, &addrs[n_ep]);
         *colon = ':';
-        if (!up) {
-            cb_set_err(err, errlen, "--rpc: no RPC server answers at %s", ep);
+        if (up <= 0) {
+            cb_set_err(err, errlen,
+                       up < 0 ? "--rpc: %s has no IPv4 address (ggml's RPC backend needs one)"
+                              : "--rpc: no RPC server answers at %s",
+                       ep);
+            return -1;
+        }
+        for (int k = 0; k < n_ep; k++) /* one server under two names: its layers would go to it twice */
+            if (addrs[k].sin_addr.s_addr == addrs[n_ep].sin_addr.s_addr && addrs[k].sin_port == addrs[n_ep].sin_port) {
+                cb_set_err(err, errlen, "--rpc: %s is a server already listed (same address and port)", ep);
+                return -1;
+            }
+        if (++n_ep == CB_MAX_DEVICES) {
+            cb_set_err(err, errlen, "--rpc: at most %d servers", CB_MAX_DEVICES - 1);
             return -1;
         }
         ggml_backend_reg_t reg = ggml_backend_rpc_add_server(ep);

@@ -73,6 +73,8 @@ expect "--rpc with a bad port" 1 "is not HOST:PORT" "$bin" run "${flags[@]}" --r
 expect "--rpc with an empty entry" 1 "HOST:PORT" "$bin" run "${flags[@]}" --rpc "127.0.0.1:$port,," -p hi -n 1
 expect "--rpc with a server listed twice" 1 "listed twice" \
     "$bin" run "${flags[@]}" --rpc "127.0.0.1:$port,127.0.0.1:$port" -p hi -n 1
+expect "--rpc with one server under two names" 1 "already listed" \
+    "$bin" run "${flags[@]}" --rpc "127.0.0.1:$port,localhost:$port" -p hi -n 1
 expect "--rpc with an IPv6 address" 1 "not IPv6" "$bin" run "${flags[@]}" --rpc "[::1]:$port" -p hi -n 1
 expect "--rpc with a bare IPv6 address" 1 "not IPv6" "$bin" run "${flags[@]}" --rpc "::1:$port" -p hi -n 1
 finish
