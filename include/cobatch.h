@@ -386,6 +386,9 @@ void cobatch_vocab_info(const cobatch_engine *engine, struct cobatch_vocab_info 
  * longer prompts are refused (COBATCH_ERR_TOO_LONG) before tokenizing. */
 size_t cobatch_max_prompt_bytes(const cobatch_engine *engine);
 const char *cobatch_model_name(const cobatch_engine *engine);
+/* max_queue: requests submitted together beyond it (n choices, several prompts) can never all wait at
+ * once, so a server refuses them as a bad request rather than one to retry. */
+int32_t cobatch_max_queue(const cobatch_engine *engine);
 
 /* Tokenizes text with the engine's vocabulary (adds BOS as the model wants, parses special
  * tokens). Returns the token count; if it exceeds max, nothing useful is in out and the return

@@ -133,6 +133,16 @@ int cb_cmd_serve(int argc, char **argv) {
                   .n_groups = 3};
     int pr = cb_flags_parse(&cli, argc, argv, stdout, stderr);
     if (pr != 0) return pr == 1 ? 0 : 2;
+    /* an empty key would refuse every request, an empty name answer as "" */
+    const char *empty = sp.api_key && !sp.api_key[0]         ? "--api-key"
+                        : sp.model_name && !sp.model_name[0] ? "--served-model-name"
+                        : sp.port_file && !sp.port_file[0]   ? "--port-file"
+                        : ep.model_path && !ep.model_path[0] ? "--model"
+                                                             : NULL;
+    if (empty) {
+        fprintf(stderr, "cobatch serve: %s needs a value that is not empty\n", empty);
+        return 2;
+    }
     if (!ep.model_path) ep.model_path = cb_default_model();
     sp.model_path = ep.model_path;
     sp.sched_policy = ep.sched_policy;

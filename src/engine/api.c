@@ -850,6 +850,7 @@ void cobatch_vocab_info(const cobatch_engine *e, struct cobatch_vocab_info *out)
 int32_t cobatch_n_ctx_seq(const cobatch_engine *e) { return e->n_ctx_seq; }
 size_t cobatch_max_prompt_bytes(const cobatch_engine *e) { return (size_t)e->n_ctx_seq * (size_t)e->model.max_piece; }
 const char *cobatch_model_name(const cobatch_engine *e) { return e->model.name; }
+int32_t cobatch_max_queue(const cobatch_engine *e) { return e->params.max_queue; }
 
 int32_t cobatch_tokenize(const cobatch_engine *e, const char *text, int32_t *out, int32_t max) {
     return cobatch_tokenize_ext(e, text, true, true, out, max);

@@ -630,6 +630,14 @@ static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
     j->prompts = NULL;
     j->n_prompts = 0;
     int n = r->n_prompts * r->per_prompt;
+    if (n > cobatch_max_queue(s->engine)) { /* it could never all wait at once: no use retrying */
+        const char *param = r->per_prompt > 1 ? "n" : "prompt";
+        reply_error(s, r->conn, 400, "invalid_request_error", param,
+                    "%d sequences (prompts x n) is more than the server queues at once (%d, --max-queue)", n,
+                    cobatch_max_queue(s->engine));
+        r->conn = NULL;
+        return;
+    }
     r->ch = calloc((size_t)n, sizeof(*r->ch));
     if (!r->ch) {
         reply_error(s, r->conn, 503, "service_unavailable", NULL, "out of memory; retry later");

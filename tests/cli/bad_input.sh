@@ -23,6 +23,10 @@ expect "bad temperature" 2 "--temp takes a number" "$bin" run -m "$model" -p hi 
 expect "bad mode" 2 "--mode is continuous, static or sequential (got 'fast')" "$bin" run -m "$model" -p hi --mode fast
 expect "bad flash attention" 2 "--flash-attn is on, off or auto (got 'maybe')" "$bin" run -m "$model" -p hi --flash-attn maybe
 expect "flag without value" 2 "needs a value" "$bin" run -m "$model" -p hi --top-k
+expect "flag=value, bad value" 2 "--temp takes a number" "$bin" run -m "$model" -p hi --temp=-1
+expect "flag=value on a switch" 2 "takes no value" "$bin" run -m "$model" -p hi --stats=1
+expect "serve: empty api key" 2 "--api-key needs a value that is not empty" "$bin" serve -m "$model" --api-key=
+expect "serve: empty model name" 2 "--served-model-name needs a value" "$bin" serve -m "$model" --served-model-name ""
 expect "unknown command" 2 "unknown command" "$bin" frobnicate
 expect "budget below seqs" 1 "must be at least max_num_seqs" "$bin" run -m "$model" -p hi --max-num-seqs 8 --max-num-batched-tokens 4
 finish

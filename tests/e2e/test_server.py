@@ -261,6 +261,13 @@ def test_queue_full():
         assert len(ok) + len(refused) == 10 and refused and len(ok) >= 3
         assert all(r[1] == "1" and r[2]["error"]["type"] == "rate_limit_error" for r in refused)
         assert all(r[2]["usage"]["completion_tokens"] == 24 for r in ok)
+        # more choices than the queue holds can never wait at once: a 400 naming n, not a 429 to retry
+        for body, param in (({"n": 3}, "n"), ({"prompt": ["a", "b", "c"]}, "prompt")):
+            r = httpx.post(s.url + "/v1/completions", timeout=60, json={"prompt": "Hi", "max_tokens": 2, **body})
+            assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
+            assert "--max-queue" in r.json()["error"]["message"]
+        r = httpx.post(s.url + "/v1/completions", timeout=60, json={"prompt": "Hi", "max_tokens": 2, "n": 2})
+        assert r.status_code == 200 and len(r.json()["choices"]) == 2  # as many as it holds: served
     finally:
         assert s.stop() == 0
 
