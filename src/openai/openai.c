@@ -62,9 +62,10 @@ static int num(cJSON *root, const char *key, double lo, double hi, bool want_int
     cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!v || cJSON_IsNull(v)) return 0;
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
-        return bad(e, key, "'%s' must be a %s", key, want_int ? "integer" : "number");
+        return bad(e, key, "'%s' must be %s", key, want_int ? "an integer" : "a number");
     if (want_int && v->valuedouble != floor(v->valuedouble)) return bad(e, key, "'%s' must be an integer", key);
-    if (v->valuedouble < lo || v->valuedouble > hi) return bad(e, key, "'%s' must be between %g and %g", key, lo, hi);
+    if (v->valuedouble < lo || v->valuedouble > hi) /* %.15g: whole bounds print whole */
+        return bad(e, key, "'%s' must be between %.15g and %.15g", key, lo, hi);
     *out = v->valuedouble;
     return 0;
 }

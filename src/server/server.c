@@ -883,7 +883,8 @@ static void cut(srv *s) {
     for (cb_srv_req *r = s->reqs; r; r = r->next)
         for (int i = 0; i < r->n; i++)
             if (r->ch[i].id > 0) n += cobatch_cancel(s->engine, r->ch[i].id) == COBATCH_OK;
-    fprintf(stderr, "cobatch serve: drain timeout, %d requests cut short\n", n);
+    fprintf(stderr, "cobatch serve: %s, %d requests cut short\n",
+            cobatch_time_us() >= s->drain_end_us ? "drain timeout" : "a further signal", n);
 }
 
 static void start_drain(srv *s);
