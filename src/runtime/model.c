@@ -81,9 +81,9 @@ void cb_model_free_context(cb_model *m) {
 
 #ifdef COBATCH_HAVE_RPC
 /* Whether a TCP connection to host:port opens within 5 s (IPv4, as ggml resolves it): 1 (and the
- * address it reached), 0, or -1 when the host has no IPv4 address. ggml's RPC
- * client aborts the process on a server it cannot reach, so cobatch asks first and says which one. A
- * listener that is not a ggml-rpc-server still passes this and aborts at ggml's handshake. */
+ * address it reached), 0, or -1 when the host has no IPv4 address. ggml's RPC client aborts the
+ * process on a server it cannot reach, so cobatch asks first and says which one. A listener that is
+ * not a ggml-rpc-server still passes this and aborts at ggml's handshake. */
 static int reachable(const char *host, const char *port, struct sockaddr_in *addr) {
     struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL; /* as ggml */
     if (getaddrinfo(host, port, &hints, &ai) != 0) return -1;
@@ -141,11 +141,6 @@ static int rpc_devices(const char *list, ggml_backend_dev_t *devs, int max, char
                        ep);
             return -1;
         }
-        for (const char *q = list; q < p; q += strcspn(q, ",") + 1) /* the endpoints before this one */
-            if (strcspn(q, ",") == len && memcmp(q, ep, len) == 0) {
-                cb_set_err(err, errlen, "--rpc: %s is listed twice", ep);
-                return -1;
-            }
         *colon = 0;
         int up = reachable(ep, colon + 1, &addrs[n_ep]);
         *colon = ':';
@@ -156,7 +151,7 @@ static int rpc_devices(const char *list, ggml_backend_dev_t *devs, int max, char
                        ep);
             return -1;
         }
-        for (int k = 0; k < n_ep; k++) /* one server under two names: its layers would go to it twice */
+        for (int k = 0; k < n_ep; k++) /* listed twice, or under two names: it would get layers twice */
             if (addrs[k].sin_addr.s_addr == addrs[n_ep].sin_addr.s_addr && addrs[k].sin_port == addrs[n_ep].sin_port) {
                 cb_set_err(err, errlen, "--rpc: %s is a server already listed (same address and port)", ep);
                 return -1;

@@ -71,7 +71,7 @@ expect "--rpc to a port nobody listens on" 1 "no RPC server answers at 127.0.0.1
 expect "--rpc without a port" 1 "is not HOST:PORT" "$bin" run "${flags[@]}" --rpc 127.0.0.1 -p hi -n 1
 expect "--rpc with a bad port" 1 "is not HOST:PORT" "$bin" run "${flags[@]}" --rpc "127.0.0.1:99999" -p hi -n 1
 expect "--rpc with an empty entry" 1 "HOST:PORT" "$bin" run "${flags[@]}" --rpc "127.0.0.1:$port,," -p hi -n 1
-expect "--rpc with a server listed twice" 1 "listed twice" \
+expect "--rpc with a server listed twice" 1 "already listed" \
     "$bin" run "${flags[@]}" --rpc "127.0.0.1:$port,127.0.0.1:$port" -p hi -n 1
 expect "--rpc with one server under two names" 1 "already listed" \
     "$bin" run "${flags[@]}" --rpc "127.0.0.1:$port,localhost:$port" -p hi -n 1
