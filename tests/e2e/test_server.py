@@ -307,8 +307,9 @@ def test_drain_grace_serves_until_a_second_signal():
         time.sleep(0.3)
         assert httpx.get(s.url + "/health", timeout=5).status_code == 503
         assert s.metrics()["cobatch:draining"] == 1
-        r = httpx.post(s.url + "/v1/completions", timeout=60, json={"prompt": "Still here?", "max_tokens": 3})
-        assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 3
+        r = httpx.post(s.url + "/v1/completions", timeout=60,
+                       json={"prompt": "Still here?", "max_tokens": 3, "ignore_eos": True})
+        assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 3, r.text
         t0 = time.time()
         s.proc.send_signal(signal.SIGTERM)
         assert s.proc.wait(30) == 0
