@@ -134,28 +134,22 @@ int cb_flags_parse(const cb_cli *cli, int argc, char **argv, FILE *out, FILE *er
             fprintf(err, "%s: unknown option '%s' (see %s --help)\n", cli->cmd, a, cli->cmd);
             return 2;
         }
-        bool no_value = f->type == CB_FLAG_SET || f->type == CB_FLAG_CLEAR || f->type == CB_FLAG_CONST;
-        if (value && no_value) {
-            fprintf(err, "%s: %s takes no value (got '%s')\n", cli->cmd, a, value);
-            return 2;
-        }
-        if (value) {
-            if (!store(f, value, err, cli->cmd, a)) return 2;
+        if (f->type == CB_FLAG_SET || f->type == CB_FLAG_CLEAR || f->type == CB_FLAG_CONST) {
+            if (value) {
+                fprintf(err, "%s: %s takes no value (got '%s')\n", cli->cmd, a, value);
+                return 2;
+            }
+            if (f->type == CB_FLAG_CONST)
+                *(int *)f->dst = (int)f->lo;
+            else
+                *(bool *)f->dst = f->type == CB_FLAG_SET;
             continue;
         }
-        if (f->type == CB_FLAG_SET || f->type == CB_FLAG_CLEAR) {
-            *(bool *)f->dst = f->type == CB_FLAG_SET;
-            continue;
-        }
-        if (f->type == CB_FLAG_CONST) {
-            *(int *)f->dst = (int)f->lo;
-            continue;
-        }
-        if (i + 1 >= argc) {
+        if (!value && i + 1 >= argc) {
             fprintf(err, "%s: %s needs a value (%s)\n", cli->cmd, a, f->meta ? f->meta : "");
             return 2;
         }
-        if (!store(f, argv[++i], err, cli->cmd, a)) return 2;
+        if (!store(f, value ? value : argv[++i], err, cli->cmd, a)) return 2;
     }
     return 0;
 }
