@@ -76,6 +76,8 @@ struct cobatch_step_info {
 };
 typedef void (*cobatch_step_fn)(const struct cobatch_step_info *info, void *user);
 
+enum cobatch_repack { COBATCH_REPACK_AUTO = 0, COBATCH_REPACK_ON, COBATCH_REPACK_OFF };
+
 struct cobatch_engine_params {
     const char *model_path;         /* GGUF file; required. Copied. */
     int32_t n_ctx;                  /* total KV cells; 0 = max_model_len x max_num_seqs (split), 4096 (unified) */
@@ -132,6 +134,11 @@ struct cobatch_engine_params {
      * processes; the model's layers go to them (split by their free memory), the token embeddings
      * and the sampling stay here. NULL = local. Copied. */
     const char *rpc_servers;
+    /* The CPU backend's weight layouts (llama-server's --repack / --no-repack): AUTO (default) lets
+     * ggml repack weights into its interleaved layouts but never AMX's (its kernels segfault on some
+     * AMX hosts); ON uses every layout ggml offers, AMX included; OFF keeps the file's layout.
+     * cobatch_weights_info says what a load used and why. */
+    enum cobatch_repack repack;
     bool verbose;            /* let llama.cpp log to stderr */
     cobatch_step_fn on_step; /* called on the engine thread after each step; keep it short */
     void *on_step_user;
@@ -386,6 +393,17 @@ void cobatch_vocab_info(const cobatch_engine *engine, struct cobatch_vocab_info 
  * longer prompts are refused (COBATCH_ERR_TOO_LONG) before tokenizing. */
 size_t cobatch_max_prompt_bytes(const cobatch_engine *engine);
 const char *cobatch_model_name(const cobatch_engine *engine);
+/* Where the weights live on the CPU backend: buffer_types as the load made them, comma-separated in
+ * llama.cpp's order ("CPU_REPACK,CPU_Mapped"; "AMX" when AMX kernels run); repack the mode ("auto",
+ * "on", "off"); amx whether AMX was allowed; why the decision in one line. Strings are the engine's,
+ * valid while it lives. */
+struct cobatch_weights_info {
+    const char *buffer_types;
+    const char *repack;
+    bool amx;
+    const char *why;
+};
+void cobatch_weights_info(const cobatch_engine *engine, struct cobatch_weights_info *out);
 /* max_queue: requests submitted together beyond it (n choices, several prompts) can never all wait at
  * once, so a server refuses them as a bad request rather than one to retry. */
 int32_t cobatch_max_queue(const cobatch_engine *engine);

@@ -102,6 +102,7 @@ static cJSON *result(const cb_bench_result *r) {
 
 static cJSON *ceiling(const cb_ceiling *c) {
     cJSON *o = cJSON_CreateObject(), *pf = cJSON_CreateArray(), *dc = cJSON_CreateArray();
+    cJSON_AddStringToObject(o, "weight_buffer_types", c->weight_bufts);
     for (int i = 0; i < c->n_chunk; i++) {
         cJSON *e = cJSON_CreateObject();
         cJSON_AddNumberToObject(e, "chunk", c->chunk[i]);

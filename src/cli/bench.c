@@ -40,7 +40,7 @@ static int write_batch(const char *path, const cb_workload *w) {
 }
 
 static void print_ceiling(const cb_ceiling *c) {
-    printf("\nceiling (llama_decode alone, this machine):\n\n| prompt chunk | ");
+    printf("\nceiling (llama_decode alone, this machine; weights in %s):\n\n| prompt chunk | ", c->weight_bufts);
     for (int i = 0; i < c->n_chunk; i++)
         printf("%d | ", c->chunk[i]);
     printf("\n|---|");

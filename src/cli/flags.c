@@ -219,6 +219,7 @@ _Static_assert(sizeof(enum cobatch_mode) == sizeof(int) && sizeof(enum cobatch_k
 static const int MODES[] = {COBATCH_MODE_CONTINUOUS, COBATCH_MODE_STATIC, COBATCH_MODE_SEQUENTIAL};
 static const int LAYOUTS[] = {COBATCH_KV_SPLIT, COBATCH_KV_UNIFIED};
 static const int FA[] = {1, 0, -1};
+static const int REPACK[] = {COBATCH_REPACK_AUTO, COBATCH_REPACK_ON, COBATCH_REPACK_OFF};
 
 cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
     const cb_flag t[] = {
@@ -271,6 +272,10 @@ cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
         {"--rpc", "HOST:PORT,...", CB_FLAG_STR, &p->rpc_servers,
          .help = "run the model's layers on these ggml-rpc-server processes (a\nbuild with -DCOBATCH_RPC=ON; "
                  "README: a model split across hosts)"},
+        {"--repack", "auto|on|off", CB_FLAG_ENUM, &p->repack, .choices = "auto|on|off", .values = REPACK,
+         .help = "CPU weight layouts: auto (default) repacks weights for the\nCPU's faster kernels but never "
+                 "for Intel AMX (ggml's AMX\nkernels segfault on some hosts); on: AMX too; off: none"},
+        {"--no-repack", NULL, CB_FLAG_CONST, &p->repack, COBATCH_REPACK_OFF, .help = "= --repack off"},
         {"--chat-template", "FILE", CB_FLAG_STR, &p->chat_template_file,
          .help = "a Jinja chat template to render messages with, instead of the\nmodel's own"},
         {"--verbose", NULL, CB_FLAG_SET, &p->verbose, .help = "show llama.cpp's log"},

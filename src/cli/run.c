@@ -65,6 +65,7 @@ int cb_cmd_run(int argc, char **argv) {
         fprintf(stderr, "cobatch run: %s\n", err);
         return 1;
     }
+    cb_say_weights("run", e);
     cobatch_req_id id = cobatch_submit(e, &rp, err, sizeof(err));
     if (id < 0) {
         fprintf(stderr, "cobatch run: %s\n", err);
@@ -100,4 +101,11 @@ int cb_cmd_run(int argc, char **argv) {
     }
     cobatch_engine_free(e);
     return rc;
+}
+
+void cb_say_weights(const char *cmd, const cobatch_engine *e) {
+    struct cobatch_weights_info w;
+    cobatch_weights_info(e, &w);
+    fprintf(stderr, "cobatch %s: weights in %s (--repack %s): %s\n", cmd, w.buffer_types[0] ? w.buffer_types : "?",
+            w.repack, w.why);
 }

@@ -168,6 +168,7 @@ int cb_cmd_serve(int argc, char **argv) {
         free(key);
         return 1;
     }
+    cb_say_weights("serve", e);
     int rc = cb_srv_run(e, &sp);
     cobatch_engine_free(e); /* joins the engine thread: the trace is complete */
     if (trace.f) fclose(trace.f);

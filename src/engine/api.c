@@ -17,6 +17,10 @@
 #include <time.h>
 #include <unistd.h>
 
+_Static_assert((int)COBATCH_REPACK_AUTO == (int)CB_REPACK_AUTO && (int)COBATCH_REPACK_ON == (int)CB_REPACK_ON &&
+                   (int)COBATCH_REPACK_OFF == (int)CB_REPACK_OFF,
+               "the public repack modes are core's");
+
 /* A chat rendered once (cobatch_chat_new), shared by the requests that name it. */
 struct cobatch_chat {
     int32_t *tokens;
@@ -163,6 +167,10 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
                    "divides its cells by the sequence count");
         return NULL;
     }
+    if (p.repack < COBATCH_REPACK_AUTO || p.repack > COBATCH_REPACK_OFF) {
+        cb_set_err(err, errlen, "repack must be auto, on or off");
+        return NULL;
+    }
     p.max_num_seqs = cobatch_params_max_num_seqs(&p); /* memory-centric: KV memory limits the batch */
     cb_engine_sizes z;
     if (cb_engine_resolve(&p, &z, err, errlen) != 0) return NULL;
@@ -200,6 +208,7 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
                           .n_outputs_max = z.n_seq_max + CB_PROMPT_LOGIT_ROWS,
                           .split_kv = z.split,
                           .flash_attn = cobatch_params_flash_attn(&p),
+                          .repack = (cb_repack_mode)p.repack,
                           .verbose = p.verbose};
     int loaded = cb_model_load(&e->model, &mp, err, errlen);
     free(tmpl);
@@ -850,6 +859,12 @@ void cobatch_vocab_info(const cobatch_engine *e, struct cobatch_vocab_info *out)
 int32_t cobatch_n_ctx_seq(const cobatch_engine *e) { return e->n_ctx_seq; }
 size_t cobatch_max_prompt_bytes(const cobatch_engine *e) { return (size_t)e->n_ctx_seq * (size_t)e->model.max_piece; }
 const char *cobatch_model_name(const cobatch_engine *e) { return e->model.name; }
+void cobatch_weights_info(const cobatch_engine *e, struct cobatch_weights_info *out) {
+    out->buffer_types = e->model.weight_bufts;
+    out->repack = cb_repack_mode_name(e->model.repack_mode);
+    out->amx = e->model.repack.amx;
+    out->why = e->model.repack.why;
+}
 int32_t cobatch_max_queue(const cobatch_engine *e) { return e->params.max_queue; }
 
 int32_t cobatch_tokenize(const cobatch_engine *e, const char *text, int32_t *out, int32_t max) {

@@ -46,8 +46,10 @@ int cb_ceiling_measure(const cb_ceiling_params *p, cb_ceiling *c, char *err, siz
                           .n_outputs_max = maxb,
                           .split_kv = p->split_kv,
                           .flash_attn = p->flash_attn,
-                          .rpc = p->rpc};
+                          .rpc = p->rpc,
+                          .repack = (cb_repack_mode)p->repack};
     if (cb_model_load(&m, &mp, err, errlen) != 0) return -1;
+    memcpy(c->weight_bufts, m.weight_bufts, sizeof(c->weight_bufts));
     struct llama_batch b = llama_batch_init(mp.n_batch, 0, 1);
     llama_memory_t mem = llama_get_memory(m.ctx);
     int rc = -1;
@@ -134,6 +136,7 @@ int cb_ceiling_measure_for(const struct cobatch_engine_params *p, int32_t contex
                            .flash_attn = cobatch_params_flash_attn(p),
                            .max_batch = cobatch_params_max_num_seqs(p),
                            .rpc = p->rpc_servers,
+                           .repack = (int)p->repack,
                            .context = context},
                      .out = out,
                      .err = err,

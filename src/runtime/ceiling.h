@@ -18,7 +18,8 @@ typedef struct {
     int32_t batch[CB_CEIL_MAX];
     double decode_tps[CB_CEIL_MAX]; /* tok/s when batch[i] sequences decode one token per step */
     int n_batch;
-    int32_t context; /* tokens of context each decoding sequence holds */
+    int32_t context;        /* tokens of context each decoding sequence holds */
+    char weight_bufts[160]; /* the buffer types the weights were loaded into (cb_model.weight_bufts) */
 } cb_ceiling;
 
 typedef struct {
@@ -28,6 +29,7 @@ typedef struct {
     int32_t max_batch; /* largest decode batch to measure (max_num_seqs) */
     int32_t context;   /* tokens of context per decoding sequence */
     const char *rpc;   /* the engine's RPC servers (its layers run there), or NULL */
+    int repack;        /* the engine's CPU weight layouts (enum cobatch_repack) */
 } cb_ceiling_params;
 
 /* Measures the ceiling (a few seconds to tens of seconds) on the caller's thread. Returns 0, or -1

@@ -1,4 +1,5 @@
 #include "model.h"
+#include "cpu.h"
 #include "llama_common.h"
 #include "../util/util.h"
 
@@ -18,15 +19,18 @@
 #include <fcntl.h>
 #include <errno.h>
 
-static void quiet_log(enum ggml_log_level level, const char *text, void *ud) {
+/* llama.cpp's log: errors (everything with --verbose) to stderr; every line also to cpu.c, which
+ * reads the weights' buffer types off a load's lines. */
+static bool backend_verbose;
+static void on_log(enum ggml_log_level level, const char *text, void *ud) {
     (void)ud;
-    if (level == GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
+    cb_cpu_log_line(text);
+    if (backend_verbose || level == GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
 }
 
 static pthread_once_t backend_once = PTHREAD_ONCE_INIT;
-static bool backend_verbose;
 static void backend_init_once(void) {
-    if (!backend_verbose) llama_log_set(quiet_log, NULL);
+    llama_log_set(on_log, NULL);
     llama_backend_init();
 }
 
@@ -196,7 +200,15 @@ int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errle
         if (rpc_devices(p->rpc, devs, CB_MAX_DEVICES, err, errlen) < 0) return -1;
         mp.devices = devs;
     }
+    /* the weights' layouts: the decision, applied to what ggml offers, and the buffers the load made */
+    m->repack_mode = p->repack;
+    m->repack = cb_repack_decide(cb_cpu_features_probe(), p->repack);
+    cb_cpu_load_lock();
+    mp.use_extra_bufts = cb_cpu_bufts_apply(&m->repack);
+    cb_cpu_capture_begin();
     m->model = llama_model_load_from_file(p->path, mp);
+    cb_cpu_capture_end(m->weight_bufts, sizeof(m->weight_bufts));
+    cb_cpu_load_unlock();
     if (!m->model) {
         cb_set_err(err, errlen, "failed to load model '%s' (not a valid GGUF model?)", p->path);
         return -1;

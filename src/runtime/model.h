@@ -4,6 +4,7 @@
 #ifndef CB_MODEL_H
 #define CB_MODEL_H
 
+#include "../core/repack.h"
 #include "llama_common.h"
 
 #include <cobatch.h>
@@ -27,6 +28,7 @@ typedef struct {
     bool verbose;
     const char *chat_template; /* Jinja text overriding the model's own, or NULL */
     const char *rpc;           /* "HOST:PORT,..." of RPC servers the layers go to, or NULL */
+    cb_repack_mode repack;     /* which CPU weight layouts the load may use (core/repack.h) */
 } cb_model_params;
 
 typedef struct {
@@ -40,6 +42,10 @@ typedef struct {
     int32_t max_piece;               /* bytes of the longest token's text (special tokens rendered): a text longer than
                                         n x max_piece cannot be fewer than n tokens */
     char name[128];                  /* general.name or the file name */
+    cb_repack_mode repack_mode;      /* the operator's --repack */
+    cb_repack_decision repack;       /* what it and the CPU made of it (why: the start-up log line) */
+    char weight_bufts[160];          /* the buffer types the weights were loaded into, in the loader's
+                                        order: "CPU_REPACK,CPU_Mapped" */
     struct cb_chat_templates *tmpls; /* the Jinja chat template (llama_common.h), or NULL: the built-in
                                         llama_chat_apply_template path, or none */
     /* the texts of control and user-defined tokens, by first byte (first[b] to first[b + 1]),

@@ -83,10 +83,15 @@ static void hist(sbuf *b, const char *name, const char *help, const char *model,
 }
 
 char *cb_srv_metrics_render(const cb_srv_metrics *m, const cb_srv_gauges *g, const struct cobatch_stats *st,
-                            const char *model) {
+                            const struct cobatch_weights_info *w, const char *model) {
     sbuf b = {malloc(8192), 0, 8192, 0};
     if (!b.s) return NULL;
     b.s[0] = '\0';
+    put(&b,
+        "# HELP cobatch:weights_info Where the weights live on the CPU backend (buffer types) and the --repack "
+        "mode.\n# TYPE cobatch:weights_info gauge\n"
+        "cobatch:weights_info{model_name=\"%s\",buffer_types=\"%s\",repack=\"%s\",amx=\"%s\"} 1\n",
+        model, w->buffer_types, w->repack, w->amx ? "true" : "false");
     gauge(&b, "cobatch:num_requests_running", "Requests in the running batch.", model, st->running);
     gauge(&b, "cobatch:num_requests_waiting", "Requests waiting to be scheduled.", model, st->waiting);
     /* As vLLM counts them: cached cells no request uses are free (evicted on demand). */

@@ -40,6 +40,6 @@ void cb_srv_metrics_init(cb_srv_metrics *m);
 void cb_srv_hist_observe(cb_srv_hist *h, double seconds);
 /* Renders everything into a malloc'd NUL-terminated string (caller frees), or NULL. */
 char *cb_srv_metrics_render(const cb_srv_metrics *m, const cb_srv_gauges *g, const struct cobatch_stats *st,
-                            const char *model);
+                            const struct cobatch_weights_info *w, const char *model);
 
 #endif

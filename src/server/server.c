@@ -761,6 +761,19 @@ static void handle_model_info(srv *s, cb_conn *c) {
     cJSON_AddBoolToObject(root, "supports_vision", false);
     cJSON_AddNumberToObject(root, "max_context_length", cobatch_n_ctx_seq(s->engine));
     cJSON_AddNumberToObject(root, "vocab_size", v.n_vocab);
+    struct cobatch_weights_info w;
+    cobatch_weights_info(s->engine, &w);
+    cJSON *wo = cJSON_AddObjectToObject(root, "weights"), *types = cJSON_AddArrayToObject(wo, "buffer_types");
+    for (const char *p = w.buffer_types; types && *p;) { /* "CPU_REPACK,CPU_Mapped" as a list */
+        size_t n = strcspn(p, ",");
+        char name[64];
+        snprintf(name, sizeof(name), "%.*s", (int)n, p);
+        cJSON_AddItemToArray(types, cJSON_CreateString(name));
+        p += n + (p[n] == ',');
+    }
+    cJSON_AddStringToObject(wo, "repack", w.repack);
+    cJSON_AddBoolToObject(wo, "amx", w.amx);
+    cJSON_AddStringToObject(wo, "reason", w.why);
     reply_cjson(s, c, root);
 }
 
@@ -809,7 +822,9 @@ static void handle_metrics(srv *s, cb_conn *c) {
                        .intake_pending = cb_intake_pending(s->in),
                        .requests_open = s->n_reqs,
                        .draining = s->leaving};
-    char *text = cb_srv_metrics_render(&s->m, &g, &st, s->model);
+    struct cobatch_weights_info w;
+    cobatch_weights_info(s->engine, &w);
+    char *text = cb_srv_metrics_render(&s->m, &g, &st, &w, s->model);
     if (!text) {
         reply_error(s, c, 500, "server_error", NULL, "out of memory");
         return;

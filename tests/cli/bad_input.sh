@@ -22,6 +22,11 @@ expect "zero max tokens" 2 "-n takes a whole number" "$bin" run -m "$model" -p h
 expect "bad temperature" 2 "--temp takes a number" "$bin" run -m "$model" -p hi --temp -1
 expect "bad mode" 2 "--mode is continuous, static or sequential (got 'fast')" "$bin" run -m "$model" -p hi --mode fast
 expect "bad flash attention" 2 "--flash-attn is on, off or auto (got 'maybe')" "$bin" run -m "$model" -p hi --flash-attn maybe
+expect "bad repack" 2 "--repack is auto, on or off (got 'amx')" "$bin" run -m "$model" -p hi --repack amx
+# the start-up line names the weights' buffers and the mode; no AMX unless forced
+check "run --no-repack says so" '"$bin" run -m "$model" -p hi -n 2 --no-repack 2>&1 >/dev/null | grep -q "weights in CPU_Mapped (--repack off)"'
+check "run: no AMX by default" '"$bin" run -m "$model" -p hi -n 2 2>&1 >/dev/null | grep -q "weights in [A-Za-z_,]* (--repack auto)" &&
+  ! "$bin" run -m "$model" -p hi -n 2 2>&1 >/dev/null | grep -q "weights in [A-Za-z_,]*AMX"'
 expect "flag without value" 2 "needs a value" "$bin" run -m "$model" -p hi --top-k
 expect "flag=value, bad value" 2 "--temp takes a number" "$bin" run -m "$model" -p hi --temp=-1
 expect "flag=value on a switch" 2 "takes no value" "$bin" run -m "$model" -p hi --stats=1

@@ -35,6 +35,20 @@ def test_health_and_models(server):
     assert models["data"][0]["id"] == "SmolLM2-135M-Instruct.Q4_1"
 
 
+def test_weights_named(server):
+    """Where the weights live is said at start, in /server_info and in /metrics, and agrees: AMX
+    only with --repack on (its kernels segfault on some AMX hosts), whatever this host is."""
+    w = httpx.get(server.url + "/server_info", timeout=30).json()["weights"]
+    assert w["repack"] == "auto" and w["amx"] is False
+    assert w["buffer_types"] and "AMX" not in w["buffer_types"]
+    assert "AMX" in w["reason"]
+    assert f"weights in {','.join(w['buffer_types'])} (--repack auto): {w['reason']}" in server.logs()
+    line = [l for l in httpx.get(server.url + "/metrics", timeout=10).text.splitlines()
+            if l.startswith("cobatch:weights_info{")]
+    assert len(line) == 1 and line[0].endswith(" 1")
+    assert f'buffer_types="{",".join(w["buffer_types"])}",repack="auto",amx="false"' in line[0]
+
+
 def test_curl_completion(server):
     body = json.dumps({"model": "x", "prompt": PROMPT, "max_tokens": 5, "ignore_eos": True})
     out = subprocess.run(["curl", "-sS", "-H", "Content-Type: application/json", "-d", body,
