@@ -3,7 +3,7 @@
 
 For each model (the default Q4_1, and Q4_0 / Q8_0 models of the same shape from `cobatch mkmodel`)
 and each configuration, `cobatch bench`'s ceiling (llama_decode alone: best prefill tok/s, decode
-tok/s at batch 1 and 16) and one small continuous run. Configurations take turns, round after
+tok/s at batch 1 and 16) and one small continuous run (4 decode-heavy requests). Configurations take turns, round after
 round; the table gives medians. A configuration that crashes is reported as such.
 
   --baseline BIN   also run another build (main) against this one, both under an LD_PRELOAD shim
@@ -32,7 +32,7 @@ def models(out):
 
 def one(binary, model, flags, env, path):
     cmd = [binary, "bench", "-m", model, "--modes", "continuous", "--workload", "decode-heavy", "--num-prompts",
-           "16", "--json", path] + flags
+           "4", "--json", path] + flags
     r = sh(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if r.returncode != 0:
         return {"crash": r.returncode}
