@@ -1,4 +1,5 @@
 #include "openai.h"
+#include "bounds.h"
 #include "../core/textout.h"
 
 #include <cjson/cJSON.h>
@@ -279,6 +280,11 @@ static int parse_tools(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
                                ? "wrong type"
                                : "not supported by this server");
         }
+        double v;
+        const char *kw = cb_bounds_schema(cJSON_GetObjectItemCaseSensitive(f, "parameters"), &v);
+        if (kw)
+            return bad(e, "tools", "tools[%d].function.parameters: %s %.0f is above %d, the most %s", k, kw, v,
+                       CB_GRAMMAR_MAX_REPEAT, "llama.cpp's grammars keep (a larger bound would silently not hold)");
         for (cJSON *o = tools->child; o != t; o = o->next) {
             cJSON *on = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "function"), "name");
             if (!strcmp(on->valuestring, name->valuestring))
@@ -716,6 +722,11 @@ static int parse_format(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
     cJSON *g = cJSON_GetObjectItemCaseSensitive(root, "grammar");
     if (g && !cJSON_IsNull(g)) {
         if (!cJSON_IsString(g) || !g->valuestring[0]) return bad(e, "grammar", "'grammar' must be a GBNF text");
+        unsigned long long big = cb_bounds_gbnf(g->valuestring);
+        if (big)
+            return bad(e, "grammar",
+                       "'grammar': a repetition count of %llu is above %d, the most llama.cpp's grammars %s", big,
+                       CB_GRAMMAR_MAX_REPEAT, "keep (a larger bound would silently not hold)");
         if (!(r->grammar = strdup(g->valuestring))) return oom(e);
         r->params.grammar = r->grammar;
     }
@@ -743,6 +754,11 @@ static int parse_format(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
     cJSON *strict = cJSON_GetObjectItemCaseSensitive(js, "strict");
     if (strict && !cJSON_IsNull(strict) && !cJSON_IsBool(strict))
         return bad(e, "response_format", "'response_format.json_schema.strict' must be a boolean");
+    double v;
+    const char *kw = cb_bounds_schema(schema, &v);
+    if (kw)
+        return bad(e, "response_format", "'response_format.json_schema.schema': %s %.0f is above %d, the most %s", kw,
+                   v, CB_GRAMMAR_MAX_REPEAT, "llama.cpp's grammars keep (a larger bound would silently not hold)");
     /* strict or not, the output is held to the schema: the grammar is the only way this server has */
     r->json_schema = cJSON_PrintUnformatted(schema);
     return r->json_schema ? 0 : oom(e);
@@ -754,6 +770,13 @@ int cb_openai_resolve_schema(cb_openai_request *r, cb_openai_schema_fn convert, 
     char err[200] = "";
     char *g = convert(r->json_schema, err, sizeof(err));
     if (!g) return bad(e, "response_format", "%s", err[0] ? err : "the schema cannot be used");
+    unsigned long long big = cb_bounds_gbnf(g); /* a pattern's {n}, say: what the keywords above miss */
+    if (big) {
+        free(g);
+        return bad(e, "response_format",
+                   "the schema asks for a repetition count of %llu (a pattern's {n}?), above %d, %s", big,
+                   CB_GRAMMAR_MAX_REPEAT, "the most llama.cpp's grammars keep (it would silently not hold)");
+    }
     free(r->grammar);
     r->grammar = g;
     r->params.grammar = g;

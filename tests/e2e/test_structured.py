@@ -115,6 +115,14 @@ def test_grammar_field(server):
     ({"response_format": {"type": "xml"}}, "response_format", "json_schema"),
     ({"grammar": "root ::= ("}, "grammar", "grammar"),
     ({"grammar": "root ::= \"a\"", "response_format": {"type": "json_object"}}, "grammar", "not both"),
+    # llama.cpp's grammars drop a repetition bound above 2000: refused, never silently unbounded
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+        "type": "object", "properties": {"s": {"type": "string", "maxLength": 2100}}}}}},
+     "response_format", "maxLength 2100"),
+    ({"grammar": "root ::= [a-z]{1,2100}"}, "grammar", "2100"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+        "type": "object", "properties": {"s": {"type": "string", "pattern": "^a{2500}$"}}}}}},
+     "response_format", "2500"),
 ])
 def test_bad_schemas_and_grammars_are_400s_that_say_why(server, body, param, why):
     r = httpx.post(server.url + "/v1/chat/completions", json={"messages": ASK, "max_tokens": 4, **body}, timeout=30)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../src/openai/bounds.h"
 #include "../../src/openai/openai.h"
 
 static int parse(cb_openai_kind kind, const char *body, cb_openai_request *r, cb_openai_error *e) {
@@ -224,6 +225,60 @@ static void response_format_and_grammar(void **state) {
     assert_null(r.params.grammar);
     assert_null(r.json_schema);
     cb_openai_request_free(&r);
+}
+
+/* Repetition bounds llama.cpp's grammars would drop (above 2000) are refused by name, in a schema
+ * (however deep, in response_format and in a tool's parameters) and in a GBNF text; bounds at
+ * the limit, and braces inside literals, classes and comments, are not. */
+static void grammar_bounds_above_what_llama_keeps(void **state) {
+    (void)state;
+    cb_openai_request r;
+    cb_openai_error e;
+    const char *fmt = "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":"
+                      "\"p\",\"schema\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"array\","
+                      "\"items\":{\"type\":\"string\",\"%s\":%d}}}}}}}";
+    const char *kws[] = {"maxLength", "minLength", "maxItems", "minItems"};
+    for (int i = 0; i < 4; i++) {
+        char body[512];
+        snprintf(body, sizeof(body), fmt, kws[i], 2100);
+        assert_int_equal(parse(CB_OPENAI_COMPLETION, body, &r, &e), -1);
+        assert_int_equal(e.status, 400);
+        assert_string_equal(e.param, "response_format");
+        assert_non_null(strstr(e.message, kws[i]));
+        assert_non_null(strstr(e.message, "2100"));
+        cb_openai_request_free(&r);
+        snprintf(body, sizeof(body), fmt, kws[i], 2000);
+        assert_int_equal(parse(CB_OPENAI_COMPLETION, body, &r, &e), 0);
+        cb_openai_request_free(&r);
+    }
+    /* a property named maxLength is a schema, not a bound */
+    assert_int_equal(parse(CB_OPENAI_COMPLETION,
+                           "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{"
+                           "\"name\":\"p\",\"schema\":{\"properties\":{\"maxLength\":{\"type\":\"integer\"}}}}}}",
+                           &r, &e),
+                     0);
+    cb_openai_request_free(&r);
+    assert_int_equal(parse(CB_OPENAI_CHAT,
+                           "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":"
+                           "\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+                           "\"properties\":{\"s\":{\"type\":\"string\",\"maxLength\":5000}}}}}]}",
+                           &r, &e),
+                     -1);
+    assert_string_equal(e.param, "tools");
+    assert_non_null(strstr(e.message, "maxLength 5000"));
+    cb_openai_request_free(&r);
+    assert_int_equal(parse(CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"grammar\":\"root ::= [a-z]{0,2100}\"}", &r, &e),
+                     -1);
+    assert_string_equal(e.param, "grammar");
+    assert_non_null(strstr(e.message, "2100"));
+    cb_openai_request_free(&r);
+    assert_int_equal(cb_bounds_gbnf("root ::= \"a\"{2001}"), 2001);
+    assert_int_equal(cb_bounds_gbnf("root ::= x{3000,} x ::= \"b\""), 3000);
+    assert_int_equal(cb_bounds_gbnf("root ::= x{ 10 , 99999 }"), 99999);
+    assert_int_equal(cb_bounds_gbnf("root ::= x{,2500}"), 2500);
+    assert_int_equal(cb_bounds_gbnf("root ::= [a-z]{0,2000} \"{0,9999}\" [{5000}] # {7777}\n"), 0);
+    assert_int_equal(cb_bounds_gbnf("root ::= \"\\\"{9999}\" x{3}"), 0); /* an escaped quote stays in the literal */
+    assert_int_equal(cb_bounds_gbnf("root ::= x{"), 0);
 }
 
 /* tools, tool_choice and parallel_tool_calls become engine params; assistant tool_calls and tool
@@ -598,6 +653,7 @@ int main(void) {
         cmocka_unit_test(response_format_and_grammar),
         cmocka_unit_test(tools_and_tool_messages),
         cmocka_unit_test(refusals_name_the_field),
+        cmocka_unit_test(grammar_bounds_above_what_llama_keeps),
         cmocka_unit_test(response_shapes),
         cmocka_unit_test(json_check_agrees_with_rfc8259),
     };
