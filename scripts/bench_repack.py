@@ -6,7 +6,7 @@ and each configuration, `cobatch bench`'s ceiling (llama_decode alone: best pref
 tok/s at batch 1 and 16) and one small continuous run (4 decode-heavy requests). Configurations take turns, round after
 round; the table gives medians. A configuration that crashes is reported as such.
 
-  --baseline BIN   also run another build (main) against this one, both under an LD_PRELOAD shim
+  --baseline BIN   also run another build (an older one) against this one, both under an LD_PRELOAD shim
                    (scripts/noamx.c) that has the OS refuse AMX tiles: a host without AMX.
 usage: scripts/bench_repack.py [--rounds N] [--baseline BIN] [--out DIR]
 """
@@ -55,7 +55,7 @@ def main():
     env, noamx = dict(os.environ), dict(os.environ, LD_PRELOAD=shim)
     cfgs = [(f"--repack {m}", "build/cobatch", ["--repack", m], env) for m in ("auto", "off", "on")]
     if a.baseline:
-        cfgs += [("no AMX: main", a.baseline, [], noamx), ("no AMX: this build", "build/cobatch", [], noamx)]
+        cfgs += [("no AMX: baseline", a.baseline, [], noamx), ("no AMX: this build", "build/cobatch", [], noamx)]
     got = {}
     for rnd in range(a.rounds):
         for mname, mpath in models(a.out):
