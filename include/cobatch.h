@@ -139,6 +139,16 @@ struct cobatch_engine_params {
      * AMX hosts); ON uses every layout ggml offers, AMX included; OFF keeps the file's layout.
      * cobatch_weights_info says what a load used and why. */
     enum cobatch_repack repack;
+    /* Bounds on a request's grammar (GBNF given, converted from a JSON schema, or a template's
+     * tool-call grammar), which llama.cpp runs unbounded: groups nested deeper than
+     * grammar_max_nesting (default 512) or elements past grammar_max_elements once repetitions are
+     * copied (default 1,000,000) refuse the grammar; more than grammar_max_states parse states
+     * (default 1024) refuse it when its start could make that many, and end the request with an
+     * error when its output comes to hold that many (an ambiguous grammar grows them per token, and
+     * each costs time on the engine thread for every token). */
+    int32_t grammar_max_nesting;
+    int32_t grammar_max_elements;
+    int32_t grammar_max_states;
     bool verbose;            /* let llama.cpp log to stderr */
     cobatch_step_fn on_step; /* called on the engine thread after each step; keep it short */
     void *on_step_user;
@@ -275,6 +285,8 @@ struct cobatch_event {
     /* FINISHED only: */
     enum cobatch_finish_reason reason;
     char *error;      /* reason == ERROR: message, owned by the event */
+    bool invalid;     /* reason == ERROR: the request itself was at fault (its grammar blew a bound or
+                         allowed no token): a client's error (HTTP 400), not the server's */
     int32_t n_prompt; /* also in TOKEN events */
     int32_t n_generated;
     int32_t n_preemptions;

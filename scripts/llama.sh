@@ -30,13 +30,21 @@ prefix="$dir/install"
 ext=a; [ "$shared" = 1 ] && ext=so
 complete() { [ -f "$prefix/.complete" ] && [ -f "$prefix/lib/libllama-common.$ext" ] && [ -f "$prefix/include/llama-cpp.h" ] &&
   { [ "$rpc" = 0 ] || [ -x "$prefix/bin/ggml-rpc-server" ]; }; } # common came later: rebuild
-if complete; then
+# llama.cpp's grammar header (src/llama-grammar.h): cobatch counts a grammar's parse states, which
+# the public API cannot say. Copied into caches made before it was needed; a fresh build installs it.
+internal() {
+  [ -f "$prefix/include/internal/llama-grammar.h" ] && return 0
+  local from="${LLAMA_CPP_DIR:-$CACHE/llama.cpp-$commit/src}/src/llama-grammar.h"
+  [ -f "$from" ] || return 1
+  mkdir -p "$prefix/include/internal" && cp "$from" "$prefix/include/internal/"
+}
+if complete && internal; then
   echo "$prefix"; exit 0
 fi
 mkdir -p "$dir"
 exec 9>"$dir/.lock"
 flock 9
-if complete; then echo "$prefix"; exit 0; fi
+if complete && internal; then echo "$prefix"; exit 0; fi
 
 if [ -z "${LLAMA_CPP_DIR:-}" ]; then
   base="$CACHE/llama.cpp-$commit" # the source is shared by every variant of the build
@@ -76,6 +84,7 @@ cp "$src"/include/*.h "$src"/ggml/include/*.h "$prefix/include/"
 (cd "$src" && find common vendor/nlohmann -name '*.h' -o -name '*.hpp') | while read -r h; do
   mkdir -p "$prefix/include/$(dirname "$h")"; cp "$src/$h" "$prefix/include/$h"
 done
+mkdir -p "$prefix/include/internal"; cp "$src/src/llama-grammar.h" "$prefix/include/internal/"
 find "$dir/build" -name "lib*.$ext*" -exec cp -P {} "$prefix/lib/" \;
 find "$dir/build" -name "lib*.a" -exec cp -P {} "$prefix/lib/" \; # common and its parts are static
 for lib in libllama.$ext libggml.$ext libggml-base.$ext libggml-cpu.$ext libllama-common.$ext libllama-common-base.a; do

@@ -1,8 +1,10 @@
 #include "flags.h"
-
 #include "args.h"
+#include "../openai/bounds.h"
 
 #include <cobatch.h>
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- matching ------------------- */
@@ -221,6 +223,30 @@ static const int LAYOUTS[] = {COBATCH_KV_SPLIT, COBATCH_KV_UNIFIED};
 static const int FA[] = {1, 0, -1};
 static const int REPACK[] = {COBATCH_REPACK_AUTO, COBATCH_REPACK_ON, COBATCH_REPACK_OFF};
 
+/* --limit NAME=N: the engine's grammar bounds into the params, the request bounds process-wide. */
+static bool parse_limit(const char *v, void *dst) {
+    struct cobatch_engine_params *p = dst;
+    const char *eq = strchr(v, '=');
+    if (!eq || !eq[1]) return false;
+    char *end;
+    errno = 0;
+    long n = strtol(eq + 1, &end, 10);
+    if (*end || errno || n < 1 || n > INT32_MAX) return false;
+    size_t k = (size_t)(eq - v);
+    struct {
+        const char *name;
+        int32_t *to;
+    } const names[] = {{"grammar-nesting", &p->grammar_max_nesting}, {"grammar-elements", &p->grammar_max_elements},
+                       {"grammar-states", &p->grammar_max_states},   {"json-depth", &cb_bounds.json_depth},
+                       {"name-length", &cb_bounds.name_length},      {"tools", &cb_bounds.tools}};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strlen(names[i].name) == k && !strncmp(v, names[i].name, k)) {
+            *names[i].to = (int32_t)n;
+            return true;
+        }
+    return false;
+}
+
 cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
     const cb_flag t[] = {
         {"-m, --model", "FILE", CB_FLAG_STR, &p->model_path,
@@ -278,6 +304,13 @@ cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
         {"--no-repack", NULL, CB_FLAG_CONST, &p->repack, COBATCH_REPACK_OFF, .help = "= --repack off"},
         {"--chat-template", "FILE", CB_FLAG_STR, &p->chat_template_file,
          .help = "a Jinja chat template to render messages with, instead of the\nmodel's own"},
+        {"--limit", "NAME=N", CB_FLAG_FN, p, .parse = parse_limit,
+         .takes = "NAME=N, NAME one of grammar-nesting, grammar-elements, grammar-states, json-depth, "
+                  "name-length, tools, and N from 1",
+         .help = "a bound on what one request may ask (repeatable; RELIABILITY.md):\ngrammar-nesting (512), "
+                 "grammar-elements (1000000),\ngrammar-states (1024: parse states a grammar may hold),\n"
+                 "json-depth (128: schemas, tool parameters and arguments),\nname-length (256: schema keys), "
+                 "tools (512)"},
         {"--verbose", NULL, CB_FLAG_SET, &p->verbose, .help = "show llama.cpp's log"},
     };
     _Static_assert(sizeof(t) / sizeof(t[0]) <= CB_ENGINE_FLAGS, "room for the engine flags");

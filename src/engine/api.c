@@ -171,6 +171,10 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
         cb_set_err(err, errlen, "repack must be auto, on or off");
         return NULL;
     }
+    if (p.grammar_max_nesting < 1 || p.grammar_max_elements < 1 || p.grammar_max_states < 1) {
+        cb_set_err(err, errlen, "grammar_max_nesting, grammar_max_elements and grammar_max_states must be at least 1");
+        return NULL;
+    }
     p.max_num_seqs = cobatch_params_max_num_seqs(&p); /* memory-centric: KV memory limits the batch */
     cb_engine_sizes z;
     if (cb_engine_resolve(&p, &z, err, errlen) != 0) return NULL;
@@ -560,6 +564,12 @@ void cobatch_chat_free(cobatch_chat *c) {
     free(c);
 }
 
+static cb_grammar_limits grammar_limits(const cobatch_engine *e) {
+    return (cb_grammar_limits){.max_nesting = e->params.grammar_max_nesting,
+                               .max_elements = e->params.grammar_max_elements,
+                               .max_states = e->params.grammar_max_states};
+}
+
 cobatch_chat *cobatch_chat_new(cobatch_engine *e, const struct cobatch_request_params *p, int *status, char *err,
                                size_t errlen) {
     int st;
@@ -589,7 +599,8 @@ cobatch_chat *cobatch_chat_new(cobatch_engine *e, const struct cobatch_request_p
     }
     c->tokens = t;
     c->n_tokens = n;
-    bool ok = !x.grammar || (c->grammar = cb_common_grammar_sampler(e->model.vocab, &x, err, errlen)) != NULL;
+    cb_grammar_limits lim = grammar_limits(e);
+    bool ok = !x.grammar || (c->grammar = cb_common_grammar_sampler(e->model.vocab, &x, &lim, err, errlen)) != NULL;
     if (!ok) *status = strstr(err, "out of memory") ? COBATCH_ERR_NOMEM : COBATCH_ERR_INVALID;
     c->stops = x.stops; /* taken over */
     c->n_stops = x.n_stops;
@@ -758,10 +769,12 @@ cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_pa
         cb_set_err(err, errlen, "out of memory");
         return COBATCH_ERR_NOMEM;
     }
-    if (ok && !shared && p->grammar && !(er->grammar = cb_grammar_new(&e->model, p->grammar))) {
+    char why[240] = "";
+    cb_grammar_limits lim = grammar_limits(e);
+    if (ok && !shared && p->grammar && !(er->grammar = cb_grammar_new(&e->model, p->grammar, &lim, why, sizeof(why)))) {
         cb_engine_free_request(r);
-        cb_set_err(err, errlen, "grammar: it does not parse as GBNF with a root rule");
-        return COBATCH_ERR_INVALID;
+        cb_set_err(err, errlen, "grammar: %s", why);
+        return strstr(why, "out of memory") ? COBATCH_ERR_NOMEM : COBATCH_ERR_INVALID;
     }
     if (!ok) {
         cb_engine_free_request(r);
@@ -879,8 +892,10 @@ int32_t cobatch_tokenize_ext(const cobatch_engine *e, const char *text, bool add
 
 /* A cobatch_grammar is the llama.cpp grammar sampler itself, never run: requests clone it. */
 cobatch_grammar *cobatch_grammar_new(const cobatch_engine *e, const char *gbnf, char *err, size_t errlen) {
-    struct llama_sampler *g = gbnf ? cb_grammar_new(&e->model, gbnf) : NULL;
-    if (!g) cb_set_err(err, errlen, "grammar: it does not parse as GBNF with a root rule");
+    char why[240] = "no grammar given";
+    cb_grammar_limits lim = grammar_limits(e);
+    struct llama_sampler *g = gbnf ? cb_grammar_new(&e->model, gbnf, &lim, why, sizeof(why)) : NULL;
+    if (!g) cb_set_err(err, errlen, "grammar: %s", why);
     return (cobatch_grammar *)g;
 }
 

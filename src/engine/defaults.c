@@ -37,6 +37,9 @@ struct cobatch_engine_params cobatch_engine_default_params(void) {
     p.long_lane = -1;
     p.swap_space = 4.0f;
     p.repack = COBATCH_REPACK_AUTO;
+    p.grammar_max_nesting = 512;
+    p.grammar_max_elements = 1000000;
+    p.grammar_max_states = 1024;
     return p;
 }
 

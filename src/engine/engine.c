@@ -84,6 +84,7 @@ static void finish(cobatch_engine *e, cb_request *r, cb_state st, const char *er
         snprintf(er->err_buf, CB_ERR_BUF, "%s", error);
         ev.error = er->err_buf;
         er->err_buf = NULL;
+        ev.invalid = er->invalid;
     }
     if (er->plp_ready && (st == CB_FINISHED_STOP || st == CB_FINISHED_LENGTH)) { /* a prompt-only request's */
         ev.prompt_logprobs = er->plp;
@@ -236,7 +237,10 @@ void cb_engine_sample_one(cobatch_engine *e, cb_request *r, const cb_model *m, i
     float margin = 0;
     int32_t tok = cb_sampler_sample(er->smpl, er->grammar, m, row, er->logit_margins ? &margin : NULL, e->cand);
     if (tok < 0) {
-        finish(e, r, CB_FINISHED_ERROR, "the grammar allows no token here (the vocabulary cannot spell it)");
+        const char *why = "the grammar allows no token here (the vocabulary cannot spell it)";
+        if (tok == -2) cb_common_grammar_blown(er->grammar, &why);
+        er->invalid = true;
+        finish(e, r, CB_FINISHED_ERROR, why);
         return;
     }
     struct cobatch_logprob *lp = NULL;

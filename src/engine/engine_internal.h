@@ -24,6 +24,7 @@ typedef struct {
     struct cobatch_logit_bias *logit_bias; /* (n_logit_bias) a copy of the request's */
     size_t n_logit_bias;
     struct llama_sampler *smpl;    /* created on the engine thread at intake */
+    bool invalid;                  /* the request itself failed it (cobatch_event.invalid) */
     struct llama_sampler *grammar; /* the request's grammar (made at submit, which checks it parses), or NULL */
     cb_textout text;
     int32_t *shown; /* (n_shown) control tokens whose text the output shows (a chat's tool-call markers) */

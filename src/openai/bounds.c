@@ -1,6 +1,9 @@
 #include "bounds.h"
 
+#include "../core/gbnf.h"
+
 #include <ctype.h>
+#include <stdio.h>
 #include <string.h>
 
 static const char *const COUNTED[] = {"minLength", "maxLength", "minItems", "maxItems"};
@@ -21,45 +24,68 @@ const char *cb_bounds_schema(const cJSON *schema, double *value) {
     return NULL;
 }
 
-/* A decimal count at *p (after blanks), saturating; advances *p. Returns 0 when none. */
-static unsigned long long count_at(const char **p, int *digits) {
-    const char *s = *p;
-    while (*s == ' ' || *s == '\t')
-        s++;
-    unsigned long long v = 0;
-    *digits = 0;
-    for (; isdigit((unsigned char)*s); s++, (*digits)++)
-        v = v > 1000000000000ULL ? v : v * 10 + (unsigned long long)(*s - '0');
-    while (*s == ' ' || *s == '\t')
-        s++;
-    *p = s;
-    return v;
+unsigned long long cb_bounds_gbnf(const char *g) {
+    unsigned long long r = cb_gbnf_scan(g).repeat;
+    return r > CB_GRAMMAR_MAX_REPEAT ? r : 0;
 }
 
-unsigned long long cb_bounds_gbnf(const char *g) {
-    unsigned long long worst = 0;
-    for (const char *p = g; *p; p++) {
-        if (*p == '#') { /* a comment, to the end of its line */
-            while (p[1] && p[1] != '\n')
-                p++;
-        } else if (*p == '"' || *p == '[') { /* a literal or a class: its braces are characters */
-            char end = *p == '"' ? '"' : ']';
-            while (p[1] && p[1] != end)
+cb_bounds_limits cb_bounds = {.json_depth = 128, .name_length = 256, .tools = 512};
+
+/* The deepest group nesting of a regular expression (escapes and classes skipped). */
+static int pattern_depth(const char *p) {
+    int d = 0, most = 0;
+    for (; *p; p++) {
+        if (*p == '\\' && p[1]) {
+            p++;
+        } else if (*p == '[') { /* a class: its parentheses are characters */
+            while (p[1] && p[1] != ']')
                 p += p[1] == '\\' && p[2] ? 2 : 1;
-            if (p[1]) p++;
-        } else if (*p == '{') { /* {m}, {m,}, {m,n} */
-            const char *s = p + 1;
-            int d1, d2 = 0;
-            unsigned long long lo = count_at(&s, &d1), hi = 0;
-            if (*s == ',') {
-                s++;
-                hi = count_at(&s, &d2);
-            }
-            if (*s == '}' && (d1 || d2)) {
-                if (lo > CB_GRAMMAR_MAX_REPEAT && lo > worst) worst = lo;
-                if (d2 && hi > CB_GRAMMAR_MAX_REPEAT && hi > worst) worst = hi;
-            }
+        } else if (*p == '(') {
+            if (++d > most) most = d;
+        } else if (*p == ')' && d) {
+            d--;
         }
     }
-    return worst;
+    return most;
+}
+
+static int shape_at(const cJSON *v, int depth, int max_depth, int max_name, char *why, size_t n) {
+    if (depth > max_depth) {
+        snprintf(why, n, "nests deeper than %d levels (--limit json-depth)", max_depth);
+        return -1;
+    }
+    for (const cJSON *x = v ? v->child : NULL; x; x = x->next) {
+        if (x->string && strlen(x->string) > (size_t)max_name) {
+            snprintf(why, n, "a key of %zu bytes ('%.40s...'), above the limit of %d (--limit name-length)",
+                     strlen(x->string), x->string, max_name);
+            return -1;
+        }
+        if (x->string && !strcmp(x->string, "pattern") && cJSON_IsString(x) &&
+            pattern_depth(x->valuestring) + depth > max_depth) {
+            snprintf(why, n, "a pattern whose groups nest past %d levels (--limit json-depth)", max_depth);
+            return -1;
+        }
+        if ((cJSON_IsObject(x) || cJSON_IsArray(x)) && shape_at(x, depth + 1, max_depth, max_name, why, n)) return -1;
+    }
+    return 0;
+}
+
+int cb_bounds_json_shape(const cJSON *v, int max_depth, int max_name, char *why, size_t n) {
+    return shape_at(v, 1, max_depth, max_name, why, n);
+}
+
+int cb_bounds_text_depth(const char *s) {
+    int d = 0, most = 0;
+    for (; *s; s++) {
+        if (*s == '"') { /* a string: its brackets are text */
+            while (s[1] && s[1] != '"')
+                s += s[1] == '\\' && s[2] ? 2 : 1;
+            if (s[1]) s++;
+        } else if (*s == '[' || *s == '{') {
+            if (d < (1 << 30) && ++d > most) most = d;
+        } else if ((*s == ']' || *s == '}') && d) {
+            d--;
+        }
+    }
+    return most;
 }

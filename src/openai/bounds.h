@@ -14,6 +14,24 @@
 
 #define CB_GRAMMAR_MAX_REPEAT 2000 /* llama-grammar.cpp's MAX_REPETITION_THRESHOLD */
 
+/* Bounds on what a request hands llama.cpp's common library, whose JSON reader, schema converter
+ * and Jinja engine recurse per level and run std::regex over names (a 30,000-character property
+ * name, or tool-call arguments nested 50,000 deep, overflowed their stacks). Process-wide, set once
+ * at start-up (--limit) before any request is read. */
+typedef struct {
+    int json_depth;  /* nesting of a schema, of tool parameters, of tool-call arguments; default 128 */
+    int name_length; /* bytes of an object key in a schema (property names, $defs); default 256 */
+    int tools;       /* tools one request offers; default 512 */
+} cb_bounds_limits;
+extern cb_bounds_limits cb_bounds;
+
+/* Whether v (a schema) nests within max_depth levels (a pattern's groups count as levels) and its
+ * object keys are at most max_name bytes: 0, or -1 with what is past the bound in why. */
+int cb_bounds_json_shape(const cJSON *v, int max_depth, int max_name, char *why, size_t n);
+
+/* The deepest nesting of brackets in JSON text (outside its strings); saturates at 1 << 30. */
+int cb_bounds_text_depth(const char *s);
+
 /* The first minLength, maxLength, minItems or maxItems anywhere in schema whose number is above
  * CB_GRAMMAR_MAX_REPEAT: returns its keyword and sets *value, or returns NULL. Recursion follows the
  * document's nesting, which cJSON's parser bounds (CJSON_NESTING_LIMIT). */

@@ -178,6 +178,12 @@ static int message_calls(cJSON *calls, int i, struct cobatch_chat_message *m, cb
                        k);
         if (id && !cJSON_IsNull(id) && !cJSON_IsString(id))
             return bad(e, "messages", "messages[%d].tool_calls[%d].id must be a string", i, k);
+        int depth = cb_bounds_text_depth(args->valuestring);
+        if (depth > cb_bounds.json_depth)
+            return bad(e, "messages",
+                       "messages[%d].tool_calls[%d].function.arguments nests %d levels deep, above the limit of %d "
+                       "(--limit json-depth)",
+                       i, k, depth, cb_bounds.json_depth);
         k++;
     }
     if (k == 0) return 0;
@@ -280,6 +286,12 @@ static int parse_tools(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
                                ? "wrong type"
                                : "not supported by this server");
         }
+        if (k >= cb_bounds.tools)
+            return bad(e, "tools", "more than %d tools, the limit (--limit tools)", cb_bounds.tools);
+        char why[160];
+        if (cb_bounds_json_shape(cJSON_GetObjectItemCaseSensitive(f, "parameters"), cb_bounds.json_depth,
+                                 cb_bounds.name_length, why, sizeof(why)))
+            return bad(e, "tools", "tools[%d].function.parameters: %s", k, why);
         double v;
         const char *kw = cb_bounds_schema(cJSON_GetObjectItemCaseSensitive(f, "parameters"), &v);
         if (kw)
@@ -754,6 +766,9 @@ static int parse_format(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
     cJSON *strict = cJSON_GetObjectItemCaseSensitive(js, "strict");
     if (strict && !cJSON_IsNull(strict) && !cJSON_IsBool(strict))
         return bad(e, "response_format", "'response_format.json_schema.strict' must be a boolean");
+    char why[160];
+    if (cb_bounds_json_shape(schema, cb_bounds.json_depth, cb_bounds.name_length, why, sizeof(why)))
+        return bad(e, "response_format", "'response_format.json_schema.schema' %s", why);
     double v;
     const char *kw = cb_bounds_schema(schema, &v);
     if (kw)

@@ -1,13 +1,19 @@
 // llama_common.cpp — see llama_common.h. C++ stays inside this file: exceptions end here as errors.
 #include "llama_common.h"
+#include "../core/gbnf.h"
 
 #include "chat.h"
 #include "json-schema-to-grammar.h"
 #include "json.h"
 #include "llama.h"
 #include "log.h"
+/* llama.cpp's grammar from inside (installed by scripts/llama.sh from the pinned tree): the public
+ * sampler cannot say how many parse states it holds, and that is what must be bounded. */
+#include "llama-grammar.h"
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -292,15 +298,14 @@ extern "C" void cb_common_rendered_clear(cb_common_rendered *r) {
 }
 
 extern "C" struct llama_sampler *cb_common_grammar_sampler(const struct llama_vocab *vocab, const cb_common_rendered *r,
-                                                           char *err, size_t errlen) {
+                                                           const cb_grammar_limits *lim, char *err, size_t errlen) {
     return guarded(err, errlen, "the tool-call grammar failed", [&]() -> llama_sampler * {
-        std::vector<const char *> patterns(r->patterns, r->patterns + r->n_patterns);
-        llama_sampler *g =
-            r->lazy ? llama_sampler_init_grammar_lazy_patterns(vocab, r->grammar, "root", patterns.data(),
-                                                               patterns.size(), r->trigger_tokens, r->n_trigger_tokens)
-                    : llama_sampler_init_grammar(vocab, r->grammar, "root");
+        char why[240] = "";
+        llama_sampler *g = cb_common_grammar_new(vocab, r->grammar, r->lazy, r->patterns, r->lazy ? r->n_patterns : 0,
+                                                 r->trigger_tokens, r->lazy ? r->n_trigger_tokens : 0, lim, why,
+                                                 sizeof(why));
         if (!g) {
-            set_err(err, errlen, "the tool-call grammar does not parse", nullptr);
+            set_err(err, errlen, "the tool-call grammar cannot be used", why);
             return nullptr;
         }
         std::unique_ptr<llama_sampler, void (*)(llama_sampler *)> own(g, llama_sampler_free);
@@ -313,6 +318,11 @@ extern "C" struct llama_sampler *cb_common_grammar_sampler(const struct llama_vo
                     !std::isspace((unsigned char)r->prefill[0]))
                     continue;
                 llama_sampler_accept(g, toks[i]);
+            }
+            const char *blown = nullptr;
+            if (cb_common_grammar_blown(g, &blown)) {
+                set_err(err, errlen, "the tool-call grammar cannot take the generation prompt", blown);
+                return nullptr;
             }
         }
         return own.release();
@@ -356,4 +366,273 @@ extern "C" int cb_common_parse(const cb_chat_parser *p, const char *text, size_t
     *calls = nullptr;
     *n_calls = 0;
     return -1;
+}
+
+/* ---------------------------------------------------------------- bounded grammars --------- */
+
+namespace {
+
+/* The parse states (stacks) expanding a rule at the start of a match can make, an upper bound, as
+ * llama_grammar_advance_stack makes them: each alternative gives the states of its first element
+ * (one for a terminal; a rule's own for a reference, and the next element's too when that rule can
+ * match nothing). Saturates at `cap`; references chained deeper than `depth_cap` set too_deep. */
+struct grammar_shape {
+    const llama_grammar_rules &rules;
+    size_t cap, depth_cap;
+    std::vector<char> nullable;
+    std::vector<size_t> states; /* 0: not yet known */
+    std::vector<char> busy;
+    bool too_deep = false;
+
+    grammar_shape(const llama_grammar_rules &r, size_t c, size_t d)
+        : rules(r), cap(c), depth_cap(d), nullable(r.size(), 0), states(r.size(), 0), busy(r.size(), 0) {
+        for (bool changed = true; changed;) { /* the rules that can match nothing, to a fixed point */
+            changed = false;
+            for (size_t i = 0; i < rules.size(); i++)
+                if (!nullable[i] && can_be_empty(rules[i])) nullable[i] = changed = true;
+        }
+    }
+
+    bool can_be_empty(const llama_grammar_rule &rule) const {
+        bool empty_so_far = true;
+        for (const llama_grammar_element &e : rule) {
+            if (e.type == LLAMA_GRETYPE_END || e.type == LLAMA_GRETYPE_ALT) {
+                if (empty_so_far) return true;
+                if (e.type == LLAMA_GRETYPE_END) return false;
+                empty_so_far = true;
+            } else if (empty_so_far &&
+                       (e.type != LLAMA_GRETYPE_RULE_REF || e.value >= rules.size() || !nullable[e.value])) {
+                empty_so_far = false;
+            }
+        }
+        return false;
+    }
+
+    size_t add(size_t a, size_t b) const { return a + b > cap ? cap : a + b; }
+
+    size_t of(uint32_t r, size_t depth) {
+        if (r >= rules.size()) return 1;
+        if (depth > depth_cap) {
+            too_deep = true;
+            return cap;
+        }
+        if (states[r]) return states[r];
+        if (busy[r]) return 1; /* left recursion: llama.cpp refuses the grammar itself */
+        busy[r] = 1;
+        size_t n = 0;
+        const llama_grammar_rule &rule = rule_at(r);
+        size_t i = 0;
+        while (i < rule.size() && n < cap && !too_deep) { /* one alternative per turn */
+            size_t k = i;
+            for (;; k++) {
+                const llama_grammar_element &e = rule[k];
+                if (e.type != LLAMA_GRETYPE_RULE_REF) { /* a terminal, or the end: all before it was empty */
+                    n = add(n, 1);
+                    break;
+                }
+                n = add(n, of(e.value, depth + 1));
+                if (e.value >= rules.size() || !nullable[e.value]) break;
+            }
+            while (k < rule.size() && rule[k].type != LLAMA_GRETYPE_END && rule[k].type != LLAMA_GRETYPE_ALT)
+                k++;
+            if (k >= rule.size() || rule[k].type == LLAMA_GRETYPE_END) break;
+            i = k + 1;
+        }
+        busy[r] = 0;
+        states[r] = n ? n : 1;
+        return states[r];
+    }
+
+    const llama_grammar_rule &rule_at(uint32_t r) const { return rules[r]; }
+};
+
+/* The checks before llama.cpp parses a grammar or builds its start: its parser recurses once per
+ * nested group, its repetitions copy elements, and its start expands every alternative reachable
+ * at the first position (2^22 states from 560 bytes). Returns false with the reason in err. */
+bool grammar_fits(const llama_vocab *vocab, const char *gbnf, const cb_grammar_limits &lim, char *err, size_t errlen) {
+    cb_gbnf_shape sh = cb_gbnf_scan(gbnf);
+    if (sh.depth > (size_t)lim.max_nesting) {
+        std::snprintf(err, errlen, "the grammar nests %zu groups deep, above the limit of %d (--limit grammar-nesting)",
+                      sh.depth, lim.max_nesting);
+        return false;
+    }
+    if (sh.elements > (unsigned long long)lim.max_elements) {
+        std::snprintf(err, errlen,
+                      "the grammar expands to about %llu elements (its repetitions copied), above the limit of %d "
+                      "(--limit grammar-elements)",
+                      sh.elements, lim.max_elements);
+        return false;
+    }
+    llama_grammar_parser parser(vocab);
+    if (!parser.parse(gbnf) || parser.rules.empty()) {
+        set_err(err, errlen, "the grammar does not parse as GBNF", nullptr);
+        return false;
+    }
+    if (parser.symbol_ids.find("root") == parser.symbol_ids.end()) {
+        set_err(err, errlen, "the grammar has no root rule", nullptr);
+        return false;
+    }
+    grammar_shape shape(parser.rules, (size_t)lim.max_states + 1, (size_t)lim.max_nesting);
+    for (uint32_t r = 0; r < parser.rules.size(); r++) {
+        size_t n = shape.of(r, 0);
+        if (shape.too_deep) {
+            std::snprintf(err, errlen,
+                          "the grammar's rules nest more than %d deep at one position (--limit grammar-nesting)",
+                          lim.max_nesting);
+            return false;
+        }
+        if (n > (size_t)lim.max_states) {
+            std::string name = "?";
+            for (const auto &kv : parser.symbol_ids)
+                if (kv.second == r) name = kv.first;
+            std::snprintf(err, errlen,
+                          "the grammar's rule '%.60s' can begin in more than %d ways, the limit of parse states "
+                          "(--limit grammar-states)",
+                          name.c_str(), lim.max_states);
+            return false;
+        }
+    }
+    return true;
+}
+
+struct bounded_grammar {
+    const llama_vocab *vocab;
+    llama_grammar *g;
+    cb_grammar_limits lim;
+    size_t peak;
+    bool blown;
+    char why[200];
+};
+
+void note_states(bounded_grammar *b) {
+    size_t n = b->g->stacks.size();
+    if (n > b->peak) b->peak = n;
+    if (n > (size_t)b->lim.max_states && !b->blown) {
+        b->blown = true;
+        std::snprintf(b->why, sizeof(b->why),
+                      "the grammar holds %zu parse states after this token, above the limit of %d (an ambiguous "
+                      "grammar; --limit grammar-states)",
+                      n, b->lim.max_states);
+    }
+}
+
+const char *bg_name(const llama_sampler *) { return "cobatch-grammar"; }
+
+/* One byte at a time where the grammar reads characters, so that the count is checked before a long
+ * token multiplies it; llama.cpp's own accept where a token is special (triggers, token rules, the
+ * end). */
+void bg_accept(llama_sampler *s, llama_token tok) {
+    auto *b = static_cast<bounded_grammar *>(s->ctx);
+    if (b->blown) return;
+    try {
+        llama_grammar &g = *b->g;
+        bool token_rule = false;
+        for (const auto &st : g.stacks)
+            if (!st.empty() && (st.back()->type == LLAMA_GRETYPE_TOKEN || st.back()->type == LLAMA_GRETYPE_TOKEN_NOT))
+                token_rule = true;
+        char piece[256];
+        int32_t n = 0;
+        bool special = g.awaiting_trigger || token_rule || llama_vocab_is_eog(b->vocab, tok) ||
+                       (llama_vocab_get_attr(b->vocab, tok) & (LLAMA_TOKEN_ATTR_CONTROL | LLAMA_TOKEN_ATTR_USER_DEFINED));
+        if (!special) {
+            n = llama_token_to_piece(b->vocab, tok, piece, sizeof(piece), 0, true);
+            special = n < 0 || n > (int32_t)sizeof(piece);
+        }
+        if (special) {
+            llama_grammar_accept_impl(g, tok);
+            note_states(b);
+            return;
+        }
+        for (int32_t i = 0; i < n && !b->blown; i++) {
+            llama_grammar_accept_str(g, std::string(1, piece[i]));
+            note_states(b);
+        }
+    } catch (const std::exception &e) { /* llama.cpp throws when no state takes the token */
+        b->blown = true;
+        std::snprintf(b->why, sizeof(b->why), "the grammar cannot take the token: %.150s", e.what());
+    }
+}
+
+void bg_apply(llama_sampler *s, llama_token_data_array *cur) {
+    auto *b = static_cast<bounded_grammar *>(s->ctx);
+    if (b->blown) { /* nothing may follow: the caller ends the request */
+        for (size_t i = 0; i < cur->size; i++)
+            cur->data[i].logit = -INFINITY;
+        return;
+    }
+    llama_grammar_apply_impl(*b->g, cur);
+}
+
+llama_sampler *bg_clone(const llama_sampler *s);
+
+void bg_free(llama_sampler *s) {
+    auto *b = static_cast<bounded_grammar *>(s->ctx);
+    if (b->g) llama_grammar_free_impl(b->g);
+    delete b;
+}
+
+llama_sampler_i bg_iface = {bg_name, bg_accept, bg_apply, nullptr, bg_clone, bg_free,
+                            nullptr, nullptr,   nullptr,  nullptr, nullptr,  nullptr};
+
+llama_sampler *bg_clone(const llama_sampler *s) {
+    const auto *b = static_cast<const bounded_grammar *>(s->ctx);
+    try {
+        std::unique_ptr<bounded_grammar> c(new bounded_grammar(*b));
+        c->g = llama_grammar_clone_impl(*b->g);
+        if (!c->g) return nullptr;
+        llama_sampler *out = llama_sampler_init(&bg_iface, c.get());
+        if (out) c.release();
+        else llama_grammar_free_impl(c->g);
+        return out;
+    } catch (...) {
+        return nullptr;
+    }
+}
+
+} // namespace
+
+extern "C" int cb_common_grammar_check(const struct llama_vocab *vocab, const char *gbnf,
+                                       const cb_grammar_limits *lim, char *err, size_t errlen) {
+    void *ok = guarded(err, errlen, "the grammar cannot be read", [&]() -> void * {
+        return grammar_fits(vocab, gbnf, *lim, err, errlen) ? const_cast<char *>(gbnf) : nullptr;
+    });
+    return ok ? 0 : -1;
+}
+
+extern "C" struct llama_sampler *cb_common_grammar_new(const struct llama_vocab *vocab, const char *gbnf, bool lazy,
+                                                       const char *const *patterns, size_t n_patterns,
+                                                       const int32_t *tokens, size_t n_tokens,
+                                                       const cb_grammar_limits *lim, char *err, size_t errlen) {
+    return guarded(err, errlen, "the grammar cannot be used", [&]() -> llama_sampler * {
+        if (!grammar_fits(vocab, gbnf, *lim, err, errlen)) return nullptr;
+        std::vector<const char *> pats(patterns, patterns + n_patterns);
+        llama_grammar *g =
+            llama_grammar_init_impl(vocab, gbnf, "root", lazy, const_cast<const char **>(pats.data()), pats.size(),
+                                    tokens, n_tokens);
+        if (!g) {
+            set_err(err, errlen, "the grammar does not parse as GBNF with a root rule (or is left-recursive)", nullptr);
+            return nullptr;
+        }
+        std::unique_ptr<bounded_grammar> b(new bounded_grammar{vocab, g, *lim, 0, false, ""});
+        note_states(b.get());
+        llama_sampler *s = llama_sampler_init(&bg_iface, b.get());
+        if (!s) {
+            llama_grammar_free_impl(g);
+            throw std::bad_alloc();
+        }
+        b.release();
+        return s;
+    });
+}
+
+extern "C" bool cb_common_grammar_blown(const struct llama_sampler *s, const char **why) {
+    if (!s || s->iface != &bg_iface) return false;
+    const auto *b = static_cast<const bounded_grammar *>(s->ctx);
+    if (why) *why = b->why;
+    return b->blown;
+}
+
+extern "C" size_t cb_common_grammar_peak(const struct llama_sampler *s) {
+    if (!s || s->iface != &bg_iface) return 0;
+    return static_cast<const bounded_grammar *>(s->ctx)->peak;
 }

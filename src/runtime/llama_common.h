@@ -13,7 +13,14 @@ extern "C" {
 #endif
 
 struct llama_model;
+struct llama_vocab;
+struct llama_sampler;
 typedef struct cb_chat_templates cb_chat_templates;
+
+/* The bounds a grammar is held to (cobatch_engine_params.grammar_max_*). */
+typedef struct {
+    int32_t max_nesting, max_elements, max_states;
+} cb_grammar_limits;
 
 /* The chat template a model's messages are rendered with: override (Jinja text; NULL for the
  * model's own, tokenizer.chat_template) through common's Jinja engine, as vLLM and llama-server
@@ -72,9 +79,26 @@ void cb_common_rendered_clear(cb_common_rendered *r);
 
 /* The grammar sampler of a rendering with a grammar: lazy with its triggers, or fed its prefill.
  * NULL with the reason in err (the grammar does not parse, the prefill does not fit it). */
-struct llama_vocab;
-struct llama_sampler *cb_common_grammar_sampler(const struct llama_vocab *vocab, const cb_common_rendered *r, char *err,
-                                                size_t errlen);
+struct llama_sampler *cb_common_grammar_sampler(const struct llama_vocab *vocab, const cb_common_rendered *r,
+                                                const cb_grammar_limits *lim, char *err, size_t errlen);
+
+/* Whether gbnf (root rule "root") may be run under lim: its groups' nesting and its elements
+ * (core/gbnf.h) first, then, parsed, its rules' nesting at a position and the parse states any rule
+ * can begin with. 0, or -1 with the reason in err (naming the --limit that refuses it). */
+int cb_common_grammar_check(const struct llama_vocab *vocab, const char *gbnf, const cb_grammar_limits *lim, char *err,
+                            size_t errlen);
+
+/* A grammar sampler for gbnf after cb_common_grammar_check: llama.cpp's grammar (lazy with its
+ * patterns and tokens, like llama_sampler_init_grammar_lazy_patterns) whose parse states are counted
+ * after every character it takes; past lim->max_states it is blown (cb_common_grammar_blown), takes
+ * nothing more and allows no token. Clones keep the limits. NULL with the reason in err. */
+struct llama_sampler *cb_common_grammar_new(const struct llama_vocab *vocab, const char *gbnf, bool lazy,
+                                            const char *const *patterns, size_t n_patterns, const int32_t *tokens,
+                                            size_t n_tokens, const cb_grammar_limits *lim, char *err, size_t errlen);
+/* Whether a sampler from cb_common_grammar_new is blown (*why: the reason); false for any other. */
+bool cb_common_grammar_blown(const struct llama_sampler *s, const char **why);
+/* The most parse states it has held (0 for any other sampler). */
+size_t cb_common_grammar_peak(const struct llama_sampler *s);
 
 /* A tool call read from an output. */
 typedef struct {

@@ -46,8 +46,9 @@ void cb_sampler_free(struct llama_sampler *smpl) {
 
 void cb_sampler_accept(struct llama_sampler *smpl, int32_t token) { llama_sampler_accept(smpl, token); }
 
-struct llama_sampler *cb_grammar_new(const cb_model *m, const char *gbnf) {
-    return llama_sampler_init_grammar(m->vocab, gbnf, "root");
+struct llama_sampler *cb_grammar_new(const cb_model *m, const char *gbnf, const cb_grammar_limits *lim, char *err,
+                                     size_t errlen) {
+    return cb_common_grammar_new(m->vocab, gbnf, false, NULL, 0, NULL, 0, lim, err, errlen);
 }
 
 /* The row's logits as candidates, in token order. */
@@ -75,6 +76,7 @@ static int32_t sample_constrained(struct llama_sampler *chain, struct llama_samp
         if (!isfinite(cur.data[cur.selected].logit)) return -1;
     }
     llama_sampler_accept(grammar, tok);
+    if (cb_common_grammar_blown(grammar, NULL)) return -2;
     llama_sampler_accept(chain, tok);
     return tok;
 }

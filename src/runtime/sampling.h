@@ -2,6 +2,7 @@
 #ifndef CB_SAMPLING_H
 #define CB_SAMPLING_H
 
+#include "llama_common.h"
 #include "model.h"
 
 #include <cobatch.h>
@@ -15,15 +16,18 @@ struct llama_sampler *cb_sampler_new(const cb_model *m, const struct cobatch_sam
                                      const struct cobatch_logit_bias *bias, size_t n_bias);
 void cb_sampler_free(struct llama_sampler *smpl);
 
-/* A grammar sampler for GBNF text (root rule "root"), or NULL when it does not parse. */
-struct llama_sampler *cb_grammar_new(const cb_model *m, const char *gbnf);
+/* A grammar sampler for GBNF text (root rule "root") held to lim (llama_common.h), or NULL with the
+ * reason in err (it does not parse, or a bound refuses it). */
+struct llama_sampler *cb_grammar_new(const cb_model *m, const char *gbnf, const cb_grammar_limits *lim, char *err,
+                                     size_t errlen);
 
 /* Samples (and accepts) a token from logits row `row` of the last decode. If margin is not NULL
  * it gets the raw top-1 minus top-2 logit of that row. With a grammar (else NULL) the token is one
  * the grammar allows: the chain samples first and the grammar checks only its token; only when it
  * refuses is the whole row masked by the grammar and sampled again (llama.cpp common's order, so
  * a constrained request pays for the grammar on the tokens it would have refused). scratch: room
- * for n_vocab candidates, used with a grammar. Returns -1 when the grammar allows no token at all. */
+ * for n_vocab candidates, used with a grammar. Returns -1 when the grammar allows no token at all, -2
+ * when the token sampled blew the grammar (cb_common_grammar_blown says why). */
 int32_t cb_sampler_sample(struct llama_sampler *smpl, struct llama_sampler *grammar, const cb_model *m, int32_t row,
                           float *margin, llama_token_data *scratch);
 

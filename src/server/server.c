@@ -448,9 +448,9 @@ static int failure(const srv *s, const struct cobatch_event *ev, const char **ty
                                                : "the request was cancelled";
         return 503;
     }
-    *type = "server_error";
     *why = ev->error && *ev->error ? ev->error : "generation failed";
-    return 500;
+    *type = ev->invalid ? "invalid_request_error" : "server_error";
+    return ev->invalid ? 400 : 500;
 }
 
 /* The answer once every choice ended well: the last chunks, or the whole response. */

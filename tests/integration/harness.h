@@ -27,7 +27,8 @@ typedef struct {
     enum cobatch_finish_reason reason;
     int32_t n_prompt, n_generated, n_preemptions;
     bool pieces_valid_utf8;
-    char error[128]; /* the FINISHED event's error message, if any */
+    char error[256]; /* the FINISHED event's error message, if any */
+    bool invalid;    /* the FINISHED event blamed the request */
 } it_result;
 
 static inline const char *it_model(void) {
@@ -84,6 +85,7 @@ static inline int it_take(struct cobatch_event *ev) {
         r->n_generated = ev->n_generated;
         r->n_preemptions = ev->n_preemptions;
         if (ev->error) snprintf(r->error, sizeof(r->error), "%s", ev->error);
+        r->invalid = ev->invalid;
         if (ev->reason == COBATCH_FINISH_ERROR) fprintf(stderr, "request error: %s\n", ev->error);
     }
     cobatch_event_clear(ev);

@@ -611,6 +611,57 @@ static void grammar_constrains_the_output(void **state) {
     it_free(rs, 2);
 }
 
+/* llama.cpp runs a grammar unbounded: its parser recurses per nested group, its start expands every
+ * alternative at the first position, and an ambiguous grammar multiplies its parse states per
+ * character. Past the engine's bounds a grammar is refused at once (naming the --limit), or, once
+ * its output holds too many states, the request ends with an error that blames the request. */
+static void grammar_bounds_hold(void **state) {
+    (void)state;
+    char err[256] = "";
+    char *g = malloc(64 * 1024);
+    /* 20,000 nested groups: crashed the parser's stack */
+    strcpy(g, "root ::= ");
+    memset(g + 9, '(', 20000);
+    memcpy(g + 20009, "\"a\"", 3);
+    memset(g + 20012, ')', 20000);
+    g[40012] = '\0';
+    assert_null(cobatch_grammar_new(shared_engine, g, err, sizeof(err)));
+    assert_non_null(strstr(err, "--limit grammar-nesting"));
+    /* S_i ::= S_(i-1) P | S_(i-1) Q: 2^22 start states from 560 bytes froze the intake */
+    int n = sprintf(g, "P ::= \"p\"\nQ ::= \"q\"\nS0 ::= \"x\"\n");
+    for (int i = 1; i <= 22; i++)
+        n += sprintf(g + n, "S%d ::= S%d P | S%d Q\n", i, i - 1, i - 1);
+    sprintf(g + n, "root ::= S22\n");
+    assert_null(cobatch_grammar_new(shared_engine, g, err, sizeof(err)));
+    assert_non_null(strstr(err, "--limit grammar-states"));
+    /* S_9 starts 512 ways: within the limit, and it runs */
+    n = sprintf(g, "P ::= \"p\"\nQ ::= \"q\"\nS0 ::= \"x\"\n");
+    for (int i = 1; i <= 9; i++)
+        n += sprintf(g + n, "S%d ::= S%d P | S%d Q\n", i, i - 1, i - 1);
+    sprintf(g + n, "root ::= S9\n");
+    cobatch_grammar *ok = cobatch_grammar_new(shared_engine, g, err, sizeof(err));
+    assert_non_null(ok);
+    cobatch_grammar_free(ok);
+    /* a 1,000-character literal copied 2,000 times */
+    strcpy(g, "root ::= \"");
+    memset(g + 10, 'a', 1000);
+    strcpy(g + 1010, "\"{2000}");
+    assert_null(cobatch_grammar_new(shared_engine, g, err, sizeof(err)));
+    assert_non_null(strstr(err, "--limit grammar-elements"));
+    /* ambiguous: every 'a' doubles the states; the request ends, blamed, with a clear error */
+    struct cobatch_request_params p = cobatch_request_default_params();
+    p.prompt = "Say a:";
+    p.max_tokens = 64;
+    p.grammar = "root ::= S\nS ::= \"a\" S P | \"a\" S Q | \"a\"{16}\nP ::= \"p\"\nQ ::= \"q\"\n";
+    it_result r = run1(p);
+    printf("# ambiguous grammar: %d tokens, '%s'\n", r.n_generated, r.error);
+    assert_int_equal(r.reason, COBATCH_FINISH_ERROR);
+    assert_true(r.invalid);
+    assert_non_null(strstr(r.error, "--limit grammar-states"));
+    it_free(&r, 1);
+    free(g);
+}
+
 /* The detokenized prompt an engine makes of these messages (NULL with err when refused). */
 static char *rendered(cobatch_engine *e, const struct cobatch_chat_message *m, size_t n, char *err, size_t errlen) {
     struct cobatch_request_params p = cobatch_request_default_params();
@@ -1036,6 +1087,7 @@ int main(void) {
         cmocka_unit_test(cancel_frees_cells),
         cmocka_unit_test(logprobs_describe_the_distribution),
         cmocka_unit_test(grammar_constrains_the_output),
+        cmocka_unit_test(grammar_bounds_hold),
         cmocka_unit_test(chat_templates_render_with_jinja),
         cmocka_unit_test(tool_calls_are_held_and_read),
         cmocka_unit_test(long_lane_takes_long_requests),

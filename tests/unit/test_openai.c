@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../src/core/gbnf.h"
 #include "../../src/openai/bounds.h"
 #include "../../src/openai/openai.h"
 
@@ -230,6 +231,113 @@ static void response_format_and_grammar(void **state) {
 /* Repetition bounds llama.cpp's grammars would drop (above 2000) are refused by name, in a schema
  * (however deep, in response_format and in a tool's parameters) and in a GBNF text; bounds at
  * the limit, and braces inside literals, classes and comments, are not. */
+/* The shape of a GBNF text before llama.cpp parses it (src/core/gbnf.c): nesting, the elements its
+ * repetitions copy, the largest count; strings, classes, token references and comments are text. */
+static void gbnf_shape_is_read_without_parsing(void **state) {
+    (void)state;
+    cb_gbnf_shape sh = cb_gbnf_scan("root ::= ((\"a\" (b)) | c)\nb ::= [a-z]\nc ::= \"(((\" [(] # (((\n");
+    assert_int_equal(sh.depth, 3);
+    assert_int_equal(sh.repeat, 0);
+    sh = cb_gbnf_scan("root ::= \"abcd\"{1000}");
+    assert_int_equal(sh.repeat, 1000);
+    assert_true(sh.elements >= 4000);
+    sh = cb_gbnf_scan("root ::= (\"a\"){1000}"); /* a group repeats as one reference */
+    assert_true(sh.elements < 10000);
+    sh = cb_gbnf_scan("root ::= x{0, 2500} <[12]>{3}");
+    assert_int_equal(sh.repeat, 2500);
+    char deep[4096] = "root ::= ";
+    for (int i = 0; i < 1000; i++)
+        strcat(deep, "(");
+    strcat(deep, "\"a\"");
+    for (int i = 0; i < 1000; i++)
+        strcat(deep, ")");
+    assert_int_equal(cb_gbnf_scan(deep).depth, 1000);
+    /* unclosed strings and classes end with the text */
+    assert_int_equal(cb_gbnf_scan("root ::= \"((( [").depth, 0);
+    assert_int_equal(cb_gbnf_scan("root ::= [\\]((").depth, 0);
+}
+
+/* What a request hands llama.cpp's common library is bounded: the nesting of schemas, tool
+ * parameters and tool-call arguments, schema key lengths, the number of tools. Each refusal names
+ * the field and the --limit that sets it; the bound itself is taken. */
+static void request_shapes_past_the_limits_are_refused(void **state) {
+    (void)state;
+    cb_openai_request r;
+    cb_openai_error e;
+    char *body = malloc(1 << 20);
+    /* tool-call arguments 129 deep, then 128 */
+    for (int depth = 129; depth >= 128; depth--) {
+        int n = sprintf(body, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\","
+                              "\"tool_calls\":[{\"id\":\"1\",\"type\":\"function\",\"function\":{\"name\":\"f\","
+                              "\"arguments\":\"");
+        for (int i = 0; i < depth; i++)
+            n += sprintf(body + n, i % 2 ? "{\\\"a\\\":" : "[");
+        for (int i = depth - 1; i >= 0; i--)
+            n += sprintf(body + n, i % 2 ? "}" : "]");
+        sprintf(body + n, "\"}}]}]}");
+        int rc = parse(CB_OPENAI_CHAT, body, &r, &e);
+        if (depth > 128) {
+            assert_int_equal(rc, -1);
+            assert_string_equal(e.param, "messages");
+            assert_non_null(strstr(e.message, "--limit json-depth"));
+        } else {
+            assert_int_equal(rc, 0);
+        }
+        cb_openai_request_free(&r);
+    }
+    /* brackets inside strings are text */
+    assert_int_equal(cb_bounds_text_depth("{\"a\":\"[[[[[[\\\"[[[\"}"), 1);
+    /* a schema key of 257 bytes, then 256 */
+    for (int len = 257; len >= 256; len--) {
+        int n = sprintf(body, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{"
+                              "\"name\":\"p\",\"schema\":{\"type\":\"object\",\"properties\":{\"");
+        memset(body + n, '!', (size_t)len);
+        sprintf(body + n + len, "\":{\"type\":\"string\"}}}}}}");
+        int rc = parse(CB_OPENAI_COMPLETION, body, &r, &e);
+        assert_int_equal(rc, len > 256 ? -1 : 0);
+        if (rc) assert_non_null(strstr(e.message, "--limit name-length"));
+        cb_openai_request_free(&r);
+    }
+    /* a tool's parameters 200 deep; a pattern whose groups nest 200 deep */
+    int n = sprintf(body, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\","
+                          "\"function\":{\"name\":\"f\",\"parameters\":");
+    for (int i = 0; i < 200; i++)
+        n += sprintf(body + n, "{\"items\":");
+    n += sprintf(body + n, "{}");
+    for (int i = 0; i < 200; i++)
+        n += sprintf(body + n, "}");
+    sprintf(body + n, "}}]}");
+    assert_int_equal(parse(CB_OPENAI_CHAT, body, &r, &e), -1);
+    assert_string_equal(e.param, "tools");
+    cb_openai_request_free(&r);
+    n = sprintf(body, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":"
+                      "\"p\",\"schema\":{\"type\":\"string\",\"pattern\":\"");
+    for (int i = 0; i < 200; i++)
+        body[n++] = '(';
+    body[n++] = 'a';
+    for (int i = 0; i < 200; i++)
+        body[n++] = ')';
+    sprintf(body + n, "\"}}}}");
+    assert_int_equal(parse(CB_OPENAI_COMPLETION, body, &r, &e), -1);
+    assert_non_null(strstr(e.message, "pattern"));
+    cb_openai_request_free(&r);
+    /* more tools than the limit (lowered for the test), then as many */
+    int keep = cb_bounds.tools;
+    cb_bounds.tools = 3;
+    for (int k = 4; k >= 3; k--) {
+        n = sprintf(body, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[");
+        for (int i = 0; i < k; i++)
+            n += sprintf(body + n, "%s{\"type\":\"function\",\"function\":{\"name\":\"f%d\"}}", i ? "," : "", i);
+        sprintf(body + n, "]}");
+        int rc = parse(CB_OPENAI_CHAT, body, &r, &e);
+        assert_int_equal(rc, k > 3 ? -1 : 0);
+        if (rc) assert_non_null(strstr(e.message, "--limit tools"));
+        cb_openai_request_free(&r);
+    }
+    cb_bounds.tools = keep;
+    free(body);
+}
+
 static void grammar_bounds_above_what_llama_keeps(void **state) {
     (void)state;
     cb_openai_request r;
@@ -653,6 +761,8 @@ int main(void) {
         cmocka_unit_test(response_format_and_grammar),
         cmocka_unit_test(tools_and_tool_messages),
         cmocka_unit_test(refusals_name_the_field),
+        cmocka_unit_test(gbnf_shape_is_read_without_parsing),
+        cmocka_unit_test(request_shapes_past_the_limits_are_refused),
         cmocka_unit_test(grammar_bounds_above_what_llama_keeps),
         cmocka_unit_test(response_shapes),
         cmocka_unit_test(json_check_agrees_with_rfc8259),

@@ -1,0 +1,108 @@
+#include "gbnf.h"
+
+#include <ctype.h>
+
+#define SATURATE (1ULL << 62)
+
+static unsigned long long add(unsigned long long a, unsigned long long b) {
+    return a > SATURATE - b || b > SATURATE ? SATURATE : a + b;
+}
+
+static unsigned long long mul(unsigned long long a, unsigned long long b) {
+    return a && b > SATURATE / a ? SATURATE : a * b;
+}
+
+/* A decimal count at *p (after blanks), saturating; advances *p. *digits: how many were read. */
+static unsigned long long count_at(const char **p, int *digits) {
+    const char *s = *p;
+    while (*s == ' ' || *s == '\t')
+        s++;
+    unsigned long long v = 0;
+    *digits = 0;
+    for (; isdigit((unsigned char)*s); s++, (*digits)++)
+        v = v > 1000000000000ULL ? v : v * 10 + (unsigned long long)(*s - '0');
+    while (*s == ' ' || *s == '\t')
+        s++;
+    *p = s;
+    return v;
+}
+
+/* The end of a literal or class opened at p (its closing character, or the text's end). */
+static const char *quoted_end(const char *p, char close, unsigned long long *chars) {
+    *chars = 0;
+    while (p[1] && p[1] != close) {
+        p += p[1] == '\\' && p[2] ? 2 : 1;
+        (*chars)++;
+    }
+    return p[1] ? p + 1 : p;
+}
+
+cb_gbnf_shape cb_gbnf_scan(const char *g) {
+    cb_gbnf_shape sh = {0, 0, 0};
+    size_t depth = 0;
+    unsigned long long last = 0; /* elements of the symbol a repetition would copy */
+    for (const char *p = g; *p; p++) {
+        unsigned long long n;
+        switch (*p) {
+        case '#': /* a comment, to the end of its line */
+            while (p[1] && p[1] != '\n')
+                p++;
+            break;
+        case '"':
+            p = quoted_end(p, '"', &n);
+            last = n ? n : 1;
+            sh.elements = add(sh.elements, last);
+            break;
+        case '[': /* a class: one element per character or range, and its end */
+            p = quoted_end(p, ']', &n);
+            last = n + 1;
+            sh.elements = add(sh.elements, last);
+            break;
+        case '<': /* a token reference <[id]> or <piece> */
+            p = quoted_end(p, '>', &n);
+            last = 1;
+            sh.elements = add(sh.elements, 1);
+            break;
+        case '(':
+            if (++depth > sh.depth) sh.depth = depth;
+            last = 0;
+            break;
+        case ')': /* the group is one reference in the sequence around it */
+            if (depth) depth--;
+            last = 1;
+            sh.elements = add(sh.elements, 1);
+            break;
+        case '*':
+        case '+':
+        case '?': /* a new rule with a copy of the symbol */
+            sh.elements = add(sh.elements, add(last, 4));
+            last = 1;
+            break;
+        case '{': { /* {m}, {m,}, {m,n}: up to max(m, n) copies, each optional one in a rule of its own */
+            const char *s = p + 1;
+            int d1, d2 = 0;
+            unsigned long long lo = count_at(&s, &d1), hi = 0;
+            if (*s == ',') {
+                s++;
+                hi = count_at(&s, &d2);
+            }
+            if (*s != '}' || !(d1 || d2)) break;
+            unsigned long long most = lo > hi ? lo : hi;
+            if (most > sh.repeat) sh.repeat = most;
+            sh.elements = add(sh.elements, mul(add(last, 4), most + 1));
+            last = 1;
+            p = s;
+            break;
+        }
+        default:
+            if (isalpha((unsigned char)*p) || *p == '_' || *p == '.') { /* a rule name, or any character */
+                while (isalnum((unsigned char)p[1]) || p[1] == '-' || p[1] == '_')
+                    p++;
+                last = 1;
+                sh.elements = add(sh.elements, 1);
+            }
+            break;
+        }
+    }
+    return sh;
+}

@@ -1,0 +1,33 @@
+/* gbnf.h — the shape of a GBNF text, read before llama.cpp's parser sees it. Pure: text in, no
+ * allocation, O(length), no recursion.
+ *
+ * llama.cpp's grammar parser recurses once per nested group (a 40 KB grammar of 20,000 nested
+ * parentheses overflows its stack), copies the symbol before a repetition {m,n} up to n times
+ * ("<1 MB literal>"{2000} would be two billion elements), and keeps a repetition count only up to
+ * 2000 (a larger upper bound is silently dropped). This scan measures all three so that a grammar
+ * past a bound is refused before the parser runs. */
+#ifndef CB_GBNF_H
+#define CB_GBNF_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    size_t depth;                /* the deepest nesting of parenthesised groups */
+    unsigned long long elements; /* about how many grammar elements parsing makes, repetitions copied
+                                    (an upper estimate; saturates near 2^62) */
+    unsigned long long repeat;   /* the largest repetition count {m}, {m,}, {m,n} (0: none) */
+} cb_gbnf_shape;
+
+/* Reads gbnf's groups, symbols and repetitions outside its string literals, character classes,
+ * token references (<...>) and comments. */
+cb_gbnf_shape cb_gbnf_scan(const char *gbnf);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
