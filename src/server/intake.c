@@ -12,7 +12,11 @@
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
+
+/* The longest shutdown waits for the job the intake worker has in hand. */
+#define CB_INTAKE_JOIN_S 30
 
 struct intake {
     cobatch_engine *engine;
@@ -309,7 +313,17 @@ void cb_intake_free(intake *q) {
         q->stop = true;
         pthread_cond_signal(&q->cond);
         pthread_mutex_unlock(&q->mu);
-        pthread_join(q->thread, NULL);
+        /* the job in hand ends first (its work is bounded: grammars, templates, tokens); should one
+         * still run past the bound, the process ends without it rather than wait forever (a signal
+         * could not stop a join) or free what it reads */
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += CB_INTAKE_JOIN_S;
+        if (pthread_timedjoin_np(q->thread, NULL, &until) != 0) {
+            fprintf(stderr, "cobatch: the intake worker is still busy after %d s at shutdown; exiting without it\n",
+                    CB_INTAKE_JOIN_S);
+            _exit(1);
+        }
     }
     for (cb_intake_job *j = q->todo, *n; j; j = n) {
         n = j->next;

@@ -10,6 +10,7 @@
 #include "httpd.h"
 #include "intake.h"
 #include "metrics.h"
+#include "../openai/bounds.h"
 #include "../openai/openai.h"
 #include "routes.h"
 
@@ -52,6 +53,9 @@ typedef struct {
     size_t *sent_args;   /* (n_ids) streamed: bytes of each call's arguments sent */
     char (*ids)[32];     /* (n_ids) the calls' ids, made as they appear */
     size_t n_ids;
+    size_t read_len; /* streamed: bytes of text the last partial read saw */
+    int depth;       /* brackets the output has opened and not closed (its strings' too) */
+    bool too_deep;   /* it once nested past --limit json-depth: its calls are never read */
 } cb_srv_choice;
 
 /* One completion request, from its HTTP request to its end. */
@@ -393,6 +397,36 @@ static bool take_prompt(srv *s, cb_srv_choice *c, const struct cobatch_event *ev
     return true;
 }
 
+/* llama.cpp's output parser recurses per nesting level (an output forced 3,700 levels deep crashed
+ * the loop): the output's brackets are counted as they come, and past --limit json-depth the
+ * request ends with an error instead of a read. Brackets in strings count too: a bound that may
+ * refuse an odd output, never one that lets a deep one through. */
+static bool nests_within(cb_srv_choice *c, const char *t, size_t n) {
+    for (size_t i = 0; i < n && !c->too_deep; i++) {
+        if (t[i] == '[' || t[i] == '{')
+            c->too_deep = ++c->depth > cb_bounds.json_depth;
+        else if ((t[i] == ']' || t[i] == '}') && c->depth > 0)
+            c->depth--;
+    }
+    return !c->too_deep;
+}
+
+static void fail(srv *s, cb_srv_req *r, int index, const struct cobatch_event *ev);
+
+static void fail_too_deep(srv *s, cb_srv_choice *c) {
+    char why[160];
+    snprintf(why, sizeof(why),
+             "the output nests deeper than %d levels, past what its tool calls may be read at (--limit json-depth)",
+             cb_bounds.json_depth);
+    struct cobatch_event ev = {.reason = COBATCH_FINISH_ERROR, .error = why};
+    fail(s, c->r, c->index, &ev);
+}
+
+/* Whether a streamed output is read again now: every piece while it is short, then each time it
+ * has grown by an eighth, so that reading it costs O(1) per token however long it gets (the last
+ * read, at its end, is whole). */
+static bool read_due(const cb_srv_choice *c) { return c->len < 4096 || c->len - c->read_len >= c->read_len / 8; }
+
 static void on_token(srv *s, cb_srv_choice *c, const struct cobatch_event *ev) {
     cb_srv_req *r = c->r;
     s->m.generation_tokens++;
@@ -407,8 +441,11 @@ static void on_token(srv *s, cb_srv_choice *c, const struct cobatch_event *ev) {
     if (r->calls_tools) { /* the whole output is read again with each piece */
         if (!append(c, ev->text, ev->text_len)) {
             lost_output(s, r);
-        } else if (r->stream && ev->text_len) {
+        } else if (!nests_within(c, ev->text, ev->text_len)) {
+            fail_too_deep(s, c);
+        } else if (r->stream && ev->text_len && read_due(c)) {
             if (!r->started) start_stream(s, r);
+            c->read_len = c->len;
             if (!read_output(c, true))
                 lost_output(s, r);
             else if (r->conn)
@@ -552,7 +589,11 @@ static void on_finished(srv *s, cb_srv_choice *c, const struct cobatch_event *ev
         if (r->conn && !take_prompt(s, c, ev)) {
             lost_output(s, r);
         } else if (r->conn && r->calls_tools) { /* the output read whole */
-            if (!append(c, ev->text, ev->text_len) || !read_output(c, false)) {
+            if (!append(c, ev->text, ev->text_len)) {
+                lost_output(s, r);
+            } else if (!nests_within(c, ev->text, ev->text_len)) {
+                fail_too_deep(s, c);
+            } else if (!read_output(c, false)) {
                 lost_output(s, r);
             } else {
                 if (c->out.n_calls && ev->reason == COBATCH_FINISH_STOP) c->finish = "tool_calls";

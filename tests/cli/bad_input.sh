@@ -23,6 +23,8 @@ expect "bad temperature" 2 "--temp takes a number" "$bin" run -m "$model" -p hi 
 expect "bad mode" 2 "--mode is continuous, static or sequential (got 'fast')" "$bin" run -m "$model" -p hi --mode fast
 expect "bad flash attention" 2 "--flash-attn is on, off or auto (got 'maybe')" "$bin" run -m "$model" -p hi --flash-attn maybe
 expect "bad repack" 2 "--repack is auto, on or off (got 'amx')" "$bin" run -m "$model" -p hi --repack amx
+expect "unknown limit" 2 "--limit takes NAME=N" "$bin" run -m "$model" -p hi --limit depth=3
+expect "zero limit" 2 "--limit takes NAME=N" "$bin" run -m "$model" -p hi --limit grammar-states=0
 # the start-up line names the weights' buffers and the mode; no AMX unless forced
 check "run --no-repack says so" '"$bin" run -m "$model" -p hi -n 2 --no-repack 2>&1 >/dev/null | grep -q "weights in CPU_Mapped (--repack off)"'
 check "run: no AMX by default" '"$bin" run -m "$model" -p hi -n 2 2>&1 >/dev/null | grep -q "weights in [A-Za-z_,]* (--repack auto)" &&

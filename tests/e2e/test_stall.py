@@ -1,0 +1,120 @@
+"""No request may crash the server, freeze it, or stall the others: while hostile requests of each
+kind arrive (grammars nested 20,000 deep, exponential and ambiguous grammars, a 20,000-value enum, a
+30,000-byte property name, tool-call arguments nested 50,000 deep, an output forced ever deeper into
+a tool call), a stream's largest gap between tokens and /health's answer time stay bounded, each
+hostile request ends, and the server exits cleanly afterwards."""
+import os
+import threading
+import time
+
+import httpx
+import pytest
+
+from conftest import Server
+
+TEMPLATE = os.path.join(os.path.dirname(__file__), "..", "..", "templates", "chatml-tools.jinja")
+GAP_BOUND_S = 3.0     # generous: a release build on a shared 2-core machine; unbounded, these took 7-90 s
+HEALTH_BOUND_S = 2.0
+
+
+@pytest.fixture(scope="module")
+def srv():
+    s = Server("--chat-template", TEMPLATE, "--max-num-seqs", "8", "--temp", "0")
+    yield s
+    assert s.stop() == 0, s.logs()
+
+
+def chat(url, body, timeout=120):
+    body = {"messages": [{"role": "user", "content": "Write a list."}], "max_tokens": 64, **body}
+    return httpx.post(url + "/v1/chat/completions", json=body, timeout=timeout)
+
+
+def token_ids(url, text):
+    return httpx.post(url + "/tokenize", json={"content": text}, timeout=30).json()["tokens"]
+
+
+def hostile(url):
+    """(name, request body, statuses it may end with) for each kind of attack."""
+    nested = "root ::= " + "(" * 20000 + '"a"' + ")" * 20000
+    expo = 'P ::= "p"\nQ ::= "q"\nS0 ::= "x"\n' + "".join(
+        f"S{i} ::= S{i - 1} P | S{i - 1} Q\n" for i in range(1, 23)) + "root ::= S22\n"
+    ambiguous = 'root ::= S\nS ::= "a" S P | "a" S Q | "a"{16}\nP ::= "p"\nQ ::= "q"\n'
+    enum = {"type": "string", "enum": [f"v{i}" for i in range(20000)]}
+    name = {"type": "object", "properties": {"!" * 30000: {"type": "string"}}}
+    deep_args = "[" * 50000 + "]" * 50000
+    rec = {"type": "object", "properties": {"a": {"$ref": "#/$defs/r"}}, "required": ["a"],
+           "$defs": {"r": {"type": "array", "items": {"$ref": "#/$defs/r"}}}}
+    bias = {str(t): 30 for t in token_ids(url, "[") + token_ids(url, "[[")}
+
+    def fmt(schema):
+        return {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}}
+    return [
+        ("nested grammar", {"grammar": nested}, {400}),
+        ("exponential grammar", {"grammar": expo}, {400}),
+        ("ambiguous grammar", {"grammar": ambiguous, "max_tokens": 200}, {400}),
+        ("20,000-value enum", fmt(enum), {400}),
+        ("30,000-byte property name", fmt(name), {400}),
+        ("tool parameters with that name", {"tools": [{"type": "function", "function": {
+            "name": "f", "parameters": name}}]}, {400}),
+        ("tool-call arguments 50,000 deep", {"messages": [
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "1", "type": "function", "function": {"name": "f", "arguments": deep_args}}]},
+            {"role": "tool", "tool_call_id": "1", "content": "ok"}]}, {400}),
+        ("an output forced ever deeper into a call", {
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": rec}}],
+            "tool_choice": "required", "logit_bias": bias, "max_tokens": 600, "stream": True}, {200}),
+    ]
+
+
+def test_hostile_requests_neither_crash_nor_stall_the_others(srv):
+    attacks = hostile(srv.url)
+    gaps, health, done = [], [], threading.Event()
+
+    def stream():
+        body = {"messages": [{"role": "user", "content": "Count from one to a thousand."}],
+                "max_tokens": 100000, "ignore_eos": True, "stream": True}
+        with httpx.stream("POST", srv.url + "/v1/chat/completions", json=body, timeout=300) as r:
+            last = None
+            for line in r.iter_lines():
+                now = time.monotonic()
+                if line.startswith("data: ") and line != "data: [DONE]":
+                    if last is not None:
+                        gaps.append(now - last)
+                    last = now
+                if done.is_set():
+                    break
+
+    def poll():
+        while not done.is_set():
+            t = time.monotonic()
+            assert httpx.get(srv.url + "/health", timeout=60).status_code == 200
+            health.append(time.monotonic() - t)
+            time.sleep(0.2)
+
+    threads = [threading.Thread(target=stream), threading.Thread(target=poll)]
+    for t in threads:
+        t.start()
+    time.sleep(2)  # the stream is under way
+    results = []
+    for name, body, statuses in attacks:
+        t = time.monotonic()
+        r = chat(srv.url, body)
+        results.append((name, r.status_code, round(time.monotonic() - t, 2), r.text[-300:]))
+        assert r.status_code in statuses, results[-1]
+    time.sleep(1)
+    done.set()
+    for t in threads:
+        t.join(timeout=120)
+    for row in results:
+        print("#", row)
+    print(f"# stream: {len(gaps)} gaps, largest {max(gaps):.3f} s; /health largest {max(health):.3f} s")
+    # the forced-deep call ends with the depth bound's error in its stream
+    assert "--limit json-depth" in results[-1][3], results[-1]
+    # every refusal names the limit that refused it
+    for name, status, _, text in results[:-1]:
+        assert "--limit" in text, (name, text)
+    assert len(gaps) > 50
+    assert max(gaps) < GAP_BOUND_S
+    assert max(health) < HEALTH_BOUND_S
+    assert httpx.get(srv.url + "/health", timeout=10).status_code == 200
