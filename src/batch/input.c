@@ -83,27 +83,53 @@ static int accept(cb_batch_input *in, cb_batch_out *o, cJSON *root, const char *
     return 0;
 }
 
+/* The custom_id of a line that cannot be read whole (a NUL, bytes that are not UTF-8, not JSON,
+ * text after the object), so that its error line still names it: the first "custom_id": "..." of
+ * the text, decoded; NULL when there is none that reads as a clean string. Caller frees. */
+static char *salvage_custom_id(const char *s, size_t len) {
+    static const char key[] = "\"custom_id\"";
+    const char *end = s + len, *p = s;
+    for (; (size_t)(end - p) >= sizeof(key) - 1; p++)
+        if (!memcmp(p, key, sizeof(key) - 1)) break;
+    if ((size_t)(end - p) < sizeof(key) - 1) return NULL;
+    p += sizeof(key) - 1;
+    while (p < end && (*p == ' ' || *p == '\t'))
+        p++;
+    if (p >= end || *p++ != ':') return NULL;
+    while (p < end && (*p == ' ' || *p == '\t'))
+        p++;
+    if (p >= end || *p != '"') return NULL;
+    const char *q = p + 1;
+    while (q < end && *q != '"')
+        q += *q == '\\' && q + 1 < end ? 2 : 1;
+    if (q >= end) return NULL;
+    size_t n = (size_t)(q - p) + 1;
+    if (cb_openai_has_nul(p, n) || cb_utf8_valid_prefix(p, n, NULL) != n) return NULL;
+    cJSON *v = cJSON_ParseWithLength(p, n);
+    char *id = cJSON_IsString(v) && v->valuestring[0] ? strdup(v->valuestring) : NULL;
+    cJSON_Delete(v);
+    return id;
+}
+
 /* One non-blank line. Returns -1 only when out of memory. */
 static int parse_line(cb_batch_input *in, cb_batch_out *o, const cb_idset *done, cb_idset *seen, int32_t line,
                       const char *s, size_t len) {
-    if (cb_openai_has_nul(s, len)) { /* cJSON would cut a custom_id or a prompt there */
-        in->refused++;
-        cb_batch_out_error(o, line, NULL, "invalid_request", "a string contains a NUL character (\\u0000)");
-        return 0;
-    }
-    if (cb_utf8_valid_prefix(s, len, NULL) != len) {
-        in->refused++;
-        cb_batch_out_error(o, line, NULL, "invalid_json", "the line is not valid UTF-8");
-        return 0;
-    }
+    bool nul = cb_openai_has_nul(s, len);
+    const char *broken = nul                                         ? "a string contains a NUL character (\\u0000)"
+                         : cb_utf8_valid_prefix(s, len, NULL) != len ? "the line is not valid UTF-8"
+                                                                     : NULL;
     cb_openai_error e = {0};
-    cJSON *root = cb_openai_json_parse(s, len, &e);
-    if (!root && e.status >= 500) return -1; /* out of memory: the job stops, a rerun reads the line again */
-    if (!cJSON_IsObject(root)) {
+    cJSON *root = broken ? NULL : cb_openai_json_parse(s, len, &e); /* cJSON would cut a string at a NUL */
+    if (!broken && !root && e.status >= 500) return -1;             /* out of memory: a rerun reads the line again */
+    if (broken || !cJSON_IsObject(root)) {
+        char *cid = salvage_custom_id(s, len);
         cJSON_Delete(root);
         in->refused++;
-        cb_batch_out_error(o, line, NULL, "invalid_json", "%s",
-                           root ? "a line must be a JSON object" : "not valid JSON");
+        cb_batch_out_error(o, line, cid, nul ? "invalid_request" : "invalid_json", "%s",
+                           broken ? broken
+                           : root ? "a line must be a JSON object"
+                                  : "not valid JSON");
+        free(cid);
         return 0;
     }
     char msg[256];

@@ -279,3 +279,11 @@ bool cb_batch_same_file(const char *a, const char *b) {
     free(cb);
     return same;
 }
+
+bool cb_batch_regular_file(const char *path, bool may_be_missing) {
+    struct stat st;
+    if (stat(path, &st) != 0) return may_be_missing && errno == ENOENT;
+    struct stat null;
+    return S_ISREG(st.st_mode) || (stat("/dev/null", &null) == 0 && st.st_rdev == null.st_rdev &&
+                                   S_ISCHR(st.st_mode)); /* nothing read, all written: it ends */
+}

@@ -52,6 +52,10 @@ int cb_batch_out_error(cb_batch_out *o, int32_t line, const char *custom_id, con
 
 void cb_batch_out_close(cb_batch_out *o);
 
+/* Whether path is a regular file or /dev/null (or, with may_be_missing, names none yet): never
+ * another device (/dev/zero never ends, /dev/full never takes a line), a pipe or a directory. */
+bool cb_batch_regular_file(const char *path, bool may_be_missing);
+
 /* Whether paths a and b name the same file (the same path, or one existing file under two names,
  * or two names for a file not yet made in the same directory). */
 bool cb_batch_same_file(const char *a, const char *b);

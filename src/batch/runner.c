@@ -363,16 +363,34 @@ static int read_job(const cb_batch_params *bp, const struct cobatch_engine_param
     return rc;
 }
 
+/* Two of the job's files are one (/dev/null may be named for any number of them). */
+static bool same(const char *a, const char *b) { return strcmp(a, "/dev/null") && cb_batch_same_file(a, b); }
+
 int cb_batch_run(const cb_batch_params *bp, const struct cobatch_engine_params *ep) {
     cb_batch_report rep = {0};
     cb_batch_out o;
     cb_batch_input in;
-    const char *clash = cb_batch_same_file(bp->errors_path, bp->output_path)  ? "--errors is the output file"
-                        : cb_batch_same_file(bp->errors_path, bp->input_path) ? "--errors is the input file"
-                        : cb_batch_same_file(bp->output_path, bp->input_path) ? "--output is the input file"
-                                                                              : NULL;
+    const char *json = bp->json_path;
+    const char *clash = same(bp->errors_path, bp->output_path)  ? "--errors is the output file"
+                        : same(bp->errors_path, bp->input_path) ? "--errors is the input file"
+                        : same(bp->output_path, bp->input_path) ? "--output is the input file"
+                        : json && same(json, bp->input_path)    ? "--json is the input file"
+                        : json && same(json, bp->output_path)   ? "--json is the output file"
+                        : json && same(json, bp->errors_path)   ? "--json is the errors file"
+                                                                : NULL;
     if (clash) { /* checked before anything is opened for writing: the input must survive a typo */
         fprintf(stderr, "cobatch batch: %s; give it a file of its own\n", clash);
+        return 2;
+    }
+    /* files, not devices: /dev/zero as the input or /dev/full as the output never end */
+    const char *not_file = !cb_batch_regular_file(bp->input_path, true)    ? bp->input_path
+                           : !cb_batch_regular_file(bp->output_path, true) ? bp->output_path
+                           : !cb_batch_regular_file(bp->errors_path, true) ? bp->errors_path
+                           : json && !cb_batch_regular_file(json, true)    ? json
+                                                                           : NULL;
+    if (not_file) {
+        fprintf(stderr, "cobatch batch: %s is not a regular file%s\n", not_file,
+                not_file == bp->input_path ? " (or cannot be read)" : "");
         return 2;
     }
     signal(SIGXFSZ, SIG_IGN); /* a file size limit is a failed write (EFBIG), reported, not a kill */
@@ -405,8 +423,8 @@ int cb_batch_run(const cb_batch_params *bp, const struct cobatch_engine_params *
     cb_batch_input_free(&in);
     if (rc != 0) return 1;
     cb_batch_report_print(&rep, bp);
-    if (bp->json_path && cb_batch_report_json(&rep, bp, ep, bp->json_path) != 0)
-        fprintf(stderr, "cobatch batch: cannot write %s\n", bp->json_path);
+    bool json_failed = bp->json_path && cb_batch_report_json(&rep, bp, ep, bp->json_path) != 0;
+    if (json_failed) fprintf(stderr, "cobatch batch: cannot write %s: the report is lost\n", bp->json_path);
     if (write_failed) {
         fprintf(stderr,
                 "cobatch batch: writing %s or %s failed (%s); the job stopped with %lld results written, whole "
@@ -414,5 +432,5 @@ int cb_batch_run(const cb_batch_params *bp, const struct cobatch_engine_params *
                 bp->output_path, bp->errors_path, o.why, (long long)rep.ok);
         return 1;
     }
-    return rep.interrupted ? 130 : 0;
+    return rep.interrupted ? 130 : json_failed ? 1 : 0;
 }

@@ -36,7 +36,9 @@ for i in range(4):
                   "max_completion_tokens": 6, "temperature": 0.7, "seed": i}})
     good.append({"id": f"b{i}", "kind": "chat.completion", "max": 6})
     if i == 0:
-        add(raw='{"custom_id": "broken", ', err="invalid_json")
+        add(raw='{"custom_id": "broken", ', err="invalid_json", cid="broken")  # named as far as it reads
+        add(raw='{"custom_id": "junk", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x"}} x',
+            err="invalid_json", cid="junk")
         add(raw="")  # blank lines are skipped, but counted in line numbers
         add({"method": "POST", "url": "/v1/completions", "body": {"prompt": "x"}}, err="missing_custom_id")
     if i == 1:
@@ -110,7 +112,7 @@ check "report: counts, two groups, a real bound, logical prompt tokens" 'python3
 import json, sys
 r = json.load(open(sys.argv[1]))
 rows = [json.loads(l) for l in open(sys.argv[2])]
-assert (r["lines"], r["requests"], r["ok"], r["failed"], r["refused"], r["skipped"]) == (16, 8, 8, 0, 8, 0), r
+assert (r["lines"], r["requests"], r["ok"], r["failed"], r["refused"], r["skipped"]) == (17, 8, 8, 0, 9, 0), r
 assert r["groups"] == 2, r
 assert r["prompt_tokens"] == sum(x["response"]["body"]["usage"]["prompt_tokens"] for x in rows), r
 assert r["output_tokens"] == sum(x["response"]["body"]["usage"]["completion_tokens"] for x in rows), r
@@ -121,7 +123,7 @@ check "stderr report has the saving ratio and its bound" 'grep -q "token saving 
 
 "$bin" batch "${flags[@]}" -i "$dir/job.jsonl" -o "$dir/plain.jsonl" --no-prefix-grouping 2>"$dir/log2"
 check "--no-prefix-grouping submits in input order" 'verify "$dir/plain.jsonl" input'
-check "errors default to OUTPUT_errors.jsonl" '[ "$(wc -l <"$dir/plain_errors.jsonl")" -eq 8 ]'
+check "errors default to OUTPUT_errors.jsonl" '[ "$(wc -l <"$dir/plain_errors.jsonl")" -eq 9 ]'
 
 # Resume: everything is there, nothing is added; a lost line comes back, alone.
 cp "$dir/out.jsonl" "$dir/first.jsonl"
@@ -163,7 +165,17 @@ expect "--errors = --output" 2 "--errors is the output" "$bin" batch -m "$model"
 expect "--errors = --input (another spelling)" 2 "--errors is the input" "$bin" batch -m "$model" -i "$dir/job.jsonl" -o "$dir/y.jsonl" --errors "$dir/../$(basename "$dir")/job.jsonl"
 expect "--errors = --input (a symlink)" 2 "--errors is the input" "$bin" batch -m "$model" -i "$dir/job.jsonl" -o "$dir/y.jsonl" --errors "$dir/job_link.jsonl"
 expect "--output = --input" 2 "--output is the input" "$bin" batch -m "$model" -i "$dir/job.jsonl" -o "$dir/job.jsonl"
+expect "--json = --input" 2 "--json is the input" "$bin" batch -m "$model" -i "$dir/job.jsonl" -o "$dir/y.jsonl" --json "$dir/job.jsonl"
+expect "--json = --output" 2 "--json is the output" "$bin" batch -m "$model" -i "$dir/job.jsonl" -o "$dir/keep.jsonl" --json "$dir/keep.jsonl"
 check "nothing named twice was touched" 'cmp -s "$dir/job.jsonl" "$dir/job_copy.jsonl" && cmp -s "$dir/keep.jsonl" "$dir/first.jsonl" && [ ! -e "$dir/y.jsonl" ]'
+# Devices never end (/dev/zero never gives a line, /dev/full never takes one): refused; /dev/null is fine.
+expect "--input /dev/zero" 2 "/dev/zero is not a regular file" "$bin" batch -m "$model" -i /dev/zero -o "$dir/y.jsonl"
+expect "--output /dev/full" 2 "/dev/full is not a regular file" "$bin" batch -m "$model" -i "$dir/job.jsonl" -o /dev/full
+expect "--json /dev/full" 2 "/dev/full is not a regular file" "$bin" batch -m "$model" -i "$dir/job.jsonl" -o "$dir/y.jsonl" --json /dev/full
+check "--output /dev/null runs" '"$bin" batch -m "$model" -i "$dir/job.jsonl" -o /dev/null --errors /dev/null >/dev/null 2>&1'
+# A report that cannot be written is a failure, not a 0 exit.
+expect "unwritable --json" 1 "cannot write $dir/no/such/r.json" "$bin" batch -m "$model" -i "$dir/job.jsonl" -o "$dir/y.jsonl" --json "$dir/no/such/r.json"
+rm -f "$dir/y.jsonl" "$dir/y_errors.jsonl"
 
 # Bad command lines: a message and a non-zero exit, never a crash.
 expect "missing --input" 2 "--input is required" "$bin" batch -m "$model" -o "$dir/x.jsonl"
