@@ -208,7 +208,8 @@ static void finish(run *r, cb_batch_item *it, const struct cobatch_event *ev) {
     } else if (ev->reason == COBATCH_FINISH_CANCELLED && r->cancelling) {
         rep->not_run++; /* a rerun picks it up */
     } else {
-        cb_batch_out_error(r->out, it->line, it->custom_id, "engine_error", "%s",
+        cb_batch_out_error(r->out, it->line, it->custom_id,
+                           ev->invalid && !it->text_lost ? "invalid_request" : "engine_error", "%s",
                            it->text_lost             ? "out of memory collecting the output"
                            : ev->error && *ev->error ? ev->error
                                                      : cobatch_finish_reason_str(ev->reason));

@@ -173,6 +173,32 @@ expect "--input /dev/zero" 2 "/dev/zero is not a regular file" "$bin" batch -m "
 expect "--output /dev/full" 2 "/dev/full is not a regular file" "$bin" batch -m "$model" -i "$dir/job.jsonl" -o /dev/full
 expect "--json /dev/full" 2 "/dev/full is not a regular file" "$bin" batch -m "$model" -i "$dir/job.jsonl" -o "$dir/y.jsonl" --json /dev/full
 check "--output /dev/null runs" '"$bin" batch -m "$model" -i "$dir/job.jsonl" -o /dev/null --errors /dev/null >/dev/null 2>&1'
+# Lines that crashed or froze the engine (a grammar nested 20,000 deep, an ambiguous grammar,
+# tool-call arguments nested 50,000 deep) are error lines naming the limit; the job finishes.
+python3 - "$dir" <<'PY'
+import json, sys
+amb = 'root ::= S\nS ::= "a" S P | "a" S Q | "a"{16}\nP ::= "p"\nQ ::= "q"\n'
+rows = [{"custom_id": "nest", "body": {"prompt": "x", "max_tokens": 4, "grammar": "root ::= " + "(" * 20000 + '"a"' + ")" * 20000}},
+        {"custom_id": "amb", "body": {"prompt": "x", "max_tokens": 64, "grammar": amb}},
+        {"custom_id": "args", "url": "/v1/chat/completions", "body": {"max_tokens": 4, "messages": [
+            {"role": "user", "content": "Hi"}, {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "1", "type": "function", "function": {"name": "f", "arguments": "[" * 50000 + "]" * 50000}}]}]}},
+        {"custom_id": "fine", "body": {"prompt": "x", "max_tokens": 2}}]
+with open(f"{sys.argv[1]}/hostile.jsonl", "w") as f:
+    for r in rows:
+        f.write(json.dumps({"method": "POST", "url": "/v1/completions", **r}) + "\n")
+PY
+"$bin" batch -m "$model" -i "$dir/hostile.jsonl" -o "$dir/hostile_out.jsonl" >/dev/null 2>&1
+rc=$?
+check "hostile lines become error lines; the job finishes" '[ $rc -eq 0 ] && python3 - "$dir" <<PY
+import json, sys
+d = sys.argv[1]
+out = [json.loads(l) for l in open(f"{d}/hostile_out.jsonl")]
+err = {e["custom_id"]: e["error"] for e in map(json.loads, open(f"{d}/hostile_out_errors.jsonl"))}
+assert [o["custom_id"] for o in out] == ["fine"], out
+assert sorted(err) == ["amb", "args", "nest"], err
+assert all(e["code"] == "invalid_request" and "--limit" in e["message"] for e in err.values()), err
+PY'
 # A report that cannot be written is a failure, not a 0 exit.
 expect "unwritable --json" 1 "cannot write $dir/no/such/r.json" "$bin" batch -m "$model" -i "$dir/job.jsonl" -o "$dir/y.jsonl" --json "$dir/no/such/r.json"
 rm -f "$dir/y.jsonl" "$dir/y_errors.jsonl"
