@@ -456,6 +456,13 @@ bool grammar_fits(const llama_vocab *vocab, const char *gbnf, const cb_grammar_l
                       sh.depth, lim.max_nesting);
         return false;
     }
+    if (sh.repeat > 2000) { /* llama.cpp's parser silently drops a larger upper bound */
+        std::snprintf(err, errlen,
+                      "the grammar has a repetition count of %llu (a pattern's {n}?), above 2000, the most "
+                      "llama.cpp's grammars keep (it would silently not hold)",
+                      sh.repeat);
+        return false;
+    }
     if (sh.elements > (unsigned long long)lim.max_elements) {
         std::snprintf(err, errlen,
                       "the grammar expands to about %llu elements (its repetitions copied), above the limit of %d "

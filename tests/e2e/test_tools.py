@@ -263,3 +263,15 @@ def test_sdk_parse_with_a_pydantic_tool(tserver):
                                  parallel_tool_calls=False, max_tokens=80)
     (call,) = r.choices[0].message.tool_calls
     assert call.function.name == "GetWeather" and isinstance(call.function.parsed_arguments, GetWeather), call
+
+
+def test_a_tool_pattern_past_what_grammars_keep_is_refused(tserver):
+    """A tool parameter's pattern asking for a{2500} becomes a repetition llama.cpp's grammar would
+    silently drop: the tool-call grammar is refused with a 400 that says so, not run unbounded."""
+    tool = {"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"s": {"type": "string", "pattern": "^a{2500}$"}}, "required": ["s"]}}}
+    r = httpx.post(tserver.url + "/v1/chat/completions", timeout=60, json={
+        "messages": [{"role": "user", "content": "Call f."}], "max_tokens": 8, "tools": [tool],
+        "tool_choice": "required"})
+    assert r.status_code == 400, r.text
+    assert "2500" in r.json()["error"]["message"], r.text
