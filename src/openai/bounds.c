@@ -2,7 +2,6 @@
 
 #include "../core/gbnf.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 

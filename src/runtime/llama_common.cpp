@@ -11,7 +11,6 @@
  * sampler cannot say how many parse states it holds, and that is what must be bounded. */
 #include "llama-grammar.h"
 
-#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -420,7 +419,7 @@ struct grammar_shape {
         if (busy[r]) return 1; /* left recursion: llama.cpp refuses the grammar itself */
         busy[r] = 1;
         size_t n = 0;
-        const llama_grammar_rule &rule = rule_at(r);
+        const llama_grammar_rule &rule = rules[r];
         size_t i = 0;
         while (i < rule.size() && n < cap && !too_deep) { /* one alternative per turn */
             size_t k = i;
@@ -442,8 +441,6 @@ struct grammar_shape {
         states[r] = n ? n : 1;
         return states[r];
     }
-
-    const llama_grammar_rule &rule_at(uint32_t r) const { return rules[r]; }
 };
 
 /* The checks before llama.cpp parses a grammar or builds its start: its parser recurses once per
@@ -506,14 +503,12 @@ struct bounded_grammar {
     const llama_vocab *vocab;
     llama_grammar *g;
     cb_grammar_limits lim;
-    size_t peak;
     bool blown;
     char why[200];
 };
 
 void note_states(bounded_grammar *b) {
     size_t n = b->g->stacks.size();
-    if (n > b->peak) b->peak = n;
     if (n > (size_t)b->lim.max_states && !b->blown) {
         b->blown = true;
         std::snprintf(b->why, sizeof(b->why),
@@ -598,14 +593,6 @@ llama_sampler *bg_clone(const llama_sampler *s) {
 
 } // namespace
 
-extern "C" int cb_common_grammar_check(const struct llama_vocab *vocab, const char *gbnf,
-                                       const cb_grammar_limits *lim, char *err, size_t errlen) {
-    void *ok = guarded(err, errlen, "the grammar cannot be read", [&]() -> void * {
-        return grammar_fits(vocab, gbnf, *lim, err, errlen) ? const_cast<char *>(gbnf) : nullptr;
-    });
-    return ok ? 0 : -1;
-}
-
 extern "C" struct llama_sampler *cb_common_grammar_new(const struct llama_vocab *vocab, const char *gbnf, bool lazy,
                                                        const char *const *patterns, size_t n_patterns,
                                                        const int32_t *tokens, size_t n_tokens,
@@ -620,7 +607,7 @@ extern "C" struct llama_sampler *cb_common_grammar_new(const struct llama_vocab 
             set_err(err, errlen, "the grammar does not parse as GBNF with a root rule (or is left-recursive)", nullptr);
             return nullptr;
         }
-        std::unique_ptr<bounded_grammar> b(new bounded_grammar{vocab, g, *lim, 0, false, ""});
+        std::unique_ptr<bounded_grammar> b(new bounded_grammar{vocab, g, *lim, false, ""});
         note_states(b.get());
         llama_sampler *s = llama_sampler_init(&bg_iface, b.get());
         if (!s) {
@@ -637,9 +624,4 @@ extern "C" bool cb_common_grammar_blown(const struct llama_sampler *s, const cha
     const auto *b = static_cast<const bounded_grammar *>(s->ctx);
     if (why) *why = b->why;
     return b->blown;
-}
-
-extern "C" size_t cb_common_grammar_peak(const struct llama_sampler *s) {
-    if (!s || s->iface != &bg_iface) return 0;
-    return static_cast<const bounded_grammar *>(s->ctx)->peak;
 }

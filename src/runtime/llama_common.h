@@ -82,13 +82,10 @@ void cb_common_rendered_clear(cb_common_rendered *r);
 struct llama_sampler *cb_common_grammar_sampler(const struct llama_vocab *vocab, const cb_common_rendered *r,
                                                 const cb_grammar_limits *lim, char *err, size_t errlen);
 
-/* Whether gbnf (root rule "root") may be run under lim: its groups' nesting and its elements
- * (core/gbnf.h) first, then, parsed, its rules' nesting at a position and the parse states any rule
- * can begin with. 0, or -1 with the reason in err (naming the --limit that refuses it). */
-int cb_common_grammar_check(const struct llama_vocab *vocab, const char *gbnf, const cb_grammar_limits *lim, char *err,
-                            size_t errlen);
-
-/* A grammar sampler for gbnf after cb_common_grammar_check: llama.cpp's grammar (lazy with its
+/* A grammar sampler for gbnf (root rule "root"), checked first under lim: its groups' nesting and
+ * elements (core/gbnf.h), its largest repetition count (2000: llama.cpp drops a larger bound), then,
+ * parsed, its rules' nesting at a position and the parse states any rule can begin with; each
+ * refusal names the --limit that sets it. Then llama.cpp's grammar (lazy with its
  * patterns and tokens, like llama_sampler_init_grammar_lazy_patterns) whose parse states are counted
  * after every character it takes; past lim->max_states it is blown (cb_common_grammar_blown), takes
  * nothing more and allows no token. Clones keep the limits. NULL with the reason in err. */
@@ -97,8 +94,6 @@ struct llama_sampler *cb_common_grammar_new(const struct llama_vocab *vocab, con
                                             size_t n_tokens, const cb_grammar_limits *lim, char *err, size_t errlen);
 /* Whether a sampler from cb_common_grammar_new is blown (*why: the reason); false for any other. */
 bool cb_common_grammar_blown(const struct llama_sampler *s, const char **why);
-/* The most parse states it has held (0 for any other sampler). */
-size_t cb_common_grammar_peak(const struct llama_sampler *s);
 
 /* A tool call read from an output. */
 typedef struct {
