@@ -38,7 +38,7 @@ static const char *quoted_end(const char *p, char close, unsigned long long *cha
 }
 
 cb_gbnf_shape cb_gbnf_scan(const char *g) {
-    cb_gbnf_shape sh = {0, 0, 0};
+    cb_gbnf_shape sh = {0, 0, 0, 0};
     size_t depth = 0;
     unsigned long long last = 0; /* elements of the symbol a repetition would copy */
     for (const char *p = g; *p; p++) {
@@ -87,6 +87,7 @@ cb_gbnf_shape cb_gbnf_scan(const char *g) {
                 hi = count_at(&s, &d2);
             }
             if (*s != '}' || !(d1 || d2)) break;
+            if (d2 && hi < lo) sh.inverted++;
             unsigned long long most = lo > hi ? lo : hi;
             if (most > sh.repeat) sh.repeat = most;
             sh.elements = add(sh.elements, mul(add(last, 4), most + 1));

@@ -453,6 +453,12 @@ bool grammar_fits(const llama_vocab *vocab, const char *gbnf, const cb_grammar_l
                       sh.depth, lim.max_nesting);
         return false;
     }
+    if (sh.inverted) { /* llama.cpp's parser would make rules for n - m wrapped around: forever */
+        set_err(err, errlen,
+                "the grammar has a repetition {m,n} with n below m (a schema's minLength or minItems above its maximum?)",
+                nullptr);
+        return false;
+    }
     if (sh.repeat > 2000) { /* llama.cpp's parser silently drops a larger upper bound */
         std::snprintf(err, errlen,
                       "the grammar has a repetition count of %llu (a pattern's {n}?), above 2000, the most "

@@ -123,6 +123,11 @@ def test_grammar_field(server):
     ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
         "type": "object", "properties": {"s": {"type": "string", "pattern": "^a{2500}$"}}}}}},
      "response_format", "2500"),
+    # {m,n} with n < m: llama.cpp's grammar parser looped making rules until memory ran out
+    ({"grammar": "root ::= \"a\"{3,2}"}, "grammar", "below m"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+        "type": "object", "properties": {"s": {"type": "string", "pattern": "^a{5,3}$"}}}}}},
+     "response_format", "below m"),
 ])
 def test_bad_schemas_and_grammars_are_400s_that_say_why(server, body, param, why):
     r = httpx.post(server.url + "/v1/chat/completions", json={"messages": ASK, "max_tokens": 4, **body}, timeout=30)

@@ -13,9 +13,10 @@ limit=(-max_total_time="${1:-20}")
 if [ "${1:-}" = "--runs" ]; then limit=(-runs="$2"); shift; fi
 [ $# -gt 0 ] && shift
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(openai http batch workload textout)
+[ ${#names[@]} -gt 0 ] || names=(openai http batch workload textout grammar chat)
 cc="$(command -v clang-14 || command -v clang)" || { echo "fuzz: clang is missing (scripts/deps.sh installs it)" >&2; exit 1; }
-CC="$cc" cmake -S "$root" -B "$build" -G Ninja -DCOBATCH_FUZZ=ON >/dev/null || exit 1
+cxx="$(command -v clang++-14 || command -v clang++)" || { echo "fuzz: clang++ is missing (scripts/deps.sh installs it)" >&2; exit 1; }
+CC="$cc" CXX="$cxx" cmake -S "$root" -B "$build" -G Ninja -DCOBATCH_FUZZ=ON >/dev/null || exit 1
 cmake --build "$build" >/dev/null || { cmake --build "$build"; exit 1; }
 mkdir -p "$build/artifacts"
 fail=0

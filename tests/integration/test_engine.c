@@ -648,6 +648,9 @@ static void grammar_bounds_hold(void **state) {
     strcpy(g + 1010, "\"{2000}");
     assert_null(cobatch_grammar_new(shared_engine, g, err, sizeof(err)));
     assert_non_null(strstr(err, "--limit grammar-elements"));
+    /* {m,n} with n < m: llama.cpp's parser made rules for n - m wrapped around, without end */
+    assert_null(cobatch_grammar_new(shared_engine, "root ::= \"a\"{3,2}", err, sizeof(err)));
+    assert_non_null(strstr(err, "below m"));
     /* ambiguous: every 'a' doubles the states; the request ends, blamed, with a clear error */
     struct cobatch_request_params p = cobatch_request_default_params();
     p.prompt = "Say a:";

@@ -245,6 +245,9 @@ static void gbnf_shape_is_read_without_parsing(void **state) {
     assert_true(sh.elements < 10000);
     sh = cb_gbnf_scan("root ::= x{0, 2500} <[12]>{3}");
     assert_int_equal(sh.repeat, 2500);
+    assert_int_equal(sh.inverted, 0);
+    /* {m,n} with n < m (llama.cpp's parser would never return), not {m,} nor {m} */
+    assert_int_equal(cb_gbnf_scan("root ::= \"a\"{3,2} [b]{ 11 , 5 } c{4,} d{4} \"{9,1}\"").inverted, 2);
     char deep[4096] = "root ::= ";
     for (int i = 0; i < 1000; i++)
         strcat(deep, "(");
