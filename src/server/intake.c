@@ -54,10 +54,20 @@ static char *echo_text(intake *q, const cb_openai_prompt *p) {
     return t;
 }
 
+void cb_intake_cancel(cb_intake_job *j) { j->cancelled = true; }
+
+/* Whether the job's client has left: it ends as a 499 (nobody reads it). */
+static bool left(cb_intake_job *j) {
+    if (!j->cancelled) return false;
+    set_error(j, 499, NULL, "the client left");
+    return true;
+}
+
 static void do_completion(intake *q, cb_intake_job *j) {
     cb_openai_error e;
-    if (cb_openai_parse(j->api, &q->defaults, j->body, j->len, &j->req, &e) != 0 ||
-        cb_openai_resolve_schema(&j->req, cobatch_json_schema_grammar, &e) != 0) {
+    int rc = cb_openai_parse(j->api, &q->defaults, j->body, j->len, &j->req, &e);
+    if (rc == 0 && left(j)) return;
+    if (rc != 0 || cb_openai_resolve_schema(&j->req, cobatch_json_schema_grammar, &e) != 0) {
         j->status = e.status;
         j->json = cb_openai_error_json(&e);
         return;
@@ -71,6 +81,7 @@ static void do_completion(intake *q, cb_intake_job *j) {
     }
     j->n_prompts = n;
     for (int i = 0; i < n; i++) {
+        if (left(j)) return;
         struct cobatch_request_params p = j->req.params;
         if (j->req.kind == CB_OPENAI_COMPLETION) {
             p.prompt = j->req.prompts[i].text;
@@ -101,6 +112,7 @@ static void do_completion(intake *q, cb_intake_job *j) {
         set_error(j, status == COBATCH_ERR_NOMEM ? 503 : 400, j->api == CB_OPENAI_CHAT ? "messages" : "prompt", msg);
         return;
     }
+    if (left(j)) return;
     if (j->req.params.grammar &&
         !(j->grammar = cobatch_grammar_new(q->engine, j->req.params.grammar, err2, sizeof(err2)))) {
         set_error(j, 400, j->req.json_schema ? "response_format" : "grammar", err2);
@@ -268,7 +280,9 @@ static void *worker(void *arg) {
         if (!q->todo) q->todo_tail = NULL;
         pthread_mutex_unlock(&q->mu);
         j->next = NULL;
-        if (j->kind == INTAKE_COMPLETION)
+        if (j->kind == INTAKE_CALL)
+            j->call(j);
+        else if (j->kind == INTAKE_COMPLETION)
             do_completion(q, j);
         else if (j->kind == INTAKE_TOKENIZE)
             do_tokenize(q, j);

@@ -12,7 +12,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-typedef enum { INTAKE_COMPLETION, INTAKE_TOKENIZE, INTAKE_DETOKENIZE } cb_intake_kind;
+/* INTAKE_CALL: the job's call runs on the worker (the server builds big answers so, off the loop). */
+typedef enum { INTAKE_COMPLETION, INTAKE_TOKENIZE, INTAKE_DETOKENIZE, INTAKE_CALL } cb_intake_kind;
 
 /* One prompt of a completion request, as the engine will queue it. */
 typedef struct {
@@ -26,7 +27,9 @@ typedef struct cb_intake_job {
     cb_openai_kind api; /* INTAKE_COMPLETION: which API the body is for */
     char *body;         /* the request body (NUL-terminated), owned by the job */
     size_t len;
-    void *owner; /* the loop's object for this job; not touched by the worker */
+    void *owner; /* the loop's object for this job; not touched by the worker (but by call) */
+    void (*call)(struct cb_intake_job *j); /* INTAKE_CALL: sets status and json */
+    _Atomic bool cancelled;                /* its client left: the worker stops at its next step */
     /* results, set by the worker */
     int status;                /* 200, or the HTTP status of an error */
     char *json;                /* an error body, or the answer of a tokenizer endpoint (malloc'd) */
@@ -50,6 +53,9 @@ int cb_intake_fd(const intake *q);
 /* Hands a job over (the queue owns it until intake_take gives it back). Returns false, keeping
  * nothing, when max_jobs are out. */
 bool cb_intake_submit(intake *q, cb_intake_job *j);
+/* Its client has left: a completion job stops between its steps (parse, schema, each prompt's
+ * tokens, the grammar) and comes back as a 499 with no body to send. Any thread. */
+void cb_intake_cancel(cb_intake_job *j);
 /* A done job, or NULL. The caller owns it: intake_job_free. */
 cb_intake_job *cb_intake_take(intake *q);
 /* Jobs handed over and not yet taken back. */

@@ -17,6 +17,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <event2/event.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -29,6 +30,9 @@
 #include <unistd.h>
 
 typedef struct srv srv;
+
+/* An answer bigger than this gives the memory its building took back to the system. */
+#define CB_SRV_TRIM_BYTES (8u << 20)
 
 struct cb_srv_req;
 
@@ -62,7 +66,8 @@ typedef struct {
 typedef struct cb_srv_req {
     srv *s;
     cb_conn *conn;      /* NULL once the client has gone (httpd's on_gone) or the answer is out */
-    bool at_intake;     /* on the worker: freed when the job comes back */
+    bool at_intake;     /* on a worker (the intake's, or the answers'): freed when the job comes back */
+    struct cb_intake_job *jb; /* that job, while at_intake */
     cb_intake_kind job; /* what the worker does with its body */
     cb_openai_kind kind;
     bool stream, include_usage, started; /* started: the stream's head and first chunk are out */
@@ -92,7 +97,8 @@ struct srv {
     struct event_base *base;
     cb_httpd *httpd;
     intake *in;
-    struct event *ev_engine, *ev_intake, *ev_term, *ev_int, *ev_tick;
+    intake *answers; /* a second worker: whole answers are built there, off the loop */
+    struct event *ev_engine, *ev_intake, *ev_answers, *ev_term, *ev_int, *ev_tick;
     bool leaving;                     /* a signal came: /health answers 503 (the grace, then the drain) */
     int64_t grace_end_us;             /* when the grace ends and the drain begins */
     bool draining, cut;               /* cut: the drain timed out, what runs is being cancelled */
@@ -196,6 +202,7 @@ static void on_gone(cb_conn *c, void *req_user, void *user) {
     srv *s = user;
     cb_srv_req *r = req_user;
     r->conn = NULL;
+    if (r->at_intake) cb_intake_cancel(r->jb);
     if (r->live > 0) {
         s->m.client_gone++;
         cancel_all(s, r);
@@ -490,21 +497,15 @@ static int failure(const srv *s, const struct cobatch_event *ev, const char **ty
     return ev->invalid ? 400 : 500;
 }
 
-/* The answer once every choice ended well: the last chunks, or the whole response. */
-static void answer(srv *s, cb_srv_req *r) {
-    if (r->stream) {
-        bool sent = true;
-        if (r->include_usage) {
-            char *j = cb_openai_usage_chunk_json(r->kind, r->cid, r->created, s->model, r->n_prompt, r->n_generated,
-                                                 r->n_cached);
-            sent = sse(s, r, j);
-            free(j);
-        }
-        if (sent && cb_conn_stream_write(r->conn, "data: [DONE]\n\n", 14))
-            cb_conn_stream_end(r->conn);
-        else if (r->conn)
-            drop_stream(s, r, false);
-        return;
+/* The whole response of a request whose choices all ended well, not streamed: the final read of
+ * tool-calling outputs and the JSON text. NULL when out of memory. On the answers worker (an answer
+ * can be tens of megabytes: 8 prompts x n 16 with echo and top-20 logprobs is 72 MB, seconds of
+ * work), so it reads only the request, never its connection. */
+static char *whole_answer(srv *s, cb_srv_req *r) {
+    for (int i = 0; i < r->n && r->calls_tools; i++) { /* the outputs read whole */
+        cb_srv_choice *c = &r->ch[i];
+        if (!read_output(c, false)) return NULL;
+        if (c->out.n_calls && !strcmp(c->finish, "stop")) c->finish = "tool_calls";
     }
     cb_openai_choice *cs = calloc((size_t)r->n, sizeof(*cs));
     cb_openai_logprobs *lps = calloc((size_t)r->n, sizeof(*lps));
@@ -544,10 +545,75 @@ static void answer(srv *s, cb_srv_req *r) {
         for (int i = 0; i < r->n; i++)
             free((void *)cs[i].call_ids);
     }
-    reply_json(s, r->conn, 200, j, NULL);
-    free(j);
     free(cs);
     free(lps);
+    return j;
+}
+
+/* The answers worker's job: the whole answer, or nothing when its client has left. */
+static void build_answer(cb_intake_job *jb) {
+    cb_srv_req *r = jb->owner;
+    if (jb->cancelled) {
+        jb->status = 499;
+        jb->json = strdup("");
+        return;
+    }
+    jb->json = whole_answer(r->s, r);
+    jb->status = jb->json ? 200 : 500;
+    if (jb->json && strlen(jb->json) > CB_SRV_TRIM_BYTES)
+        malloc_trim(0); /* the big answer's tree went back to this thread's arena: to the system */
+}
+
+/* The answer once every choice ended well: the last chunks, or the whole response. Returns true
+ * when the request went to the answers worker (it is freed when it comes back). */
+static bool answer(srv *s, cb_srv_req *r) {
+    if (r->stream) {
+        bool sent = true;
+        if (r->include_usage) {
+            char *j = cb_openai_usage_chunk_json(r->kind, r->cid, r->created, s->model, r->n_prompt, r->n_generated,
+                                                 r->n_cached);
+            sent = sse(s, r, j);
+            free(j);
+        }
+        if (sent && cb_conn_stream_write(r->conn, "data: [DONE]\n\n", 14))
+            cb_conn_stream_end(r->conn);
+        else if (r->conn)
+            drop_stream(s, r, false);
+        return false;
+    }
+    cb_intake_job *jb = calloc(1, sizeof(*jb));
+    if (jb) {
+        *jb = (cb_intake_job){.kind = INTAKE_CALL, .owner = r, .call = build_answer};
+        if (cb_intake_submit(s->answers, jb)) {
+            r->at_intake = true;
+            r->jb = jb;
+            return true;
+        }
+        free(jb);
+    }
+    char *j = whole_answer(s, r); /* the worker has its fill: here, then */
+    reply_json(s, r->conn, 200, j, NULL);
+    free(j);
+    return false;
+}
+
+/* An answer back from the worker: sent, and the request freed. */
+static void on_answers(evutil_socket_t fd, short what, void *arg) {
+    (void)what;
+    srv *s = arg;
+    uint64_t v;
+    ssize_t n = read(fd, &v, sizeof(v));
+    (void)n;
+    cb_intake_job *jb;
+    while ((jb = cb_intake_take(s->answers)) != NULL) {
+        cb_srv_req *r = jb->owner;
+        r->at_intake = false;
+        r->jb = NULL;
+        if (r->conn) reply_json(s, r->conn, jb->status, jb->status == 200 ? jb->json : NULL, NULL);
+        r->conn = NULL;
+        req_free(r);
+        cb_intake_job_free(jb);
+    }
 }
 
 /* A choice failed (drain, a failed decode): the whole request answers the error, the other choices
@@ -588,20 +654,18 @@ static void on_finished(srv *s, cb_srv_choice *c, const struct cobatch_event *ev
         r->n_generated += ev->n_generated;
         if (r->conn && !take_prompt(s, c, ev)) {
             lost_output(s, r);
-        } else if (r->conn && r->calls_tools) { /* the output read whole */
+        } else if (r->conn && r->calls_tools) { /* the output read whole (with the answer when not streamed) */
             if (!append(c, ev->text, ev->text_len)) {
                 lost_output(s, r);
             } else if (!nests_within(c, ev->text, ev->text_len)) {
                 fail_too_deep(s, c);
-            } else if (!read_output(c, false)) {
+            } else if (r->stream && !read_output(c, false)) {
                 lost_output(s, r);
-            } else {
+            } else if (r->stream) {
                 if (c->out.n_calls && ev->reason == COBATCH_FINISH_STOP) c->finish = "tool_calls";
-                if (r->stream) {
-                    if (!r->started) start_stream(s, r);
-                    if (r->conn) send_calls(s, c);
-                    if (r->conn) send_chunk(s, c, "", c->finish);
-                }
+                if (!r->started) start_stream(s, r);
+                if (r->conn) send_calls(s, c);
+                if (r->conn) send_chunk(s, c, "", c->finish);
             }
         } else if (r->conn && r->stream) {
             if (!r->started) start_stream(s, r);
@@ -611,7 +675,7 @@ static void on_finished(srv *s, cb_srv_choice *c, const struct cobatch_event *ev
         }
     }
     if (r->live > 0) return;
-    if (r->conn && !r->failed) answer(s, r);
+    if (r->conn && !r->failed && answer(s, r)) return;
     req_free(r);
 }
 
@@ -735,6 +799,7 @@ static void on_intake(evutil_socket_t fd, short what, void *arg) {
     while ((j = cb_intake_take(s->in)) != NULL) {
         cb_srv_req *r = j->owner;
         r->at_intake = false;
+        r->jb = NULL;
         if (r->conn && (j->status != 200 || j->kind != INTAKE_COMPLETION))
             reply_json(s, r->conn, j->status, j->json, NULL);
         else if (r->conn)
@@ -772,6 +837,7 @@ static void to_intake(srv *s, cb_conn *c, cb_http_req *hr, cb_intake_kind kind, 
         return;
     }
     r->at_intake = true;
+    r->jb = j;
     cb_conn_set_user(c, r);
 }
 
@@ -1048,21 +1114,24 @@ int cb_srv_run(cobatch_engine *engine, const cb_srv_params *params) {
                           .user = s};
     s->base = event_base_new();
     s->in = cb_intake_new(engine, &s->p.defaults, 64);
-    s->httpd = s->base && s->in ? cb_httpd_new(s->base, &hp, err, sizeof(err)) : NULL;
+    s->answers = cb_intake_new(engine, &s->p.defaults, 64);
+    s->httpd = s->base && s->in && s->answers ? cb_httpd_new(s->base, &hp, err, sizeof(err)) : NULL;
     if (!s->httpd) {
         fprintf(stderr, "cobatch serve: %s\n", err[0] ? err : "out of memory");
         goto out;
     }
     s->ev_engine = event_new(s->base, cobatch_event_fd(engine), EV_READ | EV_PERSIST, on_engine_events, s);
     s->ev_intake = event_new(s->base, cb_intake_fd(s->in), EV_READ | EV_PERSIST, on_intake, s);
+    s->ev_answers = event_new(s->base, cb_intake_fd(s->answers), EV_READ | EV_PERSIST, on_answers, s);
     s->ev_term = evsignal_new(s->base, SIGTERM, on_signal, s);
     s->ev_int = evsignal_new(s->base, SIGINT, on_signal, s);
     /* the stopping clock, made and pending from the start (every 10 s, a no-op until a signal), so
      * that a signal needs no allocation to be acted on */
     s->ev_tick = event_new(s->base, -1, EV_PERSIST, on_tick, s);
-    if (!s->ev_engine || !s->ev_intake || !s->ev_term || !s->ev_int || !s->ev_tick) goto out;
+    if (!s->ev_engine || !s->ev_intake || !s->ev_answers || !s->ev_term || !s->ev_int || !s->ev_tick) goto out;
     struct timeval idle_tv = {10, 0};
-    if (event_add(s->ev_engine, NULL) || event_add(s->ev_intake, NULL) || event_add(s->ev_term, NULL) ||
+    if (event_add(s->ev_engine, NULL) || event_add(s->ev_intake, NULL) || event_add(s->ev_answers, NULL) ||
+        event_add(s->ev_term, NULL) ||
         event_add(s->ev_int, NULL) || event_add(s->ev_tick, &idle_tv))
         goto out;
     int port = cb_httpd_port(s->httpd);
@@ -1078,10 +1147,12 @@ int cb_srv_run(cobatch_engine *engine, const cb_srv_params *params) {
 out:
     if (s->httpd) cb_httpd_free(s->httpd); /* clients still connected are told nothing more */
     if (s->in) cb_intake_free(s->in);
+    if (s->answers) cb_intake_free(s->answers); /* before the requests its jobs read */
     while (s->reqs) /* left after a cut that outlasted its time: the engine cancels them as it stops */
         req_free(s->reqs);
     if (s->ev_engine) event_free(s->ev_engine);
     if (s->ev_intake) event_free(s->ev_intake);
+    if (s->ev_answers) event_free(s->ev_answers);
     if (s->ev_term) event_free(s->ev_term);
     if (s->ev_int) event_free(s->ev_int);
     if (s->ev_tick) event_free(s->ev_tick);
