@@ -27,7 +27,7 @@ typedef struct cb_intake_job {
     cb_openai_kind api; /* INTAKE_COMPLETION: which API the body is for */
     char *body;         /* the request body (NUL-terminated), owned by the job */
     size_t len;
-    void *owner; /* the loop's object for this job; not touched by the worker (but by call) */
+    void *owner;                           /* the loop's object for this job; not touched by the worker (but by call) */
     void (*call)(struct cb_intake_job *j); /* INTAKE_CALL: sets status and json */
     _Atomic bool cancelled;                /* its client left: the worker stops at its next step */
     /* results, set by the worker */

@@ -65,10 +65,10 @@ typedef struct {
 /* One completion request, from its HTTP request to its end. */
 typedef struct cb_srv_req {
     srv *s;
-    cb_conn *conn;      /* NULL once the client has gone (httpd's on_gone) or the answer is out */
-    bool at_intake;     /* on a worker (the intake's, or the answers'): freed when the job comes back */
+    cb_conn *conn;            /* NULL once the client has gone (httpd's on_gone) or the answer is out */
+    bool at_intake;           /* on a worker (the intake's, or the answers'): freed when the job comes back */
     struct cb_intake_job *jb; /* that job, while at_intake */
-    cb_intake_kind job; /* what the worker does with its body */
+    cb_intake_kind job;       /* what the worker does with its body */
     cb_openai_kind kind;
     bool stream, include_usage, started; /* started: the stream's head and first chunk are out */
     char cid[48];                        /* "cmpl-..." / "chatcmpl-..." */
@@ -1131,8 +1131,7 @@ int cb_srv_run(cobatch_engine *engine, const cb_srv_params *params) {
     if (!s->ev_engine || !s->ev_intake || !s->ev_answers || !s->ev_term || !s->ev_int || !s->ev_tick) goto out;
     struct timeval idle_tv = {10, 0};
     if (event_add(s->ev_engine, NULL) || event_add(s->ev_intake, NULL) || event_add(s->ev_answers, NULL) ||
-        event_add(s->ev_term, NULL) ||
-        event_add(s->ev_int, NULL) || event_add(s->ev_tick, &idle_tv))
+        event_add(s->ev_term, NULL) || event_add(s->ev_int, NULL) || event_add(s->ev_tick, &idle_tv))
         goto out;
     int port = cb_httpd_port(s->httpd);
     fprintf(stderr, "cobatch serve: %s on http://%s:%d\n", s->model, s->p.host ? s->p.host : "127.0.0.1", port);
