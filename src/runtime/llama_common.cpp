@@ -382,6 +382,7 @@ struct grammar_shape {
     std::vector<size_t> states; /* 0: not yet known */
     std::vector<char> busy;
     bool too_deep = false;
+    uint32_t left = UINT32_MAX; /* a rule that can begin with itself, when one is found */
 
     grammar_shape(const llama_grammar_rules &r, size_t c, size_t d)
         : rules(r), cap(c), depth_cap(d), nullable(r.size(), 0), states(r.size(), 0), busy(r.size(), 0) {
@@ -416,7 +417,11 @@ struct grammar_shape {
             return cap;
         }
         if (states[r]) return states[r];
-        if (busy[r]) return 1; /* left recursion: llama.cpp refuses the grammar itself */
+        if (busy[r]) { /* left recursion, maybe through rules that match nothing: llama.cpp's start then
+                          expands without end (root ::= e, e ::= t e "x", t ::= [a-z]*: gigabytes) */
+            left = r;
+            return 1;
+        }
         busy[r] = 1;
         size_t n = 0;
         const llama_grammar_rule &rule = rules[r];
@@ -489,6 +494,16 @@ bool grammar_fits(const llama_vocab *vocab, const char *gbnf, const cb_grammar_l
             std::snprintf(err, errlen,
                           "the grammar's rules nest more than %d deep at one position (--limit grammar-nesting)",
                           lim.max_nesting);
+            return false;
+        }
+        if (shape.left != UINT32_MAX) {
+            std::string name = "?";
+            for (const auto &kv : parser.symbol_ids)
+                if (kv.second == shape.left) name = kv.first;
+            std::snprintf(err, errlen,
+                          "the grammar's rule '%.60s' can begin with itself (left recursion, perhaps after rules that "
+                          "match nothing), which llama.cpp's grammars cannot run",
+                          name.c_str());
             return false;
         }
         if (n > (size_t)lim.max_states) {

@@ -125,6 +125,8 @@ def test_grammar_field(server):
      "response_format", "2500"),
     # {m,n} with n < m: llama.cpp's grammar parser looped making rules until memory ran out
     ({"grammar": "root ::= \"a\"{3,2}"}, "grammar", "below m"),
+    # left recursion after a rule that matches nothing: llama.cpp's start expanded without end
+    ({"grammar": "root ::= e\ne ::= t e \"x\"\nt ::= [a-z]*"}, "grammar", "left recursion"),
     ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
         "type": "object", "properties": {"s": {"type": "string", "pattern": "^a{5,3}$"}}}}}},
      "response_format", "below m"),

@@ -651,6 +651,13 @@ static void grammar_bounds_hold(void **state) {
     /* {m,n} with n < m: llama.cpp's parser made rules for n - m wrapped around, without end */
     assert_null(cobatch_grammar_new(shared_engine, "root ::= \"a\"{3,2}", err, sizeof(err)));
     assert_non_null(strstr(err, "below m"));
+    /* left recursion after a rule that matches nothing: llama.cpp's start expanded without end */
+    assert_null(cobatch_grammar_new(shared_engine, "root ::= e\ne ::= t e \"x\"\nt ::= [a-z]*", err, sizeof(err)));
+    assert_non_null(strstr(err, "left recursion"));
+    /* right recursion and recursion after a terminal are fine */
+    ok = cobatch_grammar_new(shared_engine, "root ::= e\ne ::= t \"(\" e \")\" | t\nt ::= [a-z]*", err, sizeof(err));
+    assert_non_null(ok);
+    cobatch_grammar_free(ok);
     /* ambiguous: every 'a' doubles the states; the request ends, blamed, with a clear error */
     struct cobatch_request_params p = cobatch_request_default_params();
     p.prompt = "Say a:";
