@@ -12,18 +12,29 @@ static unsigned long long mul(unsigned long long a, unsigned long long b) {
     return a && b > SATURATE / a ? SATURATE : a * b;
 }
 
+/* Blanks, line ends and comments, as llama.cpp's parser skips them inside a group (wherever it is:
+ * looser than the parser is safe). */
+static const char *blank_end(const char *s) {
+    for (;;) {
+        if (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n') {
+            s++;
+        } else if (*s == '#') {
+            while (*s && *s != '\n')
+                s++;
+        } else {
+            return s;
+        }
+    }
+}
+
 /* A decimal count at *p (after blanks), saturating; advances *p. *digits: how many were read. */
 static unsigned long long count_at(const char **p, int *digits) {
-    const char *s = *p;
-    while (*s == ' ' || *s == '\t')
-        s++;
+    const char *s = blank_end(*p);
     unsigned long long v = 0;
     *digits = 0;
     for (; isdigit((unsigned char)*s); s++, (*digits)++)
         v = v > 1000000000000ULL ? v : v * 10 + (unsigned long long)(*s - '0');
-    while (*s == ' ' || *s == '\t')
-        s++;
-    *p = s;
+    *p = blank_end(s);
     return v;
 }
 

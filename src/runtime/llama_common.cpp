@@ -380,7 +380,8 @@ struct grammar_shape {
     size_t cap, depth_cap;
     std::vector<char> nullable;
     std::vector<size_t> states; /* 0: not yet known */
-    std::vector<char> busy;
+    std::vector<size_t> busy; /* 1 + where on `grows` a rule being expanded began; 0: not */
+    std::vector<char> grows;  /* along the expansion: whether each reference had more after it */
     bool too_deep = false;
     uint32_t left = UINT32_MAX; /* a rule that can begin with itself, when one is found */
 
@@ -417,12 +418,14 @@ struct grammar_shape {
             return cap;
         }
         if (states[r]) return states[r];
-        if (busy[r]) { /* left recursion, maybe through rules that match nothing: llama.cpp's start then
-                          expands without end (root ::= e, e ::= t e "x", t ::= [a-z]*: gigabytes) */
-            left = r;
+        if (busy[r]) { /* left recursion, maybe through rules that match nothing: when a reference on the
+                          cycle has more after it, llama.cpp's start expands without end (root ::= e,
+                          e ::= t e "x", t ::= [a-z]*: gigabytes); a cycle of last references ends */
+            for (size_t i = busy[r] - 1; i < grows.size(); i++)
+                if (grows[i]) left = r;
             return 1;
         }
-        busy[r] = 1;
+        busy[r] = grows.size() + 1;
         size_t n = 0;
         const llama_grammar_rule &rule = rules[r];
         size_t i = 0;
@@ -434,7 +437,11 @@ struct grammar_shape {
                     n = add(n, 1);
                     break;
                 }
+                bool last = k + 1 >= rule.size() || rule[k + 1].type == LLAMA_GRETYPE_END ||
+                            rule[k + 1].type == LLAMA_GRETYPE_ALT;
+                grows.push_back(!last);
                 n = add(n, of(e.value, depth + 1));
+                grows.pop_back();
                 if (e.value >= rules.size() || !nullable[e.value]) break;
             }
             while (k < rule.size() && rule[k].type != LLAMA_GRETYPE_END && rule[k].type != LLAMA_GRETYPE_ALT)

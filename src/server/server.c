@@ -311,7 +311,7 @@ static void call_id(char out[32]) {
     static const char abc[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     unsigned char b[24];
     if (getrandom(b, sizeof(b), GRND_NONBLOCK) != (ssize_t)sizeof(b)) { /* no entropy yet: clock and counter */
-        static uint64_t ctr;
+        static _Atomic uint64_t ctr;                                    /* the loop and the answers worker */
         uint64_t x = (uint64_t)cobatch_time_us() ^ (++ctr * 0x9E3779B97F4A7C15ull);
         for (size_t i = 0; i < sizeof(b); i++, x = x * 6364136223846793005ull + 1442695040888963407ull)
             b[i] = (unsigned char)(x >> 56);
@@ -1044,7 +1044,7 @@ static void start_drain(srv *s) {
     cb_httpd_set_draining(s->httpd);
     cobatch_cancel_waiting(s->engine);              /* queued requests hear at once: 503, go elsewhere */
     for (cb_srv_req *r = s->reqs; r; r = r->next) { /* so do those still being parsed */
-        if (!r->at_intake || !r->conn) continue;
+        if (!r->at_intake || !r->conn || r->jb->kind == INTAKE_CALL) continue; /* not an answer being built */
         reply_error(s, r->conn, 503, "service_unavailable", NULL, "the server is shutting down; retry elsewhere");
         r->conn = NULL;
     }

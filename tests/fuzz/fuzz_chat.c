@@ -77,7 +77,13 @@ static void render(const cb_chat_templates *t, const struct cobatch_request_para
         if (x.grammar && !s && !err[0]) abort();
         fuzz_feed(v, s, out, n_out, blown);
         if (s) llama_sampler_free(s);
-        for (int partial = 1; x.parser && partial >= 0; partial--) {
+        /* the server reads no output nesting past --limit json-depth (default 128) */
+        int depth = 0, deepest = 0;
+        for (size_t i = 0; i < n_out; i++) {
+            if (out[i] == '[' || out[i] == '{') deepest = ++depth > deepest ? depth : deepest;
+            if ((out[i] == ']' || out[i] == '}') && depth > 0) depth--;
+        }
+        for (int partial = 1; x.parser && deepest <= 128 && partial >= 0; partial--) {
             char *content = NULL;
             cb_common_call *calls = NULL;
             size_t n_calls = 0;

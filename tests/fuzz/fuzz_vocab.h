@@ -47,11 +47,10 @@ static void fuzz_feed(const struct llama_vocab *v, struct llama_sampler *s, cons
     int32_t cap = (int32_t)len + 8, *toks = malloc(sizeof(int32_t) * (size_t)cap);
     int32_t n = toks ? llama_tokenize(v, text, (int32_t)len, toks, cap, false, true) : -1;
     int32_t n_vocab = llama_vocab_n_tokens(v);
+    llama_token eos = llama_vocab_eos(v) >= 0 ? llama_vocab_eos(v) : 0;
     for (int32_t i = 0; i < n && !blown(s); i++) {
-        llama_token_data cand[4] = {{toks[i], 0, 0},
-                                    {(toks[i] + 1) % n_vocab, 0, 0},
-                                    {(toks[i] + n_vocab - 1) % n_vocab, 0, 0},
-                                    {llama_vocab_eos(v), 0, 0}};
+        llama_token_data cand[4] = {
+            {toks[i], 0, 0}, {(toks[i] + 1) % n_vocab, 0, 0}, {(toks[i] + n_vocab - 1) % n_vocab, 0, 0}, {eos, 0, 0}};
         llama_token_data_array a = {cand, 4, -1, false};
         llama_sampler_apply(s, &a);
         if (cand[0].logit == -INFINITY) break; /* the engine would never pick it */

@@ -248,6 +248,9 @@ static void gbnf_shape_is_read_without_parsing(void **state) {
     assert_int_equal(sh.inverted, 0);
     /* {m,n} with n < m (llama.cpp's parser would never return), not {m,} nor {m} */
     assert_int_equal(cb_gbnf_scan("root ::= \"a\"{3,2} [b]{ 11 , 5 } c{4,} d{4} \"{9,1}\"").inverted, 2);
+    /* inside a group llama.cpp skips line ends and comments in a repetition too */
+    assert_int_equal(cb_gbnf_scan("root ::= (\"a\"{3,\n2} \"b\"{ # x\n 5 \r\n , 4 })").inverted, 2);
+    assert_int_equal(cb_gbnf_scan("root ::= (\"a\"{\n2500\n})").repeat, 2500);
     char deep[4096] = "root ::= ";
     for (int i = 0; i < 1000; i++)
         strcat(deep, "(");
