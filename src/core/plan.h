@@ -43,10 +43,11 @@ void cb_plan_free(cb_plan *plan);
 
 /* Split layout: the length of a cut prompt chunk that keeps a step's graph runs few and tiled.
  * chunks of a step are equal (the first sets the length: step_chunk, 0 at the start of a step; a
- * longer one is cut to it, a shorter one waits), a prompt's last piece goes whole, and a cut chunk
- * under the tile waits unless the plan is empty (or `cap`, the most a configuration allows, is
- * smaller). n: what the budget and cells allow; pending: what the request has left. Returns the
- * chunk, 0 to wait. */
+ * longer one is cut to it, a shorter one waits), a prompt's last piece goes whole, a cut that
+ * would leave a last piece under the tile leaves a tile instead (a last piece of 59 rows after 830
+ * cells took 1 s in the one-row kernel, 4x a tiled 64), and a cut chunk under the tile waits unless
+ * the plan is empty (or `cap`, the most a configuration allows, is smaller). n: what the budget
+ * and cells allow; pending: what the request has left. Returns the chunk, 0 to wait. */
 int32_t cb_plan_split_chunk(int32_t *step_chunk, int32_t tile, int32_t cap, bool plan_empty, int32_t n,
                             int32_t pending);
 

@@ -27,7 +27,8 @@ typedef struct {
     int32_t split_tile;         /* split layout: rows under which a stream's attention leaves its tiled kernel
                                    (the runtime's CB_RUNNER_FA_TILE; plan.h) */
     int32_t max_logit_rows;     /* prompt rows of a step that may want logits (cb_request.all_logits_to); a
-                                   request wanting more is chunked, whatever prefill_chunk says */
+                                   request wanting more is chunked, whatever prefill_chunk says (in the
+                                   split layout a prompt's last piece may add up to split_tile - 1) */
     int64_t priority_aging_us;  /* > 0: a request gains a priority point per this much time since its
                                    t_submit_us (for order and for preemption victims); 0 = fixed priorities */
     cb_swap *swap;              /* swap space for preempted requests' cells (swap.h; not owned); NULL: none */

@@ -25,22 +25,25 @@ static void split_small_chunk_cap_keeps_prompts_moving(void **state) {
     h_free(&h);
 }
 
-/* Split layout: prompts of 300, 200 and 150 tokens, chunk 256, budget 512. The first chunk (256)
- * sets the step's length; the 200-token prompt goes whole (it ends there); the third would get
- * only 56 tokens and waits, then goes whole in the next step. */
+/* Split layout: prompts of 300, 200 and 150 tokens, chunk 256, budget 512. The first chunk (236,
+ * so that its last piece is a tile of 64, not 44) sets the step's length; the 200-token prompt
+ * goes whole (it ends there); the third would get only 76 tokens and waits, then goes whole in the
+ * next step. */
 static void split_chunks_share_one_length(void **state) {
     (void)state;
     harness h;
     h_init_px(&h, CB_MODE_CONTINUOUS, 4, 512, 256, 4 * 1024, true, -1);
-    h_add(&h, 300, 4, 0);
+    cb_request *a = h_add(&h, 300, 4, 0);
     h_add(&h, 200, 4, 0);
     cb_request *c = h_add(&h, 150, 4, 0);
     h_step(&h);
     assert_int_equal(h.plan.n_items, 2);
-    assert_int_equal(h.plan.items[0].n_tokens, 256);
+    assert_int_equal(h.plan.items[0].n_tokens, 236);
     assert_int_equal(h.plan.items[1].n_tokens, 200);
     h_step(&h);
-    assert_int_equal(h.plan.n_items, 3); /* the 300's last 44, the 200's decode row, all of c */
+    assert_int_equal(h.plan.n_items, 3); /* the 300's last 64, the 200's decode row, all of c */
+    for (int32_t i = 0; i < h.plan.n_items; i++)
+        if (h.plan.items[i].req == a) assert_int_equal(h.plan.items[i].n_tokens, 64);
     assert_ptr_equal(h.plan.items[2].req, c);
     assert_int_equal(h.plan.items[2].n_tokens, 150);
     h_drain(&h, 100);
@@ -194,7 +197,8 @@ static void row_order_gives_each_chunk_its_graph_run(void **state) {
 
 /* The chunk rules one call at a time: a last piece goes whole; a cut chunk under the tile waits
  * unless the plan is empty; the first cut chunk sets the step's length, longer ones are cut to it,
- * shorter ones wait; a configuration's cap below the tile lowers the tile. */
+ * shorter ones wait; a configuration's cap below the tile lowers the tile; a cut leaves a last
+ * piece of a tile or more. */
 static void split_chunk_rules(void **state) {
     (void)state;
     int32_t sc = 0;
@@ -210,6 +214,11 @@ static void split_chunk_rules(void **state) {
     sc = 0;
     assert_int_equal(cb_plan_split_chunk(&sc, 64, 32, false, 32, 300), 32);
     assert_int_equal(sc, 32);
+    sc = 0; /* a cut leaving a last piece under the tile leaves a tile */
+    assert_int_equal(cb_plan_split_chunk(&sc, 64, 256, false, 256, 300), 236);
+    assert_int_equal(sc, 236);
+    sc = 0; /* unless the cut chunk would go under the tile itself */
+    assert_int_equal(cb_plan_split_chunk(&sc, 64, 256, true, 64, 100), 64);
 }
 
 int main(void) {
