@@ -284,6 +284,8 @@ struct cobatch_event {
     int64_t t_us; /* when the event was made */
     /* FINISHED only: */
     enum cobatch_finish_reason reason;
+    int32_t stop;     /* reason == STOP: the index in params.stop of the stop string that ended the output;
+                         -1 when something else did (an end-of-generation token) */
     char *error;      /* reason == ERROR: message, owned by the event */
     bool invalid;     /* reason == ERROR: the request itself was at fault (its grammar blew a bound or
                          allowed no token): a client's error (HTTP 400), not the server's */

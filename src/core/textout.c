@@ -8,9 +8,14 @@ static bool reserve(char **p, size_t *cap, size_t need);
 
 int cb_textout_init(cb_textout *t, const char *const *stops, size_t n_stops) {
     memset(t, 0, sizeof(*t));
+    t->stop_hit = -1;
     if (n_stops) {
         t->stops = calloc(n_stops, sizeof(char *));
-        if (!t->stops) return -1;
+        t->stop_at = calloc(n_stops, sizeof(size_t));
+        if (!t->stops || !t->stop_at) {
+            cb_textout_free(t);
+            return -1;
+        }
     }
     size_t longest = 0;
     for (size_t i = 0; i < n_stops; i++) {
@@ -22,7 +27,7 @@ int cb_textout_init(cb_textout *t, const char *const *stops, size_t n_stops) {
         }
         size_t l = strlen(stops[i]);
         if (l > longest) longest = l;
-        t->n_stops++;
+        t->stop_at[t->n_stops++] = i;
     }
     /* A release is at most what was held (under the longest stop string, plus an unfinished
      * character) and one piece; each byte may become 3 (U+FFFD). */
@@ -38,6 +43,7 @@ void cb_textout_free(cb_textout *t) {
     for (size_t i = 0; i < t->n_stops; i++)
         free(t->stops[i]);
     free(t->stops);
+    free(t->stop_at);
     free(t->buf);
     free(t->out);
     memset(t, 0, sizeof(*t));
@@ -158,7 +164,9 @@ static size_t stop_holdback(const cb_textout *t, size_t from) {
 }
 
 /* Earliest stop string starting at or after from; returns its offset or SIZE_MAX. */
-static size_t find_stop(const cb_textout *t, size_t from) {
+/* Where the first stop string starts at or after from (SIZE_MAX: none); *which: its index in
+ * init's list (the earliest listed of those starting there). */
+static size_t find_stop(const cb_textout *t, size_t from, long *which) {
     size_t best = SIZE_MAX;
     for (size_t i = 0; i < t->n_stops; i++) {
         size_t sl = strlen(t->stops[i]);
@@ -166,6 +174,7 @@ static size_t find_stop(const cb_textout *t, size_t from) {
         for (size_t p = from; p + sl <= t->len && p < best; p++) {
             if (memcmp(t->buf + p, t->stops[i], sl) == 0) {
                 best = p;
+                *which = (long)t->stop_at[i];
                 break;
             }
         }
@@ -185,7 +194,7 @@ bool cb_textout_push(cb_textout *t, const char *piece, size_t n, const char **ou
     t->len += n;
     t->buf[t->len] = '\0';
 
-    size_t at = find_stop(t, t->emitted);
+    size_t at = find_stop(t, t->emitted, &t->stop_hit);
     if (at != SIZE_MAX) {
         t->stopped = true;
         release(t, at, out, out_len);

@@ -507,6 +507,7 @@ static engine_req *cb_engine_req_new(const struct cobatch_request_params *p) {
     bool ok = er->err_buf && (stops || n_stop == 0) && (!c || !c->n_shown || er->shown) &&
               cb_textout_init(&er->text, stops, n_stop) == 0;
     if (stops != (const char **)p->stop) free(stops);
+    er->n_stop = p->n_stop;
     if (!ok) {
         free(er->shown);
         free(er->err_buf);

@@ -79,6 +79,9 @@ static void finish(cobatch_engine *e, cb_request *r, cb_state st, const char *er
     ev.user_data = er->user_data;
     ev.t_us = r->t_finish_us;
     ev.reason = reason_of(st);
+    ev.stop = st == CB_FINISHED_STOP && er->text.stop_hit >= 0 && (size_t)er->text.stop_hit < er->n_stop
+                  ? (int32_t)er->text.stop_hit
+                  : -1;
     ev.text = cb_textout_take_final(&er->text, st == CB_FINISHED_STOP || st == CB_FINISHED_LENGTH, &ev.text_len);
     if (error) {
         snprintf(er->err_buf, CB_ERR_BUF, "%s", error);

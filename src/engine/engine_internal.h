@@ -29,6 +29,7 @@ typedef struct {
     cb_textout text;
     int32_t *shown; /* (n_shown) control tokens whose text the output shows (a chat's tool-call markers) */
     size_t n_shown;
+    size_t n_stop; /* the request's own stop strings: the first of er->text's list */
     char *err_buf; /* (CB_ERR_BUF) the FINISHED event's error message, handed over to it */
     void *user_data;
     bool ignore_eos;

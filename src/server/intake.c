@@ -1,5 +1,6 @@
 /* intake.c — the worker thread (see intake.h). */
 #include "intake.h"
+#include "../anthropic/anthropic.h"
 #include "../core/textout.h"
 
 #include <cjson/cJSON.h>
@@ -32,6 +33,10 @@ struct intake {
 
 /* ---------------------------------------------------------------- jobs ---------------------- */
 
+static char *error_json(const cb_intake_job *j, const cb_openai_error *e) {
+    return j->dialect == CB_DIALECT_ANTHROPIC ? cb_anthropic_error_json(e) : cb_openai_error_json(e);
+}
+
 static void set_error(cb_intake_job *j, int status, const char *param, const char *msg) {
     cb_openai_error e = {.status = status, .type = status >= 500 ? "server_error" : "invalid_request_error"};
     snprintf(e.param, sizeof(e.param), "%s", param ? param : "");
@@ -40,7 +45,7 @@ static void set_error(cb_intake_job *j, int status, const char *param, const cha
     memcpy(e.message, msg, n);
     e.message[n] = 0;
     j->status = status;
-    j->json = cb_openai_error_json(&e);
+    j->json = error_json(j, &e);
 }
 
 /* The text an echo gives back for prompt q: the request's, or its token ids detokenized. */
@@ -63,13 +68,36 @@ static bool left(cb_intake_job *j) {
     return true;
 }
 
+static cJSON *parse_body(cb_intake_job *j);
+
+/* A Messages body as the chat request it asks for (0), or the job's error set (-1). */
+static int parse_anthropic(intake *q, cb_intake_job *j, bool count_only, cb_openai_error *e) {
+    cJSON *root = parse_body(j), *chat = NULL;
+    if (!root) return -1;
+    int rc = cb_anthropic_to_chat(root, count_only, &chat, e);
+    cJSON_Delete(root);
+    if (rc == 0) rc = cb_openai_parse_json(CB_OPENAI_CHAT, &q->defaults, chat, &j->req, e);
+    cJSON_Delete(chat);
+    if (rc != 0) {
+        j->status = e->status;
+        j->json = error_json(j, e);
+    }
+    return rc;
+}
+
 static void do_completion(intake *q, cb_intake_job *j) {
     cb_openai_error e;
-    int rc = cb_openai_parse(j->api, &q->defaults, j->body, j->len, &j->req, &e);
+    int rc;
+    if (j->dialect == CB_DIALECT_ANTHROPIC) {
+        if (parse_anthropic(q, j, false, &e) != 0) return;
+        rc = 0;
+    } else {
+        rc = cb_openai_parse(j->api, &q->defaults, j->body, j->len, &j->req, &e);
+    }
     if (rc == 0 && left(j)) return;
     if (rc != 0 || cb_openai_resolve_schema(&j->req, cobatch_json_schema_grammar, &e) != 0) {
         j->status = e.status;
-        j->json = cb_openai_error_json(&e);
+        j->json = error_json(j, &e);
         return;
     }
     char err2[256] = "";
@@ -138,9 +166,30 @@ static cJSON *parse_body(cb_intake_job *j) {
     cJSON *root = cb_openai_json_parse(j->body, j->len, &e);
     if (!root) {
         j->status = e.status;
-        j->json = cb_openai_error_json(&e);
+        j->json = error_json(j, &e);
     }
     return root;
+}
+
+/* Messages count_tokens: the chat rendered as it would be run -> {"input_tokens"}. */
+static void do_count(intake *q, cb_intake_job *j) {
+    cb_openai_error e;
+    if (parse_anthropic(q, j, true, &e) != 0 || left(j)) return;
+    char err[256] = "";
+    int status = 0;
+    cobatch_chat *chat = cobatch_chat_new(q->engine, &j->req.params, &status, err, sizeof(err));
+    if (!chat) {
+        set_error(j, status == COBATCH_ERR_NOMEM ? 503 : 400, strstr(err, "tool") ? "tools" : "messages",
+                  status == COBATCH_ERR_NOMEM ? "out of memory" : err);
+        return;
+    }
+    int32_t n = 0;
+    cobatch_chat_tokens(chat, &n);
+    cobatch_chat_free(chat);
+    char buf[64];
+    snprintf(buf, sizeof(buf), "{\"input_tokens\":%d}", (int)n);
+    j->json = strdup(buf);
+    j->status = j->json ? 200 : 500;
 }
 
 /* The longest text /tokenize takes: bounded as prompts are (the tokenizer is quadratic in
@@ -286,6 +335,8 @@ static void *worker(void *arg) {
             do_completion(q, j);
         else if (j->kind == INTAKE_TOKENIZE)
             do_tokenize(q, j);
+        else if (j->kind == INTAKE_COUNT)
+            do_count(q, j);
         else
             do_detokenize(q, j);
         if (j->status != 200 && !j->json) j->status = 500; /* the error body could not be made: a bare 500 */

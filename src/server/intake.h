@@ -13,7 +13,11 @@
 #include <stddef.h>
 
 /* INTAKE_CALL: the job's call runs on the worker (the server builds big answers so, off the loop). */
-typedef enum { INTAKE_COMPLETION, INTAKE_TOKENIZE, INTAKE_DETOKENIZE, INTAKE_CALL } cb_intake_kind;
+/* INTAKE_COUNT: the prompt tokens a chat request would take (Anthropic's count_tokens). */
+typedef enum { INTAKE_COMPLETION, INTAKE_TOKENIZE, INTAKE_DETOKENIZE, INTAKE_CALL, INTAKE_COUNT } cb_intake_kind;
+
+/* The API a request speaks: its body's shape and its errors'. */
+typedef enum { CB_DIALECT_OPENAI, CB_DIALECT_ANTHROPIC } cb_dialect;
 
 /* One prompt of a completion request, as the engine will queue it. */
 typedef struct {
@@ -25,6 +29,7 @@ typedef struct {
 typedef struct cb_intake_job {
     cb_intake_kind kind;
     cb_openai_kind api; /* INTAKE_COMPLETION: which API the body is for */
+    cb_dialect dialect; /* a Messages body is translated to a chat one first */
     char *body;         /* the request body (NUL-terminated), owned by the job */
     size_t len;
     void *owner;                           /* the loop's object for this job; not touched by the worker (but by call) */

@@ -9,7 +9,8 @@ static const cb_srv_route ROUTES[] = {
     {"/v1/models", false, true, R_MODELS},        {"/v1/completions", true, true, R_COMPLETIONS},
     {"/v1/chat/completions", true, true, R_CHAT}, {"/tokenize", true, true, R_TOKENIZE},
     {"/detokenize", true, true, R_DETOKENIZE},    {"/tokenizer_info", false, true, R_TOKENIZER_INFO},
-    {"/model_info", false, true, R_MODEL_INFO},   {"/server_info", false, true, R_MODEL_INFO}};
+    {"/model_info", false, true, R_MODEL_INFO},   {"/server_info", false, true, R_MODEL_INFO},
+    {"/v1/messages", true, true, R_MESSAGES},     {"/v1/messages/count_tokens", true, true, R_COUNT_TOKENS}};
 
 const cb_srv_route *cb_srv_route_find(const char *target) {
     size_t plen = strcspn(target, "?");
@@ -35,4 +36,9 @@ bool cb_srv_authorized(const char *api_key, const char *h) {
     while (*h == ' ' || *h == '\t')
         h++;
     return same_secret(h, api_key);
+}
+
+bool cb_srv_key_given(const char *api_key, const char *value) {
+    if (!api_key) return true;
+    return value && same_secret(value, api_key);
 }

@@ -14,7 +14,9 @@ typedef enum {
     R_CHAT,
     R_TOKENIZE,
     R_DETOKENIZE,
-    R_TOKENIZER_INFO
+    R_TOKENIZER_INFO,
+    R_MESSAGES,
+    R_COUNT_TOKENS
 } cb_srv_route_id;
 
 typedef struct {
@@ -31,5 +33,7 @@ const cb_srv_route *cb_srv_route_find(const char *target);
  * Compared in time that depends on the given value's length only, never on where it differs. A NULL
  * key lets everything through. */
 bool cb_srv_authorized(const char *api_key, const char *authorization);
+/* The same for a header that holds the key alone (Anthropic's x-api-key); NULL given: false. */
+bool cb_srv_key_given(const char *api_key, const char *value);
 
 #endif

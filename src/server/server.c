@@ -10,6 +10,7 @@
 #include "httpd.h"
 #include "intake.h"
 #include "metrics.h"
+#include "../anthropic/anthropic.h"
 #include "../openai/bounds.h"
 #include "../openai/openai.h"
 #include "routes.h"
@@ -60,6 +61,7 @@ typedef struct {
     size_t read_len; /* streamed: bytes of text the last partial read saw */
     int depth;       /* brackets the output has opened and not closed (its strings' too) */
     bool too_deep;   /* it once nested past --limit json-depth: its calls are never read */
+    int stop;        /* once it ended well: the index of the request's stop string that ended it, or -1 */
 } cb_srv_choice;
 
 /* One completion request, from its HTTP request to its end. */
@@ -70,6 +72,10 @@ typedef struct cb_srv_req {
     struct cb_intake_job *jb; /* that job, while at_intake */
     cb_intake_kind job;       /* what the worker does with its body */
     cb_openai_kind kind;
+    cb_dialect dialect;      /* Anthropic: its answer, events and errors in that API's shapes */
+    cb_anthropic_stream ast; /* Anthropic, streamed: its content blocks so far */
+    char **stops;            /* (n_stops) Anthropic: the stop strings, to name the one that ended the output */
+    int n_stops;
     bool stream, include_usage, started; /* started: the stream's head and first chunk are out */
     char cid[48];                        /* "cmpl-..." / "chatcmpl-..." */
     long created;
@@ -127,18 +133,34 @@ static void reply_json(srv *s, cb_conn *c, int status, const char *json, const c
     cb_conn_reply(c, status, "application/json", extra, json, strlen(json));
 }
 
+static void vreply_error(srv *s, cb_conn *c, cb_dialect d, int status, const char *type, const char *param,
+                         const char *fmt, va_list ap) {
+    cb_openai_error e = {.status = status, .type = type};
+    snprintf(e.param, sizeof(e.param), "%s", param ? param : "");
+    vsnprintf(e.message, sizeof(e.message), fmt, ap);
+    char *j = d == CB_DIALECT_ANTHROPIC ? cb_anthropic_error_json(&e) : cb_openai_error_json(&e);
+    reply_json(s, c, status, j, NULL);
+    free(j);
+}
+
 static void reply_error(srv *s, cb_conn *c, int status, const char *type, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 static void reply_error(srv *s, cb_conn *c, int status, const char *type, const char *param, const char *fmt, ...) {
-    cb_openai_error e = {.status = status, .type = type};
-    snprintf(e.param, sizeof(e.param), "%s", param ? param : "");
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e.message, sizeof(e.message), fmt, ap);
+    vreply_error(s, c, CB_DIALECT_OPENAI, status, type, param, fmt, ap);
     va_end(ap);
-    char *j = cb_openai_error_json(&e);
-    reply_json(s, c, status, j, NULL);
-    free(j);
+}
+
+/* An error for a request, in its dialect. */
+static void dreply_error(srv *s, cb_conn *c, cb_dialect d, int status, const char *type, const char *param,
+                         const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+static void dreply_error(srv *s, cb_conn *c, cb_dialect d, int status, const char *type, const char *param,
+                         const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vreply_error(s, c, d, status, type, param, fmt, ap);
+    va_end(ap);
 }
 
 static void reply_cjson(srv *s, cb_conn *c, cJSON *o) { /* takes o */
@@ -150,14 +172,18 @@ static void reply_cjson(srv *s, cb_conn *c, cJSON *o) { /* takes o */
 
 /* ---------------------------------------------------------------- requests ------------------ */
 
-static cb_srv_req *req_new(srv *s, cb_conn *c, cb_openai_kind kind) {
+static cb_srv_req *req_new(srv *s, cb_conn *c, cb_openai_kind kind, cb_dialect d) {
     cb_srv_req *r = calloc(1, sizeof(*r));
     if (!r) return NULL;
     r->s = s;
     r->conn = c;
     r->kind = kind;
+    r->dialect = d;
     r->created = (long)time(NULL);
-    snprintf(r->cid, sizeof(r->cid), "%s-%llx%06llx", kind == CB_OPENAI_CHAT ? "chatcmpl" : "cmpl",
+    snprintf(r->cid, sizeof(r->cid), "%s%llx%06llx",
+             d == CB_DIALECT_ANTHROPIC ? "msg_"
+             : kind == CB_OPENAI_CHAT  ? "chatcmpl-"
+                                       : "cmpl-",
              (unsigned long long)r->created, (unsigned long long)++s->next_cid);
     r->next = s->reqs;
     if (s->reqs) s->reqs->prev = r;
@@ -183,6 +209,9 @@ static void req_free(cb_srv_req *r) {
     }
     cobatch_chat_free(r->chat);
     free(r->ch);
+    for (int i = 0; i < r->n_stops; i++)
+        free(r->stops[i]);
+    free(r->stops);
     for (int i = 0; i < r->n_prompts; i++) {
         free(r->prompts[i].tokens);
         free(r->prompts[i].text);
@@ -230,9 +259,21 @@ static bool sse(srv *s, cb_srv_req *r, const char *json) {
     return ok;
 }
 
-static void start_stream(srv *s, cb_srv_req *r) {
+/* Server-sent events already framed (Anthropic's "event:" lines); takes text. */
+static bool sse_raw(srv *s, cb_srv_req *r, char *text) {
+    bool ok = r->conn && text && (!*text || cb_conn_stream_write(r->conn, text, strlen(text)));
+    if (!ok && r->conn) drop_stream(s, r, text != NULL);
+    free(text);
+    return ok;
+}
+
+static void start_stream(srv *s, cb_srv_req *r, const struct cobatch_event *ev) {
     r->started = true;
     cb_conn_stream_start(r->conn, 200, "text/event-stream", "Cache-Control: no-cache\r\n");
+    if (r->dialect == CB_DIALECT_ANTHROPIC) { /* the prompt is counted whole here; its cached part at the end */
+        sse_raw(s, r, cb_anthropic_stream_start(&r->ast, r->cid, s->model, ev->n_prompt, 0));
+        return;
+    }
     for (int i = 0; i < r->n && r->kind == CB_OPENAI_CHAT; i++) { /* each choice's first chunk carries the role */
         char *j = cb_openai_chunk_json(r->kind, r->cid, r->created, s->model, i, r->calls_tools ? NULL : "", NULL, true,
                                        NULL);
@@ -296,6 +337,10 @@ static const cb_openai_logprobs *rows_of(srv *s, cb_srv_choice *c, cb_openai_log
 /* A stream chunk of the choice with text and the rows kept since the last one (then forgotten). */
 static void send_chunk(srv *s, cb_srv_choice *c, const char *text, const char *finish) {
     cb_srv_req *r = c->r;
+    if (r->dialect == CB_DIALECT_ANTHROPIC) { /* the end goes with the message's (answer) */
+        sse_raw(s, r, cb_anthropic_stream_text(&r->ast, text));
+        return;
+    }
     cb_openai_logprobs lp;
     const cb_openai_logprobs *l = rows_of(s, c, &lp);
     if (l && l->n_rows == 0) l = NULL; /* "logprobs": null in a chunk with no token of its own */
@@ -352,6 +397,16 @@ static bool read_output(cb_srv_choice *c, bool partial) {
     return true;
 }
 
+static void fail(srv *s, cb_srv_req *r, int index, const struct cobatch_event *ev);
+
+/* Anthropic: a call's arguments grew after the next block began (the output was read differently
+ * with more text): its block is closed, so the request ends with an error, not a wrong input. */
+static void fail_late(srv *s, cb_srv_choice *c) {
+    struct cobatch_event ev = {.reason = COBATCH_FINISH_ERROR,
+                               .error = "a tool call's arguments changed after its block was closed"};
+    fail(s, c->r, c->index, &ev);
+}
+
 /* Streams what the choice's output read into since the last time: new content, then each call's
  * first chunk (id, name) and the new part of its arguments. A part that is not an extension of
  * what went out (the parser read differently with more text) waits. */
@@ -368,6 +423,15 @@ static void send_calls(srv *s, cb_srv_choice *c) {
         size_t al = strlen(t->arguments), sent = c->sent_args[k];
         if (sent != SIZE_MAX && al <= sent) continue;
         bool first = sent == SIZE_MAX;
+        if (r->dialect == CB_DIALECT_ANTHROPIC) {
+            bool late = false;
+            sse_raw(s, r,
+                    cb_anthropic_stream_call(&r->ast, (int)k, first ? c->ids[k] : NULL, first ? t->name : NULL,
+                                             t->arguments + (first ? 0 : sent), &late));
+            c->sent_args[k] = al;
+            if (late) fail_late(s, c);
+            continue;
+        }
         char *j = cb_openai_tool_chunk_json(r->cid, r->created, s->model, c->index, (int)k, first ? c->ids[k] : NULL,
                                             first ? t->name : NULL, t->arguments + (first ? 0 : sent));
         c->sent_args[k] = al;
@@ -383,7 +447,7 @@ static void lost_output(srv *s, cb_srv_req *r) {
     if (r->stream)
         drop_stream(s, r, false);
     else
-        reply_error(s, r->conn, 500, "server_error", NULL, "out of memory collecting the output");
+        dreply_error(s, r->conn, r->dialect, 500, "server_error", NULL, "out of memory collecting the output");
     r->conn = NULL;
 }
 
@@ -399,7 +463,7 @@ static bool take_prompt(srv *s, cb_srv_choice *c, const struct cobatch_event *ev
     }
     const char *t = r->prompts[c->index / r->per_prompt].text;
     if (!r->stream) return append(c, t, strlen(t));
-    if (!r->started) start_stream(s, r);
+    if (!r->started) start_stream(s, r, ev);
     if (r->conn) send_chunk(s, c, t, NULL);
     return true;
 }
@@ -417,8 +481,6 @@ static bool nests_within(cb_srv_choice *c, const char *t, size_t n) {
     }
     return !c->too_deep;
 }
-
-static void fail(srv *s, cb_srv_req *r, int index, const struct cobatch_event *ev);
 
 static void fail_too_deep(srv *s, cb_srv_choice *c) {
     char why[160];
@@ -451,7 +513,7 @@ static void on_token(srv *s, cb_srv_choice *c, const struct cobatch_event *ev) {
         } else if (!nests_within(c, ev->text, ev->text_len)) {
             fail_too_deep(s, c);
         } else if (r->stream && ev->text_len && read_due(c)) {
-            if (!r->started) start_stream(s, r);
+            if (!r->started) start_stream(s, r, ev);
             c->read_len = c->len;
             if (!read_output(c, true))
                 lost_output(s, r);
@@ -461,7 +523,7 @@ static void on_token(srv *s, cb_srv_choice *c, const struct cobatch_event *ev) {
         return;
     }
     if (r->stream) {
-        if (!r->started) start_stream(s, r);
+        if (!r->started) start_stream(s, r, ev);
         if (ev->text_len && r->conn) send_chunk(s, c, ev->text, NULL); /* rows of held text wait for it */
         return;
     }
@@ -497,6 +559,11 @@ static int failure(const srv *s, const struct cobatch_event *ev, const char **ty
     return ev->invalid ? 400 : 500;
 }
 
+/* Anthropic: the stop string that ended the choice's output, or NULL. */
+static const char *stop_sequence(const cb_srv_req *r, const cb_srv_choice *c) {
+    return c->stop >= 0 && c->stop < r->n_stops ? r->stops[c->stop] : NULL;
+}
+
 /* The whole response of a request whose choices all ended well, not streamed: the final read of
  * tool-calling outputs and the JSON text. NULL when out of memory. On the answers worker (an answer
  * can be tens of megabytes: 8 prompts x n 16 with echo and top-20 logprobs is 72 MB, seconds of
@@ -506,6 +573,26 @@ static char *whole_answer(srv *s, cb_srv_req *r) {
         cb_srv_choice *c = &r->ch[i];
         if (!read_output(c, false)) return NULL;
         if (c->out.n_calls && !strcmp(c->finish, "stop")) c->finish = "tool_calls";
+    }
+    if (r->dialect == CB_DIALECT_ANTHROPIC) { /* one choice: its text and calls as content blocks */
+        cb_srv_choice *c = &r->ch[0];
+        const char **ids = c->n_ids ? malloc(sizeof(char *) * c->n_ids) : NULL;
+        if (c->n_ids && !ids) return NULL;
+        for (size_t k = 0; k < c->n_ids; k++)
+            ids[k] = c->ids[k];
+        cb_anthropic_message m = {.text = r->calls_tools ? (c->out.content ? c->out.content : "")
+                                                         : (c->text ? c->text : ""),
+                                  .calls = c->out.calls,
+                                  .n_calls = c->out.n_calls,
+                                  .call_ids = ids,
+                                  .stop_reason = cb_anthropic_stop_reason(c->finish, c->out.n_calls, c->stop),
+                                  .stop_sequence = stop_sequence(r, c),
+                                  .input_tokens = r->n_prompt - r->n_cached,
+                                  .cache_read = r->n_cached,
+                                  .output_tokens = r->n_generated};
+        char *j = cb_anthropic_message_json(r->cid, s->model, &m);
+        free(ids);
+        return j;
     }
     cb_openai_choice *cs = calloc((size_t)r->n, sizeof(*cs));
     cb_openai_logprobs *lps = calloc((size_t)r->n, sizeof(*lps));
@@ -567,6 +654,15 @@ static void build_answer(cb_intake_job *jb) {
 /* The answer once every choice ended well: the last chunks, or the whole response. Returns true
  * when the request went to the answers worker (it is freed when it comes back). */
 static bool answer(srv *s, cb_srv_req *r) {
+    if (r->stream && r->dialect == CB_DIALECT_ANTHROPIC) {
+        cb_srv_choice *c = &r->ch[0];
+        const char *why = cb_anthropic_stop_reason(c->finish, c->out.n_calls, c->stop);
+        if (sse_raw(s, r,
+                    cb_anthropic_stream_end(&r->ast, why, stop_sequence(r, c), r->n_prompt - r->n_cached, r->n_cached,
+                                            r->n_generated)))
+            cb_conn_stream_end(r->conn);
+        return false;
+    }
     if (r->stream) {
         bool sent = true;
         if (r->include_usage) {
@@ -624,7 +720,9 @@ static void fail(srv *s, cb_srv_req *r, int index, const struct cobatch_event *e
     if (!r->conn) return;
     const char *type, *why;
     int status = failure(s, ev, &type, &why);
-    if (r->stream && r->started) { /* the stream's last chunk: a finish reason and the error */
+    if (r->stream && r->started && r->dialect == CB_DIALECT_ANTHROPIC) { /* an error event ends it */
+        if (sse_raw(s, r, cb_anthropic_stream_error(status, why))) cb_conn_stream_end(r->conn);
+    } else if (r->stream && r->started) { /* the stream's last chunk: a finish reason and the error */
         char *j = cb_openai_abort_chunk_json(r->kind, r->cid, r->created, s->model, index, status, type, why);
         if (sse(s, r, j) && cb_conn_stream_write(r->conn, "data: [DONE]\n\n", 14))
             cb_conn_stream_end(r->conn);
@@ -632,7 +730,7 @@ static void fail(srv *s, cb_srv_req *r, int index, const struct cobatch_event *e
             drop_stream(s, r, false);
         free(j);
     } else {
-        reply_error(s, r->conn, status, type, NULL, "%s", why);
+        dreply_error(s, r->conn, r->dialect, status, type, NULL, "%s", why);
     }
     r->conn = NULL;
 }
@@ -647,6 +745,7 @@ static void on_finished(srv *s, cb_srv_choice *c, const struct cobatch_event *ev
     if (!ok && !r->failed) fail(s, r, c->index, ev);
     if (ok && !r->failed) {
         c->finish = finish_name(ev->reason);
+        c->stop = ev->stop;
         if (first) {
             r->n_prompt += ev->n_prompt;
             r->n_cached += ev->n_cached;
@@ -663,12 +762,12 @@ static void on_finished(srv *s, cb_srv_choice *c, const struct cobatch_event *ev
                 lost_output(s, r);
             } else if (r->stream) {
                 if (c->out.n_calls && ev->reason == COBATCH_FINISH_STOP) c->finish = "tool_calls";
-                if (!r->started) start_stream(s, r);
+                if (!r->started) start_stream(s, r, ev);
                 if (r->conn) send_calls(s, c);
                 if (r->conn) send_chunk(s, c, "", c->finish);
             }
         } else if (r->conn && r->stream) {
-            if (!r->started) start_stream(s, r);
+            if (!r->started) start_stream(s, r, ev);
             if (r->conn) send_chunk(s, c, ev->text, c->finish);
         } else if (r->conn && !append(c, ev->text, ev->text_len)) {
             lost_output(s, r);
@@ -704,12 +803,13 @@ static void on_engine_events(evutil_socket_t fd, short what, void *arg) {
 /* A parsed and tokenized request back from the intake worker: submit it. */
 static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
     if (s->draining) {
-        reply_error(s, r->conn, 503, "service_unavailable", NULL, "the server is shutting down; retry elsewhere");
+        dreply_error(s, r->conn, r->dialect, 503, "service_unavailable", NULL,
+                     "the server is shutting down; retry elsewhere");
         return;
     }
     if (j->req.has_priority && s->p.sched_policy != COBATCH_SCHED_PRIORITY) {
-        reply_error(s, r->conn, 400, "invalid_request_error", "priority",
-                    "'priority' needs priority scheduling (cobatch serve --scheduling-policy priority)");
+        dreply_error(s, r->conn, r->dialect, 400, "invalid_request_error", "priority",
+                     "'priority' needs priority scheduling (cobatch serve --scheduling-policy priority)");
         return;
     }
     struct cobatch_request_params p = j->req.params;
@@ -729,6 +829,16 @@ static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
     r->top = j->req.top;
     r->stride = 1 + r->top;
     r->tokens_as_ids = j->req.tokens_as_ids;
+    if (r->dialect == CB_DIALECT_ANTHROPIC && j->req.params.n_stop) { /* to name the one that ends the output */
+        r->stops = calloc(j->req.params.n_stop, sizeof(char *));
+        for (size_t i = 0; r->stops && i < j->req.params.n_stop; i++)
+            if ((r->stops[i] = strdup(j->req.params.stop[i]))) r->n_stops = (int)i + 1;
+        if (r->n_stops != (int)j->req.params.n_stop) {
+            dreply_error(s, r->conn, r->dialect, 503, "service_unavailable", NULL, "out of memory; retry later");
+            r->conn = NULL;
+            return;
+        }
+    }
     r->share_prompt_rows = j->req.params.prompt_logprobs && !r->stream && r->per_prompt > 1;
     r->prompts = j->prompts; /* the request keeps the prompts' echo texts */
     r->n_prompts = j->n_prompts;
@@ -737,15 +847,15 @@ static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
     int n = r->n_prompts * r->per_prompt;
     if (n > cobatch_max_queue(s->engine)) { /* it could never all wait at once: no use retrying */
         const char *param = r->per_prompt > 1 ? "n" : "prompt";
-        reply_error(s, r->conn, 400, "invalid_request_error", param,
-                    "%d sequences (prompts x n) is more than the server queues at once (%d, --max-queue)", n,
-                    cobatch_max_queue(s->engine));
+        dreply_error(s, r->conn, r->dialect, 400, "invalid_request_error", param,
+                     "%d sequences (prompts x n) is more than the server queues at once (%d, --max-queue)", n,
+                     cobatch_max_queue(s->engine));
         r->conn = NULL;
         return;
     }
     r->ch = calloc((size_t)n, sizeof(*r->ch));
     if (!r->ch) {
-        reply_error(s, r->conn, 503, "service_unavailable", NULL, "out of memory; retry later");
+        dreply_error(s, r->conn, r->dialect, 503, "service_unavailable", NULL, "out of memory; retry later");
         return;
     }
     r->n = n;
@@ -774,17 +884,17 @@ static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
     }
     if (id == COBATCH_ERR_QUEUE_FULL) {
         s->m.rejected_queue_full++;
-        reply_error(s, r->conn, 429, "rate_limit_error", NULL, "%s", err);
+        dreply_error(s, r->conn, r->dialect, 429, "rate_limit_error", NULL, "%s", err);
     } else if (id == COBATCH_ERR_SHUTDOWN) {
-        reply_error(s, r->conn, 503, "service_unavailable", NULL, "%s", err);
+        dreply_error(s, r->conn, r->dialect, 503, "service_unavailable", NULL, "%s", err);
     } else if (id == COBATCH_ERR_NOMEM) {
-        reply_error(s, r->conn, 503, "service_unavailable", NULL, "%s", err);
+        dreply_error(s, r->conn, r->dialect, 503, "service_unavailable", NULL, "%s", err);
     } else {
         const char *param = !strncmp(err, "logit_bias", 10) ? "logit_bias"
                             : !strncmp(err, "grammar", 7)   ? (j->req.json_schema ? "response_format" : "grammar")
                             : r->kind == CB_OPENAI_CHAT     ? "messages"
                                                             : "prompt";
-        reply_error(s, r->conn, 400, "invalid_request_error", param, "%s", err);
+        dreply_error(s, r->conn, r->dialect, 400, "invalid_request_error", param, "%s", err);
     }
     r->conn = NULL;
 }
@@ -810,20 +920,21 @@ static void on_intake(evutil_socket_t fd, short what, void *arg) {
 }
 
 /* Hands the request's body to the intake worker. */
-static void to_intake(srv *s, cb_conn *c, cb_http_req *hr, cb_intake_kind kind, cb_openai_kind api) {
+static void to_intake(srv *s, cb_conn *c, cb_http_req *hr, cb_intake_kind kind, cb_openai_kind api, cb_dialect d) {
     if (s->draining && kind == INTAKE_COMPLETION) {
-        reply_error(s, c, 503, "service_unavailable", NULL, "the server is shutting down; retry elsewhere");
+        dreply_error(s, c, d, 503, "service_unavailable", NULL, "the server is shutting down; retry elsewhere");
         return;
     }
     cb_intake_job *j = calloc(1, sizeof(*j));
-    cb_srv_req *r = j ? req_new(s, c, api) : NULL;
+    cb_srv_req *r = j ? req_new(s, c, api, d) : NULL;
     if (!r) {
         free(j);
-        reply_error(s, c, 503, "service_unavailable", NULL, "out of memory");
+        dreply_error(s, c, d, 503, "service_unavailable", NULL, "out of memory");
         return;
     }
     r->job = j->kind = kind;
     j->api = api;
+    j->dialect = d;
     j->body = cb_http_req_take_body(hr, &j->len);
     j->owner = r;
     if (!j->body || !cb_intake_submit(s->in, j)) {
@@ -832,8 +943,8 @@ static void to_intake(srv *s, cb_conn *c, cb_http_req *hr, cb_intake_kind kind, 
         r->conn = NULL;
         req_free(r);
         if (busy) s->m.rejected_busy++;
-        reply_error(s, c, 503, "service_unavailable", NULL, "%s",
-                    busy ? "the server is busy; retry later" : "out of memory");
+        dreply_error(s, c, d, 503, "service_unavailable", NULL, "%s",
+                     busy ? "the server is busy; retry later" : "out of memory");
         return;
     }
     r->at_intake = true;
@@ -955,8 +1066,11 @@ static const cb_srv_route *admit_route(srv *s, cb_conn *c, cb_http_req *hr) {
         reply_error(s, c, 405, "invalid_request_error", NULL, "use %s for %s", rt->post ? "POST" : "GET", rt->path);
         return NULL;
     }
-    if (rt->auth && !cb_srv_authorized(s->p.api_key, cb_http_header_get(hr, "Authorization"))) {
-        reply_error(s, c, 401, "authentication_error", NULL, "a valid API key is required (Authorization: Bearer KEY)");
+    if (rt->auth && !cb_srv_authorized(s->p.api_key, cb_http_header_get(hr, "Authorization")) &&
+        !cb_srv_key_given(s->p.api_key, cb_http_header_get(hr, "x-api-key"))) {
+        dreply_error(s, c, rt->id == R_MESSAGES || rt->id == R_COUNT_TOKENS ? CB_DIALECT_ANTHROPIC : CB_DIALECT_OPENAI,
+                     401, "authentication_error", NULL,
+                     "a valid API key is required (Authorization: Bearer KEY, or x-api-key: KEY)");
         return NULL;
     }
     return rt;
@@ -986,10 +1100,12 @@ static void on_request(cb_conn *c, cb_http_req *hr, void *user) {
     case R_MODELS: handle_models(s, c); return;
     case R_MODEL_INFO: handle_model_info(s, c); return;
     case R_TOKENIZER_INFO: handle_tokenizer_info(s, c); return;
-    case R_COMPLETIONS: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_COMPLETION); return;
-    case R_CHAT: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_CHAT); return;
-    case R_TOKENIZE: to_intake(s, c, hr, INTAKE_TOKENIZE, CB_OPENAI_COMPLETION); return;
-    case R_DETOKENIZE: to_intake(s, c, hr, INTAKE_DETOKENIZE, CB_OPENAI_COMPLETION); return;
+    case R_COMPLETIONS: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_COMPLETION, CB_DIALECT_OPENAI); return;
+    case R_CHAT: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_CHAT, CB_DIALECT_OPENAI); return;
+    case R_MESSAGES: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_CHAT, CB_DIALECT_ANTHROPIC); return;
+    case R_COUNT_TOKENS: to_intake(s, c, hr, INTAKE_COUNT, CB_OPENAI_CHAT, CB_DIALECT_ANTHROPIC); return;
+    case R_TOKENIZE: to_intake(s, c, hr, INTAKE_TOKENIZE, CB_OPENAI_COMPLETION, CB_DIALECT_OPENAI); return;
+    case R_DETOKENIZE: to_intake(s, c, hr, INTAKE_DETOKENIZE, CB_OPENAI_COMPLETION, CB_DIALECT_OPENAI); return;
     }
 }
 
@@ -1045,7 +1161,8 @@ static void start_drain(srv *s) {
     cobatch_cancel_waiting(s->engine);              /* queued requests hear at once: 503, go elsewhere */
     for (cb_srv_req *r = s->reqs; r; r = r->next) { /* so do those still being parsed */
         if (!r->at_intake || !r->conn || r->jb->kind == INTAKE_CALL) continue; /* not an answer being built */
-        reply_error(s, r->conn, 503, "service_unavailable", NULL, "the server is shutting down; retry elsewhere");
+        dreply_error(s, r->conn, r->dialect, 503, "service_unavailable", NULL,
+                     "the server is shutting down; retry elsewhere");
         r->conn = NULL;
     }
 }

@@ -57,6 +57,24 @@ static void stop_split_across_pieces_is_held_then_dropped(void **state) {
     assert_string_equal(out, "");
     assert_true(cb_textout_push(&t, "Pxyz", 4, &out, &len));
     assert_string_equal(out, "");
+    assert_int_equal(t.stop_hit, 0);
+    cb_textout_free(&t);
+}
+
+/* The stop string that matched is named by its index in the list given (empty ones skipped but
+ * counted); the earliest in the text wins, and none matched is -1. */
+static void the_matched_stop_is_named(void **state) {
+    (void)state;
+    const char *stops[] = {"", "zz", "b"};
+    cb_textout t;
+    const char *out;
+    size_t len;
+    assert_int_equal(cb_textout_init(&t, stops, 3), 0);
+    assert_int_equal(t.stop_hit, -1);
+    assert_false(cb_textout_push(&t, "az", 2, &out, &len));
+    assert_int_equal(t.stop_hit, -1);
+    assert_true(cb_textout_push(&t, "zb", 2, &out, &len));
+    assert_int_equal(t.stop_hit, 1);
     cb_textout_free(&t);
 }
 
@@ -125,6 +143,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(stop_string_cuts_exactly),
         cmocka_unit_test(stop_split_across_pieces_is_held_then_dropped),
+        cmocka_unit_test(the_matched_stop_is_named),
         cmocka_unit_test(held_text_is_released_when_it_cannot_stop),
         cmocka_unit_test(utf8_never_split),
         cmocka_unit_test(valid_prefix),

@@ -1,0 +1,592 @@
+/* anthropic.c — the Messages API translated to and from the chat request (see anthropic.h). */
+#include "anthropic.h"
+
+#include <cjson/cJSON.h>
+#include <cobatch.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- request ------------------- */
+
+static int bad(cb_openai_error *e, const char *param, const char *fmt, ...) {
+    *e = (cb_openai_error){.status = 400, .type = "invalid_request_error"};
+    snprintf(e->param, sizeof(e->param), "%s", param);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof(e->message), fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int nomem(cb_openai_error *e) {
+    *e = (cb_openai_error){.status = 503, .type = "server_error"};
+    snprintf(e->message, sizeof(e->message), "out of memory");
+    return -1;
+}
+
+static bool is(const cJSON *x, const char *s) { return cJSON_IsString(x) && !strcmp(x->valuestring, s); }
+
+/* cache_control: {"type": "ephemeral", "ttl"?}: a hint the prefix cache follows without being told
+ * (every prefix is kept while there is room). Anything else is refused. */
+static int cache_control(const cJSON *x, const char *where, cb_openai_error *e) {
+    if (!x || cJSON_IsNull(x)) return 0;
+    const cJSON *k;
+    bool ok = cJSON_IsObject(x) && is(cJSON_GetObjectItemCaseSensitive(x, "type"), "ephemeral");
+    cJSON_ArrayForEach(k, x) ok = ok && (!strcmp(k->string, "type") || !strcmp(k->string, "ttl"));
+    return ok ? 0 : bad(e, "cache_control", "%s.cache_control must be {\"type\": \"ephemeral\"}", where);
+}
+
+/* Every key of obj is one of keys (NULL-terminated), or the request is refused naming it. */
+static int only(const cJSON *obj, const char *const *keys, const char *where, cb_openai_error *e) {
+    const cJSON *k;
+    cJSON_ArrayForEach(k, obj) {
+        const char *const *p = keys;
+        while (*p && strcmp(*p, k->string) != 0)
+            p++;
+        if (!*p) return bad(e, k->string, "%s'%s' is not supported", where, k->string);
+    }
+    return 0;
+}
+
+/* Appends text to a growing string (*s, malloc'd), sep between parts. */
+static bool join(char **s, const char *text, const char *sep) {
+    size_t a = *s ? strlen(*s) : 0, b = strlen(text), c = a ? strlen(sep) : 0;
+    char *t = realloc(*s, a + b + c + 1);
+    if (!t) return false;
+    if (c) memcpy(t + a, sep, c);
+    memcpy(t + a + c, text, b + 1);
+    *s = t;
+    return true;
+}
+
+/* A text block {"type": "text", "text", "cache_control"?} (citations refused). */
+static int text_block(const cJSON *b, const char *where, const char **text, cb_openai_error *e) {
+    static const char *const KEYS[] = {"type", "text", "cache_control", "citations", NULL};
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(b, "text");
+    const cJSON *cit = cJSON_GetObjectItemCaseSensitive(b, "citations");
+    if (only(b, KEYS, where, e) || cache_control(cJSON_GetObjectItemCaseSensitive(b, "cache_control"), where, e))
+        return -1;
+    if (!cJSON_IsString(t)) return bad(e, "messages", "%s.text must be a string", where);
+    if (cit && !cJSON_IsNull(cit) && !(cJSON_IsArray(cit) && cJSON_GetArraySize(cit) == 0))
+        return bad(e, "citations", "%s.citations are not supported", where);
+    *text = t->valuestring;
+    return 0;
+}
+
+/* Text of a string or an array of text blocks, parts joined by sep; NULL with e set. */
+static char *text_of(const cJSON *x, const char *where, const char *sep, cb_openai_error *e) {
+    if (cJSON_IsString(x)) {
+        char *s = strdup(x->valuestring);
+        if (!s) nomem(e);
+        return s;
+    }
+    if (!cJSON_IsArray(x)) {
+        bad(e, "messages", "%s must be a string or an array of text blocks", where);
+        return NULL;
+    }
+    char *s = strdup(""), w[96];
+    const cJSON *b;
+    int i = 0;
+    cJSON_ArrayForEach(b, x) {
+        const char *t;
+        snprintf(w, sizeof(w), "%s[%d]", where, i++);
+        if (!s) break;
+        if (!is(cJSON_GetObjectItemCaseSensitive(b, "type"), "text")) {
+            bad(e, "messages", "%s: only text blocks are accepted here", w);
+            free(s);
+            return NULL;
+        }
+        if (text_block(b, w, &t, e)) {
+            free(s);
+            return NULL;
+        }
+        if (!join(&s, t, *s ? sep : "")) {
+            free(s);
+            s = NULL;
+        }
+    }
+    if (!s) nomem(e);
+    return s;
+}
+
+static cJSON *message(cJSON *msgs, const char *role) {
+    cJSON *m = cJSON_CreateObject();
+    if (!m || !cJSON_AddItemToArray(msgs, m) || !cJSON_AddStringToObject(m, "role", role)) return NULL;
+    return m;
+}
+
+/* A block type this text-only server cannot take, named for the refusal; NULL for one it can. */
+static const char *refused_block(const char *type) {
+    static const char *const NO[] = {"image",
+                                     "document",
+                                     "search_result",
+                                     "thinking",
+                                     "redacted_thinking",
+                                     "server_tool_use",
+                                     "web_search_tool_result",
+                                     "container_upload",
+                                     NULL};
+    for (const char *const *p = NO; *p; p++)
+        if (!strcmp(*p, type)) return *p;
+    return NULL;
+}
+
+/* One message: a user's text and tool results (each result a "tool" message, before the text, in
+ * the order given), or an assistant's text and tool_use blocks (its tool_calls). */
+static int one_message(const cJSON *m, int i, cJSON *msgs, cb_openai_error *e) {
+    static const char *const KEYS[] = {"role", "content", NULL};
+    char where[64];
+    snprintf(where, sizeof(where), "messages[%d]", i);
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+    if (!cJSON_IsObject(m) || only(m, KEYS, "messages: ", e))
+        return cJSON_IsObject(m) ? -1 : bad(e, "messages", "%s must be an object", where);
+    bool user = is(role, "user");
+    if (!user && !is(role, "assistant")) return bad(e, "messages", "%s.role must be \"user\" or \"assistant\"", where);
+    if (cJSON_IsString(content)) {
+        cJSON *o = message(msgs, role->valuestring);
+        return o && cJSON_AddStringToObject(o, "content", content->valuestring) ? 0 : nomem(e);
+    }
+    if (!cJSON_IsArray(content)) return bad(e, "messages", "%s.content must be a string or an array of blocks", where);
+    char *text = strdup("");
+    cJSON *calls = cJSON_CreateArray();
+    int rc = text && calls ? 0 : nomem(e), k = 0;
+    const cJSON *b;
+    cJSON_ArrayForEach(b, content) {
+        if (rc) break;
+        char w[96];
+        snprintf(w, sizeof(w), "%s.content[%d]", where, k++);
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(b, "type");
+        const char *t = cJSON_IsString(type) ? type->valuestring : "";
+        if (!cJSON_IsObject(b) || !cJSON_IsString(type)) {
+            rc = bad(e, "messages", "%s must be a block with a type", w);
+        } else if (refused_block(t)) {
+            rc = bad(e, "messages", "%s: %s blocks are not supported (a text-only model, no extended thinking)", w, t);
+        } else if (!strcmp(t, "text")) {
+            const char *s;
+            rc = text_block(b, w, &s, e);
+            if (!rc && !join(&text, s, *text ? "\n\n" : "")) rc = nomem(e);
+        } else if (!strcmp(t, "tool_use") && !user) {
+            static const char *const TK[] = {"type", "id", "name", "input", "cache_control", NULL};
+            const cJSON *id = cJSON_GetObjectItemCaseSensitive(b, "id"),
+                        *name = cJSON_GetObjectItemCaseSensitive(b, "name");
+            const cJSON *input = cJSON_GetObjectItemCaseSensitive(b, "input");
+            if (only(b, TK, "tool_use: ", e) ||
+                cache_control(cJSON_GetObjectItemCaseSensitive(b, "cache_control"), w, e)) {
+                rc = -1;
+            } else if (!cJSON_IsString(id) || !cJSON_IsString(name) || !cJSON_IsObject(input)) {
+                rc = bad(e, "messages", "%s needs an id, a name and an input object", w);
+            } else {
+                char *args = cJSON_PrintUnformatted(input);
+                cJSON *c = cJSON_CreateObject(), *f = cJSON_CreateObject();
+                bool ok = args && c && f && cJSON_AddItemToArray(calls, c) &&
+                          cJSON_AddStringToObject(c, "id", id->valuestring) &&
+                          cJSON_AddStringToObject(c, "type", "function") && cJSON_AddItemToObject(c, "function", f) &&
+                          cJSON_AddStringToObject(f, "name", name->valuestring) &&
+                          cJSON_AddStringToObject(f, "arguments", args);
+                if (!ok && c && !f) cJSON_Delete(c);
+                free(args);
+                if (!ok) rc = nomem(e);
+            }
+        } else if (!strcmp(t, "tool_result") && user) {
+            static const char *const RK[] = {"type", "tool_use_id", "content", "is_error", "cache_control", NULL};
+            const cJSON *id = cJSON_GetObjectItemCaseSensitive(b, "tool_use_id");
+            const cJSON *c = cJSON_GetObjectItemCaseSensitive(b, "content");
+            const cJSON *err = cJSON_GetObjectItemCaseSensitive(b, "is_error");
+            char *out = NULL;
+            if (only(b, RK, "tool_result: ", e) ||
+                cache_control(cJSON_GetObjectItemCaseSensitive(b, "cache_control"), w, e)) {
+                rc = -1;
+            } else if (!cJSON_IsString(id)) {
+                rc = bad(e, "messages", "%s.tool_use_id must be a string", w);
+            } else if (err && !cJSON_IsBool(err)) {
+                rc = bad(e, "messages", "%s.is_error must be a boolean", w);
+            } else if (!(out = c ? text_of(c, w, "\n\n", e) : strdup(""))) {
+                rc = c ? -1 : nomem(e);
+            } else {
+                /* a failed tool's output says so, as the client's flag did (the template has no field for it) */
+                cJSON *o = message(msgs, "tool");
+                bool failed = cJSON_IsTrue(err);
+                char *said = failed ? NULL : out;
+                if (failed && (said = malloc(strlen(out) + 8))) sprintf(said, "Error: %s", out);
+                if (!o || !said || !cJSON_AddStringToObject(o, "tool_call_id", id->valuestring) ||
+                    !cJSON_AddStringToObject(o, "content", said))
+                    rc = nomem(e);
+                if (said != out) free(said);
+            }
+            free(out);
+        } else {
+            rc = bad(e, "messages", "%s: a %s block is not accepted in a%s message", w, t,
+                     user ? " user" : "n assistant");
+        }
+    }
+    if (!rc && (*text || cJSON_GetArraySize(calls) > 0 || cJSON_GetArraySize(content) == 0)) {
+        cJSON *o = message(msgs, role->valuestring);
+        if (!o || !cJSON_AddStringToObject(o, "content", text)) rc = nomem(e);
+        if (!rc && cJSON_GetArraySize(calls) > 0) {
+            cJSON_AddItemToObject(o, "tool_calls", calls);
+            calls = NULL;
+        }
+    }
+    cJSON_Delete(calls);
+    free(text);
+    return rc;
+}
+
+/* tools: [{"name", "description"?, "input_schema", "cache_control"?, "type"?: "custom"}]; a
+ * server tool (web search, bash, text editor, computer use: a "type" other than custom) is refused. */
+static int tools(const cJSON *in, cJSON *out, cb_openai_error *e) {
+    static const char *const KEYS[] = {"type", "name", "description", "input_schema", "cache_control", NULL};
+    if (!cJSON_IsArray(in)) return bad(e, "tools", "'tools' must be an array");
+    cJSON *arr = cJSON_AddArrayToObject(out, "tools");
+    if (!arr) return nomem(e);
+    const cJSON *t;
+    int i = 0;
+    cJSON_ArrayForEach(t, in) {
+        char w[32];
+        snprintf(w, sizeof(w), "tools[%d]", i++);
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "type");
+        if (!cJSON_IsObject(t)) return bad(e, "tools", "%s must be an object", w);
+        if (type && !cJSON_IsNull(type) && !is(type, "custom"))
+            return bad(e, "tools",
+                       "%s: server tools (type %s) are not supported; define the tool by name and input_schema", w,
+                       cJSON_IsString(type) ? type->valuestring : "?");
+        if (only(t, KEYS, "tools: ", e) || cache_control(cJSON_GetObjectItemCaseSensitive(t, "cache_control"), w, e))
+            return -1;
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(t, "name");
+        const cJSON *desc = cJSON_GetObjectItemCaseSensitive(t, "description");
+        const cJSON *schema = cJSON_GetObjectItemCaseSensitive(t, "input_schema");
+        if (!cJSON_IsString(name)) return bad(e, "tools", "%s.name must be a string", w);
+        if (!cJSON_IsObject(schema)) return bad(e, "tools", "%s.input_schema must be an object", w);
+        if (desc && !cJSON_IsString(desc)) return bad(e, "tools", "%s.description must be a string", w);
+        cJSON *o = cJSON_CreateObject(), *f = cJSON_CreateObject(), *s = cJSON_Duplicate(schema, true);
+        bool ok = o && f && s && cJSON_AddItemToArray(arr, o) && cJSON_AddStringToObject(o, "type", "function") &&
+                  cJSON_AddItemToObject(o, "function", f) && cJSON_AddStringToObject(f, "name", name->valuestring) &&
+                  (!desc || cJSON_AddStringToObject(f, "description", desc->valuestring)) &&
+                  cJSON_AddItemToObject(f, "parameters", s);
+        if (!ok) return nomem(e); /* what was not added leaks only on allocation failure */
+    }
+    return 0;
+}
+
+/* tool_choice: {"type": auto | any | tool (with name) | none, "disable_parallel_tool_use"?}. */
+static int tool_choice(const cJSON *in, cJSON *out, cb_openai_error *e) {
+    static const char *const KEYS[] = {"type", "name", "disable_parallel_tool_use", NULL};
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(in, "type");
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(in, "name");
+    const cJSON *one = cJSON_GetObjectItemCaseSensitive(in, "disable_parallel_tool_use");
+    if (!cJSON_IsObject(in) || !cJSON_IsString(type))
+        return bad(e, "tool_choice", "'tool_choice' must be an object with a type");
+    if (only(in, KEYS, "tool_choice: ", e)) return -1;
+    if (one && !cJSON_IsBool(one))
+        return bad(e, "tool_choice", "tool_choice.disable_parallel_tool_use must be a boolean");
+    bool ok = true;
+    if (is(type, "auto") || is(type, "none") || is(type, "any")) {
+        ok = cJSON_AddStringToObject(out, "tool_choice", is(type, "any") ? "required" : type->valuestring) != NULL;
+    } else if (is(type, "tool")) {
+        if (!cJSON_IsString(name)) return bad(e, "tool_choice", "tool_choice of type tool needs a name");
+        cJSON *o = cJSON_AddObjectToObject(out, "tool_choice"), *f = o ? cJSON_AddObjectToObject(o, "function") : NULL;
+        ok = f && cJSON_AddStringToObject(o, "type", "function") &&
+             cJSON_AddStringToObject(f, "name", name->valuestring);
+    } else {
+        return bad(e, "tool_choice", "tool_choice.type must be auto, any, tool or none");
+    }
+    if (ok && cJSON_IsTrue(one)) ok = cJSON_AddBoolToObject(out, "parallel_tool_calls", false) != NULL;
+    return ok ? 0 : nomem(e);
+}
+
+/* Fields carried over to the chat request under the same name, when given and not null. */
+static const char *const SAME[] = {"model", "max_tokens", "temperature", "top_p", "top_k", "stream", NULL};
+
+static int translate(const cJSON *in, bool count_only, cJSON *out, cb_openai_error *e) {
+    static const char *const KEYS[] = {"model",       "max_tokens", "messages", "system",       "stop_sequences",
+                                       "temperature", "top_p",      "top_k",    "metadata",     "tools",
+                                       "tool_choice", "stream",     "thinking", "service_tier", NULL};
+    static const char *const COUNT_KEYS[] = {"model", "messages", "system", "tools", "tool_choice", "thinking", NULL};
+    if (!cJSON_IsObject(in)) return bad(e, "", "the body must be a JSON object");
+    if (only(in, count_only ? COUNT_KEYS : KEYS, "", e)) return -1;
+    const cJSON *x;
+    if (!count_only && !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(in, "max_tokens")))
+        return bad(e, "max_tokens", "'max_tokens' is required: a number of tokens");
+    if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(in, "model")))
+        return bad(e, "model", "'model' is required: a string");
+    for (const char *const *k = SAME; *k; k++) {
+        x = cJSON_GetObjectItemCaseSensitive(in, *k);
+        if (x && !cJSON_IsNull(x) && !cJSON_AddItemToObject(out, *k, cJSON_Duplicate(x, true))) return nomem(e);
+    }
+    if ((x = cJSON_GetObjectItemCaseSensitive(in, "thinking")) &&
+        !(cJSON_IsObject(x) && is(cJSON_GetObjectItemCaseSensitive(x, "type"), "disabled") &&
+          cJSON_GetArraySize(x) == 1))
+        return bad(e, "thinking", "extended thinking is not supported (only {\"type\": \"disabled\"})");
+    if ((x = cJSON_GetObjectItemCaseSensitive(in, "service_tier")) && !is(x, "auto") && !is(x, "standard_only"))
+        return bad(e, "service_tier", "service_tier must be auto or standard_only (the server has one tier)");
+    if ((x = cJSON_GetObjectItemCaseSensitive(in, "metadata")) && !cJSON_IsNull(x)) {
+        static const char *const MK[] = {"user_id", NULL};
+        const cJSON *u = cJSON_GetObjectItemCaseSensitive(x, "user_id");
+        if (!cJSON_IsObject(x) || only(x, MK, "metadata: ", e))
+            return cJSON_IsObject(x) ? -1 : bad(e, "metadata", "'metadata' must be an object");
+        if (u && !cJSON_IsNull(u) && !cJSON_IsString(u)) return bad(e, "metadata", "metadata.user_id must be a string");
+        if (cJSON_IsString(u) && !cJSON_AddStringToObject(out, "user", u->valuestring)) return nomem(e);
+    }
+    if ((x = cJSON_GetObjectItemCaseSensitive(in, "stop_sequences")) && !cJSON_IsNull(x)) {
+        if (!cJSON_IsArray(x)) return bad(e, "stop_sequences", "'stop_sequences' must be an array of strings");
+        const cJSON *s;
+        cJSON_ArrayForEach(s, x) if (!cJSON_IsString(s)) return bad(e, "stop_sequences",
+                                                                    "'stop_sequences' must be an array of strings");
+        if (cJSON_GetArraySize(x) > 0 && !cJSON_AddItemToObject(out, "stop", cJSON_Duplicate(x, true))) return nomem(e);
+    }
+    cJSON *msgs = cJSON_AddArrayToObject(out, "messages");
+    if (!msgs) return nomem(e);
+    if ((x = cJSON_GetObjectItemCaseSensitive(in, "system")) && !cJSON_IsNull(x)) {
+        char *sys = text_of(x, "system", "\n\n", e);
+        if (!sys) return -1;
+        cJSON *m = message(msgs, "system");
+        bool ok = m && cJSON_AddStringToObject(m, "content", sys);
+        free(sys);
+        if (!ok) return nomem(e);
+    }
+    x = cJSON_GetObjectItemCaseSensitive(in, "messages");
+    if (!cJSON_IsArray(x) || cJSON_GetArraySize(x) == 0)
+        return bad(e, "messages", "'messages' must be a non-empty array");
+    const cJSON *m;
+    int i = 0;
+    cJSON_ArrayForEach(m, x) if (one_message(m, i++, msgs, e)) return -1;
+    if ((x = cJSON_GetObjectItemCaseSensitive(in, "tools")) && !cJSON_IsNull(x) && tools(x, out, e)) return -1;
+    if ((x = cJSON_GetObjectItemCaseSensitive(in, "tool_choice")) && !cJSON_IsNull(x) && tool_choice(x, out, e))
+        return -1;
+    return 0;
+}
+
+int cb_anthropic_to_chat(const cJSON *root, bool count_only, cJSON **out, cb_openai_error *e) {
+    *out = cJSON_CreateObject();
+    if (!*out) return nomem(e);
+    if (translate(root, count_only, *out, e) == 0) return 0;
+    cJSON_Delete(*out);
+    *out = NULL;
+    return -1;
+}
+
+/* ---------------------------------------------------------------- answers ------------------- */
+
+static const char *error_type(int status) {
+    switch (status) {
+    case 400: return "invalid_request_error";
+    case 401: return "authentication_error";
+    case 403: return "permission_error";
+    case 404: return "not_found_error";
+    case 413: return "request_too_large";
+    case 429: return "rate_limit_error";
+    case 503: return "overloaded_error";
+    default: return status < 500 ? "invalid_request_error" : "api_error";
+    }
+}
+
+static cJSON *error_object(int status, const char *param, const char *message) {
+    cJSON *o = cJSON_CreateObject(), *err = cJSON_AddObjectToObject(o, "error");
+    char msg[384];
+    if (param && *param && strncmp(message, param, strlen(param)) != 0 && !strstr(message, param))
+        snprintf(msg, sizeof(msg), "%s: %s", param, message);
+    else
+        snprintf(msg, sizeof(msg), "%s", message);
+    if (!err || !cJSON_AddStringToObject(o, "type", "error") ||
+        !cJSON_AddStringToObject(err, "type", error_type(status)) || !cJSON_AddStringToObject(err, "message", msg)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+static char *print(cJSON *o) { /* takes o */
+    char *s = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    return s;
+}
+
+char *cb_anthropic_error_json(const cb_openai_error *e) { return print(error_object(e->status, e->param, e->message)); }
+
+const char *cb_anthropic_stop_reason(const char *finish, size_t n_calls, int stop) {
+    if (finish && !strcmp(finish, "length")) return "max_tokens";
+    if (n_calls > 0) return "tool_use";
+    return stop >= 0 ? "stop_sequence" : "end_turn";
+}
+
+static cJSON *usage(int input, int cache_read, int output) {
+    cJSON *u = cJSON_CreateObject();
+    if (u && cJSON_AddNumberToObject(u, "input_tokens", input) &&
+        cJSON_AddNumberToObject(u, "cache_creation_input_tokens", 0) &&
+        cJSON_AddNumberToObject(u, "cache_read_input_tokens", cache_read) &&
+        cJSON_AddNumberToObject(u, "output_tokens", output))
+        return u;
+    cJSON_Delete(u);
+    return NULL;
+}
+
+/* The message object, with content blocks (or an empty content array). */
+static cJSON *message_object(const char *id, const char *model, const cb_anthropic_message *m) {
+    cJSON *o = cJSON_CreateObject(), *content = cJSON_CreateArray();
+    bool ok = o && content && cJSON_AddStringToObject(o, "id", id) && cJSON_AddStringToObject(o, "type", "message") &&
+              cJSON_AddStringToObject(o, "role", "assistant") && cJSON_AddStringToObject(o, "model", model) &&
+              cJSON_AddItemToObject(o, "content", content);
+    if (ok && m->text && *m->text) {
+        cJSON *b = cJSON_CreateObject();
+        ok = b && cJSON_AddItemToArray(content, b) && cJSON_AddStringToObject(b, "type", "text") &&
+             cJSON_AddStringToObject(b, "text", m->text);
+    }
+    for (size_t k = 0; ok && k < m->n_calls; k++) {
+        cJSON *b = cJSON_CreateObject(), *input = cJSON_Parse(m->calls[k].arguments);
+        if (input && !cJSON_IsObject(input)) { /* arguments that are no object: the input holds none */
+            cJSON_Delete(input);
+            input = cJSON_CreateObject();
+        }
+        if (!input) input = cJSON_CreateObject();
+        ok = b && input && cJSON_AddItemToArray(content, b) && cJSON_AddStringToObject(b, "type", "tool_use") &&
+             cJSON_AddStringToObject(b, "id", m->call_ids[k]) && cJSON_AddStringToObject(b, "name", m->calls[k].name) &&
+             cJSON_AddItemToObject(b, "input", input);
+    }
+    if (ok) {
+        ok = (m->stop_reason ? cJSON_AddStringToObject(o, "stop_reason", m->stop_reason)
+                             : cJSON_AddNullToObject(o, "stop_reason")) &&
+             (m->stop_sequence ? cJSON_AddStringToObject(o, "stop_sequence", m->stop_sequence)
+                               : cJSON_AddNullToObject(o, "stop_sequence")) &&
+             cJSON_AddItemToObject(o, "usage", usage(m->input_tokens, m->cache_read, m->output_tokens));
+    }
+    if (!ok) {
+        if (!o) cJSON_Delete(content);
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+char *cb_anthropic_message_json(const char *id, const char *model, const cb_anthropic_message *m) {
+    return print(message_object(id, model, m));
+}
+
+/* ---------------------------------------------------------------- stream -------------------- */
+
+/* Appends one event to *out (malloc'd); takes data. False when out of memory. */
+static bool event(char **out, const char *type, cJSON *data) {
+    char *j = data && cJSON_AddStringToObject(data, "type", type) ? cJSON_PrintUnformatted(data) : NULL;
+    cJSON_Delete(data);
+    if (!j) return false;
+    size_t a = *out ? strlen(*out) : 0, n = strlen(type) + strlen(j) + 20;
+    char *t = realloc(*out, a + n);
+    if (t) snprintf(t + a, n, "event: %s\ndata: %s\n\n", type, j);
+    free(j);
+    if (!t) return false;
+    *out = t;
+    return true;
+}
+
+static cJSON *indexed(int index) {
+    cJSON *o = cJSON_CreateObject();
+    if (o && !cJSON_AddNumberToObject(o, "index", index)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+static bool close_block(cb_anthropic_stream *st, char **out) {
+    if (st->open == -1) return true;
+    st->open = -1;
+    return event(out, "content_block_stop", indexed(st->index - 1));
+}
+
+/* A block's start: {"index", "content_block": block}; takes block. */
+static bool open_block(cb_anthropic_stream *st, char **out, int kind, cJSON *block) {
+    cJSON *o = indexed(st->index);
+    if (!o || !block || !cJSON_AddItemToObject(o, "content_block", block)) {
+        cJSON_Delete(o);
+        if (!o) cJSON_Delete(block);
+        return false;
+    }
+    st->open = kind;
+    st->index++;
+    return event(out, "content_block_start", o);
+}
+
+static cJSON *delta(int index, const char *type, const char *key, const char *value) {
+    cJSON *o = indexed(index), *d = cJSON_AddObjectToObject(o, "delta");
+    if (d && cJSON_AddStringToObject(d, "type", type) && cJSON_AddStringToObject(d, key, value)) return o;
+    cJSON_Delete(o);
+    return NULL;
+}
+
+static char *done(char *out, bool ok) {
+    if (ok) return out ? out : strdup("");
+    free(out);
+    return NULL;
+}
+
+char *cb_anthropic_stream_start(cb_anthropic_stream *st, const char *id, const char *model, int input_tokens,
+                                int cache_read) {
+    *st = (cb_anthropic_stream){.index = 0, .open = -1};
+    cb_anthropic_message m = {.text = "", .input_tokens = input_tokens, .cache_read = cache_read};
+    cJSON *o = cJSON_CreateObject(), *msg = message_object(id, model, &m);
+    if (!o || !msg || !cJSON_AddItemToObject(o, "message", msg)) {
+        cJSON_Delete(o);
+        cJSON_Delete(msg);
+        return NULL;
+    }
+    char *out = NULL;
+    bool ok = event(&out, "message_start", o) && event(&out, "ping", cJSON_CreateObject());
+    return done(out, ok);
+}
+
+char *cb_anthropic_stream_text(cb_anthropic_stream *st, const char *text) {
+    char *out = NULL;
+    if (!*text) return strdup("");
+    bool ok = true;
+    if (st->open != -2) {
+        cJSON *b = cJSON_CreateObject();
+        ok = close_block(st, &out) && b && cJSON_AddStringToObject(b, "type", "text") &&
+             cJSON_AddStringToObject(b, "text", "") && open_block(st, &out, -2, b);
+    }
+    return done(out, ok && event(&out, "content_block_delta", delta(st->index - 1, "text_delta", "text", text)));
+}
+
+char *cb_anthropic_stream_call(cb_anthropic_stream *st, int k, const char *id, const char *name, const char *args,
+                               bool *late) {
+    char *out = NULL;
+    bool ok = true;
+    if (id) { /* a new call: its block */
+        cJSON *b = cJSON_CreateObject();
+        ok = close_block(st, &out) && b && cJSON_AddStringToObject(b, "type", "tool_use") &&
+             cJSON_AddStringToObject(b, "id", id) && cJSON_AddStringToObject(b, "name", name) &&
+             cJSON_AddObjectToObject(b, "input") && open_block(st, &out, k, b);
+    } else if (st->open != k) {
+        *late = true;
+        return strdup("");
+    }
+    if (ok && *args)
+        ok = event(&out, "content_block_delta", delta(st->index - 1, "input_json_delta", "partial_json", args));
+    return done(out, ok);
+}
+
+char *cb_anthropic_stream_end(cb_anthropic_stream *st, const char *stop_reason, const char *stop_sequence,
+                              int input_tokens, int cache_read, int output_tokens) {
+    char *out = NULL;
+    cJSON *o = cJSON_CreateObject(), *d = cJSON_AddObjectToObject(o, "delta"),
+          *u = usage(input_tokens, cache_read, output_tokens);
+    bool ok = d && u && cJSON_AddStringToObject(d, "stop_reason", stop_reason) &&
+              (stop_sequence ? cJSON_AddStringToObject(d, "stop_sequence", stop_sequence)
+                             : cJSON_AddNullToObject(d, "stop_sequence")) &&
+              cJSON_AddItemToObject(o, "usage", u);
+    if (!ok) {
+        if (!cJSON_GetObjectItemCaseSensitive(o, "usage")) cJSON_Delete(u);
+        cJSON_Delete(o);
+        return NULL;
+    }
+    ok = close_block(st, &out) && event(&out, "message_delta", o) && event(&out, "message_stop", cJSON_CreateObject());
+    return done(out, ok);
+}
+
+char *cb_anthropic_stream_error(int status, const char *message) {
+    char *out = NULL;
+    cJSON *o = error_object(status, NULL, message);
+    cJSON_DeleteItemFromObject(o, "type"); /* event() names it */
+    return done(out, o && event(&out, "error", o));
+}

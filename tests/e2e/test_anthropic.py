@@ -1,0 +1,150 @@
+"""The Anthropic Messages API through the official Anthropic Python SDK against a real `cobatch
+serve` of the default model with the tool-capable ChatML template: a message and its usage, a
+stream (the SDK assembles the events into the same message), stop sequences named, max_tokens,
+forced tool use (tool_choice any and tool) streamed and not, a tool_use / tool_result round trip,
+count_tokens, x-api-key, prefix-cache reads in the usage, and the 400s for what the server cannot
+honour (images, thinking, server tools, unknown fields), in Anthropic's error shape."""
+import json
+import os
+
+import anthropic
+import httpx
+import pytest
+
+from conftest import Server
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TEMPLATE = os.path.join(HERE, "..", "..", "templates", "chatml-tools.jinja")
+WEATHER = {"name": "get_weather", "description": "Current weather of a city",
+           "input_schema": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 24}},
+                            "required": ["city"], "additionalProperties": False}}
+ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+KEY = "sk-test-anthropic"
+
+
+@pytest.fixture(scope="module")
+def srv():
+    s = Server("--chat-template", TEMPLATE, "--max-num-seqs", "4", "--temp", "0", "--api-key", KEY)
+    yield s
+    assert s.stop() == 0, s.logs()
+
+
+def client(srv):
+    return anthropic.Anthropic(base_url=srv.url, api_key=KEY, max_retries=0)
+
+
+def test_message_and_its_stream_agree(srv):
+    c = client(srv)
+    kw = dict(model="local", max_tokens=24, system="You are terse.",
+              messages=[{"role": "user", "content": "Name three colors."}])
+    m = c.messages.create(**kw)
+    assert m.type == "message" and m.role == "assistant" and m.id.startswith("msg_")
+    assert [b.type for b in m.content] == ["text"] and m.content[0].text
+    assert m.stop_reason in ("end_turn", "max_tokens")
+    assert m.usage.output_tokens > 0 and m.usage.input_tokens + (m.usage.cache_read_input_tokens or 0) > 10
+    with c.messages.stream(**kw) as st:
+        events = [e.type for e in st]
+        final = st.get_final_message()
+    assert final.content[0].text == m.content[0].text  # greedy: the same text
+    assert final.stop_reason == m.stop_reason and final.usage.output_tokens == m.usage.output_tokens
+    assert events[0] == "message_start" and events[-1] == "message_stop"
+    assert "content_block_start" in events and "content_block_stop" in events
+    # the second time the prompt was read from the prefix cache, and the usage says so
+    again = c.messages.create(**kw)
+    assert again.usage.cache_read_input_tokens > 0
+    assert again.usage.input_tokens + again.usage.cache_read_input_tokens == \
+        m.usage.input_tokens + m.usage.cache_read_input_tokens
+
+
+def test_max_tokens_and_stop_sequences(srv):
+    c = client(srv)
+    m = c.messages.create(model="local", max_tokens=3, messages=[{"role": "user", "content": "Count to twenty."}])
+    assert m.stop_reason == "max_tokens" and m.usage.output_tokens == 3
+    full = c.messages.create(model="local", max_tokens=40, messages=[{"role": "user", "content": "Count to twenty."}])
+    text = full.content[0].text
+    words = [w for w in text.split() if len(w) > 1]
+    assert words, text
+    stop = words[min(2, len(words) - 1)]
+    m = c.messages.create(model="local", max_tokens=40, stop_sequences=["@@never@@", stop],
+                          messages=[{"role": "user", "content": "Count to twenty."}])
+    assert m.stop_reason == "stop_sequence" and m.stop_sequence == stop
+    assert stop not in m.content[0].text and text.startswith(m.content[0].text)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_forced_tool_use(srv, stream):
+    c = client(srv)
+    kw = dict(model="local", max_tokens=64, tools=[WEATHER], messages=ASK,
+              tool_choice={"type": "tool", "name": "get_weather", "disable_parallel_tool_use": True})
+    if stream:
+        with c.messages.stream(**kw) as st:
+            m = st.get_final_message()
+    else:
+        m = c.messages.create(**kw)
+    uses = [b for b in m.content if b.type == "tool_use"]
+    assert uses and m.stop_reason == "tool_use", m
+    assert uses[0].name == "get_weather" and isinstance(uses[0].input, dict) and "city" in uses[0].input
+    assert uses[0].id
+
+
+def test_tool_result_round_trip(srv):
+    c = client(srv)
+    m = c.messages.create(model="local", max_tokens=64, tools=[WEATHER], messages=ASK,
+                          tool_choice={"type": "any", "disable_parallel_tool_use": True})
+    use = next(b for b in m.content if b.type == "tool_use")
+    history = ASK + [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in m.content]},
+                     {"role": "user", "content": [
+                         {"type": "tool_result", "tool_use_id": use.id, "content": "Sunny, 21 C"}]}]
+    answer = c.messages.create(model="local", max_tokens=32, tools=[WEATHER], messages=history,
+                               tool_choice={"type": "none"})
+    assert answer.content and answer.content[0].type == "text" and answer.stop_reason in ("end_turn", "max_tokens")
+    n = c.messages.count_tokens(model="local", tools=[WEATHER], messages=history)
+    assert n.input_tokens > c.messages.count_tokens(model="local", messages=ASK).input_tokens > 5
+
+
+def test_what_cannot_be_honoured_is_refused_by_name(srv):
+    c = client(srv)
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+    cases = [
+        (dict(messages=[{"role": "user", "content": [image]}]), "image"),
+        (dict(messages=ASK, thinking={"type": "enabled", "budget_tokens": 1024}), "thinking"),
+        (dict(messages=ASK, tools=[{"type": "web_search_20250305", "name": "web_search"}]), "server tools"),
+        (dict(messages=ASK, extra_body={"frobnicate": 1}), "frobnicate"),
+        (dict(messages=[{"role": "system", "content": "x"}]), "role"),
+    ]
+    for kw, says in cases:
+        with pytest.raises(anthropic.BadRequestError) as e:
+            c.messages.create(model="local", max_tokens=8, **kw)
+        assert e.value.status_code == 400 and says in str(e.value), (says, e.value)
+        assert e.value.body["type"] == "error" and e.value.body["error"]["type"] == "invalid_request_error"
+
+
+def test_keys_and_error_shape(srv):
+    body = {"model": "local", "max_tokens": 4, "messages": ASK}
+    r = httpx.post(srv.url + "/v1/messages", json=body, headers={"x-api-key": "wrong"}, timeout=60)
+    assert r.status_code == 401 and r.json()["error"]["type"] == "authentication_error"
+    r = httpx.post(srv.url + "/v1/messages", json=body, timeout=60,
+                   headers={"Authorization": "Bearer " + KEY, "anthropic-version": "2023-06-01",
+                            "anthropic-beta": "prompt-caching-2024-07-31"})
+    assert r.status_code == 200 and r.json()["type"] == "message"
+    r = httpx.post(srv.url + "/v1/messages", content=b"{", headers={"x-api-key": KEY}, timeout=60)
+    assert r.status_code == 400 and r.json()["type"] == "error"
+    r = httpx.post(srv.url + "/v1/messages", json={"model": "local", "messages": ASK}, headers={"x-api-key": KEY},
+                   timeout=60)
+    assert r.status_code == 400 and "max_tokens" in r.json()["error"]["message"]
+
+
+def test_stream_events_in_order(srv):
+    """The raw event sequence a client that does not use the SDK reads: message_start, ping, then each
+    block started, its deltas, stopped, then message_delta with the stop reason and message_stop."""
+    body = {"model": "local", "max_tokens": 12, "stream": True, "messages": ASK}
+    with httpx.stream("POST", srv.url + "/v1/messages", json=body, headers={"x-api-key": KEY}, timeout=60) as r:
+        assert r.headers["content-type"].startswith("text/event-stream")
+        lines = [ln for ln in r.iter_lines() if ln]
+    names = [ln[7:] for ln in lines if ln.startswith("event: ")]
+    datas = [json.loads(ln[6:]) for ln in lines if ln.startswith("data: ")]
+    assert len(names) == len(datas) and all(d["type"] == n for n, d in zip(names, datas))
+    assert names[:3] == ["message_start", "ping", "content_block_start"]
+    assert names[-3:] == ["content_block_stop", "message_delta", "message_stop"]
+    assert set(names[3:-3]) == {"content_block_delta"}
+    assert datas[-2]["delta"]["stop_reason"] in ("end_turn", "max_tokens") and datas[-2]["usage"]["output_tokens"] > 0
