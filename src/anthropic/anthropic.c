@@ -545,7 +545,8 @@ char *cb_anthropic_stream_text(cb_anthropic_stream *st, const char *text) {
         ok = close_block(st, &out) && b && cJSON_AddStringToObject(b, "type", "text") &&
              cJSON_AddStringToObject(b, "text", "") && open_block(st, &out, -2, b);
     }
-    return done(out, ok && event(&out, "content_block_delta", delta(st->index - 1, "text_delta", "text", text)));
+    ok = ok && event(&out, "content_block_delta", delta(st->index - 1, "text_delta", "text", text));
+    return done(out, ok); /* out read after event() moved it */
 }
 
 char *cb_anthropic_stream_call(cb_anthropic_stream *st, int k, const char *id, const char *name, const char *args,
@@ -588,5 +589,6 @@ char *cb_anthropic_stream_error(int status, const char *message) {
     char *out = NULL;
     cJSON *o = error_object(status, NULL, message);
     cJSON_DeleteItemFromObject(o, "type"); /* event() names it */
-    return done(out, o && event(&out, "error", o));
+    bool ok = o && event(&out, "error", o);
+    return done(out, ok);
 }
