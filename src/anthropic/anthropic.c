@@ -144,7 +144,15 @@ static int one_message(const cJSON *m, int i, cJSON *msgs, cb_openai_error *e) {
     if (!cJSON_IsObject(m) || only(m, KEYS, "messages: ", e))
         return cJSON_IsObject(m) ? -1 : bad(e, "messages", "%s must be an object", where);
     bool user = is(role, "user");
-    if (!user && !is(role, "assistant")) return bad(e, "messages", "%s.role must be \"user\" or \"assistant\"", where);
+    if (is(role, "system")) { /* a system turn in the conversation (Claude Code sends them): its text */
+        char *t = text_of(content, where, "\n\n", e);
+        cJSON *o = t ? message(msgs, "system") : NULL;
+        bool ok = o && cJSON_AddStringToObject(o, "content", t);
+        free(t);
+        return ok ? 0 : t ? nomem(e) : -1;
+    }
+    if (!user && !is(role, "assistant"))
+        return bad(e, "messages", "%s.role must be \"user\", \"assistant\" or \"system\"", where);
     if (cJSON_IsString(content)) {
         cJSON *o = message(msgs, role->valuestring);
         return o && cJSON_AddStringToObject(o, "content", content->valuestring) ? 0 : nomem(e);
@@ -238,7 +246,8 @@ static int one_message(const cJSON *m, int i, cJSON *msgs, cb_openai_error *e) {
 /* tools: [{"name", "description"?, "input_schema", "cache_control"?, "type"?: "custom"}]; a
  * server tool (web search, bash, text editor, computer use: a "type" other than custom) is refused. */
 static int tools(const cJSON *in, cJSON *out, cb_openai_error *e) {
-    static const char *const KEYS[] = {"type", "name", "description", "input_schema", "cache_control", NULL};
+    static const char *const KEYS[] = {"type",          "name",          "description", "input_schema",
+                                       "cache_control", "defer_loading", NULL};
     if (!cJSON_IsArray(in)) return bad(e, "tools", "'tools' must be an array");
     cJSON *arr = cJSON_AddArrayToObject(out, "tools");
     if (!arr) return nomem(e);
@@ -261,6 +270,9 @@ static int tools(const cJSON *in, cJSON *out, cb_openai_error *e) {
         if (!cJSON_IsString(name)) return bad(e, "tools", "%s.name must be a string", w);
         if (!cJSON_IsObject(schema)) return bad(e, "tools", "%s.input_schema must be an object", w);
         if (desc && !cJSON_IsString(desc)) return bad(e, "tools", "%s.description must be a string", w);
+        const cJSON *defer = cJSON_GetObjectItemCaseSensitive(t, "defer_loading");
+        if (defer && !cJSON_IsBool(defer)) return bad(e, "tools", "%s.defer_loading must be a boolean", w);
+        if (cJSON_IsTrue(defer)) continue; /* kept out of the prompt until a tool search finds it: none here */
         cJSON *o = cJSON_CreateObject(), *f = cJSON_CreateObject(), *s = cJSON_Duplicate(schema, true);
         bool ok = o && f && s && cJSON_AddItemToArray(arr, o) && cJSON_AddStringToObject(o, "type", "function") &&
                   cJSON_AddItemToObject(o, "function", f) && cJSON_AddStringToObject(f, "name", name->valuestring) &&
@@ -297,14 +309,65 @@ static int tool_choice(const cJSON *in, cJSON *out, cb_openai_error *e) {
     return ok ? 0 : nomem(e);
 }
 
+/* thinking: disabled, or adaptive (the model decides whether to think: this one never does; how
+ * its thinking would be shown, `display`, is moot). Extended thinking with a budget is refused. */
+static int thinking(const cJSON *x, cb_openai_error *e) {
+    static const char *const KEYS[] = {"type", "display", NULL};
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(x, "type");
+    if (!cJSON_IsObject(x) || !(is(type, "disabled") || is(type, "adaptive")) || only(x, KEYS, "thinking: ", e))
+        return bad(e, "thinking", "extended thinking is not supported (thinking may be disabled or adaptive)");
+    return 0;
+}
+
+/* context_management: edits that clear thinking blocks from the context (there are none: thinking
+ * is never produced nor accepted); an edit that would clear anything else is refused. */
+static int context_management(const cJSON *x, cb_openai_error *e) {
+    static const char *const KEYS[] = {"edits", NULL};
+    const cJSON *edits = cJSON_GetObjectItemCaseSensitive(x, "edits"), *ed;
+    if (!cJSON_IsObject(x) || only(x, KEYS, "context_management: ", e) || (edits && !cJSON_IsArray(edits)))
+        return bad(e, "context_management", "context_management must be {\"edits\": [...]}");
+    cJSON_ArrayForEach(ed, edits) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(ed, "type");
+        if (!cJSON_IsString(type) || strncmp(type->valuestring, "clear_thinking_", 15) != 0)
+            return bad(e, "context_management", "context_management edits other than clear_thinking are not supported");
+    }
+    return 0;
+}
+
+/* output_config: effort (low to max: a model without a thinking budget has one effort, whatever
+ * is asked) and format (a JSON schema the output follows: response_format). */
+static int output_config(const cJSON *x, cJSON *out, cb_openai_error *e) {
+    static const char *const KEYS[] = {"effort", "format", NULL};
+    const cJSON *effort = cJSON_GetObjectItemCaseSensitive(x, "effort");
+    const cJSON *format = cJSON_GetObjectItemCaseSensitive(x, "format");
+    if (!cJSON_IsObject(x)) return bad(e, "output_config", "output_config must be an object");
+    if (only(x, KEYS, "output_config: ", e)) return -1;
+    if (effort && !cJSON_IsNull(effort) && !is(effort, "low") && !is(effort, "medium") && !is(effort, "high") &&
+        !is(effort, "max"))
+        return bad(e, "output_config", "output_config.effort must be low, medium, high or max");
+    if (!format || cJSON_IsNull(format)) return 0;
+    const cJSON *schema = cJSON_GetObjectItemCaseSensitive(format, "schema");
+    if (!is(cJSON_GetObjectItemCaseSensitive(format, "type"), "json_schema") || !cJSON_IsObject(schema) ||
+        cJSON_GetArraySize(format) != 2)
+        return bad(e, "output_config", "output_config.format must be {\"type\": \"json_schema\", \"schema\": {...}}");
+    cJSON *rf = cJSON_AddObjectToObject(out, "response_format");
+    cJSON *js = rf ? cJSON_AddObjectToObject(rf, "json_schema") : NULL;
+    bool ok = js && cJSON_AddStringToObject(rf, "type", "json_schema") &&
+              cJSON_AddStringToObject(js, "name", "output") &&
+              cJSON_AddItemToObject(js, "schema", cJSON_Duplicate(schema, true));
+    return ok ? 0 : nomem(e);
+}
+
 /* Fields carried over to the chat request under the same name, when given and not null. */
 static const char *const SAME[] = {"model", "max_tokens", "temperature", "top_p", "top_k", "stream", NULL};
 
 static int translate(const cJSON *in, bool count_only, cJSON *out, cb_openai_error *e) {
-    static const char *const KEYS[] = {"model",       "max_tokens", "messages", "system",       "stop_sequences",
-                                       "temperature", "top_p",      "top_k",    "metadata",     "tools",
-                                       "tool_choice", "stream",     "thinking", "service_tier", NULL};
-    static const char *const COUNT_KEYS[] = {"model", "messages", "system", "tools", "tool_choice", "thinking", NULL};
+    static const char *const KEYS[] = {"model",         "max_tokens", "messages", "system",       "stop_sequences",
+                                       "temperature",   "top_p",      "top_k",    "metadata",     "tools",
+                                       "tool_choice",   "stream",     "thinking", "service_tier", "context_management",
+                                       "output_config", NULL};
+    static const char *const COUNT_KEYS[] = {"model",    "messages",           "system",        "tools", "tool_choice",
+                                             "thinking", "context_management", "output_config", NULL};
     if (!cJSON_IsObject(in)) return bad(e, "", "the body must be a JSON object");
     if (only(in, count_only ? COUNT_KEYS : KEYS, "", e)) return -1;
     const cJSON *x;
@@ -316,10 +379,12 @@ static int translate(const cJSON *in, bool count_only, cJSON *out, cb_openai_err
         x = cJSON_GetObjectItemCaseSensitive(in, *k);
         if (x && !cJSON_IsNull(x) && !cJSON_AddItemToObject(out, *k, cJSON_Duplicate(x, true))) return nomem(e);
     }
-    if ((x = cJSON_GetObjectItemCaseSensitive(in, "thinking")) &&
-        !(cJSON_IsObject(x) && is(cJSON_GetObjectItemCaseSensitive(x, "type"), "disabled") &&
-          cJSON_GetArraySize(x) == 1))
-        return bad(e, "thinking", "extended thinking is not supported (only {\"type\": \"disabled\"})");
+    if ((x = cJSON_GetObjectItemCaseSensitive(in, "thinking")) && !cJSON_IsNull(x) && thinking(x, e)) return -1;
+    if ((x = cJSON_GetObjectItemCaseSensitive(in, "context_management")) && !cJSON_IsNull(x) &&
+        context_management(x, e))
+        return -1;
+    if ((x = cJSON_GetObjectItemCaseSensitive(in, "output_config")) && !cJSON_IsNull(x) && output_config(x, out, e))
+        return -1;
     if ((x = cJSON_GetObjectItemCaseSensitive(in, "service_tier")) && !is(x, "auto") && !is(x, "standard_only"))
         return bad(e, "service_tier", "service_tier must be auto or standard_only (the server has one tier)");
     if ((x = cJSON_GetObjectItemCaseSensitive(in, "metadata")) && !cJSON_IsNull(x)) {

@@ -110,7 +110,7 @@ def test_what_cannot_be_honoured_is_refused_by_name(srv):
         (dict(messages=ASK, thinking={"type": "enabled", "budget_tokens": 1024}), "thinking"),
         (dict(messages=ASK, tools=[{"type": "web_search_20250305", "name": "web_search"}]), "server tools"),
         (dict(messages=ASK, extra_body={"frobnicate": 1}), "frobnicate"),
-        (dict(messages=[{"role": "system", "content": "x"}]), "role"),
+        (dict(messages=[{"role": "tool", "content": "x"}]), "role"),
     ]
     for kw, says in cases:
         with pytest.raises(anthropic.BadRequestError) as e:
@@ -148,3 +148,34 @@ def test_stream_events_in_order(srv):
     assert names[-3:] == ["content_block_stop", "message_delta", "message_stop"]
     assert set(names[3:-3]) == {"content_block_delta"}
     assert datas[-2]["delta"]["stop_reason"] in ("end_turn", "max_tokens") and datas[-2]["usage"]["output_tokens"] > 0
+
+
+def test_what_claude_code_sends_is_taken(srv):
+    """Fields Claude Code sends with every request, at the values that ask for what the server does:
+    adaptive thinking (this model never thinks), clearing thinking blocks (there are none), an effort
+    level, system turns inside the conversation, a deferred tool (kept out of the prompt: no tool
+    search here), metadata.user_id; and output_config.format held as a JSON schema."""
+    c = client(srv)
+    deferred = {**WEATHER, "name": "later", "defer_loading": True}
+    kw = dict(model="local", max_tokens=16, tools=[WEATHER, deferred], metadata={"user_id": "u1"},
+              messages=[{"role": "user", "content": "Hi"}],
+              extra_body={"thinking": {"type": "adaptive", "display": "omitted"},
+                          "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+                          "output_config": {"effort": "medium"}})
+    kw["messages"] = [{"role": "user", "content": "Hi"}, {"role": "system", "content": [{"type": "text", "text": "Be brief."}]}]
+    m = c.messages.create(**kw)
+    assert m.stop_reason in ("end_turn", "max_tokens", "tool_use")
+    assert all(b.name != "later" for b in m.content if b.type == "tool_use")
+    without = c.messages.count_tokens(model="local", tools=[WEATHER], messages=ASK).input_tokens
+    assert c.messages.count_tokens(model="local", tools=[WEATHER, deferred], messages=ASK).input_tokens == without
+    schema = {"type": "object", "properties": {"color": {"type": "string", "enum": ["red", "blue"]}},
+              "required": ["color"], "additionalProperties": False}
+    m = c.messages.create(model="local", max_tokens=32, messages=[{"role": "user", "content": "A color?"}],
+                          extra_body={"output_config": {"format": {"type": "json_schema", "schema": schema}}})
+    assert json.loads(m.content[0].text)["color"] in ("red", "blue")
+    for extra, says in [({"thinking": {"type": "enabled", "budget_tokens": 2048}}, "thinking"),
+                        ({"context_management": {"edits": [{"type": "clear_tool_uses_20250919"}]}}, "context_management"),
+                        ({"output_config": {"effort": "extreme"}}, "effort")]:
+        with pytest.raises(anthropic.BadRequestError) as e:
+            c.messages.create(model="local", max_tokens=8, messages=ASK, extra_body=extra)
+        assert says in str(e.value), (says, e.value)
