@@ -292,7 +292,8 @@ struct cobatch_event {
     int32_t n_prompt; /* also in TOKEN events */
     int32_t n_generated;
     int32_t n_preemptions;
-    int32_t n_cached; /* prompt tokens taken from the prefix cache instead of computed (last admission) */
+    int32_t n_cached; /* prompt tokens taken from the prefix cache instead of computed (last admission); also
+                         in TOKEN events */
     struct cobatch_timings timings;
 };
 

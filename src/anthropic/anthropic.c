@@ -211,8 +211,8 @@ static int one_message(const cJSON *m, int i, cJSON *msgs, cb_openai_error *e) {
                 rc = bad(e, "messages", "%s.tool_use_id must be a string", w);
             } else if (err && !cJSON_IsBool(err)) {
                 rc = bad(e, "messages", "%s.is_error must be a boolean", w);
-            } else if (!(out = c ? text_of(c, w, "\n\n", e) : strdup(""))) {
-                rc = c ? -1 : nomem(e);
+            } else if (!(out = c && !cJSON_IsNull(c) ? text_of(c, w, "\n\n", e) : strdup(""))) {
+                rc = c && !cJSON_IsNull(c) ? -1 : nomem(e);
             } else {
                 /* a failed tool's output says so, as the client's flag did (the template has no field for it) */
                 cJSON *o = message(msgs, "tool");
@@ -234,8 +234,10 @@ static int one_message(const cJSON *m, int i, cJSON *msgs, cb_openai_error *e) {
         cJSON *o = message(msgs, role->valuestring);
         if (!o || !cJSON_AddStringToObject(o, "content", text)) rc = nomem(e);
         if (!rc && cJSON_GetArraySize(calls) > 0) {
-            cJSON_AddItemToObject(o, "tool_calls", calls);
-            calls = NULL;
+            if (cJSON_AddItemToObject(o, "tool_calls", calls))
+                calls = NULL;
+            else
+                rc = nomem(e);
         }
     }
     cJSON_Delete(calls);
@@ -385,7 +387,8 @@ static int translate(const cJSON *in, bool count_only, cJSON *out, cb_openai_err
         return -1;
     if ((x = cJSON_GetObjectItemCaseSensitive(in, "output_config")) && !cJSON_IsNull(x) && output_config(x, out, e))
         return -1;
-    if ((x = cJSON_GetObjectItemCaseSensitive(in, "service_tier")) && !is(x, "auto") && !is(x, "standard_only"))
+    if ((x = cJSON_GetObjectItemCaseSensitive(in, "service_tier")) && !cJSON_IsNull(x) && !is(x, "auto") &&
+        !is(x, "standard_only"))
         return bad(e, "service_tier", "service_tier must be auto or standard_only (the server has one tier)");
     if ((x = cJSON_GetObjectItemCaseSensitive(in, "metadata")) && !cJSON_IsNull(x)) {
         static const char *const MK[] = {"user_id", NULL};
@@ -418,6 +421,9 @@ static int translate(const cJSON *in, bool count_only, cJSON *out, cb_openai_err
     const cJSON *m;
     int i = 0;
     cJSON_ArrayForEach(m, x) if (one_message(m, i++, msgs, e)) return -1;
+    /* a last assistant turn asks for its continuation (a prefill); the template would open a new turn */
+    if (is(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(x, cJSON_GetArraySize(x) - 1), "role"), "assistant"))
+        return bad(e, "messages", "a last assistant message (a prefill to continue) is not supported");
     if ((x = cJSON_GetObjectItemCaseSensitive(in, "tools")) && !cJSON_IsNull(x) && tools(x, out, e)) return -1;
     if ((x = cJSON_GetObjectItemCaseSensitive(in, "tool_choice")) && !cJSON_IsNull(x) && tool_choice(x, out, e))
         return -1;

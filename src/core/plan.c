@@ -33,8 +33,9 @@ void cb_plan_free(cb_plan *plan) {
 int32_t cb_plan_split_chunk(int32_t *step_chunk, int32_t tile, int32_t cap, bool plan_empty, int32_t n,
                             int32_t pending) {
     if (n == pending) return n;
-    if (tile > cap) tile = cap;                                           /* never more than a configuration allows */
-    if (pending - n < tile && pending - tile >= tile) n = pending - tile; /* the tail a tile, not less */
+    if (tile > cap) tile = cap; /* never more than a configuration allows */
+    if (pending - n < tile && pending - tile >= tile && pending - tile >= *step_chunk)
+        n = pending - tile; /* the tail a tile, not less (unless that would make the chunk wait) */
     if (n < tile && !plan_empty) return 0;
     if (*step_chunk == 0) *step_chunk = n;
     if (n > *step_chunk) return *step_chunk;

@@ -237,11 +237,12 @@ static int32_t chunk_for(cb_sched *s, const cb_plan *plan, const cb_request *r, 
     int32_t rows_left = s->cfg.max_logit_rows - plan->n_logit_rows;
     bool logits_cut = cb_request_logit_rows(r, n) > rows_left; /* the step's logit rows bound the chunk */
     if (logits_cut) {
-        int32_t before = r->all_logits_from - r->n_computed; /* rows that have their logits already */
+        int32_t limit = n, before = r->all_logits_from - r->n_computed; /* rows that have their logits already */
         n = (before > 0 ? before : 0) + (rows_left > 0 ? rows_left : 0);
         /* split layout: a last piece under the tile would run the one-row kernel over the whole
-         * prompt; it goes with this chunk instead, up to a tile over the step's logit rows */
-        if (s->kv->split && n > 0 && pending - n < s->cfg.split_tile && pending - n > 0) n = pending;
+         * prompt; it goes with this chunk instead (within the budget), up to a tile over the step's
+         * logit rows */
+        if (s->kv->split && rows_left > 0 && n > 0 && pending - n < s->cfg.split_tile && pending <= limit) n = pending;
     }
     cb_cache_make_room(s->cache, n, s->cur);
     int32_t room = cb_kv_room(s->kv, r->seq_id);

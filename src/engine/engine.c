@@ -190,6 +190,7 @@ static bool emit_token(cobatch_engine *e, cb_request *r, int32_t tok, float marg
     ev.logprobs = lp;
     ev.n_top = er->n_top;
     ev.n_prompt = r->n_prompt;
+    ev.n_cached = r->n_cached;
     ev.t_us = now;
     ev.text = strndup(text, len);
     if (!ev.text) {

@@ -270,8 +270,8 @@ static bool sse_raw(srv *s, cb_srv_req *r, char *text) {
 static void start_stream(srv *s, cb_srv_req *r, const struct cobatch_event *ev) {
     r->started = true;
     cb_conn_stream_start(r->conn, 200, "text/event-stream", "Cache-Control: no-cache\r\n");
-    if (r->dialect == CB_DIALECT_ANTHROPIC) { /* the prompt is counted whole here; its cached part at the end */
-        sse_raw(s, r, cb_anthropic_stream_start(&r->ast, r->cid, s->model, ev->n_prompt, 0));
+    if (r->dialect == CB_DIALECT_ANTHROPIC) { /* the usage so far: the prompt, its cached part apart */
+        sse_raw(s, r, cb_anthropic_stream_start(&r->ast, r->cid, s->model, ev->n_prompt - ev->n_cached, ev->n_cached));
         return;
     }
     for (int i = 0; i < r->n && r->kind == CB_OPENAI_CHAT; i++) { /* each choice's first chunk carries the role */
@@ -832,7 +832,10 @@ static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
     if (r->dialect == CB_DIALECT_ANTHROPIC && j->req.params.n_stop) { /* to name the one that ends the output */
         r->stops = calloc(j->req.params.n_stop, sizeof(char *));
         for (size_t i = 0; r->stops && i < j->req.params.n_stop; i++)
-            if ((r->stops[i] = strdup(j->req.params.stop[i]))) r->n_stops = (int)i + 1;
+            if ((r->stops[i] = strdup(j->req.params.stop[i])))
+                r->n_stops = (int)i + 1;
+            else
+                break;
         if (r->n_stops != (int)j->req.params.n_stop) {
             dreply_error(s, r->conn, r->dialect, 503, "service_unavailable", NULL, "out of memory; retry later");
             r->conn = NULL;

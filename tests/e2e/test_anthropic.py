@@ -111,6 +111,7 @@ def test_what_cannot_be_honoured_is_refused_by_name(srv):
         (dict(messages=ASK, tools=[{"type": "web_search_20250305", "name": "web_search"}]), "server tools"),
         (dict(messages=ASK, extra_body={"frobnicate": 1}), "frobnicate"),
         (dict(messages=[{"role": "tool", "content": "x"}]), "role"),
+        (dict(messages=ASK + [{"role": "assistant", "content": "The weather"}]), "prefill"),
     ]
     for kw, says in cases:
         with pytest.raises(anthropic.BadRequestError) as e:

@@ -219,6 +219,8 @@ static void split_chunk_rules(void **state) {
     assert_int_equal(sc, 236);
     sc = 0; /* unless the cut chunk would go under the tile itself */
     assert_int_equal(cb_plan_split_chunk(&sc, 64, 256, true, 64, 100), 64);
+    sc = 256; /* or under the step's length (it would wait): the step's length, as before */
+    assert_int_equal(cb_plan_split_chunk(&sc, 64, 256, false, 256, 300), 256);
 }
 
 int main(void) {
