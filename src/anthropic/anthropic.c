@@ -133,16 +133,31 @@ static const char *refused_block(const char *type) {
     return NULL;
 }
 
+/* An output_config.effort: absent, null, or low to max (a model without a thinking budget has one
+ * effort, whatever is asked). */
+static bool effort_ok(const cJSON *effort) {
+    return !effort || cJSON_IsNull(effort) || is(effort, "low") || is(effort, "medium") || is(effort, "high") ||
+           is(effort, "max");
+}
+
 /* One message: a user's text and tool results (each result a "tool" message, before the text, in
  * the order given), or an assistant's text and tool_use blocks (its tool_calls). */
 static int one_message(const cJSON *m, int i, cJSON *msgs, cb_openai_error *e) {
-    static const char *const KEYS[] = {"role", "content", NULL};
+    static const char *const KEYS[] = {"role", "content", "output_config", NULL}, *const OC[] = {"effort", NULL};
     char where[64];
     snprintf(where, sizeof(where), "messages[%d]", i);
     const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
     const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
     if (!cJSON_IsObject(m) || only(m, KEYS, "messages: ", e))
         return cJSON_IsObject(m) ? -1 : bad(e, "messages", "%s must be an object", where);
+    /* a turn's own effort (Claude Code's per-turn control): one effort here, as for the request's */
+    const cJSON *oc = cJSON_GetObjectItemCaseSensitive(m, "output_config");
+    if (oc && !cJSON_IsNull(oc)) {
+        if (!cJSON_IsObject(oc)) return bad(e, "messages", "%s.output_config must be an object", where);
+        if (only(oc, OC, "messages: output_config: ", e)) return -1;
+        if (!effort_ok(cJSON_GetObjectItemCaseSensitive(oc, "effort")))
+            return bad(e, "messages", "%s.output_config.effort must be low, medium, high or max", where);
+    }
     bool user = is(role, "user");
     if (is(role, "system")) { /* a system turn in the conversation (Claude Code sends them): its text */
         char *t = text_of(content, where, "\n\n", e);
@@ -344,9 +359,7 @@ static int output_config(const cJSON *x, cJSON *out, cb_openai_error *e) {
     const cJSON *format = cJSON_GetObjectItemCaseSensitive(x, "format");
     if (!cJSON_IsObject(x)) return bad(e, "output_config", "output_config must be an object");
     if (only(x, KEYS, "output_config: ", e)) return -1;
-    if (effort && !cJSON_IsNull(effort) && !is(effort, "low") && !is(effort, "medium") && !is(effort, "high") &&
-        !is(effort, "max"))
-        return bad(e, "output_config", "output_config.effort must be low, medium, high or max");
+    if (!effort_ok(effort)) return bad(e, "output_config", "output_config.effort must be low, medium, high or max");
     if (!format || cJSON_IsNull(format)) return 0;
     const cJSON *schema = cJSON_GetObjectItemCaseSensitive(format, "schema");
     if (!is(cJSON_GetObjectItemCaseSensitive(format, "type"), "json_schema") || !cJSON_IsObject(schema) ||
@@ -358,6 +371,34 @@ static int output_config(const cJSON *x, cJSON *out, cb_openai_error *e) {
               cJSON_AddStringToObject(js, "name", "output") &&
               cJSON_AddItemToObject(js, "schema", cJSON_Duplicate(schema, true));
     return ok ? 0 : nomem(e);
+}
+
+/* The length of the attribution header Claude Code opens its system prompt with, and the blank
+ * after it ("x-anthropic-billing-header: cc_version=2.1.332.8ef; cc_entrypoint=cli; cch=a5145;"),
+ * or 0. It is for Anthropic's billing, not for the model, and it changes with each conversation's
+ * prompt (the version's suffix, the cch stamp), ahead of everything else: kept, it would make
+ * every turn of every session miss the prefix cache. It is left out of the prompt. */
+static size_t billing_header(const char *s) {
+    static const char HEAD[] = "x-anthropic-billing-header:";
+    if (strncmp(s, HEAD, sizeof(HEAD) - 1) != 0) return 0;
+    size_t at = sizeof(HEAD) - 1;
+    for (;;) { /* " key=value;" pairs */
+        size_t k = at;
+        while (s[k] == ' ')
+            k++;
+        size_t eq = k;
+        while (s[eq] && s[eq] != '=' && s[eq] != ';' && s[eq] != ' ' && s[eq] != '\n')
+            eq++;
+        if (s[eq] != '=' || eq == k) break;
+        size_t end = eq + 1;
+        while (s[end] && s[end] != ';' && s[end] != ' ' && s[end] != '\n')
+            end++;
+        if (s[end] != ';') break;
+        at = end + 1;
+    }
+    while (s[at] == ' ' || s[at] == '\n')
+        at++;
+    return at;
 }
 
 /* Fields carried over to the chat request under the same name, when given and not null. */
@@ -411,7 +452,7 @@ static int translate(const cJSON *in, bool count_only, cJSON *out, cb_openai_err
         char *sys = text_of(x, "system", "\n\n", e);
         if (!sys) return -1;
         cJSON *m = message(msgs, "system");
-        bool ok = m && cJSON_AddStringToObject(m, "content", sys);
+        bool ok = m && cJSON_AddStringToObject(m, "content", sys + billing_header(sys));
         free(sys);
         if (!ok) return nomem(e);
     }

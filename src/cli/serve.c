@@ -1,5 +1,6 @@
 /* serve.c — `cobatch serve`: the OpenAI-compatible server. */
 #include "../bench/bench.h"
+#include "../openai/bounds.h"
 #include "../openai/openai.h"
 #include "../server/server.h"
 #include "args.h"
@@ -169,6 +170,8 @@ int cb_cmd_serve(int argc, char **argv) {
         return 1;
     }
     cb_say_weights("serve", e);
+    cb_bounds.ctx_tokens = cobatch_n_ctx_seq(e); /* what an answer can reach, for the request checks */
+    cb_bounds.token_bytes = (int)(cobatch_max_prompt_bytes(e) / (size_t)cb_bounds.ctx_tokens);
     int rc = cb_srv_run(e, &sp);
     cobatch_engine_free(e); /* joins the engine thread: the trace is complete */
     if (trace.f) fclose(trace.f);

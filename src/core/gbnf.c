@@ -1,6 +1,7 @@
 #include "gbnf.h"
 
 #include <ctype.h>
+#include <stdbool.h>
 
 #define SATURATE (1ULL << 62)
 
@@ -49,7 +50,7 @@ static const char *quoted_end(const char *p, char close, unsigned long long *cha
 }
 
 cb_gbnf_shape cb_gbnf_scan(const char *g) {
-    cb_gbnf_shape sh = {0, 0, 0, 0};
+    cb_gbnf_shape sh = {0, 0, 0, 0, 0};
     size_t depth = 0;
     unsigned long long last = 0; /* elements of the symbol a repetition would copy */
     for (const char *p = g; *p; p++) {
@@ -89,18 +90,22 @@ cb_gbnf_shape cb_gbnf_scan(const char *g) {
             sh.elements = add(sh.elements, add(last, 4));
             last = 1;
             break;
-        case '{': { /* {m}, {m,}, {m,n}: up to max(m, n) copies, each optional one in a rule of its own */
+        case '{': { /* {m}, {m,}, {m,n}: m copies, then n - m optional ones each in a rule of its own */
             const char *s = p + 1;
             int d1, d2 = 0;
+            bool comma = false;
             unsigned long long lo = count_at(&s, &d1), hi = 0;
             if (*s == ',') {
+                comma = true;
                 s++;
                 hi = count_at(&s, &d2);
             }
             if (*s != '}' || !(d1 || d2)) break;
             if (d2 && hi < lo) sh.inverted++;
-            unsigned long long most = lo > hi ? lo : hi;
-            if (most > sh.repeat) sh.repeat = most;
+            if (lo > sh.repeat_min) sh.repeat_min = lo;
+            if (comma && d2 && hi > sh.repeat_max) sh.repeat_max = hi;
+            /* an upper bound llama.cpp drops leaves {m,}: m copies and one rule */
+            unsigned long long most = !comma ? lo : d2 && hi <= CB_GBNF_MAX_REPEAT && hi > lo ? hi : lo;
             sh.elements = add(sh.elements, mul(add(last, 4), most + 1));
             last = 1;
             p = s;

@@ -565,10 +565,13 @@ void cobatch_chat_free(cobatch_chat *c) {
     free(c);
 }
 
-static cb_grammar_limits grammar_limits(const cobatch_engine *e) {
+/* The limits of a grammar for an answer of up to max_tokens tokens (<= 0: the context's). */
+static cb_grammar_limits grammar_limits(const cobatch_engine *e, int32_t max_tokens) {
+    int32_t n = max_tokens > 0 && max_tokens < e->n_ctx_seq ? max_tokens : e->n_ctx_seq;
     return (cb_grammar_limits){.max_nesting = e->params.grammar_max_nesting,
                                .max_elements = e->params.grammar_max_elements,
-                               .max_states = e->params.grammar_max_states};
+                               .max_states = e->params.grammar_max_states,
+                               .reach = (unsigned long long)n * (unsigned long long)e->model.max_piece};
 }
 
 cobatch_chat *cobatch_chat_new(cobatch_engine *e, const struct cobatch_request_params *p, int *status, char *err,
@@ -600,7 +603,7 @@ cobatch_chat *cobatch_chat_new(cobatch_engine *e, const struct cobatch_request_p
     }
     c->tokens = t;
     c->n_tokens = n;
-    cb_grammar_limits lim = grammar_limits(e);
+    cb_grammar_limits lim = grammar_limits(e, p->max_tokens);
     bool ok = !x.grammar || (c->grammar = cb_common_grammar_sampler(e->model.vocab, &x, &lim, err, errlen)) != NULL;
     if (!ok) *status = strstr(err, "out of memory") ? COBATCH_ERR_NOMEM : COBATCH_ERR_INVALID;
     c->stops = x.stops; /* taken over */
@@ -771,7 +774,7 @@ cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_pa
         return COBATCH_ERR_NOMEM;
     }
     char why[240] = "";
-    cb_grammar_limits lim = grammar_limits(e);
+    cb_grammar_limits lim = grammar_limits(e, p->max_tokens);
     if (ok && !shared && p->grammar && !(er->grammar = cb_grammar_new(&e->model, p->grammar, &lim, why, sizeof(why)))) {
         cb_engine_free_request(r);
         cb_set_err(err, errlen, "grammar: %s", why);
@@ -892,9 +895,10 @@ int32_t cobatch_tokenize_ext(const cobatch_engine *e, const char *text, bool add
 }
 
 /* A cobatch_grammar is the llama.cpp grammar sampler itself, never run: requests clone it. */
-cobatch_grammar *cobatch_grammar_new(const cobatch_engine *e, const char *gbnf, char *err, size_t errlen) {
+cobatch_grammar *cobatch_grammar_new(const cobatch_engine *e, const char *gbnf, int32_t max_tokens, char *err,
+                                     size_t errlen) {
     char why[240] = "no grammar given";
-    cb_grammar_limits lim = grammar_limits(e);
+    cb_grammar_limits lim = grammar_limits(e, max_tokens);
     struct llama_sampler *g = gbnf ? cb_grammar_new(&e->model, gbnf, &lim, why, sizeof(why)) : NULL;
     if (!g) cb_set_err(err, errlen, "grammar: %s", why);
     return (cobatch_grammar *)g;

@@ -293,10 +293,11 @@ static int parse_tools(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
                                  cb_bounds.name_length, why, sizeof(why)))
             return bad(e, "tools", "tools[%d].function.parameters: %s", k, why);
         double v;
-        const char *kw = cb_bounds_schema(cJSON_GetObjectItemCaseSensitive(f, "parameters"), &v);
+        const char *kw = cb_bounds_schema(cJSON_GetObjectItemCaseSensitive(f, "parameters"),
+                                          cb_bounds_reach(r->params.max_tokens), &v);
         if (kw)
             return bad(e, "tools", "tools[%d].function.parameters: %s %.0f is above %d, the most %s", k, kw, v,
-                       CB_GRAMMAR_MAX_REPEAT, "llama.cpp's grammars keep (a larger bound would silently not hold)");
+                       CB_GRAMMAR_MAX_REPEAT, CB_BOUNDS_DROPPED);
         for (cJSON *o = tools->child; o != t; o = o->next) {
             cJSON *on = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "function"), "name");
             if (!strcmp(on->valuestring, name->valuestring))
@@ -734,11 +735,10 @@ static int parse_format(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
     cJSON *g = cJSON_GetObjectItemCaseSensitive(root, "grammar");
     if (g && !cJSON_IsNull(g)) {
         if (!cJSON_IsString(g) || !g->valuestring[0]) return bad(e, "grammar", "'grammar' must be a GBNF text");
-        unsigned long long big = cb_bounds_gbnf(g->valuestring);
+        unsigned long long big = cb_bounds_gbnf(g->valuestring, cb_bounds_reach(r->params.max_tokens));
         if (big)
-            return bad(e, "grammar",
-                       "'grammar': a repetition count of %llu is above %d, the most llama.cpp's grammars %s", big,
-                       CB_GRAMMAR_MAX_REPEAT, "keep (a larger bound would silently not hold)");
+            return bad(e, "grammar", "'grammar': a repetition count of %llu is above %d, the most %s", big,
+                       CB_GRAMMAR_MAX_REPEAT, CB_BOUNDS_DROPPED);
         if (!(r->grammar = strdup(g->valuestring))) return oom(e);
         r->params.grammar = r->grammar;
     }
@@ -770,10 +770,10 @@ static int parse_format(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
     if (cb_bounds_json_shape(schema, cb_bounds.json_depth, cb_bounds.name_length, why, sizeof(why)))
         return bad(e, "response_format", "'response_format.json_schema.schema' %s", why);
     double v;
-    const char *kw = cb_bounds_schema(schema, &v);
+    const char *kw = cb_bounds_schema(schema, cb_bounds_reach(r->params.max_tokens), &v);
     if (kw)
         return bad(e, "response_format", "'response_format.json_schema.schema': %s %.0f is above %d, the most %s", kw,
-                   v, CB_GRAMMAR_MAX_REPEAT, "llama.cpp's grammars keep (a larger bound would silently not hold)");
+                   v, CB_GRAMMAR_MAX_REPEAT, CB_BOUNDS_DROPPED);
     /* strict or not, the output is held to the schema: the grammar is the only way this server has */
     r->json_schema = cJSON_PrintUnformatted(schema);
     return r->json_schema ? 0 : oom(e);
@@ -785,12 +785,13 @@ int cb_openai_resolve_schema(cb_openai_request *r, cb_openai_schema_fn convert, 
     char err[200] = "";
     char *g = convert(r->json_schema, err, sizeof(err));
     if (!g) return bad(e, "response_format", "%s", err[0] ? err : "the schema cannot be used");
-    unsigned long long big = cb_bounds_gbnf(g); /* a pattern's {n}, say: what the keywords above miss */
+    /* a pattern's {n}, say: what the keywords above miss */
+    unsigned long long big = cb_bounds_gbnf(g, cb_bounds_reach(r->params.max_tokens));
     if (big) {
         free(g);
         return bad(e, "response_format",
-                   "the schema asks for a repetition count of %llu (a pattern's {n}?), above %d, %s", big,
-                   CB_GRAMMAR_MAX_REPEAT, "the most llama.cpp's grammars keep (it would silently not hold)");
+                   "the schema asks for a repetition count of %llu (a pattern's {n}?), above %d, the most %s", big,
+                   CB_GRAMMAR_MAX_REPEAT, CB_BOUNDS_DROPPED);
     }
     free(r->grammar);
     r->grammar = g;

@@ -471,11 +471,19 @@ bool grammar_fits(const llama_vocab *vocab, const char *gbnf, const cb_grammar_l
                 nullptr);
         return false;
     }
-    if (sh.repeat > 2000) { /* llama.cpp's parser silently drops a larger upper bound */
+    if (sh.repeat_min > CB_GBNF_MAX_REPEAT) { /* llama.cpp's parser fails on it */
         std::snprintf(err, errlen,
-                      "the grammar has a repetition count of %llu (a pattern's {n}?), above 2000, the most "
-                      "llama.cpp's grammars keep (it would silently not hold)",
-                      sh.repeat);
+                      "the grammar repeats something at least %llu times, above %d, the most llama.cpp's grammars "
+                      "keep",
+                      sh.repeat_min, CB_GBNF_MAX_REPEAT);
+        return false;
+    }
+    if (sh.repeat_max > CB_GBNF_MAX_REPEAT && sh.repeat_max < lim.reach) { /* silently dropped, and reachable */
+        std::snprintf(err, errlen,
+                      "the grammar has a repetition bound of %llu (a schema's maxLength or maxItems, or a pattern's "
+                      "{m,n}?), above %d, the most llama.cpp's grammars keep (it would silently not hold; an answer "
+                      "of max_tokens could pass it)",
+                      sh.repeat_max, CB_GBNF_MAX_REPEAT);
         return false;
     }
     if (sh.elements > (unsigned long long)lim.max_elements) {

@@ -17,9 +17,12 @@ struct llama_vocab;
 struct llama_sampler;
 typedef struct cb_chat_templates cb_chat_templates;
 
-/* The bounds a grammar is held to (cobatch_engine_params.grammar_max_*). */
+/* The bounds a grammar is held to (cobatch_engine_params.grammar_max_*), and the most bytes the
+ * answer it holds can have (its max_tokens x the longest token's text): a repetition's upper bound
+ * above 2000, which llama.cpp's parser drops, is refused only below that reach. */
 typedef struct {
     int32_t max_nesting, max_elements, max_states;
+    unsigned long long reach;
 } cb_grammar_limits;
 
 /* The chat template a model's messages are rendered with: override (Jinja text; NULL for the

@@ -1,6 +1,7 @@
 /* intake.c — the worker thread (see intake.h). */
 #include "intake.h"
 #include "../anthropic/anthropic.h"
+#include "../responses/responses.h"
 #include "../core/textout.h"
 
 #include <cjson/cJSON.h>
@@ -34,7 +35,7 @@ struct intake {
 /* ---------------------------------------------------------------- jobs ---------------------- */
 
 static char *error_json(const cb_intake_job *j, const cb_openai_error *e) {
-    return j->dialect == CB_DIALECT_ANTHROPIC ? cb_anthropic_error_json(e) : cb_openai_error_json(e);
+    return j->dialect == CB_DIALECT_ANTHROPIC ? cb_anthropic_error_json(e) : cb_responses_error_json(e);
 }
 
 static void set_error(cb_intake_job *j, int status, const char *param, const char *msg) {
@@ -70,11 +71,12 @@ static bool left(cb_intake_job *j) {
 
 static cJSON *parse_body(cb_intake_job *j);
 
-/* A Messages body as the chat request it asks for (0), or the job's error set (-1). */
-static int parse_anthropic(intake *q, cb_intake_job *j, bool count_only, cb_openai_error *e) {
+/* A Messages or Responses body as the chat request it asks for (0), or the job's error set (-1). */
+static int parse_dialect(intake *q, cb_intake_job *j, bool count_only, cb_openai_error *e) {
     cJSON *root = parse_body(j), *chat = NULL;
     if (!root) return -1;
-    int rc = cb_anthropic_to_chat(root, count_only, &chat, e);
+    int rc = j->dialect == CB_DIALECT_RESPONSES ? cb_responses_to_chat(root, count_only, &chat, &j->echo, e)
+                                                : cb_anthropic_to_chat(root, count_only, &chat, e);
     cJSON_Delete(root);
     if (rc == 0) rc = cb_openai_parse_json(CB_OPENAI_CHAT, &q->defaults, chat, &j->req, e);
     cJSON_Delete(chat);
@@ -88,8 +90,8 @@ static int parse_anthropic(intake *q, cb_intake_job *j, bool count_only, cb_open
 static void do_completion(intake *q, cb_intake_job *j) {
     cb_openai_error e;
     int rc;
-    if (j->dialect == CB_DIALECT_ANTHROPIC) {
-        if (parse_anthropic(q, j, false, &e) != 0) return;
+    if (j->dialect != CB_DIALECT_OPENAI) {
+        if (parse_dialect(q, j, false, &e) != 0) return;
         rc = 0;
     } else {
         rc = cb_openai_parse(j->api, &q->defaults, j->body, j->len, &j->req, &e);
@@ -141,8 +143,8 @@ static void do_completion(intake *q, cb_intake_job *j) {
         return;
     }
     if (left(j)) return;
-    if (j->req.params.grammar &&
-        !(j->grammar = cobatch_grammar_new(q->engine, j->req.params.grammar, err2, sizeof(err2)))) {
+    if (j->req.params.grammar && !(j->grammar = cobatch_grammar_new(q->engine, j->req.params.grammar,
+                                                                    j->req.params.max_tokens, err2, sizeof(err2)))) {
         set_error(j, 400, j->req.json_schema ? "response_format" : "grammar", err2);
         return;
     }
@@ -174,7 +176,7 @@ static cJSON *parse_body(cb_intake_job *j) {
 /* Messages count_tokens: the chat rendered as it would be run -> {"input_tokens"}. */
 static void do_count(intake *q, cb_intake_job *j) {
     cb_openai_error e;
-    if (parse_anthropic(q, j, true, &e) != 0 || left(j)) return;
+    if (parse_dialect(q, j, true, &e) != 0 || left(j)) return;
     char err[256] = "";
     int status = 0;
     cobatch_chat *chat = cobatch_chat_new(q->engine, &j->req.params, &status, err, sizeof(err));
@@ -187,7 +189,8 @@ static void do_count(intake *q, cb_intake_job *j) {
     cobatch_chat_tokens(chat, &n);
     cobatch_chat_free(chat);
     char buf[64];
-    snprintf(buf, sizeof(buf), "{\"input_tokens\":%d}", (int)n);
+    snprintf(buf, sizeof(buf), "{%s\"input_tokens\":%d}",
+             j->dialect == CB_DIALECT_RESPONSES ? "\"object\":\"response.input_tokens\"," : "", (int)n);
     j->json = strdup(buf);
     j->status = j->json ? 200 : 500;
 }
@@ -308,6 +311,7 @@ void cb_intake_job_free(cb_intake_job *j) {
     free(j->prompts);
     cobatch_grammar_free(j->grammar);
     cobatch_chat_free(j->chat);
+    cJSON_Delete(j->echo);
     cb_openai_request_free(&j->req);
     free(j);
 }

@@ -17,7 +17,7 @@
 typedef enum { INTAKE_COMPLETION, INTAKE_TOKENIZE, INTAKE_DETOKENIZE, INTAKE_CALL, INTAKE_COUNT } cb_intake_kind;
 
 /* The API a request speaks: its body's shape and its errors'. */
-typedef enum { CB_DIALECT_OPENAI, CB_DIALECT_ANTHROPIC } cb_dialect;
+typedef enum { CB_DIALECT_OPENAI, CB_DIALECT_ANTHROPIC, CB_DIALECT_RESPONSES } cb_dialect;
 
 /* One prompt of a completion request, as the engine will queue it. */
 typedef struct {
@@ -29,7 +29,8 @@ typedef struct {
 typedef struct cb_intake_job {
     cb_intake_kind kind;
     cb_openai_kind api; /* INTAKE_COMPLETION: which API the body is for */
-    cb_dialect dialect; /* a Messages body is translated to a chat one first */
+    cb_dialect dialect; /* a Messages or Responses body is translated to a chat one first */
+    struct cJSON *echo; /* Responses: the request's fields each response object repeats (taken by the server) */
     char *body;         /* the request body (NUL-terminated), owned by the job */
     size_t len;
     void *owner;                           /* the loop's object for this job; not touched by the worker (but by call) */

@@ -10,7 +10,8 @@ static const cb_srv_route ROUTES[] = {
     {"/v1/chat/completions", true, true, R_CHAT}, {"/tokenize", true, true, R_TOKENIZE},
     {"/detokenize", true, true, R_DETOKENIZE},    {"/tokenizer_info", false, true, R_TOKENIZER_INFO},
     {"/model_info", false, true, R_MODEL_INFO},   {"/server_info", false, true, R_MODEL_INFO},
-    {"/v1/messages", true, true, R_MESSAGES},     {"/v1/messages/count_tokens", true, true, R_COUNT_TOKENS}};
+    {"/v1/messages", true, true, R_MESSAGES},     {"/v1/messages/count_tokens", true, true, R_COUNT_TOKENS},
+    {"/v1/responses", true, true, R_RESPONSES},   {"/v1/responses/input_tokens", true, true, R_INPUT_TOKENS}};
 
 const cb_srv_route *cb_srv_route_find(const char *target) {
     size_t plen = strcspn(target, "?");

@@ -16,7 +16,9 @@ typedef enum {
     R_DETOKENIZE,
     R_TOKENIZER_INFO,
     R_MESSAGES,
-    R_COUNT_TOKENS
+    R_COUNT_TOKENS,
+    R_RESPONSES,
+    R_INPUT_TOKENS
 } cb_srv_route_id;
 
 typedef struct {

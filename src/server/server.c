@@ -11,6 +11,7 @@
 #include "intake.h"
 #include "metrics.h"
 #include "../anthropic/anthropic.h"
+#include "../responses/responses.h"
 #include "../openai/bounds.h"
 #include "../openai/openai.h"
 #include "routes.h"
@@ -74,6 +75,8 @@ typedef struct cb_srv_req {
     cb_openai_kind kind;
     cb_dialect dialect;      /* Anthropic: its answer, events and errors in that API's shapes */
     cb_anthropic_stream ast; /* Anthropic, streamed: its content blocks so far */
+    cb_responses_stream rst; /* Responses, streamed: its output items so far */
+    struct cJSON *echo;      /* Responses: the request's fields each response object repeats */
     char **stops;            /* (n_stops) Anthropic: the stop strings, to name the one that ended the output */
     int n_stops;
     bool stream, include_usage, started; /* started: the stream's head and first chunk are out */
@@ -181,9 +184,10 @@ static cb_srv_req *req_new(srv *s, cb_conn *c, cb_openai_kind kind, cb_dialect d
     r->dialect = d;
     r->created = (long)time(NULL);
     snprintf(r->cid, sizeof(r->cid), "%s%llx%06llx",
-             d == CB_DIALECT_ANTHROPIC ? "msg_"
-             : kind == CB_OPENAI_CHAT  ? "chatcmpl-"
-                                       : "cmpl-",
+             d == CB_DIALECT_ANTHROPIC   ? "msg_"
+             : d == CB_DIALECT_RESPONSES ? "resp_"
+             : kind == CB_OPENAI_CHAT    ? "chatcmpl-"
+                                         : "cmpl-",
              (unsigned long long)r->created, (unsigned long long)++s->next_cid);
     r->next = s->reqs;
     if (s->reqs) s->reqs->prev = r;
@@ -208,6 +212,8 @@ static void req_free(cb_srv_req *r) {
         free(r->ch[i].ids);
     }
     cobatch_chat_free(r->chat);
+    cb_responses_stream_free(&r->rst);
+    cJSON_Delete(r->echo);
     free(r->ch);
     for (int i = 0; i < r->n_stops; i++)
         free(r->stops[i]);
@@ -272,6 +278,10 @@ static void start_stream(srv *s, cb_srv_req *r, const struct cobatch_event *ev) 
     cb_conn_stream_start(r->conn, 200, "text/event-stream", "Cache-Control: no-cache\r\n");
     if (r->dialect == CB_DIALECT_ANTHROPIC) { /* the usage so far: the prompt, its cached part apart */
         sse_raw(s, r, cb_anthropic_stream_start(&r->ast, r->cid, s->model, ev->n_prompt - ev->n_cached, ev->n_cached));
+        return;
+    }
+    if (r->dialect == CB_DIALECT_RESPONSES) {
+        sse_raw(s, r, cb_responses_stream_start(&r->rst, r->cid, r->created, s->model, r->echo));
         return;
     }
     for (int i = 0; i < r->n && r->kind == CB_OPENAI_CHAT; i++) { /* each choice's first chunk carries the role */
@@ -339,6 +349,10 @@ static void send_chunk(srv *s, cb_srv_choice *c, const char *text, const char *f
     cb_srv_req *r = c->r;
     if (r->dialect == CB_DIALECT_ANTHROPIC) { /* the end goes with the message's (answer) */
         sse_raw(s, r, cb_anthropic_stream_text(&r->ast, text));
+        return;
+    }
+    if (r->dialect == CB_DIALECT_RESPONSES) {
+        sse_raw(s, r, cb_responses_stream_text(&r->rst, text));
         return;
     }
     cb_openai_logprobs lp;
@@ -423,11 +437,14 @@ static void send_calls(srv *s, cb_srv_choice *c) {
         size_t al = strlen(t->arguments), sent = c->sent_args[k];
         if (sent != SIZE_MAX && al <= sent) continue;
         bool first = sent == SIZE_MAX;
-        if (r->dialect == CB_DIALECT_ANTHROPIC) {
+        if (r->dialect != CB_DIALECT_OPENAI) {
             bool late = false;
+            const char *id = first ? c->ids[k] : NULL, *name = first ? t->name : NULL,
+                       *args = t->arguments + (first ? 0 : sent);
             sse_raw(s, r,
-                    cb_anthropic_stream_call(&r->ast, (int)k, first ? c->ids[k] : NULL, first ? t->name : NULL,
-                                             t->arguments + (first ? 0 : sent), &late));
+                    r->dialect == CB_DIALECT_ANTHROPIC
+                        ? cb_anthropic_stream_call(&r->ast, (int)k, id, name, args, &late)
+                        : cb_responses_stream_call(&r->rst, (int)k, id, name, args, &late));
             c->sent_args[k] = al;
             if (late) fail_late(s, c);
             continue;
@@ -574,14 +591,25 @@ static char *whole_answer(srv *s, cb_srv_req *r) {
         if (!read_output(c, false)) return NULL;
         if (c->out.n_calls && !strcmp(c->finish, "stop")) c->finish = "tool_calls";
     }
-    if (r->dialect == CB_DIALECT_ANTHROPIC) { /* one choice: its text and calls as content blocks */
+    if (r->dialect != CB_DIALECT_OPENAI) { /* one choice: its text and calls as content blocks / items */
         cb_srv_choice *c = &r->ch[0];
         const char **ids = c->n_ids ? malloc(sizeof(char *) * c->n_ids) : NULL;
         if (c->n_ids && !ids) return NULL;
         for (size_t k = 0; k < c->n_ids; k++)
             ids[k] = c->ids[k];
-        cb_anthropic_message m = {.text = r->calls_tools ? (c->out.content ? c->out.content : "")
-                                                         : (c->text ? c->text : ""),
+        const char *text = r->calls_tools ? (c->out.content ? c->out.content : "") : (c->text ? c->text : "");
+        if (r->dialect == CB_DIALECT_RESPONSES) {
+            cb_responses_answer a = {.text = text,
+                                     .calls = c->out.calls,
+                                     .n_calls = c->out.n_calls,
+                                     .call_ids = ids,
+                                     .finish = c->finish,
+                                     .usage = {r->n_prompt, r->n_cached, r->n_generated}};
+            char *j = cb_responses_json(r->cid, r->created, s->model, r->echo, &a);
+            free(ids);
+            return j;
+        }
+        cb_anthropic_message m = {.text = text,
                                   .calls = c->out.calls,
                                   .n_calls = c->out.n_calls,
                                   .call_ids = ids,
@@ -663,6 +691,11 @@ static bool answer(srv *s, cb_srv_req *r) {
             cb_conn_stream_end(r->conn);
         return false;
     }
+    if (r->stream && r->dialect == CB_DIALECT_RESPONSES) {
+        cb_responses_usage u = {r->n_prompt, r->n_cached, r->n_generated};
+        if (sse_raw(s, r, cb_responses_stream_end(&r->rst, r->ch[0].finish, u))) cb_conn_stream_end(r->conn);
+        return false;
+    }
     if (r->stream) {
         bool sent = true;
         if (r->include_usage) {
@@ -722,6 +755,8 @@ static void fail(srv *s, cb_srv_req *r, int index, const struct cobatch_event *e
     int status = failure(s, ev, &type, &why);
     if (r->stream && r->started && r->dialect == CB_DIALECT_ANTHROPIC) { /* an error event ends it */
         if (sse_raw(s, r, cb_anthropic_stream_error(status, why))) cb_conn_stream_end(r->conn);
+    } else if (r->stream && r->started && r->dialect == CB_DIALECT_RESPONSES) {
+        if (sse_raw(s, r, cb_responses_stream_error(&r->rst, status, why))) cb_conn_stream_end(r->conn);
     } else if (r->stream && r->started) { /* the stream's last chunk: a finish reason and the error */
         char *j = cb_openai_abort_chunk_json(r->kind, r->cid, r->created, s->model, index, status, type, why);
         if (sse(s, r, j) && cb_conn_stream_write(r->conn, "data: [DONE]\n\n", 14))
@@ -821,6 +856,8 @@ static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
     p.tools = NULL;
     p.chat = r->chat = j->chat; /* chat: rendered by the worker, with its tools' grammar */
     j->chat = NULL;
+    r->echo = j->echo;
+    j->echo = NULL;
     r->calls_tools = cobatch_chat_calls_tools(r->chat);
     r->stream = j->req.stream;
     r->include_usage = j->req.include_usage;
@@ -1107,6 +1144,8 @@ static void on_request(cb_conn *c, cb_http_req *hr, void *user) {
     case R_CHAT: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_CHAT, CB_DIALECT_OPENAI); return;
     case R_MESSAGES: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_CHAT, CB_DIALECT_ANTHROPIC); return;
     case R_COUNT_TOKENS: to_intake(s, c, hr, INTAKE_COUNT, CB_OPENAI_CHAT, CB_DIALECT_ANTHROPIC); return;
+    case R_RESPONSES: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_CHAT, CB_DIALECT_RESPONSES); return;
+    case R_INPUT_TOKENS: to_intake(s, c, hr, INTAKE_COUNT, CB_OPENAI_CHAT, CB_DIALECT_RESPONSES); return;
     case R_TOKENIZE: to_intake(s, c, hr, INTAKE_TOKENIZE, CB_OPENAI_COMPLETION, CB_DIALECT_OPENAI); return;
     case R_DETOKENIZE: to_intake(s, c, hr, INTAKE_DETOKENIZE, CB_OPENAI_COMPLETION, CB_DIALECT_OPENAI); return;
     }

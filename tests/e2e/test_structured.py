@@ -115,11 +115,13 @@ def test_grammar_field(server):
     ({"response_format": {"type": "xml"}}, "response_format", "json_schema"),
     ({"grammar": "root ::= ("}, "grammar", "grammar"),
     ({"grammar": "root ::= \"a\"", "response_format": {"type": "json_object"}}, "grammar", "not both"),
-    # llama.cpp's grammars drop a repetition bound above 2000: refused, never silently unbounded
+    # llama.cpp's grammars drop a repetition bound above 2000: refused where the answer could pass
+    # it (max_tokens x the longest token's bytes), never silently unbounded
     ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
-        "type": "object", "properties": {"s": {"type": "string", "maxLength": 2100}}}}}},
+        "type": "object", "properties": {"s": {"type": "string", "maxLength": 2100}}}}}, "max_tokens": 2000},
      "response_format", "maxLength 2100"),
-    ({"grammar": "root ::= [a-z]{1,2100}"}, "grammar", "2100"),
+    ({"grammar": "root ::= [a-z]{1,2100}", "max_tokens": 2000}, "grammar", "2100"),
+    ({"grammar": "root ::= [a-z]{2100,2200}"}, "grammar", "2100"),
     ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
         "type": "object", "properties": {"s": {"type": "string", "pattern": "^a{2500}$"}}}}}},
      "response_format", "2500"),
@@ -136,6 +138,19 @@ def test_bad_schemas_and_grammars_are_400s_that_say_why(server, body, param, why
     assert r.status_code == 400, r.text
     err = r.json()["error"]
     assert err["param"] == param and why in err["message"], err
+
+
+def test_a_bound_the_answer_cannot_reach_is_taken(server):
+    """A maxLength above 2000 (Claude Code offers one of 524288) that max_tokens cannot reach is
+    taken: llama.cpp's unbounded repetition then holds it. With room to pass it, it is refused."""
+    schema = {"type": "object", "properties": {"s": {"type": "string", "maxLength": 524288}}, "required": ["s"]}
+    body = {"messages": ASK, "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}}
+    r = httpx.post(server.url + "/v1/chat/completions", json={**body, "max_tokens": 24}, timeout=60)
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["finish_reason"] in ("stop", "length")
+    schema["properties"]["s"]["maxLength"] = 2100  # the context can pass that
+    r = httpx.post(server.url + "/v1/chat/completions", json={**body, "max_tokens": 2 ** 20}, timeout=60)
+    assert r.status_code == 400 and "maxLength 2100" in r.json()["error"]["message"], r.text
 
 
 def test_constrained_and_unconstrained_requests_share_a_batch(server):

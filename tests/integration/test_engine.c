@@ -586,9 +586,10 @@ static void grammar_constrains_the_output(void **state) {
     p.grammar = "root ::= (";
     assert_int_equal(cobatch_submit(shared_engine, &p, err, sizeof(err)), COBATCH_ERR_INVALID);
     assert_non_null(strstr(err, "grammar"));
-    assert_null(cobatch_grammar_new(shared_engine, "root ::= (", err, sizeof(err)));
+    assert_null(cobatch_grammar_new(shared_engine, "root ::= (", 0, err, sizeof(err)));
     /* parsed once, shared by two sampled requests: each runs its own copy from the start */
-    cobatch_grammar *shared = cobatch_grammar_new(shared_engine, "root ::= \" \" [0-9] [0-9] \".\"", err, sizeof(err));
+    cobatch_grammar *shared =
+        cobatch_grammar_new(shared_engine, "root ::= \" \" [0-9] [0-9] \".\"", 0, err, sizeof(err));
     assert_non_null(shared);
     struct cobatch_request_params two[2];
     for (int i = 0; i < 2; i++) {
@@ -625,41 +626,52 @@ static void grammar_bounds_hold(void **state) {
     memcpy(g + 20009, "\"a\"", 3);
     memset(g + 20012, ')', 20000);
     g[40012] = '\0';
-    assert_null(cobatch_grammar_new(shared_engine, g, err, sizeof(err)));
+    assert_null(cobatch_grammar_new(shared_engine, g, 0, err, sizeof(err)));
     assert_non_null(strstr(err, "--limit grammar-nesting"));
     /* S_i ::= S_(i-1) P | S_(i-1) Q: 2^22 start states from 560 bytes froze the intake */
     int n = sprintf(g, "P ::= \"p\"\nQ ::= \"q\"\nS0 ::= \"x\"\n");
     for (int i = 1; i <= 22; i++)
         n += sprintf(g + n, "S%d ::= S%d P | S%d Q\n", i, i - 1, i - 1);
     sprintf(g + n, "root ::= S22\n");
-    assert_null(cobatch_grammar_new(shared_engine, g, err, sizeof(err)));
+    assert_null(cobatch_grammar_new(shared_engine, g, 0, err, sizeof(err)));
     assert_non_null(strstr(err, "--limit grammar-states"));
     /* S_9 starts 512 ways: within the limit, and it runs */
     n = sprintf(g, "P ::= \"p\"\nQ ::= \"q\"\nS0 ::= \"x\"\n");
     for (int i = 1; i <= 9; i++)
         n += sprintf(g + n, "S%d ::= S%d P | S%d Q\n", i, i - 1, i - 1);
     sprintf(g + n, "root ::= S9\n");
-    cobatch_grammar *ok = cobatch_grammar_new(shared_engine, g, err, sizeof(err));
+    cobatch_grammar *ok = cobatch_grammar_new(shared_engine, g, 0, err, sizeof(err));
     assert_non_null(ok);
     cobatch_grammar_free(ok);
     /* a 1,000-character literal copied 2,000 times */
     strcpy(g, "root ::= \"");
     memset(g + 10, 'a', 1000);
     strcpy(g + 1010, "\"{2000}");
-    assert_null(cobatch_grammar_new(shared_engine, g, err, sizeof(err)));
+    assert_null(cobatch_grammar_new(shared_engine, g, 0, err, sizeof(err)));
     assert_non_null(strstr(err, "--limit grammar-elements"));
+    /* an upper bound above 2000 llama.cpp drops: refused where the answer could pass it, kept where
+     * max_tokens x the longest token cannot (llama.cpp's {0,} holds it then); a lower one always */
+    assert_null(cobatch_grammar_new(shared_engine, "root ::= [a-z]{0,5000}", 0, err, sizeof(err)));
+    assert_non_null(strstr(err, "5000"));
+    int32_t fits = 5000 / (int32_t)(cobatch_max_prompt_bytes(shared_engine) / (size_t)cobatch_n_ctx_seq(shared_engine));
+    ok = cobatch_grammar_new(shared_engine, "root ::= [a-z]{0,5000}", fits, err, sizeof(err));
+    assert_non_null(ok);
+    cobatch_grammar_free(ok);
+    assert_null(cobatch_grammar_new(shared_engine, "root ::= [a-z]{0,5000}", fits + 1, err, sizeof(err)));
+    assert_null(cobatch_grammar_new(shared_engine, "root ::= [a-z]{2001,5000}", 1, err, sizeof(err)));
+    assert_non_null(strstr(err, "at least 2001"));
     /* {m,n} with n < m: llama.cpp's parser made rules for n - m wrapped around, without end */
-    assert_null(cobatch_grammar_new(shared_engine, "root ::= \"a\"{3,2}", err, sizeof(err)));
+    assert_null(cobatch_grammar_new(shared_engine, "root ::= \"a\"{3,2}", 0, err, sizeof(err)));
     assert_non_null(strstr(err, "below m"));
     /* left recursion after a rule that matches nothing: llama.cpp's start expanded without end */
-    assert_null(cobatch_grammar_new(shared_engine, "root ::= e\ne ::= t e \"x\"\nt ::= [a-z]*", err, sizeof(err)));
+    assert_null(cobatch_grammar_new(shared_engine, "root ::= e\ne ::= t e \"x\"\nt ::= [a-z]*", 0, err, sizeof(err)));
     assert_non_null(strstr(err, "left recursion"));
     /* a cycle of references each last in its alternative ends in llama.cpp: taken */
-    ok = cobatch_grammar_new(shared_engine, "root ::= (\"a\"?)* ws root | \"x\"\nws ::= [ ]*", err, sizeof(err));
+    ok = cobatch_grammar_new(shared_engine, "root ::= (\"a\"?)* ws root | \"x\"\nws ::= [ ]*", 0, err, sizeof(err));
     assert_non_null(ok);
     cobatch_grammar_free(ok);
     /* right recursion and recursion after a terminal are fine */
-    ok = cobatch_grammar_new(shared_engine, "root ::= e\ne ::= t \"(\" e \")\" | t\nt ::= [a-z]*", err, sizeof(err));
+    ok = cobatch_grammar_new(shared_engine, "root ::= e\ne ::= t \"(\" e \")\" | t\nt ::= [a-z]*", 0, err, sizeof(err));
     assert_non_null(ok);
     cobatch_grammar_free(ok);
     /* ambiguous: every 'a' doubles the states; the request ends, blamed, with a clear error */

@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -237,20 +238,24 @@ static void gbnf_shape_is_read_without_parsing(void **state) {
     (void)state;
     cb_gbnf_shape sh = cb_gbnf_scan("root ::= ((\"a\" (b)) | c)\nb ::= [a-z]\nc ::= \"(((\" [(] # (((\n");
     assert_int_equal(sh.depth, 3);
-    assert_int_equal(sh.repeat, 0);
+    assert_int_equal(sh.repeat_min, 0);
+    assert_int_equal(sh.repeat_max, 0);
     sh = cb_gbnf_scan("root ::= \"abcd\"{1000}");
-    assert_int_equal(sh.repeat, 1000);
+    assert_int_equal(sh.repeat_min, 1000);
+    assert_int_equal(sh.repeat_max, 0);
     assert_true(sh.elements >= 4000);
     sh = cb_gbnf_scan("root ::= (\"a\"){1000}"); /* a group repeats as one reference */
     assert_true(sh.elements < 10000);
     sh = cb_gbnf_scan("root ::= x{0, 2500} <[12]>{3}");
-    assert_int_equal(sh.repeat, 2500);
+    assert_int_equal(sh.repeat_min, 3);
+    assert_int_equal(sh.repeat_max, 2500);
+    assert_true(sh.elements < 100); /* llama.cpp drops the 2500: x{0,} is one rule */
     assert_int_equal(sh.inverted, 0);
     /* {m,n} with n < m (llama.cpp's parser would never return), not {m,} nor {m} */
     assert_int_equal(cb_gbnf_scan("root ::= \"a\"{3,2} [b]{ 11 , 5 } c{4,} d{4} \"{9,1}\"").inverted, 2);
     /* inside a group llama.cpp skips line ends and comments in a repetition too */
     assert_int_equal(cb_gbnf_scan("root ::= (\"a\"{3,\n2} \"b\"{ # x\n 5 \r\n , 4 })").inverted, 2);
-    assert_int_equal(cb_gbnf_scan("root ::= (\"a\"{\n2500\n})").repeat, 2500);
+    assert_int_equal(cb_gbnf_scan("root ::= (\"a\"{\n2500\n})").repeat_min, 2500);
     char deep[4096] = "root ::= ";
     for (int i = 0; i < 1000; i++)
         strcat(deep, "(");
@@ -386,13 +391,42 @@ static void grammar_bounds_above_what_llama_keeps(void **state) {
     assert_string_equal(e.param, "grammar");
     assert_non_null(strstr(e.message, "2100"));
     cb_openai_request_free(&r);
-    assert_int_equal(cb_bounds_gbnf("root ::= \"a\"{2001}"), 2001);
-    assert_int_equal(cb_bounds_gbnf("root ::= x{3000,} x ::= \"b\""), 3000);
-    assert_int_equal(cb_bounds_gbnf("root ::= x{ 10 , 99999 }"), 99999);
-    assert_int_equal(cb_bounds_gbnf("root ::= x{,2500}"), 2500);
-    assert_int_equal(cb_bounds_gbnf("root ::= [a-z]{0,2000} \"{0,9999}\" [{5000}] # {7777}\n"), 0);
-    assert_int_equal(cb_bounds_gbnf("root ::= \"\\\"{9999}\" x{3}"), 0); /* an escaped quote stays in the literal */
-    assert_int_equal(cb_bounds_gbnf("root ::= x{"), 0);
+    const unsigned long long all = ULLONG_MAX;
+    assert_int_equal(cb_bounds_gbnf("root ::= \"a\"{2001}", all), 2001);
+    assert_int_equal(cb_bounds_gbnf("root ::= x{3000,} x ::= \"b\"", all), 3000);
+    assert_int_equal(cb_bounds_gbnf("root ::= x{ 10 , 99999 }", all), 99999);
+    assert_int_equal(cb_bounds_gbnf("root ::= x{,2500}", all), 2500);
+    assert_int_equal(cb_bounds_gbnf("root ::= [a-z]{0,2000} \"{0,9999}\" [{5000}] # {7777}\n", all), 0);
+    assert_int_equal(cb_bounds_gbnf("root ::= \"\\\"{9999}\" x{3}", all),
+                     0); /* an escaped quote stays in the literal */
+    assert_int_equal(cb_bounds_gbnf("root ::= x{", all), 0);
+    /* an upper bound the answer cannot reach is kept; a lower count never is */
+    assert_int_equal(cb_bounds_gbnf("root ::= x{,2500}", 2500), 0);
+    assert_int_equal(cb_bounds_gbnf("root ::= x{,2500}", 2501), 2500);
+    assert_int_equal(cb_bounds_gbnf("root ::= x{2001,}", 10), 2001);
+    assert_int_equal(cb_bounds_gbnf("root ::= x{2001}", 10), 2001);
+    /* with the engine's reach known, a maxLength max_tokens cannot reach is taken; minLength never */
+    cb_bounds.ctx_tokens = 2048;
+    cb_bounds.token_bytes = 10;
+    const char *tool = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":%d,\"tools\":[{\"type\":"
+                       "\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+                       "\"properties\":{\"s\":{\"type\":\"string\",\"%s\":5000}}}}}]}";
+    char body[512];
+    snprintf(body, sizeof(body), tool, 500, "maxLength"); /* 5,000 bytes at most: no string of 5,001 */
+    assert_int_equal(parse(CB_OPENAI_CHAT, body, &r, &e), 0);
+    cb_openai_request_free(&r);
+    snprintf(body, sizeof(body), tool, 501, "maxLength");
+    assert_int_equal(parse(CB_OPENAI_CHAT, body, &r, &e), -1);
+    assert_non_null(strstr(e.message, "maxLength 5000"));
+    cb_openai_request_free(&r);
+    snprintf(body, sizeof(body), tool, 10, "minLength");
+    assert_int_equal(parse(CB_OPENAI_CHAT, body, &r, &e), -1);
+    assert_non_null(strstr(e.message, "minLength 5000"));
+    cb_openai_request_free(&r);
+    assert_int_equal(cb_bounds_reach(0), 20480);
+    assert_int_equal(cb_bounds_reach(100000), 20480);
+    cb_bounds.ctx_tokens = cb_bounds.token_bytes = 0;
+    assert_true(cb_bounds_reach(10) == ULLONG_MAX);
 }
 
 /* tools, tool_choice and parallel_tool_calls become engine params; assistant tool_calls and tool

@@ -1,0 +1,778 @@
+/* responses.c — the Responses API translated to and from the chat request (see responses.h). */
+#include "responses.h"
+
+#include <cjson/cJSON.h>
+#include <cobatch.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- request ------------------- */
+
+static int bad(cb_openai_error *e, const char *param, const char *fmt, ...) {
+    *e = (cb_openai_error){.status = 400, .type = "invalid_request_error"};
+    snprintf(e->param, sizeof(e->param), "%s", param);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof(e->message), fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int nomem(cb_openai_error *e) {
+    *e = (cb_openai_error){.status = 503, .type = "server_error"};
+    snprintf(e->message, sizeof(e->message), "out of memory");
+    return -1;
+}
+
+static bool is(const cJSON *x, const char *s) { return cJSON_IsString(x) && !strcmp(x->valuestring, s); }
+static bool given(const cJSON *x) { return x && !cJSON_IsNull(x); }
+static cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
+
+/* Adds v to o under k; v is deleted when it cannot be (out of memory). */
+static bool add(cJSON *o, const char *k, cJSON *v) {
+    if (o && v && cJSON_AddItemToObject(o, k, v)) return true;
+    cJSON_Delete(v);
+    return false;
+}
+
+/* Every key of obj is one of keys (NULL-terminated), or the request is refused naming it. */
+static int only(const cJSON *obj, const char *const *keys, const char *param, const char *where, cb_openai_error *e) {
+    const cJSON *k;
+    cJSON_ArrayForEach(k, obj) {
+        const char *const *p = keys;
+        while (*p && strcmp(*p, k->string) != 0)
+            p++;
+        if (!*p) return bad(e, param, "'%s%s' is not supported by this server", where, k->string);
+    }
+    return 0;
+}
+
+/* A value that must be one of a few strings (or absent / null). */
+static bool one_of(const cJSON *x, const char *const *values) {
+    if (!given(x)) return true;
+    for (; *values; values++)
+        if (is(x, *values)) return true;
+    return false;
+}
+
+/* A new chat message in msgs, or NULL (out of memory). */
+static cJSON *message(cJSON *msgs, const char *role) {
+    cJSON *m = cJSON_CreateObject();
+    if (!m || !cJSON_AddItemToArray(msgs, m)) {
+        cJSON_Delete(m);
+        return NULL;
+    }
+    return cJSON_AddStringToObject(m, "role", role) ? m : NULL;
+}
+
+/* A new object in the array arr, or NULL (out of memory). */
+static cJSON *object_in(cJSON *arr) {
+    cJSON *o = cJSON_CreateObject();
+    if (o && cJSON_AddItemToArray(arr, o)) return o;
+    cJSON_Delete(o);
+    return NULL;
+}
+
+/* A message item's content: a string, or parts input_text / output_text (the text is kept; files,
+ * images and audio are refused). Appended to m as chat content. */
+static int content(const cJSON *c, cJSON *m, const char *where, cb_openai_error *e) {
+    if (cJSON_IsString(c)) return cJSON_AddStringToObject(m, "content", c->valuestring) ? 0 : nomem(e);
+    if (!cJSON_IsArray(c)) return bad(e, "input", "%s.content must be a string or an array of parts", where);
+    size_t n = 1;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, c) {
+        static const char *const KEYS[] = {"type", "text", "annotations", "logprobs", NULL};
+        const cJSON *type = get(p, "type"), *text = get(p, "text"), *ann = get(p, "annotations");
+        if (!cJSON_IsObject(p) || !cJSON_IsString(type))
+            return bad(e, "input", "%s.content: each part must be an object with a type", where);
+        if (!is(type, "input_text") && !is(type, "output_text"))
+            return bad(e, "input", "%s.content: %s parts are not supported (a text-only model)", where,
+                       type->valuestring);
+        if (only(p, KEYS, "input", "input[].content[].", e)) return -1;
+        if (!cJSON_IsString(text)) return bad(e, "input", "%s.content: a part's text must be a string", where);
+        if (given(ann) && !(cJSON_IsArray(ann) && cJSON_GetArraySize(ann) == 0))
+            return bad(e, "input", "%s.content: annotations are not supported", where);
+        n += strlen(text->valuestring);
+    }
+    char *s = malloc(n), *w = s;
+    if (!s) return nomem(e);
+    cJSON_ArrayForEach(p, c) {
+        size_t k = strlen(get(p, "text")->valuestring);
+        memcpy(w, get(p, "text")->valuestring, k);
+        w += k;
+    }
+    *w = '\0';
+    bool ok = cJSON_AddStringToObject(m, "content", s) != NULL;
+    free(s);
+    return ok ? 0 : nomem(e);
+}
+
+/* The output of a function call: a string, or input_text parts (joined). */
+static char *call_output(const cJSON *o, const char *where, cb_openai_error *e) {
+    if (cJSON_IsString(o)) {
+        char *s = strdup(o->valuestring);
+        if (!s) nomem(e);
+        return s;
+    }
+    cJSON *tmp = cJSON_CreateObject();
+    if (!tmp) {
+        nomem(e);
+        return NULL;
+    }
+    char *s = NULL;
+    if (content(o, tmp, where, e) == 0) {
+        s = strdup(cJSON_GetStringValue(get(tmp, "content")));
+        if (!s) nomem(e);
+    }
+    cJSON_Delete(tmp);
+    return s;
+}
+
+/* input: a string (one user message) or items: messages, function calls and their outputs. The
+ * function calls in a row (after the assistant's text, if any) become one assistant message's
+ * tool_calls, as a chat history holds them. */
+static int input(const cJSON *in, cJSON *msgs, cb_openai_error *e) {
+    if (cJSON_IsString(in)) {
+        cJSON *m = message(msgs, "user");
+        return m && cJSON_AddStringToObject(m, "content", in->valuestring) ? 0 : nomem(e);
+    }
+    if (!cJSON_IsArray(in) || cJSON_GetArraySize(in) == 0)
+        return bad(e, "input", "'input' must be a string or a non-empty array of items");
+    cJSON *last = NULL; /* the assistant message calls join, while calls follow one another */
+    int i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, in) {
+        char w[32];
+        snprintf(w, sizeof(w), "input[%d]", i++);
+        if (!cJSON_IsObject(it)) return bad(e, "input", "%s must be an object", w);
+        const cJSON *type = get(it, "type"), *role = get(it, "role");
+        if (!given(type) && cJSON_IsString(role))
+            type = NULL; /* a message without its type */
+        else if (!cJSON_IsString(type))
+            return bad(e, "input", "%s needs a type", w);
+        if (!type || is(type, "message")) {
+            static const char *const KEYS[] = {"type", "role", "content", "id", "status", NULL};
+            if (only(it, KEYS, "input", "input[].", e)) return -1;
+            const char *r = cJSON_IsString(role) ? role->valuestring : "";
+            if (strcmp(r, "user") && strcmp(r, "assistant") && strcmp(r, "system") && strcmp(r, "developer"))
+                return bad(e, "input", "%s.role must be user, assistant, system or developer", w);
+            cJSON *m = message(msgs, !strcmp(r, "developer") ? "system" : r);
+            if (!m) return nomem(e);
+            if (content(get(it, "content"), m, w, e)) return -1;
+            last = !strcmp(r, "assistant") ? m : NULL;
+        } else if (is(type, "function_call")) {
+            static const char *const KEYS[] = {"type", "call_id", "name", "arguments", "id", "status", NULL};
+            if (only(it, KEYS, "input", "input[].", e)) return -1;
+            const cJSON *id = get(it, "call_id"), *name = get(it, "name"), *args = get(it, "arguments");
+            if (!cJSON_IsString(id) || !cJSON_IsString(name) || !cJSON_IsString(args))
+                return bad(e, "input", "%s: a function_call needs call_id, name and arguments (strings)", w);
+            if (!last) {
+                if (!(last = message(msgs, "assistant")) || !cJSON_AddNullToObject(last, "content")) return nomem(e);
+            }
+            cJSON *calls = cJSON_GetObjectItemCaseSensitive(last, "tool_calls");
+            if (!calls && !(calls = cJSON_AddArrayToObject(last, "tool_calls"))) return nomem(e);
+            cJSON *c = object_in(calls), *f = c ? cJSON_AddObjectToObject(c, "function") : NULL;
+            if (!f || !cJSON_AddStringToObject(c, "id", id->valuestring) ||
+                !cJSON_AddStringToObject(c, "type", "function") ||
+                !cJSON_AddStringToObject(f, "name", name->valuestring) ||
+                !cJSON_AddStringToObject(f, "arguments", args->valuestring))
+                return nomem(e);
+        } else if (is(type, "function_call_output")) {
+            static const char *const KEYS[] = {"type", "call_id", "output", "id", "status", NULL};
+            if (only(it, KEYS, "input", "input[].", e)) return -1;
+            const cJSON *id = get(it, "call_id");
+            if (!cJSON_IsString(id)) return bad(e, "input", "%s.call_id must be a string", w);
+            char *out = call_output(get(it, "output"), w, e);
+            if (!out) return -1;
+            cJSON *m = message(msgs, "tool");
+            bool ok = m && cJSON_AddStringToObject(m, "tool_call_id", id->valuestring) &&
+                      cJSON_AddStringToObject(m, "content", out);
+            free(out);
+            if (!ok) return nomem(e);
+            last = NULL;
+        } else if (is(type, "reasoning")) { /* one handed back: this server never makes any with content */
+            static const char *const KEYS[] = {"type", "id", "summary", "content", "encrypted_content", "status", NULL};
+            if (only(it, KEYS, "input", "input[].", e)) return -1;
+            const cJSON *sum = get(it, "summary");
+            if ((given(sum) && !(cJSON_IsArray(sum) && cJSON_GetArraySize(sum) == 0)) || given(get(it, "content")) ||
+                given(get(it, "encrypted_content")))
+                return bad(e, "input",
+                           "%s: reasoning items with content are not supported (this model does not reason)", w);
+        } else {
+            return bad(e, "input", "%s: %s items are not supported by this server", w, type->valuestring);
+        }
+    }
+    return 0;
+}
+
+/* tools: functions only ({"type": "function", "name", "description"?, "parameters", "strict"?});
+ * hosted tools (web search, file search, code interpreter, computer use, MCP, ...) are refused. */
+static int tools(const cJSON *in, cJSON *out, cb_openai_error *e) {
+    static const char *const KEYS[] = {"type", "name", "description", "parameters", "strict", NULL};
+    if (!cJSON_IsArray(in)) return bad(e, "tools", "'tools' must be an array");
+    cJSON *arr = cJSON_AddArrayToObject(out, "tools");
+    if (!arr) return nomem(e);
+    const cJSON *t;
+    int i = 0;
+    cJSON_ArrayForEach(t, in) {
+        const cJSON *type = get(t, "type"), *name = get(t, "name"), *params = get(t, "parameters");
+        const cJSON *desc = get(t, "description"), *strict = get(t, "strict");
+        if (!cJSON_IsObject(t) || !cJSON_IsString(type)) return bad(e, "tools", "tools[%d] must have a type", i);
+        if (!is(type, "function"))
+            return bad(e, "tools", "tools[%d]: %s tools are not supported (only functions run here)", i,
+                       type->valuestring);
+        if (only(t, KEYS, "tools", "tools[].", e)) return -1;
+        if (!cJSON_IsString(name)) return bad(e, "tools", "tools[%d].name must be a string", i);
+        if (given(params) && !cJSON_IsObject(params))
+            return bad(e, "tools", "tools[%d].parameters must be a JSON schema object", i);
+        if (given(desc) && !cJSON_IsString(desc)) return bad(e, "tools", "tools[%d].description must be a string", i);
+        if (given(strict) && !cJSON_IsBool(strict)) return bad(e, "tools", "tools[%d].strict must be a boolean", i);
+        cJSON *o = object_in(arr), *f = o ? cJSON_AddObjectToObject(o, "function") : NULL;
+        bool ok = f && cJSON_AddStringToObject(o, "type", "function") &&
+                  cJSON_AddStringToObject(f, "name", name->valuestring) &&
+                  (!given(desc) || cJSON_AddStringToObject(f, "description", desc->valuestring)) &&
+                  (!given(params) || add(f, "parameters", cJSON_Duplicate(params, true))) &&
+                  (!given(strict) || cJSON_AddBoolToObject(f, "strict", cJSON_IsTrue(strict)));
+        if (!ok) return nomem(e);
+        i++;
+    }
+    return 0;
+}
+
+/* tool_choice: auto, none, required, or {"type": "function", "name"}. */
+static int tool_choice(const cJSON *x, cJSON *out, cb_openai_error *e) {
+    static const char *const MODES[] = {"auto", "none", "required", NULL}, *const KEYS[] = {"type", "name", NULL};
+    if (cJSON_IsString(x)) {
+        if (!one_of(x, MODES)) return bad(e, "tool_choice", "'tool_choice' must be auto, none, required or a function");
+        return cJSON_AddStringToObject(out, "tool_choice", x->valuestring) ? 0 : nomem(e);
+    }
+    const cJSON *name = get(x, "name");
+    if (!cJSON_IsObject(x) || !is(get(x, "type"), "function") || !cJSON_IsString(name))
+        return bad(e, "tool_choice",
+                   "'tool_choice' must be auto, none, required or {\"type\": \"function\", \"name\"}");
+    if (only(x, KEYS, "tool_choice", "tool_choice.", e)) return -1;
+    cJSON *o = cJSON_AddObjectToObject(out, "tool_choice"), *f = o ? cJSON_AddObjectToObject(o, "function") : NULL;
+    return f && cJSON_AddStringToObject(o, "type", "function") && cJSON_AddStringToObject(f, "name", name->valuestring)
+               ? 0
+               : nomem(e);
+}
+
+/* text: {"format": text | json_object | json_schema (name, schema, strict, description), "verbosity"}. */
+static int text_format(const cJSON *x, cJSON *out, cb_openai_error *e) {
+    static const char *const KEYS[] = {"format", "verbosity", NULL}, *const VERB[] = {"medium", NULL},
+                             *const FK[] = {"type", "name", "schema", "strict", "description", NULL};
+    if (!cJSON_IsObject(x)) return bad(e, "text", "'text' must be an object");
+    if (only(x, KEYS, "text", "text.", e)) return -1;
+    if (!one_of(get(x, "verbosity"), VERB))
+        return bad(e, "text", "text.verbosity: only medium (the model's own) is supported");
+    const cJSON *f = get(x, "format");
+    if (!given(f)) return 0;
+    const cJSON *type = get(f, "type");
+    if (!cJSON_IsObject(f) || !cJSON_IsString(type)) return bad(e, "text", "text.format must be an object with a type");
+    if (only(f, FK, "text", "text.format.", e)) return -1;
+    if (is(type, "text")) return 0;
+    cJSON *rf = cJSON_AddObjectToObject(out, "response_format");
+    if (!rf) return nomem(e);
+    if (is(type, "json_object")) return cJSON_AddStringToObject(rf, "type", "json_object") ? 0 : nomem(e);
+    if (!is(type, "json_schema"))
+        return bad(e, "text", "text.format.type must be text, json_object or json_schema (got '%.40s')",
+                   type->valuestring);
+    const cJSON *schema = get(f, "schema"), *strict = get(f, "strict"), *name = get(f, "name");
+    if (!cJSON_IsObject(schema)) return bad(e, "text", "text.format.schema must be a JSON schema object");
+    if (given(strict) && !cJSON_IsBool(strict)) return bad(e, "text", "text.format.strict must be a boolean");
+    cJSON *js = cJSON_AddObjectToObject(rf, "json_schema");
+    bool ok = js && cJSON_AddStringToObject(rf, "type", "json_schema") &&
+              cJSON_AddStringToObject(js, "name", cJSON_IsString(name) ? name->valuestring : "output") &&
+              add(js, "schema", cJSON_Duplicate(schema, true));
+    return ok ? 0 : nomem(e);
+}
+
+/* The knobs agent clients send at values that ask for what this server does, or refused. */
+static int settings(const cJSON *in, cJSON *out, cb_openai_error *e) {
+    static const char *const EFFORT[] = {"minimal", "low", "medium", "high", NULL},
+                             *const SUMMARY[] = {"auto", "concise", "detailed", NULL},
+                             *const TIER[] = {"auto", "default", NULL}, *const TRUNC[] = {"disabled", NULL},
+                             *const RK[] = {"effort", "summary", "generate_summary", NULL},
+                             *const SO[] = {"include_obfuscation", NULL};
+    const cJSON *x;
+    if (given(x = get(in, "store")) && !cJSON_IsFalse(x))
+        return bad(e, "store", "responses are not stored by this server: send store false (and the whole input)");
+    if (given(get(in, "previous_response_id")))
+        return bad(e, "previous_response_id",
+                   "responses are not stored by this server: send the whole conversation as input");
+    if (given(x = get(in, "reasoning"))) { /* this model does not reason: no effort to set, no summary to give */
+        if (!cJSON_IsObject(x) || only(x, RK, "reasoning", "reasoning.", e))
+            return cJSON_IsObject(x) ? -1 : bad(e, "reasoning", "'reasoning' must be an object");
+        if (!one_of(get(x, "effort"), EFFORT) || !one_of(get(x, "summary"), SUMMARY) ||
+            !one_of(get(x, "generate_summary"), SUMMARY))
+            return bad(e, "reasoning",
+                       "reasoning.effort must be minimal to high, and its summary auto, concise or "
+                       "detailed");
+    }
+    if (given(x = get(in, "include"))) {
+        const cJSON *v;
+        if (!cJSON_IsArray(x)) return bad(e, "include", "'include' must be an array");
+        cJSON_ArrayForEach(v, x) if (!is(v, "reasoning.encrypted_content")) return bad(
+            e, "include", "include: %.60s is not supported (reasoning.encrypted_content is: there is none)",
+            cJSON_IsString(v) ? v->valuestring : "?");
+    }
+    if (!one_of(get(in, "service_tier"), TIER)) return bad(e, "service_tier", "service_tier must be auto or default");
+    if (!one_of(get(in, "truncation"), TRUNC))
+        return bad(e, "truncation", "truncation must be disabled (an input too long is refused, never cut)");
+    if (given(x = get(in, "background")) && !cJSON_IsFalse(x))
+        return bad(e, "background", "background responses are not supported");
+    if (given(x = get(in, "top_logprobs")) && !(cJSON_IsNumber(x) && x->valuedouble == 0))
+        return bad(e, "top_logprobs", "top_logprobs are not supported on /v1/responses (chat completions has them)");
+    if (given(x = get(in, "max_tool_calls"))) return bad(e, "max_tool_calls", "max_tool_calls is not supported");
+    if (given(x = get(in, "prompt_cache_key")) && !cJSON_IsString(x)) /* a hint: every prefix is cached anyway */
+        return bad(e, "prompt_cache_key", "prompt_cache_key must be a string");
+    if (given(x = get(in, "stream_options"))) {
+        if (!cJSON_IsObject(x) || only(x, SO, "stream_options", "stream_options.", e))
+            return cJSON_IsObject(x) ? -1 : bad(e, "stream_options", "'stream_options' must be an object");
+        if (given(get(x, "include_obfuscation")) && !cJSON_IsFalse(get(x, "include_obfuscation")))
+            return bad(e, "stream_options", "stream_options.include_obfuscation is not supported (send false)");
+    }
+    if (given(x = get(in, "metadata"))) {
+        const cJSON *v;
+        if (!cJSON_IsObject(x)) return bad(e, "metadata", "'metadata' must be an object of strings");
+        cJSON_ArrayForEach(v, x) if (!cJSON_IsString(v)) return bad(e, "metadata", "'metadata' values must be strings");
+    }
+    const cJSON *user = get(in, "user"), *safety = get(in, "safety_identifier");
+    if (given(user) && !cJSON_IsString(user)) return bad(e, "user", "'user' must be a string");
+    if (given(safety) && !cJSON_IsString(safety)) return bad(e, "safety_identifier", "must be a string");
+    const cJSON *who = given(user) ? user : safety;
+    if (given(who) && !cJSON_AddStringToObject(out, "user", who->valuestring)) return nomem(e);
+    return 0;
+}
+
+/* The request's fields each response object repeats, normalised. */
+static cJSON *echo_of(const cJSON *in) {
+    static const char *const SAME[] = {"instructions", "max_output_tokens",
+                                       "metadata",     "temperature",
+                                       "text",         "tool_choice",
+                                       "tools",        "top_p",
+                                       "user",         NULL};
+    cJSON *o = cJSON_CreateObject();
+    bool ok = o != NULL;
+    for (const char *const *k = SAME; ok && *k; k++) {
+        const cJSON *x = get(in, *k);
+        ok = given(x) ? add(o, *k, cJSON_Duplicate(x, true)) : cJSON_AddNullToObject(o, *k) != NULL;
+    }
+    const cJSON *p = get(in, "parallel_tool_calls");
+    ok = ok && cJSON_AddBoolToObject(o, "parallel_tool_calls", !cJSON_IsFalse(p)) &&
+         cJSON_AddBoolToObject(o, "store", false) && cJSON_AddNullToObject(o, "previous_response_id") &&
+         cJSON_AddStringToObject(o, "truncation", "disabled");
+    if (ok && !given(get(in, "tool_choice"))) {
+        cJSON_DeleteItemFromObject(o, "tool_choice");
+        ok = cJSON_AddStringToObject(o, "tool_choice", "auto") != NULL;
+    }
+    if (ok && !given(get(in, "tools"))) {
+        cJSON_DeleteItemFromObject(o, "tools");
+        ok = cJSON_AddArrayToObject(o, "tools") != NULL;
+    }
+    if (ok && !given(get(in, "metadata"))) {
+        cJSON_DeleteItemFromObject(o, "metadata");
+        ok = cJSON_AddObjectToObject(o, "metadata") != NULL;
+    }
+    if (ok && !given(get(in, "text"))) {
+        cJSON_DeleteItemFromObject(o, "text");
+        cJSON *t = cJSON_AddObjectToObject(o, "text"), *f = t ? cJSON_AddObjectToObject(t, "format") : NULL;
+        ok = f && cJSON_AddStringToObject(f, "type", "text");
+    }
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+static int translate(const cJSON *in, bool count_only, cJSON *out, cb_openai_error *e) {
+    static const char *const KEYS[] = {"model",
+                                       "input",
+                                       "instructions",
+                                       "max_output_tokens",
+                                       "temperature",
+                                       "top_p",
+                                       "tools",
+                                       "tool_choice",
+                                       "parallel_tool_calls",
+                                       "text",
+                                       "stream",
+                                       "store",
+                                       "previous_response_id",
+                                       "metadata",
+                                       "user",
+                                       "safety_identifier",
+                                       "prompt_cache_key",
+                                       "reasoning",
+                                       "include",
+                                       "truncation",
+                                       "service_tier",
+                                       "background",
+                                       "top_logprobs",
+                                       "max_tool_calls",
+                                       "stream_options",
+                                       NULL};
+    if (!cJSON_IsObject(in)) return bad(e, "", "the body must be a JSON object");
+    if (only(in, KEYS, "", "", e)) return -1;
+    const cJSON *x;
+    if (given(x = get(in, "model")) && !cJSON_IsString(x)) return bad(e, "model", "'model' must be a string");
+    if (given(x) && !cJSON_AddStringToObject(out, "model", x->valuestring)) return nomem(e);
+    if (given(x = get(in, "max_output_tokens"))) {
+        if (!cJSON_IsNumber(x) || x->valuedouble < 1)
+            return bad(e, "max_output_tokens", "'max_output_tokens' must be a positive number of tokens");
+        if (!count_only && !cJSON_AddNumberToObject(out, "max_tokens", x->valuedouble)) return nomem(e);
+    }
+    static const char *const SAME[] = {"temperature", "top_p", "parallel_tool_calls", "stream", NULL};
+    for (const char *const *k = SAME; !count_only && *k; k++)
+        if (given(x = get(in, *k)) && !add(out, *k, cJSON_Duplicate(x, true))) return nomem(e);
+    if (settings(in, out, e)) return -1;
+    cJSON *msgs = cJSON_AddArrayToObject(out, "messages");
+    if (!msgs) return nomem(e);
+    if (given(x = get(in, "instructions"))) {
+        if (!cJSON_IsString(x)) return bad(e, "instructions", "'instructions' must be a string");
+        cJSON *m = message(msgs, "system");
+        if (!m || !cJSON_AddStringToObject(m, "content", x->valuestring)) return nomem(e);
+    }
+    if (!given(x = get(in, "input"))) return bad(e, "input", "'input' is required");
+    if (input(x, msgs, e)) return -1;
+    if (given(x = get(in, "tools")) && tools(x, out, e)) return -1;
+    if (given(x = get(in, "tool_choice")) && tool_choice(x, out, e)) return -1;
+    if (given(x = get(in, "text")) && text_format(x, out, e)) return -1;
+    return 0;
+}
+
+int cb_responses_to_chat(const cJSON *root, bool count_only, cJSON **out, cJSON **echo, cb_openai_error *e) {
+    *out = cJSON_CreateObject();
+    *echo = NULL;
+    if (!*out) return nomem(e);
+    if (translate(root, count_only, *out, e) == 0) {
+        if ((*echo = echo_of(root)) != NULL) return 0;
+        nomem(e);
+    }
+    cJSON_Delete(*out);
+    *out = NULL;
+    return -1;
+}
+
+/* ---------------------------------------------------------------- answers ------------------- */
+
+static char *print(cJSON *o) { /* takes o */
+    char *s = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    return s;
+}
+
+char *cb_responses_error_json(const cb_openai_error *e) { return cb_openai_error_json(e); }
+
+static cJSON *usage(cb_responses_usage u) {
+    cJSON *o = cJSON_CreateObject(), *in = cJSON_CreateObject(), *out = cJSON_CreateObject();
+    bool ok = o && in && out && cJSON_AddNumberToObject(o, "input_tokens", u.input_tokens) &&
+              cJSON_AddNumberToObject(in, "cached_tokens", u.cached) &&
+              cJSON_AddItemToObject(o, "input_tokens_details", in) &&
+              cJSON_AddNumberToObject(o, "output_tokens", u.output_tokens) &&
+              cJSON_AddNumberToObject(out, "reasoning_tokens", 0) &&
+              cJSON_AddItemToObject(o, "output_tokens_details", out) &&
+              cJSON_AddNumberToObject(o, "total_tokens", u.input_tokens + u.output_tokens);
+    if (ok) return o;
+    if (!cJSON_GetObjectItemCaseSensitive(o, "input_tokens_details")) cJSON_Delete(in);
+    if (!cJSON_GetObjectItemCaseSensitive(o, "output_tokens_details")) cJSON_Delete(out);
+    cJSON_Delete(o);
+    return NULL;
+}
+
+/* An item's id: its kind and the response's id after "resp_", with its place in the output. */
+static void item_id(char *out, size_t n, const char *kind, const char *resp_id, int index) {
+    const char *tail = strncmp(resp_id, "resp_", 5) ? resp_id : resp_id + 5;
+    snprintf(out, n, "%s_%s_%d", kind, tail, index);
+}
+
+static cJSON *text_part(const char *text) {
+    cJSON *p = cJSON_CreateObject();
+    if (p && cJSON_AddStringToObject(p, "type", "output_text") && cJSON_AddStringToObject(p, "text", text) &&
+        cJSON_AddArrayToObject(p, "annotations") && cJSON_AddArrayToObject(p, "logprobs"))
+        return p;
+    cJSON_Delete(p);
+    return NULL;
+}
+
+/* A message item (content: one output_text part, or none while text is NULL). */
+static cJSON *message_item(const char *id, const char *status, const char *text) {
+    cJSON *m = cJSON_CreateObject(), *c = cJSON_CreateArray();
+    bool ok = m && c && cJSON_AddStringToObject(m, "id", id) && cJSON_AddStringToObject(m, "type", "message") &&
+              cJSON_AddStringToObject(m, "status", status) && cJSON_AddStringToObject(m, "role", "assistant") &&
+              cJSON_AddItemToObject(m, "content", c);
+    cJSON *part = ok && text ? text_part(text) : NULL;
+    if (ok && text && !(part && cJSON_AddItemToArray(c, part))) {
+        cJSON_Delete(part);
+        ok = false;
+    }
+    if (ok) return m;
+    if (!cJSON_GetObjectItemCaseSensitive(m, "content")) cJSON_Delete(c);
+    cJSON_Delete(m);
+    return NULL;
+}
+
+static cJSON *call_item(const char *id, const char *status, const char *call_id, const char *name, const char *args) {
+    cJSON *f = cJSON_CreateObject();
+    if (f && cJSON_AddStringToObject(f, "id", id) && cJSON_AddStringToObject(f, "type", "function_call") &&
+        cJSON_AddStringToObject(f, "status", status) && cJSON_AddStringToObject(f, "call_id", call_id) &&
+        cJSON_AddStringToObject(f, "name", name) && cJSON_AddStringToObject(f, "arguments", args))
+        return f;
+    cJSON_Delete(f);
+    return NULL;
+}
+
+/* The response object around output (taken): status in_progress, completed or incomplete. */
+static cJSON *response(const char *id, long long created, const char *model, const cJSON *echo, const char *status,
+                       cJSON *output, const cb_responses_usage *u) {
+    cJSON *o = cJSON_CreateObject();
+    bool ok = o && cJSON_AddStringToObject(o, "id", id) && cJSON_AddStringToObject(o, "object", "response") &&
+              cJSON_AddNumberToObject(o, "created_at", (double)created) &&
+              cJSON_AddStringToObject(o, "status", status) && cJSON_AddNullToObject(o, "error");
+    ok = ok ? add(o, "output", output) : (cJSON_Delete(output), false);
+    if (ok && !strcmp(status, "incomplete")) {
+        cJSON *d = cJSON_AddObjectToObject(o, "incomplete_details");
+        ok = d && cJSON_AddStringToObject(d, "reason", "max_output_tokens");
+    } else if (ok) {
+        ok = cJSON_AddNullToObject(o, "incomplete_details") != NULL;
+    }
+    ok = ok && cJSON_AddStringToObject(o, "model", model);
+    for (const cJSON *x = echo ? echo->child : NULL; ok && x; x = x->next)
+        ok = add(o, x->string, cJSON_Duplicate(x, true));
+    cJSON *r = ok ? cJSON_AddObjectToObject(o, "reasoning") : NULL;
+    ok = r && cJSON_AddNullToObject(r, "effort") && cJSON_AddNullToObject(r, "summary");
+    ok = ok && (u ? add(o, "usage", usage(*u)) : cJSON_AddNullToObject(o, "usage") != NULL);
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+char *cb_responses_json(const char *id, long long created, const char *model, const cJSON *echo,
+                        const cb_responses_answer *a) {
+    cJSON *output = cJSON_CreateArray();
+    char iid[96];
+    bool ok = output != NULL;
+    int n = 0;
+    if (ok && a->text && *a->text) {
+        item_id(iid, sizeof(iid), "msg", id, n++);
+        cJSON *m = message_item(iid, "completed", a->text);
+        if (!(ok = m && cJSON_AddItemToArray(output, m))) cJSON_Delete(m);
+    }
+    for (size_t k = 0; ok && k < a->n_calls; k++) {
+        item_id(iid, sizeof(iid), "fc", id, n++);
+        cJSON *f = call_item(iid, "completed", a->call_ids[k], a->calls[k].name, a->calls[k].arguments);
+        if (!(ok = f && cJSON_AddItemToArray(output, f))) cJSON_Delete(f);
+    }
+    if (!ok) {
+        cJSON_Delete(output);
+        return NULL;
+    }
+    const char *status = a->finish && !strcmp(a->finish, "length") ? "incomplete" : "completed";
+    return print(response(id, created, model, echo, status, output, &a->usage));
+}
+
+/* ---------------------------------------------------------------- stream -------------------- */
+
+/* Appends one event to *out (malloc'd), numbered; takes data. False when out of memory. */
+static bool event(cb_responses_stream *st, char **out, const char *type, cJSON *data) {
+    char *j =
+        data && cJSON_AddStringToObject(data, "type", type) && cJSON_AddNumberToObject(data, "sequence_number", st->seq)
+            ? cJSON_PrintUnformatted(data)
+            : NULL;
+    cJSON_Delete(data);
+    if (!j) return false;
+    st->seq++;
+    size_t a = *out ? strlen(*out) : 0, n = strlen(type) + strlen(j) + 20;
+    char *t = realloc(*out, a + n);
+    if (t) snprintf(t + a, n, "event: %s\ndata: %s\n\n", type, j);
+    free(j);
+    if (!t) return false;
+    *out = t;
+    return true;
+}
+
+static char *done(char *out, bool ok) {
+    if (ok) return out ? out : strdup("");
+    free(out);
+    return NULL;
+}
+
+/* {"output_index", "item_id"?, "content_index"?} for an event about the open item. */
+static cJSON *at(cb_responses_stream *st, bool part) {
+    cJSON *o = cJSON_CreateObject(), *item = cJSON_GetArrayItem(st->output, cJSON_GetArraySize(st->output) - 1);
+    if (o && item && cJSON_AddStringToObject(o, "item_id", cJSON_GetStringValue(get(item, "id"))) &&
+        cJSON_AddNumberToObject(o, "output_index", cJSON_GetArraySize(st->output) - 1) &&
+        (!part || cJSON_AddNumberToObject(o, "content_index", 0)))
+        return o;
+    cJSON_Delete(o);
+    return NULL;
+}
+
+static cJSON *with(cJSON *o, const char *key, cJSON *v) { /* takes both */
+    if (o && v && cJSON_AddItemToObject(o, key, v)) return o;
+    cJSON_Delete(o);
+    cJSON_Delete(v);
+    return NULL;
+}
+
+static cJSON *with_string(cJSON *o, const char *key, const char *v) {
+    if (o && cJSON_AddStringToObject(o, key, v)) return o;
+    cJSON_Delete(o);
+    return NULL;
+}
+
+/* output_item.added for the item just appended. */
+static bool added(cb_responses_stream *st, char **out) {
+    cJSON *item = cJSON_GetArrayItem(st->output, cJSON_GetArraySize(st->output) - 1);
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !cJSON_AddNumberToObject(o, "output_index", cJSON_GetArraySize(st->output) - 1)) {
+        cJSON_Delete(o);
+        return false;
+    }
+    return event(st, out, "response.output_item.added", with(o, "item", cJSON_Duplicate(item, true)));
+}
+
+/* The open item's done events, its status completed. */
+static bool close_item(cb_responses_stream *st, char **out) {
+    if (st->open == -1) return true;
+    cJSON *item = cJSON_GetArrayItem(st->output, cJSON_GetArraySize(st->output) - 1);
+    bool ok = item && cJSON_ReplaceItemInObjectCaseSensitive(item, "status", cJSON_CreateString("completed"));
+    if (ok && st->open == -2) {
+        cJSON *part = cJSON_GetArrayItem(get(item, "content"), 0);
+        const char *text = cJSON_GetStringValue(get(part, "text"));
+        ok = text &&
+             event(st, out, "response.output_text.done",
+                   with(with_string(at(st, true), "text", text), "logprobs", cJSON_CreateArray())) &&
+             event(st, out, "response.content_part.done", with(at(st, true), "part", cJSON_Duplicate(part, true)));
+    } else if (ok) {
+        ok = event(st, out, "response.function_call_arguments.done",
+                   with_string(with_string(at(st, false), "name", cJSON_GetStringValue(get(item, "name"))), "arguments",
+                               cJSON_GetStringValue(get(item, "arguments"))));
+    }
+    cJSON *o = ok ? cJSON_CreateObject() : NULL;
+    ok = ok && o && cJSON_AddNumberToObject(o, "output_index", cJSON_GetArraySize(st->output) - 1);
+    ok = ok ? event(st, out, "response.output_item.done", with(o, "item", cJSON_Duplicate(item, true)))
+            : (cJSON_Delete(o), false);
+    st->open = -1;
+    return ok;
+}
+
+/* Appends s to the string at o[key]. */
+static bool grow(cJSON *o, const char *key, const char *s) {
+    const char *old = cJSON_GetStringValue(get(o, key));
+    size_t a = old ? strlen(old) : 0, b = strlen(s);
+    char *t = malloc(a + b + 1);
+    if (!t) return false;
+    memcpy(t, old ? old : "", a);
+    memcpy(t + a, s, b + 1);
+    cJSON *v = cJSON_CreateString(t);
+    free(t);
+    if (!v) return false;
+    return cJSON_ReplaceItemInObjectCaseSensitive(o, key, v) || (cJSON_Delete(v), false);
+}
+
+char *cb_responses_stream_start(cb_responses_stream *st, const char *id, long long created, const char *model,
+                                const cJSON *echo) {
+    *st = (cb_responses_stream){.created = created, .echo = echo, .open = -1};
+    snprintf(st->id, sizeof(st->id), "%s", id);
+    snprintf(st->model, sizeof(st->model), "%s", model);
+    if (!(st->output = cJSON_CreateArray())) return NULL;
+    char *out = NULL;
+    bool ok = event(st, &out, "response.created",
+                    with(cJSON_CreateObject(), "response",
+                         response(id, created, model, echo, "in_progress", cJSON_CreateArray(), NULL))) &&
+              event(st, &out, "response.in_progress",
+                    with(cJSON_CreateObject(), "response",
+                         response(id, created, model, echo, "in_progress", cJSON_CreateArray(), NULL)));
+    return done(out, ok);
+}
+
+char *cb_responses_stream_text(cb_responses_stream *st, const char *text) {
+    if (!*text) return strdup("");
+    char *out = NULL, iid[96];
+    bool ok = true;
+    if (st->open != -2) {
+        ok = close_item(st, &out);
+        item_id(iid, sizeof(iid), "msg", st->id, cJSON_GetArraySize(st->output));
+        cJSON *m = ok ? message_item(iid, "in_progress", NULL) : NULL;
+        if (m && !cJSON_AddItemToArray(st->output, m)) {
+            cJSON_Delete(m);
+            m = NULL;
+        }
+        ok = m && added(st, &out);
+        cJSON *part = ok ? text_part("") : NULL;
+        if (part && !cJSON_AddItemToArray(get(m, "content"), part)) {
+            cJSON_Delete(part);
+            part = NULL;
+        }
+        ok = part &&
+             event(st, &out, "response.content_part.added", with(at(st, true), "part", cJSON_Duplicate(part, true)));
+        if (ok) st->open = -2;
+    }
+    cJSON *item = cJSON_GetArrayItem(st->output, cJSON_GetArraySize(st->output) - 1);
+    ok = ok && grow(cJSON_GetArrayItem(get(item, "content"), 0), "text", text) &&
+         event(st, &out, "response.output_text.delta",
+               with(with_string(at(st, true), "delta", text), "logprobs", cJSON_CreateArray()));
+    return done(out, ok);
+}
+
+char *cb_responses_stream_call(cb_responses_stream *st, int k, const char *call_id, const char *name, const char *args,
+                               bool *late) {
+    char *out = NULL, iid[96];
+    bool ok = true;
+    if (call_id) { /* a new call: its item */
+        ok = close_item(st, &out);
+        item_id(iid, sizeof(iid), "fc", st->id, cJSON_GetArraySize(st->output));
+        cJSON *f = ok ? call_item(iid, "in_progress", call_id, name, "") : NULL;
+        if (f && !cJSON_AddItemToArray(st->output, f)) {
+            cJSON_Delete(f);
+            f = NULL;
+        }
+        ok = f && added(st, &out);
+        if (ok) st->open = k;
+    } else if (st->open != k) {
+        *late = true;
+        return strdup("");
+    }
+    cJSON *item = cJSON_GetArrayItem(st->output, cJSON_GetArraySize(st->output) - 1);
+    if (ok && *args)
+        ok = grow(item, "arguments", args) &&
+             event(st, &out, "response.function_call_arguments.delta", with_string(at(st, false), "delta", args));
+    return done(out, ok);
+}
+
+char *cb_responses_stream_end(cb_responses_stream *st, const char *finish, cb_responses_usage usage) {
+    char *out = NULL;
+    bool length = finish && !strcmp(finish, "length");
+    bool ok = close_item(st, &out);
+    cJSON *r = ok ? response(st->id, st->created, st->model, st->echo, length ? "incomplete" : "completed",
+                             cJSON_Duplicate(st->output, true), &usage)
+                  : NULL;
+    ok = r && event(st, &out, length ? "response.incomplete" : "response.completed",
+                    with(cJSON_CreateObject(), "response", r));
+    return done(out, ok);
+}
+
+char *cb_responses_stream_error(cb_responses_stream *st, int status, const char *message) {
+    char *out = NULL;
+    cJSON *o = cJSON_CreateObject();
+    bool ok = o && cJSON_AddStringToObject(o, "code", status >= 500 ? "server_error" : "invalid_request_error") &&
+              cJSON_AddStringToObject(o, "message", message) && cJSON_AddNullToObject(o, "param");
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    bool sent = event(st, &out, "error", o);
+    return done(out, sent); /* out read after event() moved it */
+}
+
+void cb_responses_stream_free(cb_responses_stream *st) {
+    cJSON_Delete(st->output);
+    st->output = NULL;
+    st->open = -1;
+}

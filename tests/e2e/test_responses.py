@@ -1,0 +1,125 @@
+"""OpenAI's Responses API through the official OpenAI Python SDK against a real `cobatch serve` of
+the default model with the tool-capable ChatML template: a response and its stream (the SDK
+assembles the events into the same response), max_output_tokens (incomplete), a forced function
+call and a function_call_output round trip, json_schema output, input_tokens, prefix-cache reads
+in the usage, and the 400s naming what the server cannot honour (store, previous_response_id,
+hosted tools, images, unknown fields)."""
+import json
+import os
+
+import httpx
+import openai
+import pytest
+
+from conftest import Server
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TEMPLATE = os.path.join(HERE, "..", "..", "templates", "chatml-tools.jinja")
+WEATHER = {"type": "function", "name": "get_weather", "description": "Current weather of a city",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 24}},
+                          "required": ["city"], "additionalProperties": False}}
+
+
+@pytest.fixture(scope="module")
+def srv():
+    s = Server("--chat-template", TEMPLATE, "--max-num-seqs", "4", "--temp", "0")
+    yield s
+    assert s.stop() == 0, s.logs()
+
+
+def client(srv):
+    return openai.OpenAI(base_url=srv.url + "/v1", api_key="none", max_retries=0)
+
+
+def test_response_and_its_stream_agree(srv):
+    c = client(srv)
+    kw = dict(model="local", instructions="You are terse.", input="Name three colors.", max_output_tokens=24,
+              store=False)
+    r = c.responses.create(**kw)
+    assert r.object == "response" and r.id.startswith("resp_") and r.status in ("completed", "incomplete")
+    assert r.output[0].type == "message" and r.output_text
+    assert r.usage.output_tokens > 0 and r.usage.input_tokens > 10
+    assert r.instructions == "You are terse." and r.max_output_tokens == 24
+    events = []
+    with c.responses.stream(**kw) as st:
+        for e in st:
+            events.append(e.type)
+        final = st.get_final_response()
+    assert final.output_text == r.output_text and final.status == r.status  # greedy: the same text
+    assert final.usage.output_tokens == r.usage.output_tokens
+    assert events[:2] == ["response.created", "response.in_progress"], events
+    assert events[-1] in ("response.completed", "response.incomplete")
+    for kind in ("response.output_item.added", "response.content_part.added", "response.output_text.delta",
+                 "response.output_text.done", "response.content_part.done", "response.output_item.done"):
+        assert kind in events, (kind, events)
+    again = c.responses.create(**kw)  # the prompt read from the prefix cache, and the usage says so
+    assert again.usage.input_tokens_details.cached_tokens > 0
+
+
+def test_max_output_tokens_makes_it_incomplete(srv):
+    r = client(srv).responses.create(model="local", input="Write a long story about a dragon.", max_output_tokens=5)
+    assert r.status == "incomplete" and r.incomplete_details.reason == "max_output_tokens"
+    assert r.usage.output_tokens == 5
+
+
+def test_function_call_and_its_output_round_trip(srv):
+    c = client(srv)
+    ask = [{"role": "user", "content": "What is the weather in Paris?"}]
+    for stream in (False, True):
+        kw = dict(model="local", input=ask, tools=[WEATHER], max_output_tokens=64, parallel_tool_calls=False,
+                  tool_choice={"type": "function", "name": "get_weather"})
+        if stream:
+            with c.responses.stream(**kw) as st:
+                kinds = [e.type for e in st]
+                r = st.get_final_response()
+            assert "response.function_call_arguments.delta" in kinds and "response.function_call_arguments.done" in kinds
+        else:
+            r = c.responses.create(**kw)
+        calls = [o for o in r.output if o.type == "function_call"]
+        assert calls and calls[0].name == "get_weather", r.output
+        args = json.loads(calls[0].arguments)
+        assert isinstance(args["city"], str) and len(args["city"]) <= 24
+    # the call and its output go back as input items: the model answers in text
+    follow = ask + [{"type": "function_call", "call_id": calls[0].call_id, "name": "get_weather",
+                     "arguments": calls[0].arguments},
+                    {"type": "function_call_output", "call_id": calls[0].call_id, "output": "Sunny, 21 C"}]
+    r = c.responses.create(model="local", input=follow, tools=[WEATHER], tool_choice="none", max_output_tokens=24)
+    assert r.output[0].type == "message" and r.output_text
+
+
+def test_json_schema_output(srv):
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20}, "age": {"type": "integer"}},
+              "required": ["name", "age"], "additionalProperties": False}
+    r = client(srv).responses.create(
+        model="local", input="Invent a person.", max_output_tokens=64,
+        text={"format": {"type": "json_schema", "name": "person", "schema": schema, "strict": True}})
+    v = json.loads(r.output_text)
+    assert set(v) == {"name", "age"} and isinstance(v["age"], int)
+
+
+def test_input_tokens(srv):
+    r = httpx.post(srv.url + "/v1/responses/input_tokens", json={"model": "local", "input": "Hello there."}, timeout=30)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["object"] == "response.input_tokens" and body["input_tokens"] > 3
+    longer = httpx.post(srv.url + "/v1/responses/input_tokens",
+                        json={"model": "local", "input": "Hello there. How are you today?"}, timeout=30)
+    assert longer.json()["input_tokens"] > body["input_tokens"]
+
+
+@pytest.mark.parametrize("extra,param", [
+    ({"store": True}, "store"),
+    ({"previous_response_id": "resp_abc"}, "previous_response_id"),
+    ({"tools": [{"type": "web_search"}]}, "tools"),
+    ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "http://x/y.png"}]}]}, "input"),
+    ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input"),
+    ({"reasoning": {"effort": "extreme"}}, "reasoning"),
+    ({"truncation": "auto"}, "truncation"),
+    ({"frobnicate": 1}, "frobnicate"),
+])
+def test_what_cannot_be_honoured_is_a_400_naming_it(srv, extra, param):
+    body = {"model": "local", "input": "Hi", "max_output_tokens": 4, **extra}
+    r = httpx.post(srv.url + "/v1/responses", json=body, timeout=30)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["param"] == param or param in err["message"], err
