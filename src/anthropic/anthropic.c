@@ -1,53 +1,28 @@
 /* anthropic.c — the Messages API translated to and from the chat request (see anthropic.h). */
 #include "anthropic.h"
+#include "../openai/dialect.h"
 
 #include <cjson/cJSON.h>
 #include <cobatch.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- request ------------------- */
 
-static int bad(cb_openai_error *e, const char *param, const char *fmt, ...) {
-    *e = (cb_openai_error){.status = 400, .type = "invalid_request_error"};
-    snprintf(e->param, sizeof(e->param), "%s", param);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->message, sizeof(e->message), fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-static int nomem(cb_openai_error *e) {
-    *e = (cb_openai_error){.status = 503, .type = "server_error"};
-    snprintf(e->message, sizeof(e->message), "out of memory");
-    return -1;
-}
-
-static bool is(const cJSON *x, const char *s) { return cJSON_IsString(x) && !strcmp(x->valuestring, s); }
-
 /* cache_control: {"type": "ephemeral", "ttl"?}: a hint the prefix cache follows without being told
  * (every prefix is kept while there is room). Anything else is refused. */
 static int cache_control(const cJSON *x, const char *where, cb_openai_error *e) {
     if (!x || cJSON_IsNull(x)) return 0;
     const cJSON *k;
-    bool ok = cJSON_IsObject(x) && is(cJSON_GetObjectItemCaseSensitive(x, "type"), "ephemeral");
+    bool ok = cJSON_IsObject(x) && cb_dialect_is(cJSON_GetObjectItemCaseSensitive(x, "type"), "ephemeral");
     cJSON_ArrayForEach(k, x) ok = ok && (!strcmp(k->string, "type") || !strcmp(k->string, "ttl"));
-    return ok ? 0 : bad(e, "cache_control", "%s.cache_control must be {\"type\": \"ephemeral\"}", where);
+    return ok ? 0 : cb_dialect_bad(e, "cache_control", "%s.cache_control must be {\"type\": \"ephemeral\"}", where);
 }
 
-/* Every key of obj is one of keys (NULL-terminated), or the request is refused naming it. */
+/* Every key of obj is one of keys, or the request is refused naming it. */
 static int only(const cJSON *obj, const char *const *keys, const char *where, cb_openai_error *e) {
-    const cJSON *k;
-    cJSON_ArrayForEach(k, obj) {
-        const char *const *p = keys;
-        while (*p && strcmp(*p, k->string) != 0)
-            p++;
-        if (!*p) return bad(e, k->string, "%s'%s' is not supported", where, k->string);
-    }
-    return 0;
+    return cb_dialect_only(obj, keys, NULL, where, e);
 }
 
 /* Appends text to a growing string (*s, malloc'd), sep between parts. */
@@ -68,9 +43,9 @@ static int text_block(const cJSON *b, const char *where, const char **text, cb_o
     const cJSON *cit = cJSON_GetObjectItemCaseSensitive(b, "citations");
     if (only(b, KEYS, where, e) || cache_control(cJSON_GetObjectItemCaseSensitive(b, "cache_control"), where, e))
         return -1;
-    if (!cJSON_IsString(t)) return bad(e, "messages", "%s.text must be a string", where);
+    if (!cJSON_IsString(t)) return cb_dialect_bad(e, "messages", "%s.text must be a string", where);
     if (cit && !cJSON_IsNull(cit) && !(cJSON_IsArray(cit) && cJSON_GetArraySize(cit) == 0))
-        return bad(e, "citations", "%s.citations are not supported", where);
+        return cb_dialect_bad(e, "citations", "%s.citations are not supported", where);
     *text = t->valuestring;
     return 0;
 }
@@ -79,11 +54,11 @@ static int text_block(const cJSON *b, const char *where, const char **text, cb_o
 static char *text_of(const cJSON *x, const char *where, const char *sep, cb_openai_error *e) {
     if (cJSON_IsString(x)) {
         char *s = strdup(x->valuestring);
-        if (!s) nomem(e);
+        if (!s) cb_dialect_nomem(e);
         return s;
     }
     if (!cJSON_IsArray(x)) {
-        bad(e, "messages", "%s must be a string or an array of text blocks", where);
+        cb_dialect_bad(e, "messages", "%s must be a string or an array of text blocks", where);
         return NULL;
     }
     char *s = strdup(""), w[96];
@@ -93,8 +68,8 @@ static char *text_of(const cJSON *x, const char *where, const char *sep, cb_open
         const char *t;
         snprintf(w, sizeof(w), "%s[%d]", where, i++);
         if (!s) break;
-        if (!is(cJSON_GetObjectItemCaseSensitive(b, "type"), "text")) {
-            bad(e, "messages", "%s: only text blocks are accepted here", w);
+        if (!cb_dialect_is(cJSON_GetObjectItemCaseSensitive(b, "type"), "text")) {
+            cb_dialect_bad(e, "messages", "%s: only text blocks are accepted here", w);
             free(s);
             return NULL;
         }
@@ -107,7 +82,7 @@ static char *text_of(const cJSON *x, const char *where, const char *sep, cb_open
             s = NULL;
         }
     }
-    if (!s) nomem(e);
+    if (!s) cb_dialect_nomem(e);
     return s;
 }
 
@@ -136,8 +111,8 @@ static const char *refused_block(const char *type) {
 /* An output_config.effort: absent, null, or low to max (a model without a thinking budget has one
  * effort, whatever is asked). */
 static bool effort_ok(const cJSON *effort) {
-    return !effort || cJSON_IsNull(effort) || is(effort, "low") || is(effort, "medium") || is(effort, "high") ||
-           is(effort, "max");
+    return !effort || cJSON_IsNull(effort) || cb_dialect_is(effort, "low") || cb_dialect_is(effort, "medium") ||
+           cb_dialect_is(effort, "high") || cb_dialect_is(effort, "max");
 }
 
 /* One message: a user's text and tool results (each result a "tool" message, before the text, in
@@ -149,33 +124,34 @@ static int one_message(const cJSON *m, int i, cJSON *msgs, cb_openai_error *e) {
     const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
     const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
     if (!cJSON_IsObject(m) || only(m, KEYS, "messages: ", e))
-        return cJSON_IsObject(m) ? -1 : bad(e, "messages", "%s must be an object", where);
+        return cJSON_IsObject(m) ? -1 : cb_dialect_bad(e, "messages", "%s must be an object", where);
     /* a turn's own effort (Claude Code's per-turn control): one effort here, as for the request's */
     const cJSON *oc = cJSON_GetObjectItemCaseSensitive(m, "output_config");
     if (oc && !cJSON_IsNull(oc)) {
-        if (!cJSON_IsObject(oc)) return bad(e, "messages", "%s.output_config must be an object", where);
+        if (!cJSON_IsObject(oc)) return cb_dialect_bad(e, "messages", "%s.output_config must be an object", where);
         if (only(oc, OC, "messages: output_config: ", e)) return -1;
         if (!effort_ok(cJSON_GetObjectItemCaseSensitive(oc, "effort")))
-            return bad(e, "messages", "%s.output_config.effort must be low, medium, high or max", where);
+            return cb_dialect_bad(e, "messages", "%s.output_config.effort must be low, medium, high or max", where);
     }
-    bool user = is(role, "user");
-    if (is(role, "system")) { /* a system turn in the conversation (Claude Code sends them): its text */
+    bool user = cb_dialect_is(role, "user");
+    if (cb_dialect_is(role, "system")) { /* a system turn in the conversation (Claude Code sends them): its text */
         char *t = text_of(content, where, "\n\n", e);
         cJSON *o = t ? message(msgs, "system") : NULL;
         bool ok = o && cJSON_AddStringToObject(o, "content", t);
         free(t);
-        return ok ? 0 : t ? nomem(e) : -1;
+        return ok ? 0 : t ? cb_dialect_nomem(e) : -1;
     }
-    if (!user && !is(role, "assistant"))
-        return bad(e, "messages", "%s.role must be \"user\", \"assistant\" or \"system\"", where);
+    if (!user && !cb_dialect_is(role, "assistant"))
+        return cb_dialect_bad(e, "messages", "%s.role must be \"user\", \"assistant\" or \"system\"", where);
     if (cJSON_IsString(content)) {
         cJSON *o = message(msgs, role->valuestring);
-        return o && cJSON_AddStringToObject(o, "content", content->valuestring) ? 0 : nomem(e);
+        return o && cJSON_AddStringToObject(o, "content", content->valuestring) ? 0 : cb_dialect_nomem(e);
     }
-    if (!cJSON_IsArray(content)) return bad(e, "messages", "%s.content must be a string or an array of blocks", where);
+    if (!cJSON_IsArray(content))
+        return cb_dialect_bad(e, "messages", "%s.content must be a string or an array of blocks", where);
     char *text = strdup("");
     cJSON *calls = cJSON_CreateArray();
-    int rc = text && calls ? 0 : nomem(e), k = 0;
+    int rc = text && calls ? 0 : cb_dialect_nomem(e), k = 0;
     const cJSON *b;
     cJSON_ArrayForEach(b, content) {
         if (rc) break;
@@ -184,13 +160,14 @@ static int one_message(const cJSON *m, int i, cJSON *msgs, cb_openai_error *e) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(b, "type");
         const char *t = cJSON_IsString(type) ? type->valuestring : "";
         if (!cJSON_IsObject(b) || !cJSON_IsString(type)) {
-            rc = bad(e, "messages", "%s must be a block with a type", w);
+            rc = cb_dialect_bad(e, "messages", "%s must be a block with a type", w);
         } else if (refused_block(t)) {
-            rc = bad(e, "messages", "%s: %s blocks are not supported (a text-only model, no extended thinking)", w, t);
+            rc = cb_dialect_bad(e, "messages",
+                                "%s: %s blocks are not supported (a text-only model, no extended thinking)", w, t);
         } else if (!strcmp(t, "text")) {
             const char *s;
             rc = text_block(b, w, &s, e);
-            if (!rc && !join(&text, s, *text ? "\n\n" : "")) rc = nomem(e);
+            if (!rc && !join(&text, s, *text ? "\n\n" : "")) rc = cb_dialect_nomem(e);
         } else if (!strcmp(t, "tool_use") && !user) {
             static const char *const TK[] = {"type", "id", "name", "input", "cache_control", NULL};
             const cJSON *id = cJSON_GetObjectItemCaseSensitive(b, "id"),
@@ -200,7 +177,7 @@ static int one_message(const cJSON *m, int i, cJSON *msgs, cb_openai_error *e) {
                 cache_control(cJSON_GetObjectItemCaseSensitive(b, "cache_control"), w, e)) {
                 rc = -1;
             } else if (!cJSON_IsString(id) || !cJSON_IsString(name) || !cJSON_IsObject(input)) {
-                rc = bad(e, "messages", "%s needs an id, a name and an input object", w);
+                rc = cb_dialect_bad(e, "messages", "%s needs an id, a name and an input object", w);
             } else {
                 char *args = cJSON_PrintUnformatted(input);
                 cJSON *c = cJSON_CreateObject(), *f = cJSON_CreateObject();
@@ -211,7 +188,7 @@ static int one_message(const cJSON *m, int i, cJSON *msgs, cb_openai_error *e) {
                           cJSON_AddStringToObject(f, "arguments", args);
                 if (!ok && c && !f) cJSON_Delete(c);
                 free(args);
-                if (!ok) rc = nomem(e);
+                if (!ok) rc = cb_dialect_nomem(e);
             }
         } else if (!strcmp(t, "tool_result") && user) {
             static const char *const RK[] = {"type", "tool_use_id", "content", "is_error", "cache_control", NULL};
@@ -223,11 +200,11 @@ static int one_message(const cJSON *m, int i, cJSON *msgs, cb_openai_error *e) {
                 cache_control(cJSON_GetObjectItemCaseSensitive(b, "cache_control"), w, e)) {
                 rc = -1;
             } else if (!cJSON_IsString(id)) {
-                rc = bad(e, "messages", "%s.tool_use_id must be a string", w);
+                rc = cb_dialect_bad(e, "messages", "%s.tool_use_id must be a string", w);
             } else if (err && !cJSON_IsBool(err)) {
-                rc = bad(e, "messages", "%s.is_error must be a boolean", w);
+                rc = cb_dialect_bad(e, "messages", "%s.is_error must be a boolean", w);
             } else if (!(out = c && !cJSON_IsNull(c) ? text_of(c, w, "\n\n", e) : strdup(""))) {
-                rc = c && !cJSON_IsNull(c) ? -1 : nomem(e);
+                rc = c && !cJSON_IsNull(c) ? -1 : cb_dialect_nomem(e);
             } else {
                 /* a failed tool's output says so, as the client's flag did (the template has no field for it) */
                 cJSON *o = message(msgs, "tool");
@@ -236,23 +213,23 @@ static int one_message(const cJSON *m, int i, cJSON *msgs, cb_openai_error *e) {
                 if (failed && (said = malloc(strlen(out) + 8))) sprintf(said, "Error: %s", out);
                 if (!o || !said || !cJSON_AddStringToObject(o, "tool_call_id", id->valuestring) ||
                     !cJSON_AddStringToObject(o, "content", said))
-                    rc = nomem(e);
+                    rc = cb_dialect_nomem(e);
                 if (said != out) free(said);
             }
             free(out);
         } else {
-            rc = bad(e, "messages", "%s: a %s block is not accepted in a%s message", w, t,
-                     user ? " user" : "n assistant");
+            rc = cb_dialect_bad(e, "messages", "%s: a %s block is not accepted in a%s message", w, t,
+                                user ? " user" : "n assistant");
         }
     }
     if (!rc && (*text || cJSON_GetArraySize(calls) > 0 || cJSON_GetArraySize(content) == 0)) {
         cJSON *o = message(msgs, role->valuestring);
-        if (!o || !cJSON_AddStringToObject(o, "content", text)) rc = nomem(e);
+        if (!o || !cJSON_AddStringToObject(o, "content", text)) rc = cb_dialect_nomem(e);
         if (!rc && cJSON_GetArraySize(calls) > 0) {
             if (cJSON_AddItemToObject(o, "tool_calls", calls))
                 calls = NULL;
             else
-                rc = nomem(e);
+                rc = cb_dialect_nomem(e);
         }
     }
     cJSON_Delete(calls);
@@ -265,37 +242,37 @@ static int one_message(const cJSON *m, int i, cJSON *msgs, cb_openai_error *e) {
 static int tools(const cJSON *in, cJSON *out, cb_openai_error *e) {
     static const char *const KEYS[] = {"type",          "name",          "description", "input_schema",
                                        "cache_control", "defer_loading", NULL};
-    if (!cJSON_IsArray(in)) return bad(e, "tools", "'tools' must be an array");
+    if (!cJSON_IsArray(in)) return cb_dialect_bad(e, "tools", "'tools' must be an array");
     cJSON *arr = cJSON_AddArrayToObject(out, "tools");
-    if (!arr) return nomem(e);
+    if (!arr) return cb_dialect_nomem(e);
     const cJSON *t;
     int i = 0;
     cJSON_ArrayForEach(t, in) {
         char w[32];
         snprintf(w, sizeof(w), "tools[%d]", i++);
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "type");
-        if (!cJSON_IsObject(t)) return bad(e, "tools", "%s must be an object", w);
-        if (type && !cJSON_IsNull(type) && !is(type, "custom"))
-            return bad(e, "tools",
-                       "%s: server tools (type %s) are not supported; define the tool by name and input_schema", w,
-                       cJSON_IsString(type) ? type->valuestring : "?");
+        if (!cJSON_IsObject(t)) return cb_dialect_bad(e, "tools", "%s must be an object", w);
+        if (type && !cJSON_IsNull(type) && !cb_dialect_is(type, "custom"))
+            return cb_dialect_bad(
+                e, "tools", "%s: server tools (type %s) are not supported; define the tool by name and input_schema", w,
+                cJSON_IsString(type) ? type->valuestring : "?");
         if (only(t, KEYS, "tools: ", e) || cache_control(cJSON_GetObjectItemCaseSensitive(t, "cache_control"), w, e))
             return -1;
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(t, "name");
         const cJSON *desc = cJSON_GetObjectItemCaseSensitive(t, "description");
         const cJSON *schema = cJSON_GetObjectItemCaseSensitive(t, "input_schema");
-        if (!cJSON_IsString(name)) return bad(e, "tools", "%s.name must be a string", w);
-        if (!cJSON_IsObject(schema)) return bad(e, "tools", "%s.input_schema must be an object", w);
-        if (desc && !cJSON_IsString(desc)) return bad(e, "tools", "%s.description must be a string", w);
+        if (!cJSON_IsString(name)) return cb_dialect_bad(e, "tools", "%s.name must be a string", w);
+        if (!cJSON_IsObject(schema)) return cb_dialect_bad(e, "tools", "%s.input_schema must be an object", w);
+        if (desc && !cJSON_IsString(desc)) return cb_dialect_bad(e, "tools", "%s.description must be a string", w);
         const cJSON *defer = cJSON_GetObjectItemCaseSensitive(t, "defer_loading");
-        if (defer && !cJSON_IsBool(defer)) return bad(e, "tools", "%s.defer_loading must be a boolean", w);
+        if (defer && !cJSON_IsBool(defer)) return cb_dialect_bad(e, "tools", "%s.defer_loading must be a boolean", w);
         if (cJSON_IsTrue(defer)) continue; /* kept out of the prompt until a tool search finds it: none here */
         cJSON *o = cJSON_CreateObject(), *f = cJSON_CreateObject(), *s = cJSON_Duplicate(schema, true);
         bool ok = o && f && s && cJSON_AddItemToArray(arr, o) && cJSON_AddStringToObject(o, "type", "function") &&
                   cJSON_AddItemToObject(o, "function", f) && cJSON_AddStringToObject(f, "name", name->valuestring) &&
                   (!desc || cJSON_AddStringToObject(f, "description", desc->valuestring)) &&
                   cJSON_AddItemToObject(f, "parameters", s);
-        if (!ok) return nomem(e); /* what was not added leaks only on allocation failure */
+        if (!ok) return cb_dialect_nomem(e); /* what was not added leaks only on allocation failure */
     }
     return 0;
 }
@@ -307,23 +284,24 @@ static int tool_choice(const cJSON *in, cJSON *out, cb_openai_error *e) {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(in, "name");
     const cJSON *one = cJSON_GetObjectItemCaseSensitive(in, "disable_parallel_tool_use");
     if (!cJSON_IsObject(in) || !cJSON_IsString(type))
-        return bad(e, "tool_choice", "'tool_choice' must be an object with a type");
+        return cb_dialect_bad(e, "tool_choice", "'tool_choice' must be an object with a type");
     if (only(in, KEYS, "tool_choice: ", e)) return -1;
     if (one && !cJSON_IsBool(one))
-        return bad(e, "tool_choice", "tool_choice.disable_parallel_tool_use must be a boolean");
+        return cb_dialect_bad(e, "tool_choice", "tool_choice.disable_parallel_tool_use must be a boolean");
     bool ok = true;
-    if (is(type, "auto") || is(type, "none") || is(type, "any")) {
-        ok = cJSON_AddStringToObject(out, "tool_choice", is(type, "any") ? "required" : type->valuestring) != NULL;
-    } else if (is(type, "tool")) {
-        if (!cJSON_IsString(name)) return bad(e, "tool_choice", "tool_choice of type tool needs a name");
+    if (cb_dialect_is(type, "auto") || cb_dialect_is(type, "none") || cb_dialect_is(type, "any")) {
+        ok = cJSON_AddStringToObject(out, "tool_choice", cb_dialect_is(type, "any") ? "required" : type->valuestring) !=
+             NULL;
+    } else if (cb_dialect_is(type, "tool")) {
+        if (!cJSON_IsString(name)) return cb_dialect_bad(e, "tool_choice", "tool_choice of type tool needs a name");
         cJSON *o = cJSON_AddObjectToObject(out, "tool_choice"), *f = o ? cJSON_AddObjectToObject(o, "function") : NULL;
         ok = f && cJSON_AddStringToObject(o, "type", "function") &&
              cJSON_AddStringToObject(f, "name", name->valuestring);
     } else {
-        return bad(e, "tool_choice", "tool_choice.type must be auto, any, tool or none");
+        return cb_dialect_bad(e, "tool_choice", "tool_choice.type must be auto, any, tool or none");
     }
     if (ok && cJSON_IsTrue(one)) ok = cJSON_AddBoolToObject(out, "parallel_tool_calls", false) != NULL;
-    return ok ? 0 : nomem(e);
+    return ok ? 0 : cb_dialect_nomem(e);
 }
 
 /* thinking: disabled, or adaptive (the model decides whether to think: this one never does; how
@@ -331,8 +309,10 @@ static int tool_choice(const cJSON *in, cJSON *out, cb_openai_error *e) {
 static int thinking(const cJSON *x, cb_openai_error *e) {
     static const char *const KEYS[] = {"type", "display", NULL};
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(x, "type");
-    if (!cJSON_IsObject(x) || !(is(type, "disabled") || is(type, "adaptive")) || only(x, KEYS, "thinking: ", e))
-        return bad(e, "thinking", "extended thinking is not supported (thinking may be disabled or adaptive)");
+    if (!cJSON_IsObject(x) || !(cb_dialect_is(type, "disabled") || cb_dialect_is(type, "adaptive")) ||
+        only(x, KEYS, "thinking: ", e))
+        return cb_dialect_bad(e, "thinking",
+                              "extended thinking is not supported (thinking may be disabled or adaptive)");
     return 0;
 }
 
@@ -342,11 +322,12 @@ static int context_management(const cJSON *x, cb_openai_error *e) {
     static const char *const KEYS[] = {"edits", NULL};
     const cJSON *edits = cJSON_GetObjectItemCaseSensitive(x, "edits"), *ed;
     if (!cJSON_IsObject(x) || only(x, KEYS, "context_management: ", e) || (edits && !cJSON_IsArray(edits)))
-        return bad(e, "context_management", "context_management must be {\"edits\": [...]}");
+        return cb_dialect_bad(e, "context_management", "context_management must be {\"edits\": [...]}");
     cJSON_ArrayForEach(ed, edits) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(ed, "type");
         if (!cJSON_IsString(type) || strncmp(type->valuestring, "clear_thinking_", 15) != 0)
-            return bad(e, "context_management", "context_management edits other than clear_thinking are not supported");
+            return cb_dialect_bad(e, "context_management",
+                                  "context_management edits other than clear_thinking are not supported");
     }
     return 0;
 }
@@ -357,20 +338,22 @@ static int output_config(const cJSON *x, cJSON *out, cb_openai_error *e) {
     static const char *const KEYS[] = {"effort", "format", NULL};
     const cJSON *effort = cJSON_GetObjectItemCaseSensitive(x, "effort");
     const cJSON *format = cJSON_GetObjectItemCaseSensitive(x, "format");
-    if (!cJSON_IsObject(x)) return bad(e, "output_config", "output_config must be an object");
+    if (!cJSON_IsObject(x)) return cb_dialect_bad(e, "output_config", "output_config must be an object");
     if (only(x, KEYS, "output_config: ", e)) return -1;
-    if (!effort_ok(effort)) return bad(e, "output_config", "output_config.effort must be low, medium, high or max");
+    if (!effort_ok(effort))
+        return cb_dialect_bad(e, "output_config", "output_config.effort must be low, medium, high or max");
     if (!format || cJSON_IsNull(format)) return 0;
     const cJSON *schema = cJSON_GetObjectItemCaseSensitive(format, "schema");
-    if (!is(cJSON_GetObjectItemCaseSensitive(format, "type"), "json_schema") || !cJSON_IsObject(schema) ||
+    if (!cb_dialect_is(cJSON_GetObjectItemCaseSensitive(format, "type"), "json_schema") || !cJSON_IsObject(schema) ||
         cJSON_GetArraySize(format) != 2)
-        return bad(e, "output_config", "output_config.format must be {\"type\": \"json_schema\", \"schema\": {...}}");
+        return cb_dialect_bad(e, "output_config",
+                              "output_config.format must be {\"type\": \"json_schema\", \"schema\": {...}}");
     cJSON *rf = cJSON_AddObjectToObject(out, "response_format");
     cJSON *js = rf ? cJSON_AddObjectToObject(rf, "json_schema") : NULL;
     bool ok = js && cJSON_AddStringToObject(rf, "type", "json_schema") &&
               cJSON_AddStringToObject(js, "name", "output") &&
               cJSON_AddItemToObject(js, "schema", cJSON_Duplicate(schema, true));
-    return ok ? 0 : nomem(e);
+    return ok ? 0 : cb_dialect_nomem(e);
 }
 
 /* The length of the attribution header Claude Code opens its system prompt with, and the blank
@@ -411,16 +394,17 @@ static int translate(const cJSON *in, bool count_only, cJSON *out, cb_openai_err
                                        "output_config", NULL};
     static const char *const COUNT_KEYS[] = {"model",    "messages",           "system",        "tools", "tool_choice",
                                              "thinking", "context_management", "output_config", NULL};
-    if (!cJSON_IsObject(in)) return bad(e, "", "the body must be a JSON object");
+    if (!cJSON_IsObject(in)) return cb_dialect_bad(e, "", "the body must be a JSON object");
     if (only(in, count_only ? COUNT_KEYS : KEYS, "", e)) return -1;
     const cJSON *x;
     if (!count_only && !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(in, "max_tokens")))
-        return bad(e, "max_tokens", "'max_tokens' is required: a number of tokens");
+        return cb_dialect_bad(e, "max_tokens", "'max_tokens' is required: a number of tokens");
     if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(in, "model")))
-        return bad(e, "model", "'model' is required: a string");
+        return cb_dialect_bad(e, "model", "'model' is required: a string");
     for (const char *const *k = SAME; *k; k++) {
         x = cJSON_GetObjectItemCaseSensitive(in, *k);
-        if (x && !cJSON_IsNull(x) && !cJSON_AddItemToObject(out, *k, cJSON_Duplicate(x, true))) return nomem(e);
+        if (x && !cJSON_IsNull(x) && !cJSON_AddItemToObject(out, *k, cJSON_Duplicate(x, true)))
+            return cb_dialect_nomem(e);
     }
     if ((x = cJSON_GetObjectItemCaseSensitive(in, "thinking")) && !cJSON_IsNull(x) && thinking(x, e)) return -1;
     if ((x = cJSON_GetObjectItemCaseSensitive(in, "context_management")) && !cJSON_IsNull(x) &&
@@ -428,43 +412,48 @@ static int translate(const cJSON *in, bool count_only, cJSON *out, cb_openai_err
         return -1;
     if ((x = cJSON_GetObjectItemCaseSensitive(in, "output_config")) && !cJSON_IsNull(x) && output_config(x, out, e))
         return -1;
-    if ((x = cJSON_GetObjectItemCaseSensitive(in, "service_tier")) && !cJSON_IsNull(x) && !is(x, "auto") &&
-        !is(x, "standard_only"))
-        return bad(e, "service_tier", "service_tier must be auto or standard_only (the server has one tier)");
+    if ((x = cJSON_GetObjectItemCaseSensitive(in, "service_tier")) && !cJSON_IsNull(x) && !cb_dialect_is(x, "auto") &&
+        !cb_dialect_is(x, "standard_only"))
+        return cb_dialect_bad(e, "service_tier",
+                              "service_tier must be auto or standard_only (the server has one tier)");
     if ((x = cJSON_GetObjectItemCaseSensitive(in, "metadata")) && !cJSON_IsNull(x)) {
         static const char *const MK[] = {"user_id", NULL};
         const cJSON *u = cJSON_GetObjectItemCaseSensitive(x, "user_id");
         if (!cJSON_IsObject(x) || only(x, MK, "metadata: ", e))
-            return cJSON_IsObject(x) ? -1 : bad(e, "metadata", "'metadata' must be an object");
-        if (u && !cJSON_IsNull(u) && !cJSON_IsString(u)) return bad(e, "metadata", "metadata.user_id must be a string");
-        if (cJSON_IsString(u) && !cJSON_AddStringToObject(out, "user", u->valuestring)) return nomem(e);
+            return cJSON_IsObject(x) ? -1 : cb_dialect_bad(e, "metadata", "'metadata' must be an object");
+        if (u && !cJSON_IsNull(u) && !cJSON_IsString(u))
+            return cb_dialect_bad(e, "metadata", "metadata.user_id must be a string");
+        if (cJSON_IsString(u) && !cJSON_AddStringToObject(out, "user", u->valuestring)) return cb_dialect_nomem(e);
     }
     if ((x = cJSON_GetObjectItemCaseSensitive(in, "stop_sequences")) && !cJSON_IsNull(x)) {
-        if (!cJSON_IsArray(x)) return bad(e, "stop_sequences", "'stop_sequences' must be an array of strings");
+        if (!cJSON_IsArray(x))
+            return cb_dialect_bad(e, "stop_sequences", "'stop_sequences' must be an array of strings");
         const cJSON *s;
-        cJSON_ArrayForEach(s, x) if (!cJSON_IsString(s)) return bad(e, "stop_sequences",
-                                                                    "'stop_sequences' must be an array of strings");
-        if (cJSON_GetArraySize(x) > 0 && !cJSON_AddItemToObject(out, "stop", cJSON_Duplicate(x, true))) return nomem(e);
+        cJSON_ArrayForEach(s, x) if (!cJSON_IsString(s)) return cb_dialect_bad(
+            e, "stop_sequences", "'stop_sequences' must be an array of strings");
+        if (cJSON_GetArraySize(x) > 0 && !cJSON_AddItemToObject(out, "stop", cJSON_Duplicate(x, true)))
+            return cb_dialect_nomem(e);
     }
     cJSON *msgs = cJSON_AddArrayToObject(out, "messages");
-    if (!msgs) return nomem(e);
+    if (!msgs) return cb_dialect_nomem(e);
     if ((x = cJSON_GetObjectItemCaseSensitive(in, "system")) && !cJSON_IsNull(x)) {
         char *sys = text_of(x, "system", "\n\n", e);
         if (!sys) return -1;
         cJSON *m = message(msgs, "system");
         bool ok = m && cJSON_AddStringToObject(m, "content", sys + billing_header(sys));
         free(sys);
-        if (!ok) return nomem(e);
+        if (!ok) return cb_dialect_nomem(e);
     }
     x = cJSON_GetObjectItemCaseSensitive(in, "messages");
     if (!cJSON_IsArray(x) || cJSON_GetArraySize(x) == 0)
-        return bad(e, "messages", "'messages' must be a non-empty array");
+        return cb_dialect_bad(e, "messages", "'messages' must be a non-empty array");
     const cJSON *m;
     int i = 0;
     cJSON_ArrayForEach(m, x) if (one_message(m, i++, msgs, e)) return -1;
     /* a last assistant turn asks for its continuation (a prefill); the template would open a new turn */
-    if (is(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(x, cJSON_GetArraySize(x) - 1), "role"), "assistant"))
-        return bad(e, "messages", "a last assistant message (a prefill to continue) is not supported");
+    if (cb_dialect_is(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(x, cJSON_GetArraySize(x) - 1), "role"),
+                      "assistant"))
+        return cb_dialect_bad(e, "messages", "a last assistant message (a prefill to continue) is not supported");
     if ((x = cJSON_GetObjectItemCaseSensitive(in, "tools")) && !cJSON_IsNull(x) && tools(x, out, e)) return -1;
     if ((x = cJSON_GetObjectItemCaseSensitive(in, "tool_choice")) && !cJSON_IsNull(x) && tool_choice(x, out, e))
         return -1;
@@ -473,7 +462,7 @@ static int translate(const cJSON *in, bool count_only, cJSON *out, cb_openai_err
 
 int cb_anthropic_to_chat(const cJSON *root, bool count_only, cJSON **out, cb_openai_error *e) {
     *out = cJSON_CreateObject();
-    if (!*out) return nomem(e);
+    if (!*out) return cb_dialect_nomem(e);
     if (translate(root, count_only, *out, e) == 0) return 0;
     cJSON_Delete(*out);
     *out = NULL;
@@ -582,14 +571,9 @@ char *cb_anthropic_message_json(const char *id, const char *model, const cb_anth
 static bool event(char **out, const char *type, cJSON *data) {
     char *j = data && cJSON_AddStringToObject(data, "type", type) ? cJSON_PrintUnformatted(data) : NULL;
     cJSON_Delete(data);
-    if (!j) return false;
-    size_t a = *out ? strlen(*out) : 0, n = strlen(type) + strlen(j) + 20;
-    char *t = realloc(*out, a + n);
-    if (t) snprintf(t + a, n, "event: %s\ndata: %s\n\n", type, j);
+    bool ok = j && cb_dialect_sse(out, type, j);
     free(j);
-    if (!t) return false;
-    *out = t;
-    return true;
+    return ok;
 }
 
 static cJSON *indexed(int index) {

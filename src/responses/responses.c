@@ -1,32 +1,15 @@
 /* responses.c — the Responses API translated to and from the chat request (see responses.h). */
 #include "responses.h"
+#include "../openai/dialect.h"
 
 #include <cjson/cJSON.h>
 #include <cobatch.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- request ------------------- */
 
-static int bad(cb_openai_error *e, const char *param, const char *fmt, ...) {
-    *e = (cb_openai_error){.status = 400, .type = "invalid_request_error"};
-    snprintf(e->param, sizeof(e->param), "%s", param);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->message, sizeof(e->message), fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-static int nomem(cb_openai_error *e) {
-    *e = (cb_openai_error){.status = 503, .type = "server_error"};
-    snprintf(e->message, sizeof(e->message), "out of memory");
-    return -1;
-}
-
-static bool is(const cJSON *x, const char *s) { return cJSON_IsString(x) && !strcmp(x->valuestring, s); }
 static bool given(const cJSON *x) { return x && !cJSON_IsNull(x); }
 static cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 
@@ -37,23 +20,11 @@ static bool add(cJSON *o, const char *k, cJSON *v) {
     return false;
 }
 
-/* Every key of obj is one of keys (NULL-terminated), or the request is refused naming it. */
-static int only(const cJSON *obj, const char *const *keys, const char *param, const char *where, cb_openai_error *e) {
-    const cJSON *k;
-    cJSON_ArrayForEach(k, obj) {
-        const char *const *p = keys;
-        while (*p && strcmp(*p, k->string) != 0)
-            p++;
-        if (!*p) return bad(e, param, "'%s%s' is not supported by this server", where, k->string);
-    }
-    return 0;
-}
-
 /* A value that must be one of a few strings (or absent / null). */
 static bool one_of(const cJSON *x, const char *const *values) {
     if (!given(x)) return true;
     for (; *values; values++)
-        if (is(x, *values)) return true;
+        if (cb_dialect_is(x, *values)) return true;
     return false;
 }
 
@@ -75,59 +46,33 @@ static cJSON *object_in(cJSON *arr) {
     return NULL;
 }
 
-/* A message item's content: a string, or parts input_text / output_text (the text is kept; files,
- * images and audio are refused). Appended to m as chat content. */
+/* A message item's content (or a function call's output): a string, or parts input_text /
+ * output_text, set on m as the chat message's content (text parts, which the chat parser joins as it
+ * does a chat request's); files, images and audio are refused. */
 static int content(const cJSON *c, cJSON *m, const char *where, cb_openai_error *e) {
-    if (cJSON_IsString(c)) return cJSON_AddStringToObject(m, "content", c->valuestring) ? 0 : nomem(e);
-    if (!cJSON_IsArray(c)) return bad(e, "input", "%s.content must be a string or an array of parts", where);
-    size_t n = 1;
+    if (cJSON_IsString(c)) return cJSON_AddStringToObject(m, "content", c->valuestring) ? 0 : cb_dialect_nomem(e);
+    if (!cJSON_IsArray(c)) return cb_dialect_bad(e, "input", "%s.content must be a string or an array of parts", where);
+    cJSON *parts = cJSON_AddArrayToObject(m, "content");
+    if (!parts) return cb_dialect_nomem(e);
     const cJSON *p;
     cJSON_ArrayForEach(p, c) {
         static const char *const KEYS[] = {"type", "text", "annotations", "logprobs", NULL};
         const cJSON *type = get(p, "type"), *text = get(p, "text"), *ann = get(p, "annotations");
         if (!cJSON_IsObject(p) || !cJSON_IsString(type))
-            return bad(e, "input", "%s.content: each part must be an object with a type", where);
-        if (!is(type, "input_text") && !is(type, "output_text"))
-            return bad(e, "input", "%s.content: %s parts are not supported (a text-only model)", where,
-                       type->valuestring);
-        if (only(p, KEYS, "input", "input[].content[].", e)) return -1;
-        if (!cJSON_IsString(text)) return bad(e, "input", "%s.content: a part's text must be a string", where);
+            return cb_dialect_bad(e, "input", "%s.content: each part must be an object with a type", where);
+        if (!cb_dialect_is(type, "input_text") && !cb_dialect_is(type, "output_text"))
+            return cb_dialect_bad(e, "input", "%s.content: %s parts are not supported (a text-only model)", where,
+                                  type->valuestring);
+        if (cb_dialect_only(p, KEYS, "input", "input[].content[]: ", e)) return -1;
+        if (!cJSON_IsString(text))
+            return cb_dialect_bad(e, "input", "%s.content: a part's text must be a string", where);
         if (given(ann) && !(cJSON_IsArray(ann) && cJSON_GetArraySize(ann) == 0))
-            return bad(e, "input", "%s.content: annotations are not supported", where);
-        n += strlen(text->valuestring);
+            return cb_dialect_bad(e, "input", "%s.content: annotations are not supported", where);
+        cJSON *q = object_in(parts);
+        if (!q || !cJSON_AddStringToObject(q, "type", "text") || !cJSON_AddStringToObject(q, "text", text->valuestring))
+            return cb_dialect_nomem(e);
     }
-    char *s = malloc(n), *w = s;
-    if (!s) return nomem(e);
-    cJSON_ArrayForEach(p, c) {
-        size_t k = strlen(get(p, "text")->valuestring);
-        memcpy(w, get(p, "text")->valuestring, k);
-        w += k;
-    }
-    *w = '\0';
-    bool ok = cJSON_AddStringToObject(m, "content", s) != NULL;
-    free(s);
-    return ok ? 0 : nomem(e);
-}
-
-/* The output of a function call: a string, or input_text parts (joined). */
-static char *call_output(const cJSON *o, const char *where, cb_openai_error *e) {
-    if (cJSON_IsString(o)) {
-        char *s = strdup(o->valuestring);
-        if (!s) nomem(e);
-        return s;
-    }
-    cJSON *tmp = cJSON_CreateObject();
-    if (!tmp) {
-        nomem(e);
-        return NULL;
-    }
-    char *s = NULL;
-    if (content(o, tmp, where, e) == 0) {
-        s = strdup(cJSON_GetStringValue(get(tmp, "content")));
-        if (!s) nomem(e);
-    }
-    cJSON_Delete(tmp);
-    return s;
+    return 0;
 }
 
 /* input: a string (one user message) or items: messages, function calls and their outputs. The
@@ -136,72 +81,69 @@ static char *call_output(const cJSON *o, const char *where, cb_openai_error *e) 
 static int input(const cJSON *in, cJSON *msgs, cb_openai_error *e) {
     if (cJSON_IsString(in)) {
         cJSON *m = message(msgs, "user");
-        return m && cJSON_AddStringToObject(m, "content", in->valuestring) ? 0 : nomem(e);
+        return m && cJSON_AddStringToObject(m, "content", in->valuestring) ? 0 : cb_dialect_nomem(e);
     }
     if (!cJSON_IsArray(in) || cJSON_GetArraySize(in) == 0)
-        return bad(e, "input", "'input' must be a string or a non-empty array of items");
+        return cb_dialect_bad(e, "input", "'input' must be a string or a non-empty array of items");
     cJSON *last = NULL; /* the assistant message calls join, while calls follow one another */
     int i = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, in) {
         char w[32];
         snprintf(w, sizeof(w), "input[%d]", i++);
-        if (!cJSON_IsObject(it)) return bad(e, "input", "%s must be an object", w);
+        if (!cJSON_IsObject(it)) return cb_dialect_bad(e, "input", "%s must be an object", w);
         const cJSON *type = get(it, "type"), *role = get(it, "role");
         if (!given(type) && cJSON_IsString(role))
             type = NULL; /* a message without its type */
         else if (!cJSON_IsString(type))
-            return bad(e, "input", "%s needs a type", w);
-        if (!type || is(type, "message")) {
+            return cb_dialect_bad(e, "input", "%s needs a type", w);
+        if (!type || cb_dialect_is(type, "message")) {
             static const char *const KEYS[] = {"type", "role", "content", "id", "status", NULL};
-            if (only(it, KEYS, "input", "input[].", e)) return -1;
+            if (cb_dialect_only(it, KEYS, "input", "input[]: ", e)) return -1;
             const char *r = cJSON_IsString(role) ? role->valuestring : "";
             if (strcmp(r, "user") && strcmp(r, "assistant") && strcmp(r, "system") && strcmp(r, "developer"))
-                return bad(e, "input", "%s.role must be user, assistant, system or developer", w);
+                return cb_dialect_bad(e, "input", "%s.role must be user, assistant, system or developer", w);
             cJSON *m = message(msgs, !strcmp(r, "developer") ? "system" : r);
-            if (!m) return nomem(e);
+            if (!m) return cb_dialect_nomem(e);
             if (content(get(it, "content"), m, w, e)) return -1;
             last = !strcmp(r, "assistant") ? m : NULL;
-        } else if (is(type, "function_call")) {
+        } else if (cb_dialect_is(type, "function_call")) {
             static const char *const KEYS[] = {"type", "call_id", "name", "arguments", "id", "status", NULL};
-            if (only(it, KEYS, "input", "input[].", e)) return -1;
+            if (cb_dialect_only(it, KEYS, "input", "input[]: ", e)) return -1;
             const cJSON *id = get(it, "call_id"), *name = get(it, "name"), *args = get(it, "arguments");
             if (!cJSON_IsString(id) || !cJSON_IsString(name) || !cJSON_IsString(args))
-                return bad(e, "input", "%s: a function_call needs call_id, name and arguments (strings)", w);
+                return cb_dialect_bad(e, "input", "%s: a function_call needs call_id, name and arguments (strings)", w);
             if (!last) {
-                if (!(last = message(msgs, "assistant")) || !cJSON_AddNullToObject(last, "content")) return nomem(e);
+                if (!(last = message(msgs, "assistant")) || !cJSON_AddNullToObject(last, "content"))
+                    return cb_dialect_nomem(e);
             }
             cJSON *calls = cJSON_GetObjectItemCaseSensitive(last, "tool_calls");
-            if (!calls && !(calls = cJSON_AddArrayToObject(last, "tool_calls"))) return nomem(e);
+            if (!calls && !(calls = cJSON_AddArrayToObject(last, "tool_calls"))) return cb_dialect_nomem(e);
             cJSON *c = object_in(calls), *f = c ? cJSON_AddObjectToObject(c, "function") : NULL;
             if (!f || !cJSON_AddStringToObject(c, "id", id->valuestring) ||
                 !cJSON_AddStringToObject(c, "type", "function") ||
                 !cJSON_AddStringToObject(f, "name", name->valuestring) ||
                 !cJSON_AddStringToObject(f, "arguments", args->valuestring))
-                return nomem(e);
-        } else if (is(type, "function_call_output")) {
+                return cb_dialect_nomem(e);
+        } else if (cb_dialect_is(type, "function_call_output")) {
             static const char *const KEYS[] = {"type", "call_id", "output", "id", "status", NULL};
-            if (only(it, KEYS, "input", "input[].", e)) return -1;
+            if (cb_dialect_only(it, KEYS, "input", "input[]: ", e)) return -1;
             const cJSON *id = get(it, "call_id");
-            if (!cJSON_IsString(id)) return bad(e, "input", "%s.call_id must be a string", w);
-            char *out = call_output(get(it, "output"), w, e);
-            if (!out) return -1;
+            if (!cJSON_IsString(id)) return cb_dialect_bad(e, "input", "%s.call_id must be a string", w);
             cJSON *m = message(msgs, "tool");
-            bool ok = m && cJSON_AddStringToObject(m, "tool_call_id", id->valuestring) &&
-                      cJSON_AddStringToObject(m, "content", out);
-            free(out);
-            if (!ok) return nomem(e);
+            if (!m || !cJSON_AddStringToObject(m, "tool_call_id", id->valuestring)) return cb_dialect_nomem(e);
+            if (content(get(it, "output"), m, w, e)) return -1;
             last = NULL;
-        } else if (is(type, "reasoning")) { /* one handed back: this server never makes any with content */
+        } else if (cb_dialect_is(type, "reasoning")) { /* one handed back: this server never makes any with content */
             static const char *const KEYS[] = {"type", "id", "summary", "content", "encrypted_content", "status", NULL};
-            if (only(it, KEYS, "input", "input[].", e)) return -1;
+            if (cb_dialect_only(it, KEYS, "input", "input[]: ", e)) return -1;
             const cJSON *sum = get(it, "summary");
             if ((given(sum) && !(cJSON_IsArray(sum) && cJSON_GetArraySize(sum) == 0)) || given(get(it, "content")) ||
                 given(get(it, "encrypted_content")))
-                return bad(e, "input",
-                           "%s: reasoning items with content are not supported (this model does not reason)", w);
+                return cb_dialect_bad(
+                    e, "input", "%s: reasoning items with content are not supported (this model does not reason)", w);
         } else {
-            return bad(e, "input", "%s: %s items are not supported by this server", w, type->valuestring);
+            return cb_dialect_bad(e, "input", "%s: %s items are not supported by this server", w, type->valuestring);
         }
     }
     return 0;
@@ -211,31 +153,34 @@ static int input(const cJSON *in, cJSON *msgs, cb_openai_error *e) {
  * hosted tools (web search, file search, code interpreter, computer use, MCP, ...) are refused. */
 static int tools(const cJSON *in, cJSON *out, cb_openai_error *e) {
     static const char *const KEYS[] = {"type", "name", "description", "parameters", "strict", NULL};
-    if (!cJSON_IsArray(in)) return bad(e, "tools", "'tools' must be an array");
+    if (!cJSON_IsArray(in)) return cb_dialect_bad(e, "tools", "'tools' must be an array");
     cJSON *arr = cJSON_AddArrayToObject(out, "tools");
-    if (!arr) return nomem(e);
+    if (!arr) return cb_dialect_nomem(e);
     const cJSON *t;
     int i = 0;
     cJSON_ArrayForEach(t, in) {
         const cJSON *type = get(t, "type"), *name = get(t, "name"), *params = get(t, "parameters");
         const cJSON *desc = get(t, "description"), *strict = get(t, "strict");
-        if (!cJSON_IsObject(t) || !cJSON_IsString(type)) return bad(e, "tools", "tools[%d] must have a type", i);
-        if (!is(type, "function"))
-            return bad(e, "tools", "tools[%d]: %s tools are not supported (only functions run here)", i,
-                       type->valuestring);
-        if (only(t, KEYS, "tools", "tools[].", e)) return -1;
-        if (!cJSON_IsString(name)) return bad(e, "tools", "tools[%d].name must be a string", i);
+        if (!cJSON_IsObject(t) || !cJSON_IsString(type))
+            return cb_dialect_bad(e, "tools", "tools[%d] must have a type", i);
+        if (!cb_dialect_is(type, "function"))
+            return cb_dialect_bad(e, "tools", "tools[%d]: %s tools are not supported (only functions run here)", i,
+                                  type->valuestring);
+        if (cb_dialect_only(t, KEYS, "tools", "tools[]: ", e)) return -1;
+        if (!cJSON_IsString(name)) return cb_dialect_bad(e, "tools", "tools[%d].name must be a string", i);
         if (given(params) && !cJSON_IsObject(params))
-            return bad(e, "tools", "tools[%d].parameters must be a JSON schema object", i);
-        if (given(desc) && !cJSON_IsString(desc)) return bad(e, "tools", "tools[%d].description must be a string", i);
-        if (given(strict) && !cJSON_IsBool(strict)) return bad(e, "tools", "tools[%d].strict must be a boolean", i);
+            return cb_dialect_bad(e, "tools", "tools[%d].parameters must be a JSON schema object", i);
+        if (given(desc) && !cJSON_IsString(desc))
+            return cb_dialect_bad(e, "tools", "tools[%d].description must be a string", i);
+        if (given(strict) && !cJSON_IsBool(strict))
+            return cb_dialect_bad(e, "tools", "tools[%d].strict must be a boolean", i);
         cJSON *o = object_in(arr), *f = o ? cJSON_AddObjectToObject(o, "function") : NULL;
         bool ok = f && cJSON_AddStringToObject(o, "type", "function") &&
                   cJSON_AddStringToObject(f, "name", name->valuestring) &&
                   (!given(desc) || cJSON_AddStringToObject(f, "description", desc->valuestring)) &&
                   (!given(params) || add(f, "parameters", cJSON_Duplicate(params, true))) &&
                   (!given(strict) || cJSON_AddBoolToObject(f, "strict", cJSON_IsTrue(strict)));
-        if (!ok) return nomem(e);
+        if (!ok) return cb_dialect_nomem(e);
         i++;
     }
     return 0;
@@ -245,48 +190,52 @@ static int tools(const cJSON *in, cJSON *out, cb_openai_error *e) {
 static int tool_choice(const cJSON *x, cJSON *out, cb_openai_error *e) {
     static const char *const MODES[] = {"auto", "none", "required", NULL}, *const KEYS[] = {"type", "name", NULL};
     if (cJSON_IsString(x)) {
-        if (!one_of(x, MODES)) return bad(e, "tool_choice", "'tool_choice' must be auto, none, required or a function");
-        return cJSON_AddStringToObject(out, "tool_choice", x->valuestring) ? 0 : nomem(e);
+        if (!one_of(x, MODES))
+            return cb_dialect_bad(e, "tool_choice", "'tool_choice' must be auto, none, required or a function");
+        return cJSON_AddStringToObject(out, "tool_choice", x->valuestring) ? 0 : cb_dialect_nomem(e);
     }
     const cJSON *name = get(x, "name");
-    if (!cJSON_IsObject(x) || !is(get(x, "type"), "function") || !cJSON_IsString(name))
-        return bad(e, "tool_choice",
-                   "'tool_choice' must be auto, none, required or {\"type\": \"function\", \"name\"}");
-    if (only(x, KEYS, "tool_choice", "tool_choice.", e)) return -1;
+    if (!cJSON_IsObject(x) || !cb_dialect_is(get(x, "type"), "function") || !cJSON_IsString(name))
+        return cb_dialect_bad(e, "tool_choice",
+                              "'tool_choice' must be auto, none, required or {\"type\": \"function\", \"name\"}");
+    if (cb_dialect_only(x, KEYS, "tool_choice", "tool_choice: ", e)) return -1;
     cJSON *o = cJSON_AddObjectToObject(out, "tool_choice"), *f = o ? cJSON_AddObjectToObject(o, "function") : NULL;
     return f && cJSON_AddStringToObject(o, "type", "function") && cJSON_AddStringToObject(f, "name", name->valuestring)
                ? 0
-               : nomem(e);
+               : cb_dialect_nomem(e);
 }
 
 /* text: {"format": text | json_object | json_schema (name, schema, strict, description), "verbosity"}. */
 static int text_format(const cJSON *x, cJSON *out, cb_openai_error *e) {
     static const char *const KEYS[] = {"format", "verbosity", NULL}, *const VERB[] = {"medium", NULL},
                              *const FK[] = {"type", "name", "schema", "strict", "description", NULL};
-    if (!cJSON_IsObject(x)) return bad(e, "text", "'text' must be an object");
-    if (only(x, KEYS, "text", "text.", e)) return -1;
+    if (!cJSON_IsObject(x)) return cb_dialect_bad(e, "text", "'text' must be an object");
+    if (cb_dialect_only(x, KEYS, "text", "text: ", e)) return -1;
     if (!one_of(get(x, "verbosity"), VERB))
-        return bad(e, "text", "text.verbosity: only medium (the model's own) is supported");
+        return cb_dialect_bad(e, "text", "text.verbosity: only medium (the model's own) is supported");
     const cJSON *f = get(x, "format");
     if (!given(f)) return 0;
     const cJSON *type = get(f, "type");
-    if (!cJSON_IsObject(f) || !cJSON_IsString(type)) return bad(e, "text", "text.format must be an object with a type");
-    if (only(f, FK, "text", "text.format.", e)) return -1;
-    if (is(type, "text")) return 0;
+    if (!cJSON_IsObject(f) || !cJSON_IsString(type))
+        return cb_dialect_bad(e, "text", "text.format must be an object with a type");
+    if (cb_dialect_only(f, FK, "text", "text.format: ", e)) return -1;
+    if (cb_dialect_is(type, "text")) return 0;
     cJSON *rf = cJSON_AddObjectToObject(out, "response_format");
-    if (!rf) return nomem(e);
-    if (is(type, "json_object")) return cJSON_AddStringToObject(rf, "type", "json_object") ? 0 : nomem(e);
-    if (!is(type, "json_schema"))
-        return bad(e, "text", "text.format.type must be text, json_object or json_schema (got '%.40s')",
-                   type->valuestring);
+    if (!rf) return cb_dialect_nomem(e);
+    if (cb_dialect_is(type, "json_object"))
+        return cJSON_AddStringToObject(rf, "type", "json_object") ? 0 : cb_dialect_nomem(e);
+    if (!cb_dialect_is(type, "json_schema"))
+        return cb_dialect_bad(e, "text", "text.format.type must be text, json_object or json_schema (got '%.40s')",
+                              type->valuestring);
     const cJSON *schema = get(f, "schema"), *strict = get(f, "strict"), *name = get(f, "name");
-    if (!cJSON_IsObject(schema)) return bad(e, "text", "text.format.schema must be a JSON schema object");
-    if (given(strict) && !cJSON_IsBool(strict)) return bad(e, "text", "text.format.strict must be a boolean");
+    if (!cJSON_IsObject(schema)) return cb_dialect_bad(e, "text", "text.format.schema must be a JSON schema object");
+    if (given(strict) && !cJSON_IsBool(strict))
+        return cb_dialect_bad(e, "text", "text.format.strict must be a boolean");
     cJSON *js = cJSON_AddObjectToObject(rf, "json_schema");
     bool ok = js && cJSON_AddStringToObject(rf, "type", "json_schema") &&
               cJSON_AddStringToObject(js, "name", cJSON_IsString(name) ? name->valuestring : "output") &&
               add(js, "schema", cJSON_Duplicate(schema, true));
-    return ok ? 0 : nomem(e);
+    return ok ? 0 : cb_dialect_nomem(e);
 }
 
 /* The knobs agent clients send at values that ask for what this server does, or refused. */
@@ -298,52 +247,58 @@ static int settings(const cJSON *in, cJSON *out, cb_openai_error *e) {
                              *const SO[] = {"include_obfuscation", NULL};
     const cJSON *x;
     if (given(x = get(in, "store")) && !cJSON_IsFalse(x))
-        return bad(e, "store", "responses are not stored by this server: send store false (and the whole input)");
+        return cb_dialect_bad(e, "store",
+                              "responses are not stored by this server: send store false (and the whole input)");
     if (given(get(in, "previous_response_id")))
-        return bad(e, "previous_response_id",
-                   "responses are not stored by this server: send the whole conversation as input");
+        return cb_dialect_bad(e, "previous_response_id",
+                              "responses are not stored by this server: send the whole conversation as input");
     if (given(x = get(in, "reasoning"))) { /* this model does not reason: no effort to set, no summary to give */
-        if (!cJSON_IsObject(x) || only(x, RK, "reasoning", "reasoning.", e))
-            return cJSON_IsObject(x) ? -1 : bad(e, "reasoning", "'reasoning' must be an object");
+        if (!cJSON_IsObject(x) || cb_dialect_only(x, RK, "reasoning", "reasoning: ", e))
+            return cJSON_IsObject(x) ? -1 : cb_dialect_bad(e, "reasoning", "'reasoning' must be an object");
         if (!one_of(get(x, "effort"), EFFORT) || !one_of(get(x, "summary"), SUMMARY) ||
             !one_of(get(x, "generate_summary"), SUMMARY))
-            return bad(e, "reasoning",
-                       "reasoning.effort must be minimal to high, and its summary auto, concise or "
-                       "detailed");
+            return cb_dialect_bad(e, "reasoning",
+                                  "reasoning.effort must be minimal to high, and its summary auto, concise or "
+                                  "detailed");
     }
     if (given(x = get(in, "include"))) {
         const cJSON *v;
-        if (!cJSON_IsArray(x)) return bad(e, "include", "'include' must be an array");
-        cJSON_ArrayForEach(v, x) if (!is(v, "reasoning.encrypted_content")) return bad(
+        if (!cJSON_IsArray(x)) return cb_dialect_bad(e, "include", "'include' must be an array");
+        cJSON_ArrayForEach(v, x) if (!cb_dialect_is(v, "reasoning.encrypted_content")) return cb_dialect_bad(
             e, "include", "include: %.60s is not supported (reasoning.encrypted_content is: there is none)",
             cJSON_IsString(v) ? v->valuestring : "?");
     }
-    if (!one_of(get(in, "service_tier"), TIER)) return bad(e, "service_tier", "service_tier must be auto or default");
+    if (!one_of(get(in, "service_tier"), TIER))
+        return cb_dialect_bad(e, "service_tier", "service_tier must be auto or default");
     if (!one_of(get(in, "truncation"), TRUNC))
-        return bad(e, "truncation", "truncation must be disabled (an input too long is refused, never cut)");
+        return cb_dialect_bad(e, "truncation", "truncation must be disabled (an input too long is refused, never cut)");
     if (given(x = get(in, "background")) && !cJSON_IsFalse(x))
-        return bad(e, "background", "background responses are not supported");
+        return cb_dialect_bad(e, "background", "background responses are not supported");
     if (given(x = get(in, "top_logprobs")) && !(cJSON_IsNumber(x) && x->valuedouble == 0))
-        return bad(e, "top_logprobs", "top_logprobs are not supported on /v1/responses (chat completions has them)");
-    if (given(x = get(in, "max_tool_calls"))) return bad(e, "max_tool_calls", "max_tool_calls is not supported");
+        return cb_dialect_bad(e, "top_logprobs",
+                              "top_logprobs are not supported on /v1/responses (chat completions has them)");
+    if (given(x = get(in, "max_tool_calls")))
+        return cb_dialect_bad(e, "max_tool_calls", "max_tool_calls is not supported");
     if (given(x = get(in, "prompt_cache_key")) && !cJSON_IsString(x)) /* a hint: every prefix is cached anyway */
-        return bad(e, "prompt_cache_key", "prompt_cache_key must be a string");
+        return cb_dialect_bad(e, "prompt_cache_key", "prompt_cache_key must be a string");
     if (given(x = get(in, "stream_options"))) {
-        if (!cJSON_IsObject(x) || only(x, SO, "stream_options", "stream_options.", e))
-            return cJSON_IsObject(x) ? -1 : bad(e, "stream_options", "'stream_options' must be an object");
+        if (!cJSON_IsObject(x) || cb_dialect_only(x, SO, "stream_options", "stream_options: ", e))
+            return cJSON_IsObject(x) ? -1 : cb_dialect_bad(e, "stream_options", "'stream_options' must be an object");
         if (given(get(x, "include_obfuscation")) && !cJSON_IsFalse(get(x, "include_obfuscation")))
-            return bad(e, "stream_options", "stream_options.include_obfuscation is not supported (send false)");
+            return cb_dialect_bad(e, "stream_options",
+                                  "stream_options.include_obfuscation is not supported (send false)");
     }
     if (given(x = get(in, "metadata"))) {
         const cJSON *v;
-        if (!cJSON_IsObject(x)) return bad(e, "metadata", "'metadata' must be an object of strings");
-        cJSON_ArrayForEach(v, x) if (!cJSON_IsString(v)) return bad(e, "metadata", "'metadata' values must be strings");
+        if (!cJSON_IsObject(x)) return cb_dialect_bad(e, "metadata", "'metadata' must be an object of strings");
+        cJSON_ArrayForEach(v, x) if (!cJSON_IsString(v)) return cb_dialect_bad(e, "metadata",
+                                                                               "'metadata' values must be strings");
     }
     const cJSON *user = get(in, "user"), *safety = get(in, "safety_identifier");
-    if (given(user) && !cJSON_IsString(user)) return bad(e, "user", "'user' must be a string");
-    if (given(safety) && !cJSON_IsString(safety)) return bad(e, "safety_identifier", "must be a string");
+    if (given(user) && !cJSON_IsString(user)) return cb_dialect_bad(e, "user", "'user' must be a string");
+    if (given(safety) && !cJSON_IsString(safety)) return cb_dialect_bad(e, "safety_identifier", "must be a string");
     const cJSON *who = given(user) ? user : safety;
-    if (given(who) && !cJSON_AddStringToObject(out, "user", who->valuestring)) return nomem(e);
+    if (given(who) && !cJSON_AddStringToObject(out, "user", who->valuestring)) return cb_dialect_nomem(e);
     return 0;
 }
 
@@ -415,28 +370,29 @@ static int translate(const cJSON *in, bool count_only, cJSON *out, cb_openai_err
                                        "max_tool_calls",
                                        "stream_options",
                                        NULL};
-    if (!cJSON_IsObject(in)) return bad(e, "", "the body must be a JSON object");
-    if (only(in, KEYS, "", "", e)) return -1;
+    if (!cJSON_IsObject(in)) return cb_dialect_bad(e, "", "the body must be a JSON object");
+    if (cb_dialect_only(in, KEYS, NULL, "", e)) return -1;
     const cJSON *x;
-    if (given(x = get(in, "model")) && !cJSON_IsString(x)) return bad(e, "model", "'model' must be a string");
-    if (given(x) && !cJSON_AddStringToObject(out, "model", x->valuestring)) return nomem(e);
+    if (given(x = get(in, "model")) && !cJSON_IsString(x))
+        return cb_dialect_bad(e, "model", "'model' must be a string");
+    if (given(x) && !cJSON_AddStringToObject(out, "model", x->valuestring)) return cb_dialect_nomem(e);
     if (given(x = get(in, "max_output_tokens"))) {
         if (!cJSON_IsNumber(x) || x->valuedouble < 1)
-            return bad(e, "max_output_tokens", "'max_output_tokens' must be a positive number of tokens");
-        if (!count_only && !cJSON_AddNumberToObject(out, "max_tokens", x->valuedouble)) return nomem(e);
+            return cb_dialect_bad(e, "max_output_tokens", "'max_output_tokens' must be a positive number of tokens");
+        if (!count_only && !cJSON_AddNumberToObject(out, "max_tokens", x->valuedouble)) return cb_dialect_nomem(e);
     }
     static const char *const SAME[] = {"temperature", "top_p", "parallel_tool_calls", "stream", NULL};
     for (const char *const *k = SAME; !count_only && *k; k++)
-        if (given(x = get(in, *k)) && !add(out, *k, cJSON_Duplicate(x, true))) return nomem(e);
+        if (given(x = get(in, *k)) && !add(out, *k, cJSON_Duplicate(x, true))) return cb_dialect_nomem(e);
     if (settings(in, out, e)) return -1;
     cJSON *msgs = cJSON_AddArrayToObject(out, "messages");
-    if (!msgs) return nomem(e);
+    if (!msgs) return cb_dialect_nomem(e);
     if (given(x = get(in, "instructions"))) {
-        if (!cJSON_IsString(x)) return bad(e, "instructions", "'instructions' must be a string");
+        if (!cJSON_IsString(x)) return cb_dialect_bad(e, "instructions", "'instructions' must be a string");
         cJSON *m = message(msgs, "system");
-        if (!m || !cJSON_AddStringToObject(m, "content", x->valuestring)) return nomem(e);
+        if (!m || !cJSON_AddStringToObject(m, "content", x->valuestring)) return cb_dialect_nomem(e);
     }
-    if (!given(x = get(in, "input"))) return bad(e, "input", "'input' is required");
+    if (!given(x = get(in, "input"))) return cb_dialect_bad(e, "input", "'input' is required");
     if (input(x, msgs, e)) return -1;
     if (given(x = get(in, "tools")) && tools(x, out, e)) return -1;
     if (given(x = get(in, "tool_choice")) && tool_choice(x, out, e)) return -1;
@@ -447,10 +403,10 @@ static int translate(const cJSON *in, bool count_only, cJSON *out, cb_openai_err
 int cb_responses_to_chat(const cJSON *root, bool count_only, cJSON **out, cJSON **echo, cb_openai_error *e) {
     *out = cJSON_CreateObject();
     *echo = NULL;
-    if (!*out) return nomem(e);
+    if (!*out) return cb_dialect_nomem(e);
     if (translate(root, count_only, *out, e) == 0) {
         if ((*echo = echo_of(root)) != NULL) return 0;
-        nomem(e);
+        cb_dialect_nomem(e);
     }
     cJSON_Delete(*out);
     *out = NULL;
@@ -585,15 +541,10 @@ static bool event(cb_responses_stream *st, char **out, const char *type, cJSON *
             ? cJSON_PrintUnformatted(data)
             : NULL;
     cJSON_Delete(data);
-    if (!j) return false;
-    st->seq++;
-    size_t a = *out ? strlen(*out) : 0, n = strlen(type) + strlen(j) + 20;
-    char *t = realloc(*out, a + n);
-    if (t) snprintf(t + a, n, "event: %s\ndata: %s\n\n", type, j);
+    bool ok = j && cb_dialect_sse(out, type, j);
     free(j);
-    if (!t) return false;
-    *out = t;
-    return true;
+    if (ok) st->seq++;
+    return ok;
 }
 
 static char *done(char *out, bool ok) {
