@@ -28,6 +28,17 @@ static const char *blank_end(const char *s) {
     }
 }
 
+/* llama.cpp's rewrite of the symbol before a repetition (*last elements): lo copies of it stay in
+ * the sequence (none for 0), then n_opt optional copies each in a rule of its own (the symbol, a
+ * reference, an alternative and an end; one for {m,} and for a dropped bound), then a reference to
+ * the first. The repeated symbol is all of that afterwards: a repetition right after another
+ * copies the whole ("<100 bytes>"{2000}+++ copies 200,000 elements per '+'). */
+static void repeat(cb_gbnf_shape *sh, unsigned long long *last, unsigned long long lo, unsigned long long n_opt) {
+    unsigned long long kept = mul(lo, *last);
+    sh->elements = add(sh->elements, add(add(kept, mul(n_opt, add(*last, 3))), 1));
+    *last = add(kept, n_opt ? 1 : 0);
+}
+
 /* A decimal count at *p (after blanks), saturating; advances *p. *digits: how many were read. */
 static unsigned long long count_at(const char **p, int *digits) {
     const char *s = blank_end(*p);
@@ -84,11 +95,12 @@ cb_gbnf_shape cb_gbnf_scan(const char *g) {
             last = 1;
             sh.elements = add(sh.elements, 1);
             break;
-        case '*':
-        case '+':
-        case '?': /* a new rule with a copy of the symbol */
-            sh.elements = add(sh.elements, add(last, 4));
-            last = 1;
+        case '*': /* {0,} */
+        case '?': /* {0,1} */
+            repeat(&sh, &last, 0, 1);
+            break;
+        case '+': /* {1,} */
+            repeat(&sh, &last, 1, 1);
             break;
         case '{': { /* {m}, {m,}, {m,n}: m copies, then n - m optional ones each in a rule of its own */
             const char *s = p + 1;
@@ -104,10 +116,8 @@ cb_gbnf_shape cb_gbnf_scan(const char *g) {
             if (d2 && hi < lo) sh.inverted++;
             if (lo > sh.repeat_min) sh.repeat_min = lo;
             if (comma && d2 && hi > sh.repeat_max) sh.repeat_max = hi;
-            /* an upper bound llama.cpp drops leaves {m,}: m copies and one rule */
-            unsigned long long most = !comma ? lo : d2 && hi <= CB_GBNF_MAX_REPEAT && hi > lo ? hi : lo;
-            sh.elements = add(sh.elements, mul(add(last, 4), most + 1));
-            last = 1;
+            /* {m}: none optional; {m,n}: n - m; {m,} and an upper bound llama.cpp drops: one rule */
+            repeat(&sh, &last, lo, !comma ? 0 : d2 && hi <= CB_GBNF_MAX_REPEAT ? (hi > lo ? hi - lo : 0) : 1);
             p = s;
             break;
         }

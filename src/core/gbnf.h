@@ -22,7 +22,8 @@ typedef struct {
     size_t depth;                  /* the deepest nesting of parenthesised groups */
     unsigned long long elements;   /* about how many grammar elements parsing makes, repetitions copied
                                       (an upper estimate; saturates near 2^62; a dropped upper bound
-                                      counts as llama.cpp's {m,}) */
+                                      counts as llama.cpp's {m,}; a repetition right after another,
+                                      x{2000}+, copies everything the first made) */
     unsigned long long repeat_min; /* the largest lower count: m of {m}, {m,}, {m,n} (0: none) */
     unsigned long long repeat_max; /* the largest upper bound: n of {m,n}, {,n} (0: none) */
     size_t inverted;               /* repetitions {m,n} with n below m: llama.cpp's parser counts n - m

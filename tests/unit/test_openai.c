@@ -246,6 +246,11 @@ static void gbnf_shape_is_read_without_parsing(void **state) {
     assert_true(sh.elements >= 4000);
     sh = cb_gbnf_scan("root ::= (\"a\"){1000}"); /* a group repeats as one reference */
     assert_true(sh.elements < 10000);
+    /* a repetition right after another copies all of it: each '+' another 100 x 2000 elements */
+    sh = cb_gbnf_scan("root ::= \"0123456789012345678901234567890123456789012345678901234567890123456789"
+                      "012345678901234567890123456789\"{2000}+++++");
+    assert_true(sh.elements >= 6 * 200000ULL);
+    assert_true(cb_gbnf_scan("root ::= [a-z]{2000}*").elements >= 2 * 2000 * 3ULL);
     sh = cb_gbnf_scan("root ::= x{0, 2500} <[12]>{3}");
     assert_int_equal(sh.repeat_min, 3);
     assert_int_equal(sh.repeat_max, 2500);
