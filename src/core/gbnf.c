@@ -96,12 +96,8 @@ cb_gbnf_shape cb_gbnf_scan(const char *g) {
             sh.elements = add(sh.elements, 1);
             break;
         case '*': /* {0,} */
-        case '?': /* {0,1} */
-            repeat(&sh, &last, 0, 1);
-            break;
-        case '+': /* {1,} */
-            repeat(&sh, &last, 1, 1);
-            break;
+        case '?': /* {0,1} */ repeat(&sh, &last, 0, 1); break;
+        case '+': /* {1,} */ repeat(&sh, &last, 1, 1); break;
         case '{': { /* {m}, {m,}, {m,n}: m copies, then n - m optional ones each in a rule of its own */
             const char *s = p + 1;
             int d1, d2 = 0;
