@@ -173,7 +173,7 @@ static bool blank(const char *s) {
     return true;
 }
 
-int cb_batch_input_read(FILE *f, const cb_idset *done, const struct cobatch_sampling *defaults, cb_batch_out *o,
+int cb_batch_input_read(FILE *f, const cb_idset *done, const cb_openai_defaults *defaults, cb_batch_out *o,
                         cb_batch_input *in, char *err, size_t errlen) {
     memset(in, 0, sizeof(*in));
     in->defaults = defaults;

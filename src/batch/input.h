@@ -38,16 +38,16 @@ typedef struct {
 typedef struct {
     cb_batch_item **items; /* (n) accepted requests not already done, in input order */
     size_t n, cap;
-    int64_t lines;                           /* non-blank lines */
-    int64_t skipped;                         /* lines whose custom_id is already in the output */
-    int64_t refused;                         /* lines written to the error file */
-    const struct cobatch_sampling *defaults; /* for the sampling fields a body leaves out; NULL: OpenAI's */
+    int64_t lines;                      /* non-blank lines */
+    int64_t skipped;                    /* lines whose custom_id is already in the output */
+    int64_t refused;                    /* lines written to the error file */
+    const cb_openai_defaults *defaults; /* for the fields a body leaves out; NULL: OpenAI's */
 } cb_batch_input;
 
 /* Reads every line of f. Lines whose custom_id is in done are counted and skipped; refused lines
  * go to o as error lines. Returns 0, or -1 with a message on a read error or allocation failure
  * (in is then still valid to free). */
-int cb_batch_input_read(FILE *f, const cb_idset *done, const struct cobatch_sampling *defaults, cb_batch_out *o,
+int cb_batch_input_read(FILE *f, const cb_idset *done, const cb_openai_defaults *defaults, cb_batch_out *o,
                         cb_batch_input *in, char *err, size_t errlen);
 
 /* Frees an item's body and tokens (after submission), or the whole input. */

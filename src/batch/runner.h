@@ -12,19 +12,21 @@
 #ifndef CB_BATCH_RUNNER_H
 #define CB_BATCH_RUNNER_H
 
+#include "../openai/openai.h"
+
 #include <cobatch.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 typedef struct {
-    const char *input_path;           /* required */
-    const char *output_path;          /* required; appended to, custom_ids already there are skipped */
-    const char *errors_path;          /* required; rewritten */
-    const char *json_path;            /* the report as JSON, or NULL */
-    bool grouping;                    /* prefix grouping and ratio order; false: input order */
-    bool progress;                    /* a progress line on stderr */
-    int32_t window;                   /* requests submitted but unfinished at most; 0 = 4 x max_num_seqs */
-    struct cobatch_sampling defaults; /* for the sampling fields a body leaves out (OpenAI's by default) */
+    const char *input_path;      /* required */
+    const char *output_path;     /* required; appended to, custom_ids already there are skipped */
+    const char *errors_path;     /* required; rewritten */
+    const char *json_path;       /* the report as JSON, or NULL */
+    bool grouping;               /* prefix grouping and ratio order; false: input order */
+    bool progress;               /* a progress line on stderr */
+    int32_t window;              /* requests submitted but unfinished at most; 0 = 4 x max_num_seqs */
+    cb_openai_defaults defaults; /* for the fields a body leaves out (OpenAI's by default) */
 } cb_batch_params;
 
 /* What the job did; the report prints it. */

@@ -22,7 +22,7 @@ static char *default_errors_path(const char *out) {
 int cb_cmd_batch(int argc, char **argv) {
     struct cobatch_engine_params ep = cobatch_engine_default_params();
     cb_batch_params bp = {
-        .grouping = true, .progress = isatty(STDERR_FILENO), .defaults = cb_openai_default_sampling()};
+        .grouping = true, .progress = isatty(STDERR_FILENO), .defaults = cb_openai_default_defaults()};
     ep.max_num_seqs = -1;              /* not given yet */
     ep.kv_layout = COBATCH_KV_UNIFIED; /* an offline job groups shared prefixes: shared in place */
     const cb_flag own[] = {
@@ -36,6 +36,9 @@ int cb_cmd_batch(int argc, char **argv) {
          .help = "refused lines and failed requests (default: OUTPUT less .jsonl\nplus _errors.jsonl); rewritten "
                  "each run"},
         {"--json", "FILE", CB_FLAG_STR, &bp.json_path, .help = "the report as JSON"},
+        {"-n, --max-tokens", "N", CB_FLAG_I32, &bp.defaults.max_tokens, 1, 1 << 24,
+         .help = "the output limit of a request that names none (llama-server's\n-n; default: OpenAI's, the rest of "
+                 "the context for a chat or\nresponse, 16 tokens for a completion); a request's own limit\nstands"},
         {"--no-prefix-grouping", NULL, CB_FLAG_CLEAR, &bp.grouping,
          .help = "submit in input order (no prefix groups, no reordering)"},
         {"--window", "N", CB_FLAG_I32, &bp.window, 1, 1 << 20,
@@ -50,7 +53,7 @@ int cb_cmd_batch(int argc, char **argv) {
                   .footer = "batch mode's defaults: --kv-layout unified (a group's prefix shared in place);\n"
                             "--max-num-seqs auto lets the KV cells, not a count, limit the batch.\n",
                   .groups = {{"batch", own, sizeof(own) / sizeof(own[0])},
-                             cb_flags_sampling(smp, &bp.defaults),
+                             cb_flags_sampling(smp, &bp.defaults.sampling),
                              cb_flags_engine(eng, &ep)},
                   .n_groups = 3};
     int pr = cb_flags_parse(&cli, argc, argv, stdout, stderr);

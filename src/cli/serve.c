@@ -71,7 +71,7 @@ static int fit_connections(int want) {
 int cb_cmd_serve(int argc, char **argv) {
     struct cobatch_engine_params ep = cobatch_engine_default_params();
     ep.max_num_batched_tokens = SERVE_STEP_BUDGET;
-    cb_srv_params sp = {.port = 8080, .defaults = cb_openai_default_sampling()};
+    cb_srv_params sp = {.port = 8080, .defaults = cb_openai_default_defaults()};
     serve_trace trace = {0};
     const char *trace_path = NULL, *key_file = NULL;
     char *key = NULL;
@@ -116,6 +116,9 @@ int cb_cmd_serve(int argc, char **argv) {
         {"--drain-grace", "S", CB_FLAG_INT, &sp.drain_grace_s, 0, 600,
          .help = "after SIGTERM, first S seconds in which /health answers 503 and\nrequests are still served "
                  "(a router's health checks take the\nreplica out), then the drain; default 0"},
+        {"-n, --max-tokens", "N", CB_FLAG_I32, &sp.defaults.max_tokens, 1, 1 << 24,
+         .help = "the output limit of a request that names none (llama-server's\n-n; default: OpenAI's, the rest of "
+                 "the context for a chat or\nresponse, 16 tokens for a completion); a request's own limit\nstands"},
         {"--port-file", "FILE", CB_FLAG_STR, &sp.port_file, .help = "write the port there once listening"},
         {"--trace", "FILE", CB_FLAG_STR, &trace_path,
          .help = "one line per engine step, as `cobatch bench --trace` writes"},
@@ -129,7 +132,7 @@ int cb_cmd_serve(int argc, char **argv) {
                             "every\nrunning stream waits between two tokens (about 0.5 s for 128 prompt tokens on 2 "
                             "cores).\n",
                   .groups = {{"serve", own, sizeof(own) / sizeof(own[0])},
-                             cb_flags_sampling(smp, &sp.defaults),
+                             cb_flags_sampling(smp, &sp.defaults.sampling),
                              cb_flags_engine(eng, &ep)},
                   .n_groups = 3};
     int pr = cb_flags_parse(&cli, argc, argv, stdout, stderr);

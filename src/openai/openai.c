@@ -580,7 +580,7 @@ cJSON *cb_openai_json_parse(const char *s, size_t len, cb_openai_error *e) {
     return root;
 }
 
-int cb_openai_parse(cb_openai_kind kind, const struct cobatch_sampling *defaults, const char *body, size_t len,
+int cb_openai_parse(cb_openai_kind kind, const cb_openai_defaults *defaults, const char *body, size_t len,
                     cb_openai_request *r, cb_openai_error *e) {
     memset(r, 0, sizeof(*r));
     memset(e, 0, sizeof(*e));
@@ -730,6 +730,10 @@ struct cobatch_sampling cb_openai_default_sampling(void) {
     return s;
 }
 
+cb_openai_defaults cb_openai_default_defaults(void) {
+    return (cb_openai_defaults){.sampling = cb_openai_default_sampling(), .max_tokens = 0};
+}
+
 /* response_format (OpenAI: text, json_object, json_schema) and llama-server's grammar (GBNF). */
 static int parse_format(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
     cJSON *g = cJSON_GetObjectItemCaseSensitive(root, "grammar");
@@ -823,15 +827,17 @@ static int parse_logprobs(cb_openai_kind kind, cJSON *root, cb_openai_request *r
     return boolean(root, "return_tokens_as_token_ids", &r->tokens_as_ids, e);
 }
 
-int cb_openai_parse_json(cb_openai_kind kind, const struct cobatch_sampling *defaults, cJSON *root,
-                         cb_openai_request *r, cb_openai_error *e) {
+int cb_openai_parse_json(cb_openai_kind kind, const cb_openai_defaults *defaults, cJSON *root, cb_openai_request *r,
+                         cb_openai_error *e) {
     memset(r, 0, sizeof(*r));
     memset(e, 0, sizeof(*e));
     r->kind = kind;
     r->params = cobatch_request_default_params();
-    r->params.sampling = defaults ? *defaults : cb_openai_default_sampling();
+    r->params.sampling = defaults ? defaults->sampling : cb_openai_default_sampling();
     /* OpenAI's defaults: 16 tokens for legacy completions, the rest of the context for chat */
-    r->params.max_tokens = kind == CB_OPENAI_COMPLETION ? 16 : INT32_MAX / 2;
+    r->params.max_tokens = defaults && defaults->max_tokens > 0 ? defaults->max_tokens
+                           : kind == CB_OPENAI_COMPLETION       ? 16
+                                                                : INT32_MAX / 2;
     int rc = -1;
     if (!cJSON_IsObject(root)) {
         bad(e, NULL, "the body must be a JSON object");

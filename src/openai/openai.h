@@ -60,16 +60,24 @@ typedef struct {
  * no penalties. */
 struct cobatch_sampling cb_openai_default_sampling(void);
 
+/* What a request that leaves a field out gets: OpenAI's defaults, or the operator's flags. */
+typedef struct {
+    struct cobatch_sampling sampling;
+    int32_t max_tokens; /* > 0: the output limit of a request that names none (llama-server's -n); 0:
+                           OpenAI's (16 tokens for a completion, the rest of the context for a chat) */
+} cb_openai_defaults;
+cb_openai_defaults cb_openai_default_defaults(void);
+
 /* Parses body (len bytes) for kind, fields left out taking `defaults` (NULL: OpenAI's; a server's
  * operator may set others). Returns 0 and fills r, or -1 and fills e (status 400). r is
  * valid until cb_openai_request_free either way. Linear in the body's size. A body whose strings hold a
  * NUL character is refused (C strings would end there). */
-int cb_openai_parse(cb_openai_kind kind, const struct cobatch_sampling *defaults, const char *body, size_t len,
+int cb_openai_parse(cb_openai_kind kind, const cb_openai_defaults *defaults, const char *body, size_t len,
                     cb_openai_request *r, cb_openai_error *e);
 /* The same for a body already parsed (the batch runner's JSONL lines); root is only read and
  * stays the caller's. */
 struct cJSON;
-int cb_openai_parse_json(cb_openai_kind kind, const struct cobatch_sampling *defaults, struct cJSON *root,
+int cb_openai_parse_json(cb_openai_kind kind, const cb_openai_defaults *defaults, struct cJSON *root,
                          cb_openai_request *r, cb_openai_error *e);
 void cb_openai_request_free(cb_openai_request *r);
 /* Turns r->json_schema (if any) into params.grammar with convert (cobatch_json_schema_grammar).

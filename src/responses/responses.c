@@ -288,12 +288,16 @@ static int settings(const cJSON *in, cJSON *out, cb_openai_error *e) {
             return cb_dialect_bad(e, "stream_options",
                                   "stream_options.include_obfuscation is not supported (send false)");
     }
-    if (given(x = get(in, "metadata"))) {
-        const cJSON *v;
-        if (!cJSON_IsObject(x)) return cb_dialect_bad(e, "metadata", "'metadata' must be an object of strings");
-        cJSON_ArrayForEach(v, x) if (!cJSON_IsString(v)) return cb_dialect_bad(e, "metadata",
-                                                                               "'metadata' values must be strings");
-    }
+    /* metadata is repeated in the response; client_metadata (Codex CLI: its session, turn and window
+     * ids) is the client's own bookkeeping: both are labels, neither asks anything of the output */
+    static const char *const LABELS[] = {"metadata", "client_metadata", NULL};
+    for (const char *const *k = LABELS; *k; k++)
+        if (given(x = get(in, *k))) {
+            const cJSON *v;
+            if (!cJSON_IsObject(x)) return cb_dialect_bad(e, *k, "'%s' must be an object of strings", *k);
+            cJSON_ArrayForEach(v, x) if (!cJSON_IsString(v)) return cb_dialect_bad(e, *k, "'%s' values must be strings",
+                                                                                   *k);
+        }
     const cJSON *user = get(in, "user"), *safety = get(in, "safety_identifier");
     if (given(user) && !cJSON_IsString(user)) return cb_dialect_bad(e, "user", "'user' must be a string");
     if (given(safety) && !cJSON_IsString(safety)) return cb_dialect_bad(e, "safety_identifier", "must be a string");
@@ -369,6 +373,7 @@ static int translate(const cJSON *in, bool count_only, cJSON *out, cb_openai_err
                                        "top_logprobs",
                                        "max_tool_calls",
                                        "stream_options",
+                                       "client_metadata",
                                        NULL};
     if (!cJSON_IsObject(in)) return cb_dialect_bad(e, "", "the body must be a JSON object");
     if (cb_dialect_only(in, KEYS, NULL, "", e)) return -1;

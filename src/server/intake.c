@@ -22,7 +22,7 @@
 
 struct intake {
     cobatch_engine *engine;
-    struct cobatch_sampling defaults; /* for the fields a request leaves out */
+    cb_openai_defaults defaults; /* for the fields a request leaves out */
     int max_jobs, out;                /* out: handed over, not yet taken back */
     pthread_t thread;
     bool started, stop;
@@ -358,11 +358,11 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-intake *cb_intake_new(cobatch_engine *engine, const struct cobatch_sampling *defaults, int max_jobs) {
+intake *cb_intake_new(cobatch_engine *engine, const cb_openai_defaults *defaults, int max_jobs) {
     intake *q = calloc(1, sizeof(*q));
     if (!q) return NULL;
     q->engine = engine;
-    q->defaults = defaults ? *defaults : cb_openai_default_sampling();
+    q->defaults = defaults ? *defaults : cb_openai_default_defaults();
     q->max_jobs = max_jobs > 0 ? max_jobs : 64;
     pthread_mutex_init(&q->mu, NULL);
     pthread_cond_init(&q->cond, NULL);

@@ -51,7 +51,7 @@ typedef struct cb_intake_job {
 typedef struct intake intake;
 
 /* Starts the worker. Returns NULL on failure. */
-intake *cb_intake_new(cobatch_engine *engine, const struct cobatch_sampling *defaults, int max_jobs);
+intake *cb_intake_new(cobatch_engine *engine, const cb_openai_defaults *defaults, int max_jobs);
 /* Stops the worker and frees every job it still holds (done or not). */
 void cb_intake_free(intake *q);
 /* Readable when done jobs wait (read 8 bytes to reset it). */

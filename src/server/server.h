@@ -5,6 +5,8 @@
 #ifndef CB_SERVER_H
 #define CB_SERVER_H
 
+#include "../openai/openai.h"
+
 #include <cobatch.h>
 #include <stddef.h>
 
@@ -27,8 +29,8 @@ typedef struct {
                                   takes the replica out) while requests are still taken and served; default 0 */
     enum cobatch_sched_policy sched_policy; /* the engine's: a request's priority needs PRIORITY */
     const char *port_file;                  /* if set, the bound port is written there once listening (tests) */
-    struct cobatch_sampling defaults;       /* for the sampling fields a request leaves out (OpenAI's:
-                                               cb_openai_default_sampling) */
+    cb_openai_defaults defaults;            /* for the fields a request leaves out (OpenAI's:
+                                               cb_openai_default_defaults) */
 } cb_srv_params;
 
 /* Serves until SIGTERM/SIGINT and the drain: on the first signal /health answers 503 (for

@@ -73,10 +73,10 @@ static void logit_bias_and_null_fields(void **state) {
 /* Fields left out take the operator's defaults; seed -1 asks for a fresh seed whatever they say. */
 static void operator_defaults_and_seed(void **state) {
     (void)state;
-    struct cobatch_sampling d = cb_openai_default_sampling();
-    assert_true(d.temperature == 1.0f && d.seed == COBATCH_SEED_RANDOM);
-    d.temperature = 0.0f;
-    d.seed = 7;
+    cb_openai_defaults d = cb_openai_default_defaults();
+    assert_true(d.sampling.temperature == 1.0f && d.sampling.seed == COBATCH_SEED_RANDOM && d.max_tokens == 0);
+    d.sampling.temperature = 0.0f;
+    d.sampling.seed = 7;
     cb_openai_request r;
     cb_openai_error e;
     const char *b1 = "{\"prompt\":\"x\"}", *b2 = "{\"prompt\":\"x\",\"seed\":-1,\"temperature\":0.5}";
@@ -85,6 +85,20 @@ static void operator_defaults_and_seed(void **state) {
     cb_openai_request_free(&r);
     assert_int_equal(cb_openai_parse(CB_OPENAI_COMPLETION, &d, b2, strlen(b2), &r, &e), 0);
     assert_true(r.params.sampling.temperature == 0.5f && r.params.sampling.seed == COBATCH_SEED_RANDOM);
+    assert_int_equal(r.params.max_tokens, 16); /* OpenAI's for a completion */
+    cb_openai_request_free(&r);
+    /* the operator's output limit for a request that names none; a request's own stands */
+    d.max_tokens = 5;
+    const char *c1 = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+               *c2 = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":900}";
+    assert_int_equal(cb_openai_parse(CB_OPENAI_COMPLETION, &d, b1, strlen(b1), &r, &e), 0);
+    assert_int_equal(r.params.max_tokens, 5);
+    cb_openai_request_free(&r);
+    assert_int_equal(cb_openai_parse(CB_OPENAI_CHAT, &d, c1, strlen(c1), &r, &e), 0);
+    assert_int_equal(r.params.max_tokens, 5);
+    cb_openai_request_free(&r);
+    assert_int_equal(cb_openai_parse(CB_OPENAI_CHAT, &d, c2, strlen(c2), &r, &e), 0);
+    assert_int_equal(r.params.max_tokens, 900);
     cb_openai_request_free(&r);
 }
 
