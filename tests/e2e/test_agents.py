@@ -1,6 +1,6 @@
 """Real agent clients from npm, pinned, against a real `cobatch serve` of the default model with the
-tool-capable ChatML template: Claude Code (`claude -p`, ANTHROPIC_BASE_URL) completes turns with no
-protocol error. A recording proxy between them keeps every request and status: none may be refused
+tool-capable ChatML template: Claude Code (`claude -p`, ANTHROPIC_BASE_URL) and Codex CLI (`codex
+exec`, a provider with wire_api = "responses") complete turns with no protocol error. A recording proxy between them keeps every request and status: none may be refused
 (Claude Code retries a 400 without the field it named, which would hide a field we do not take),
 and the second turn of a session is read from the prefix cache (Claude Code opens its system
 prompt with a billing header that changes with each prompt; the server leaves it out of the prompt,
@@ -8,7 +8,8 @@ or no turn would ever hit the cache).
 
 A 135M model need not do the task; the client must accept every byte we send. Claude Code's
 default tools do not fit this model's 8,192-token context (about 20,000 tokens of prompt), so it is
-given two (--tools Read,Bash): about 3,800 tokens, 20-60 s a turn here."""
+given two (--tools Read,Bash): about 3,800 tokens, 20-60 s a turn here. Codex CLI names no output
+limit: the server's -n bounds its answers."""
 import http.server
 import json
 import os
@@ -24,6 +25,7 @@ from conftest import Server
 HERE = os.path.dirname(os.path.abspath(__file__))
 TEMPLATE = os.path.join(HERE, "..", "..", "templates", "chatml-tools.jinja")
 CLAUDE = os.path.join(os.environ.get("COBATCH_NODE_MODULES", ""), ".bin", "claude")
+CODEX = os.path.join(os.environ.get("COBATCH_NODE_MODULES", ""), ".bin", "codex")
 
 
 class Recorder:
@@ -72,7 +74,9 @@ class Recorder:
 def srv():
     # one unified pool: its prefix cache holds prompts of any length (the split layout runs prompts
     # longer than a stream in the long lane, which keeps no prefix cache)
-    s = Server("--chat-template", TEMPLATE, "--max-num-seqs", "4", "--temp", "0", "--kv-layout", "unified", "-c", "16384")
+    # -n: Codex CLI names no output limit (Claude Code always does)
+    s = Server("--chat-template", TEMPLATE, "--max-num-seqs", "4", "--temp", "0", "--kv-layout", "unified", "-c", "16384",
+               "-n", "48")
     rec = Recorder(s.url)
     yield s, rec
     rec.close()
@@ -124,3 +128,63 @@ def test_claude_code_completes_turns_and_the_session_stays_cached(srv):
     start = sse_events(later[0]["answer"])[0]["message"]["usage"]
     read, fresh = start["cache_read_input_tokens"], start["input_tokens"]
     assert read > 0.8 * (read + fresh), start  # all but the new turn's tokens (93% here)
+
+
+CODEX_CONFIG = """model = "local"
+model_provider = "cobatch"
+web_search = "disabled"
+
+[agents]
+enabled = false
+
+[model_providers.cobatch]
+name = "cobatch"
+base_url = "{url}/v1"
+wire_api = "responses"
+"""
+
+
+def codex(rec, home, *args, timeout=400):
+    """One turn of `codex exec --json`: its JSONL events. An answer that reaches the server's -n ends
+    as response.incomplete, which Codex CLI reports as a failed turn of its own (exit 1, "Incomplete
+    response returned, reason: max_output_tokens"): the protocol held, the model talked on."""
+    env = {"PATH": os.environ["PATH"], "HOME": home, "CODEX_HOME": os.path.join(home, ".codex")}
+    p = subprocess.run([CODEX, "exec", *args], cwd=home, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                       text=True, timeout=timeout)
+    events = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    ends = [e for e in events if e.get("type") in ("turn.completed", "turn.failed")]
+    talked_on = p.returncode == 1 and ends and ends[-1].get("error", {}).get("message") == \
+        "Incomplete response returned, reason: max_output_tokens"
+    assert (p.returncode == 0 and ends[-1]["type"] == "turn.completed") or talked_on, \
+        (p.stdout[-3000:], p.stderr[-3000:], said(rec))
+    return events
+
+
+def test_codex_cli_completes_turns_and_the_session_stays_cached(srv):
+    server, rec = srv
+    home = tempfile.mkdtemp(prefix="cobatch-codex-")
+    os.makedirs(os.path.join(home, ".codex"))
+    with open(os.path.join(home, ".codex", "config.toml"), "w") as f:
+        f.write(CODEX_CONFIG.format(url=rec.url))
+    n = len(rec.seen)
+    codex(rec, home, "--json", "--skip-git-repo-check", "Reply with one word: hello")
+    turns = [e for e in rec.seen[n:] if e["path"] == "/v1/responses"]
+    assert turns, [e["path"] for e in rec.seen[n:]]
+    # every request taken: a refused field would fail the turn
+    assert all(e["status"] == 200 for e in rec.seen[n:]), said(rec)
+    body = json.loads(turns[0]["body"])
+    assert body["stream"] is True and body["store"] is False and "max_output_tokens" not in body, body.keys()
+    assert any(t["type"] == "function" for t in body["tools"]), body["tools"]
+    events = sse_events(turns[-1]["answer"])
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "response.created" and kinds[-1] in ("response.completed", "response.incomplete"), kinds
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    # the next turn of the session re-sends the conversation: its prefix is read from the cache
+    n = len(rec.seen)
+    codex(rec, home, "resume", "--last", "--json", "--skip-git-repo-check", "Reply with one word: bye")
+    later = [e for e in rec.seen[n:] if e["path"] == "/v1/responses"]
+    assert later and all(e["status"] == 200 for e in rec.seen[n:]), said(rec)
+    # (Codex CLI's own turn.completed usage adds up the whole session; each response has its own)
+    usage = sse_events(later[0]["answer"])[-1]["response"]["usage"]
+    read = usage["input_tokens_details"]["cached_tokens"]
+    assert read > 0.8 * usage["input_tokens"], usage  # all but the new turn's tokens (99% here)
