@@ -123,3 +123,40 @@ def test_what_cannot_be_honoured_is_a_400_naming_it(srv, extra, param):
     assert r.status_code == 400, r.text
     err = r.json()["error"]
     assert err["param"] == param or param in err["message"], err
+
+
+def test_the_agents_sdk_runs_a_tool_and_answers(srv):
+    """The OpenAI Agents SDK (openai-agents, pinned) with a function tool, run whole and streamed: its
+    forced call runs the tool, the call and its output go back as items, and the model answers."""
+    import asyncio
+
+    import agents
+
+    agents.set_tracing_disabled(True)
+    calls = []
+
+    @agents.function_tool
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        calls.append(city)
+        return f"It is sunny in {city}."
+
+    model = agents.OpenAIResponsesModel(model="local", openai_client=openai.AsyncOpenAI(
+        base_url=srv.url + "/v1", api_key="none", max_retries=0))
+    agent = agents.Agent(name="helper", instructions="Answer briefly. Use get_weather for weather questions.",
+                         model=model, tools=[get_weather],
+                         model_settings=agents.ModelSettings(max_tokens=120, tool_choice="required"))
+
+    async def run():
+        whole = await agents.Runner.run(agent, "What is the weather in Paris?", max_turns=3)
+        streamed = agents.Runner.run_streamed(agent, "What is the weather in Rome?", max_turns=3)
+        kinds = [e.type async for e in streamed.stream_events()]
+        return whole, streamed, kinds
+
+    whole, streamed, kinds = asyncio.run(run())
+    assert calls and all(isinstance(c, str) and c for c in calls), calls
+    for r in (whole, streamed):
+        items = [i.type for i in r.new_items]
+        assert "tool_call_item" in items and "tool_call_output_item" in items, items
+        assert items[-1] == "message_output_item" and isinstance(r.final_output, str) and r.final_output, items
+    assert "raw_response_event" in kinds and "run_item_stream_event" in kinds, set(kinds)
