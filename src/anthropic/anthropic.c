@@ -688,3 +688,68 @@ char *cb_anthropic_stream_error(int status, const char *message) {
     bool ok = o && event(&out, "error", o);
     return done(out, ok);
 }
+
+/* ---------------------------------------------------------------- the server's view -------- */
+
+static int to_chat(const cJSON *root, bool count_only, cJSON **chat, cJSON **echo, cb_openai_error *e) {
+    (void)echo; /* a message repeats nothing of its request */
+    return cb_anthropic_to_chat(root, count_only, chat, e);
+}
+
+static char *count_json(int n_tokens) {
+    char buf[48];
+    snprintf(buf, sizeof(buf), "{\"input_tokens\":%d}", n_tokens);
+    return strdup(buf);
+}
+
+static cb_anthropic_message message_of(const cb_dialect_answer *a) {
+    return (cb_anthropic_message){.text = a->text,
+                                  .calls = a->calls,
+                                  .n_calls = a->n_calls,
+                                  .call_ids = a->call_ids,
+                                  .stop_reason = cb_anthropic_stop_reason(a->finish, a->n_calls, a->stop),
+                                  .stop_sequence = a->stop_sequence,
+                                  .input_tokens = a->n_prompt - a->n_cached,
+                                  .cache_read = a->n_cached,
+                                  .output_tokens = a->n_generated};
+}
+
+static char *answer_json(const cb_dialect_head *h, const cb_dialect_answer *a) {
+    cb_anthropic_message m = message_of(a);
+    return cb_anthropic_message_json(h->id, h->model, &m);
+}
+
+static char *stream_start(void *st, const cb_dialect_head *h, int n_prompt, int n_cached) {
+    return cb_anthropic_stream_start(st, h->id, h->model, n_prompt - n_cached, n_cached);
+}
+
+static char *stream_text(void *st, const char *text) { return cb_anthropic_stream_text(st, text); }
+
+static char *stream_call(void *st, int k, const char *id, const char *name, const char *args, bool *late) {
+    return cb_anthropic_stream_call(st, k, id, name, args, late);
+}
+
+static char *stream_end(void *st, const cb_dialect_answer *a) {
+    cb_anthropic_message m = message_of(a);
+    return cb_anthropic_stream_end(st, m.stop_reason, m.stop_sequence, m.input_tokens, m.cache_read, m.output_tokens);
+}
+
+static char *stream_error(void *st, int status, const char *message) {
+    (void)st;
+    return cb_anthropic_stream_error(status, message);
+}
+
+static void stream_free(void *st) { (void)st; /* nothing of its own */ }
+
+const cb_dialect cb_anthropic_dialect = {.id_prefix = "msg_",
+                                         .to_chat = to_chat,
+                                         .count_json = count_json,
+                                         .error_json = cb_anthropic_error_json,
+                                         .answer_json = answer_json,
+                                         .stream_size = sizeof(cb_anthropic_stream),
+                                         .stream_start = stream_start,
+                                         .stream_text = stream_text,
+                                         .stream_call = stream_call,
+                                         .stream_end = stream_end,
+                                         .stream_error = stream_error,
+                                         .stream_free = stream_free};

@@ -5,6 +5,7 @@
 #ifndef CB_ANTHROPIC_H
 #define CB_ANTHROPIC_H
 
+#include "../openai/dialect.h"
 #include "../openai/openai.h"
 
 #include <stdbool.h>
@@ -62,5 +63,8 @@ char *cb_anthropic_stream_end(cb_anthropic_stream *st, const char *stop_reason, 
                               int input_tokens, int cache_read, int output_tokens);
 /* A stream that failed after it began: an error event. */
 char *cb_anthropic_stream_error(int status, const char *message);
+
+/* Anthropic's Messages API as the server drives it (dialect.h): the functions above behind one interface. */
+extern const cb_dialect cb_anthropic_dialect;
 
 #endif

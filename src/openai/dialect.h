@@ -1,6 +1,7 @@
-/* dialect.h — what the API dialects that translate into a chat request share (src/anthropic,
- * src/responses): refusals that name the field, checks on the JSON they read, and the framing of
- * their named server-sent events. Pure: cJSON and text in. */
+/* dialect.h — the API dialects that translate into a chat request (src/anthropic, src/responses):
+ * the interface the server drives them through (cb_dialect: the request in, the answer, its stream
+ * and errors out, one choice), and what they share: refusals that name the field, checks on the JSON
+ * they read, and the framing of their named server-sent events. Pure: cJSON and text in. */
 #ifndef CB_OPENAI_DIALECT_H
 #define CB_OPENAI_DIALECT_H
 
@@ -8,6 +9,57 @@
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>
+#include <stddef.h>
+
+struct cobatch_tool_call;
+
+/* Who answers: the request's id, when it was made, the model's name, and what a Responses answer
+ * repeats of the request (NULL for a dialect that repeats nothing). */
+typedef struct {
+    const char *id;
+    long long created;
+    const char *model;
+    const cJSON *echo;
+} cb_dialect_head;
+
+/* The answer of one choice, as the server collected it. */
+typedef struct {
+    const char *text; /* the content, calls taken out ("" for none) */
+    const struct cobatch_tool_call *calls;
+    size_t n_calls;
+    const char *const *call_ids;         /* (n_calls) */
+    const char *finish;                  /* "stop" or "length" */
+    int stop;                            /* the request's stop string that ended it (its index), or -1 */
+    const char *stop_sequence;           /* that string, or NULL */
+    int n_prompt, n_cached, n_generated; /* the prompt's tokens (n_cached of them read from the prefix cache),
+                                            the output's */
+} cb_dialect_answer;
+
+/* A dialect that translates. The server holds one per request (NULL: OpenAI's own, which it writes
+ * itself: several choices, log-probabilities) and reaches the dialect through nothing else: the
+ * request lifecycle, tool-call parsing, stops, cancellation and the SSE transport are the server's,
+ * written once. Every text returned is malloc'd (the caller frees it), NULL when out of memory. */
+typedef struct cb_dialect {
+    const char *id_prefix; /* of its answers' ids: "msg_", "resp_" */
+    /* root as the chat request it asks for (*chat, the caller's), and (may stay NULL) what each answer
+     * repeats (*echo); count_only: for a token count. 0, or -1 with e. */
+    int (*to_chat)(const cJSON *root, bool count_only, cJSON **chat, cJSON **echo, cb_openai_error *e);
+    char *(*count_json)(int n_tokens); /* a token count's answer */
+    char *(*error_json)(const cb_openai_error *e);
+    char *(*answer_json)(const cb_dialect_head *h, const cb_dialect_answer *a);
+    /* A stream: its state is stream_size zeroed bytes the caller owns; stream_start first, then text
+     * and calls as they are read (a call k's id and name with its first part, NULL after; *late when
+     * a part arrived after the call's event was closed: the stream must then end in an error), then
+     * stream_end or stream_error, then stream_free (after any of them, or none). Each returns the
+     * events to send ("" for none). */
+    size_t stream_size;
+    char *(*stream_start)(void *st, const cb_dialect_head *h, int n_prompt, int n_cached);
+    char *(*stream_text)(void *st, const char *text);
+    char *(*stream_call)(void *st, int k, const char *id, const char *name, const char *args, bool *late);
+    char *(*stream_end)(void *st, const cb_dialect_answer *a);
+    char *(*stream_error)(void *st, int status, const char *message);
+    void (*stream_free)(void *st);
+} cb_dialect;
 
 /* e as a 400 naming param (the message printf-style); returns -1. */
 int cb_dialect_bad(cb_openai_error *e, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -732,3 +732,59 @@ void cb_responses_stream_free(cb_responses_stream *st) {
     st->output = NULL;
     st->open = -1;
 }
+
+/* ---------------------------------------------------------------- the server's view -------- */
+
+static char *count_json(int n_tokens) {
+    char buf[80];
+    snprintf(buf, sizeof(buf), "{\"object\":\"response.input_tokens\",\"input_tokens\":%d}", n_tokens);
+    return strdup(buf);
+}
+
+static cb_responses_answer answer_of(const cb_dialect_answer *a) {
+    return (cb_responses_answer){.text = a->text,
+                                 .calls = a->calls,
+                                 .n_calls = a->n_calls,
+                                 .call_ids = a->call_ids,
+                                 .finish = a->finish,
+                                 .usage = {a->n_prompt, a->n_cached, a->n_generated}};
+}
+
+static char *answer_json(const cb_dialect_head *h, const cb_dialect_answer *a) {
+    cb_responses_answer r = answer_of(a);
+    return cb_responses_json(h->id, h->created, h->model, h->echo, &r);
+}
+
+static char *stream_start(void *st, const cb_dialect_head *h, int n_prompt, int n_cached) {
+    (void)n_prompt, (void)n_cached; /* the usage comes at the end */
+    return cb_responses_stream_start(st, h->id, h->created, h->model, h->echo);
+}
+
+static char *stream_text(void *st, const char *text) { return cb_responses_stream_text(st, text); }
+
+static char *stream_call(void *st, int k, const char *id, const char *name, const char *args, bool *late) {
+    return cb_responses_stream_call(st, k, id, name, args, late);
+}
+
+static char *stream_end(void *st, const cb_dialect_answer *a) {
+    return cb_responses_stream_end(st, a->finish, answer_of(a).usage);
+}
+
+static char *stream_error(void *st, int status, const char *message) {
+    return cb_responses_stream_error(st, status, message);
+}
+
+static void stream_free(void *st) { cb_responses_stream_free(st); }
+
+const cb_dialect cb_responses_dialect = {.id_prefix = "resp_",
+                                         .to_chat = cb_responses_to_chat,
+                                         .count_json = count_json,
+                                         .error_json = cb_responses_error_json,
+                                         .answer_json = answer_json,
+                                         .stream_size = sizeof(cb_responses_stream),
+                                         .stream_start = stream_start,
+                                         .stream_text = stream_text,
+                                         .stream_call = stream_call,
+                                         .stream_end = stream_end,
+                                         .stream_error = stream_error,
+                                         .stream_free = stream_free};

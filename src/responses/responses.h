@@ -7,6 +7,7 @@
 #ifndef CB_RESPONSES_H
 #define CB_RESPONSES_H
 
+#include "../openai/dialect.h"
 #include "../openai/openai.h"
 
 #include <stdbool.h>
@@ -75,5 +76,8 @@ char *cb_responses_stream_end(cb_responses_stream *st, const char *finish, cb_re
 char *cb_responses_stream_error(cb_responses_stream *st, int status, const char *message);
 /* Frees what the stream holds (any time; the state is then empty). */
 void cb_responses_stream_free(cb_responses_stream *st);
+
+/* OpenAI's Responses API as the server drives it (dialect.h): the functions above behind one interface. */
+extern const cb_dialect cb_responses_dialect;
 
 #endif

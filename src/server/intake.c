@@ -1,7 +1,6 @@
 /* intake.c — the worker thread (see intake.h). */
 #include "intake.h"
-#include "../anthropic/anthropic.h"
-#include "../responses/responses.h"
+#include "../openai/dialect.h"
 #include "../core/textout.h"
 
 #include <cjson/cJSON.h>
@@ -23,7 +22,7 @@
 struct intake {
     cobatch_engine *engine;
     cb_openai_defaults defaults; /* for the fields a request leaves out */
-    int max_jobs, out;                /* out: handed over, not yet taken back */
+    int max_jobs, out;           /* out: handed over, not yet taken back */
     pthread_t thread;
     bool started, stop;
     pthread_mutex_t mu;
@@ -35,7 +34,7 @@ struct intake {
 /* ---------------------------------------------------------------- jobs ---------------------- */
 
 static char *error_json(const cb_intake_job *j, const cb_openai_error *e) {
-    return j->dialect == CB_DIALECT_ANTHROPIC ? cb_anthropic_error_json(e) : cb_responses_error_json(e);
+    return j->dialect ? j->dialect->error_json(e) : cb_openai_error_json(e);
 }
 
 static void set_error(cb_intake_job *j, int status, const char *param, const char *msg) {
@@ -75,8 +74,7 @@ static cJSON *parse_body(cb_intake_job *j);
 static int parse_dialect(intake *q, cb_intake_job *j, bool count_only, cb_openai_error *e) {
     cJSON *root = parse_body(j), *chat = NULL;
     if (!root) return -1;
-    int rc = j->dialect == CB_DIALECT_RESPONSES ? cb_responses_to_chat(root, count_only, &chat, &j->echo, e)
-                                                : cb_anthropic_to_chat(root, count_only, &chat, e);
+    int rc = j->dialect->to_chat(root, count_only, &chat, &j->echo, e);
     cJSON_Delete(root);
     if (rc == 0) rc = cb_openai_parse_json(CB_OPENAI_CHAT, &q->defaults, chat, &j->req, e);
     cJSON_Delete(chat);
@@ -90,7 +88,7 @@ static int parse_dialect(intake *q, cb_intake_job *j, bool count_only, cb_openai
 static void do_completion(intake *q, cb_intake_job *j) {
     cb_openai_error e;
     int rc;
-    if (j->dialect != CB_DIALECT_OPENAI) {
+    if (j->dialect) {
         if (parse_dialect(q, j, false, &e) != 0) return;
         rc = 0;
     } else {
@@ -188,10 +186,7 @@ static void do_count(intake *q, cb_intake_job *j) {
     int32_t n = 0;
     cobatch_chat_tokens(chat, &n);
     cobatch_chat_free(chat);
-    char buf[64];
-    snprintf(buf, sizeof(buf), "{%s\"input_tokens\":%d}",
-             j->dialect == CB_DIALECT_RESPONSES ? "\"object\":\"response.input_tokens\"," : "", (int)n);
-    j->json = strdup(buf);
+    j->json = j->dialect->count_json((int)n);
     j->status = j->json ? 200 : 500;
 }
 

@@ -16,9 +16,6 @@
 /* INTAKE_COUNT: the prompt tokens a chat request would take (Anthropic's count_tokens). */
 typedef enum { INTAKE_COMPLETION, INTAKE_TOKENIZE, INTAKE_DETOKENIZE, INTAKE_CALL, INTAKE_COUNT } cb_intake_kind;
 
-/* The API a request speaks: its body's shape and its errors'. */
-typedef enum { CB_DIALECT_OPENAI, CB_DIALECT_ANTHROPIC, CB_DIALECT_RESPONSES } cb_dialect;
-
 /* One prompt of a completion request, as the engine will queue it. */
 typedef struct {
     int32_t *tokens;
@@ -26,10 +23,12 @@ typedef struct {
     char *text; /* with echo: the prompt's text (a token prompt's detokenized), else NULL */
 } cb_intake_prompt;
 
+struct cb_dialect;
+
 typedef struct cb_intake_job {
     cb_intake_kind kind;
-    cb_openai_kind api; /* INTAKE_COMPLETION: which API the body is for */
-    cb_dialect dialect; /* a Messages or Responses body is translated to a chat one first */
+    cb_openai_kind api;               /* INTAKE_COMPLETION: which API the body is for */
+    const struct cb_dialect *dialect; /* NULL: OpenAI's; else the body is translated to a chat one first */
     struct cJSON *echo; /* Responses: the request's fields each response object repeats (taken by the server) */
     char *body;         /* the request body (NUL-terminated), owned by the job */
     size_t len;

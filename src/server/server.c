@@ -73,11 +73,10 @@ typedef struct cb_srv_req {
     struct cb_intake_job *jb; /* that job, while at_intake */
     cb_intake_kind job;       /* what the worker does with its body */
     cb_openai_kind kind;
-    cb_dialect dialect;      /* Anthropic: its answer, events and errors in that API's shapes */
-    cb_anthropic_stream ast; /* Anthropic, streamed: its content blocks so far */
-    cb_responses_stream rst; /* Responses, streamed: its output items so far */
-    struct cJSON *echo;      /* Responses: the request's fields each response object repeats */
-    char **stops;            /* (n_stops) Anthropic: the stop strings, to name the one that ended the output */
+    const cb_dialect *dialect; /* NULL: OpenAI's; else its answer, events and errors are in that API's shapes */
+    void *dst;                 /* a dialect's stream: its state (the blocks or items so far) */
+    struct cJSON *echo;        /* Responses: the request's fields each response object repeats */
+    char **stops;              /* (n_stops) a dialect's: the stop strings, to name the one that ended the output */
     int n_stops;
     bool stream, include_usage, started; /* started: the stream's head and first chunk are out */
     char cid[48];                        /* "cmpl-..." / "chatcmpl-..." */
@@ -136,12 +135,12 @@ static void reply_json(srv *s, cb_conn *c, int status, const char *json, const c
     cb_conn_reply(c, status, "application/json", extra, json, strlen(json));
 }
 
-static void vreply_error(srv *s, cb_conn *c, cb_dialect d, int status, const char *type, const char *param,
+static void vreply_error(srv *s, cb_conn *c, const cb_dialect *d, int status, const char *type, const char *param,
                          const char *fmt, va_list ap) {
     cb_openai_error e = {.status = status, .type = type};
     snprintf(e.param, sizeof(e.param), "%s", param ? param : "");
     vsnprintf(e.message, sizeof(e.message), fmt, ap);
-    char *j = d == CB_DIALECT_ANTHROPIC ? cb_anthropic_error_json(&e) : cb_openai_error_json(&e);
+    char *j = d ? d->error_json(&e) : cb_openai_error_json(&e);
     reply_json(s, c, status, j, NULL);
     free(j);
 }
@@ -151,14 +150,14 @@ static void reply_error(srv *s, cb_conn *c, int status, const char *type, const 
 static void reply_error(srv *s, cb_conn *c, int status, const char *type, const char *param, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vreply_error(s, c, CB_DIALECT_OPENAI, status, type, param, fmt, ap);
+    vreply_error(s, c, NULL, status, type, param, fmt, ap);
     va_end(ap);
 }
 
 /* An error for a request, in its dialect. */
-static void dreply_error(srv *s, cb_conn *c, cb_dialect d, int status, const char *type, const char *param,
+static void dreply_error(srv *s, cb_conn *c, const cb_dialect *d, int status, const char *type, const char *param,
                          const char *fmt, ...) __attribute__((format(printf, 7, 8)));
-static void dreply_error(srv *s, cb_conn *c, cb_dialect d, int status, const char *type, const char *param,
+static void dreply_error(srv *s, cb_conn *c, const cb_dialect *d, int status, const char *type, const char *param,
                          const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -175,7 +174,7 @@ static void reply_cjson(srv *s, cb_conn *c, cJSON *o) { /* takes o */
 
 /* ---------------------------------------------------------------- requests ------------------ */
 
-static cb_srv_req *req_new(srv *s, cb_conn *c, cb_openai_kind kind, cb_dialect d) {
+static cb_srv_req *req_new(srv *s, cb_conn *c, cb_openai_kind kind, const cb_dialect *d) {
     cb_srv_req *r = calloc(1, sizeof(*r));
     if (!r) return NULL;
     r->s = s;
@@ -184,10 +183,9 @@ static cb_srv_req *req_new(srv *s, cb_conn *c, cb_openai_kind kind, cb_dialect d
     r->dialect = d;
     r->created = (long)time(NULL);
     snprintf(r->cid, sizeof(r->cid), "%s%llx%06llx",
-             d == CB_DIALECT_ANTHROPIC   ? "msg_"
-             : d == CB_DIALECT_RESPONSES ? "resp_"
-             : kind == CB_OPENAI_CHAT    ? "chatcmpl-"
-                                         : "cmpl-",
+             d                        ? d->id_prefix
+             : kind == CB_OPENAI_CHAT ? "chatcmpl-"
+                                      : "cmpl-",
              (unsigned long long)r->created, (unsigned long long)++s->next_cid);
     r->next = s->reqs;
     if (s->reqs) s->reqs->prev = r;
@@ -212,7 +210,8 @@ static void req_free(cb_srv_req *r) {
         free(r->ch[i].ids);
     }
     cobatch_chat_free(r->chat);
-    cb_responses_stream_free(&r->rst);
+    if (r->dst) r->dialect->stream_free(r->dst);
+    free(r->dst);
     cJSON_Delete(r->echo);
     free(r->ch);
     for (int i = 0; i < r->n_stops; i++)
@@ -273,15 +272,19 @@ static bool sse_raw(srv *s, cb_srv_req *r, char *text) {
     return ok;
 }
 
+static cb_dialect_head head(const srv *s, const cb_srv_req *r) {
+    return (cb_dialect_head){.id = r->cid, .created = r->created, .model = s->model, .echo = r->echo};
+}
+
 static void start_stream(srv *s, cb_srv_req *r, const struct cobatch_event *ev) {
     r->started = true;
     cb_conn_stream_start(r->conn, 200, "text/event-stream", "Cache-Control: no-cache\r\n");
-    if (r->dialect == CB_DIALECT_ANTHROPIC) { /* the usage so far: the prompt, its cached part apart */
-        sse_raw(s, r, cb_anthropic_stream_start(&r->ast, r->cid, s->model, ev->n_prompt - ev->n_cached, ev->n_cached));
-        return;
-    }
-    if (r->dialect == CB_DIALECT_RESPONSES) {
-        sse_raw(s, r, cb_responses_stream_start(&r->rst, r->cid, r->created, s->model, r->echo));
+    if (r->dialect) { /* its state, then its first events (the usage so far: the prompt, its cached part) */
+        cb_dialect_head h = head(s, r);
+        if (!(r->dst = calloc(1, r->dialect->stream_size)))
+            drop_stream(s, r, false);
+        else
+            sse_raw(s, r, r->dialect->stream_start(r->dst, &h, ev->n_prompt, ev->n_cached));
         return;
     }
     for (int i = 0; i < r->n && r->kind == CB_OPENAI_CHAT; i++) { /* each choice's first chunk carries the role */
@@ -347,12 +350,8 @@ static const cb_openai_logprobs *rows_of(srv *s, cb_srv_choice *c, cb_openai_log
 /* A stream chunk of the choice with text and the rows kept since the last one (then forgotten). */
 static void send_chunk(srv *s, cb_srv_choice *c, const char *text, const char *finish) {
     cb_srv_req *r = c->r;
-    if (r->dialect == CB_DIALECT_ANTHROPIC) { /* the end goes with the message's (answer) */
-        sse_raw(s, r, cb_anthropic_stream_text(&r->ast, text));
-        return;
-    }
-    if (r->dialect == CB_DIALECT_RESPONSES) {
-        sse_raw(s, r, cb_responses_stream_text(&r->rst, text));
+    if (r->dialect) { /* the end goes with the answer's */
+        sse_raw(s, r, r->dialect->stream_text(r->dst, text));
         return;
     }
     cb_openai_logprobs lp;
@@ -413,7 +412,7 @@ static bool read_output(cb_srv_choice *c, bool partial) {
 
 static void fail(srv *s, cb_srv_req *r, int index, const struct cobatch_event *ev);
 
-/* Anthropic: a call's arguments grew after the next block began (the output was read differently
+/* A dialect's stream: a call's arguments grew after the next block or item began (the output was read differently
  * with more text): its block is closed, so the request ends with an error, not a wrong input. */
 static void fail_late(srv *s, cb_srv_choice *c) {
     struct cobatch_event ev = {.reason = COBATCH_FINISH_ERROR,
@@ -437,14 +436,11 @@ static void send_calls(srv *s, cb_srv_choice *c) {
         size_t al = strlen(t->arguments), sent = c->sent_args[k];
         if (sent != SIZE_MAX && al <= sent) continue;
         bool first = sent == SIZE_MAX;
-        if (r->dialect != CB_DIALECT_OPENAI) {
+        if (r->dialect) {
             bool late = false;
             const char *id = first ? c->ids[k] : NULL, *name = first ? t->name : NULL,
                        *args = t->arguments + (first ? 0 : sent);
-            sse_raw(s, r,
-                    r->dialect == CB_DIALECT_ANTHROPIC
-                        ? cb_anthropic_stream_call(&r->ast, (int)k, id, name, args, &late)
-                        : cb_responses_stream_call(&r->rst, (int)k, id, name, args, &late));
+            sse_raw(s, r, r->dialect->stream_call(r->dst, (int)k, id, name, args, &late));
             c->sent_args[k] = al;
             if (late) fail_late(s, c);
             continue;
@@ -576,9 +572,20 @@ static int failure(const srv *s, const struct cobatch_event *ev, const char **ty
     return ev->invalid ? 400 : 500;
 }
 
-/* Anthropic: the stop string that ended the choice's output, or NULL. */
-static const char *stop_sequence(const cb_srv_req *r, const cb_srv_choice *c) {
-    return c->stop >= 0 && c->stop < r->n_stops ? r->stops[c->stop] : NULL;
+/* A dialect's answer of the request's one choice (its text and calls as read); ids: (n_calls) or NULL. */
+static cb_dialect_answer dialect_answer(const cb_srv_req *r, const char *const *ids) {
+    const cb_srv_choice *c = &r->ch[0];
+    return (cb_dialect_answer){.text =
+                                   r->calls_tools ? (c->out.content ? c->out.content : "") : (c->text ? c->text : ""),
+                               .calls = c->out.calls,
+                               .n_calls = c->out.n_calls,
+                               .call_ids = ids,
+                               .finish = c->finish,
+                               .stop = c->stop,
+                               .stop_sequence = c->stop >= 0 && c->stop < r->n_stops ? r->stops[c->stop] : NULL,
+                               .n_prompt = r->n_prompt,
+                               .n_cached = r->n_cached,
+                               .n_generated = r->n_generated};
 }
 
 /* The whole response of a request whose choices all ended well, not streamed: the final read of
@@ -591,34 +598,15 @@ static char *whole_answer(srv *s, cb_srv_req *r) {
         if (!read_output(c, false)) return NULL;
         if (c->out.n_calls && !strcmp(c->finish, "stop")) c->finish = "tool_calls";
     }
-    if (r->dialect != CB_DIALECT_OPENAI) { /* one choice: its text and calls as content blocks / items */
+    if (r->dialect) { /* one choice: its text and calls as the dialect's content blocks or items */
         cb_srv_choice *c = &r->ch[0];
         const char **ids = c->n_ids ? malloc(sizeof(char *) * c->n_ids) : NULL;
         if (c->n_ids && !ids) return NULL;
         for (size_t k = 0; k < c->n_ids; k++)
             ids[k] = c->ids[k];
-        const char *text = r->calls_tools ? (c->out.content ? c->out.content : "") : (c->text ? c->text : "");
-        if (r->dialect == CB_DIALECT_RESPONSES) {
-            cb_responses_answer a = {.text = text,
-                                     .calls = c->out.calls,
-                                     .n_calls = c->out.n_calls,
-                                     .call_ids = ids,
-                                     .finish = c->finish,
-                                     .usage = {r->n_prompt, r->n_cached, r->n_generated}};
-            char *j = cb_responses_json(r->cid, r->created, s->model, r->echo, &a);
-            free(ids);
-            return j;
-        }
-        cb_anthropic_message m = {.text = text,
-                                  .calls = c->out.calls,
-                                  .n_calls = c->out.n_calls,
-                                  .call_ids = ids,
-                                  .stop_reason = cb_anthropic_stop_reason(c->finish, c->out.n_calls, c->stop),
-                                  .stop_sequence = stop_sequence(r, c),
-                                  .input_tokens = r->n_prompt - r->n_cached,
-                                  .cache_read = r->n_cached,
-                                  .output_tokens = r->n_generated};
-        char *j = cb_anthropic_message_json(r->cid, s->model, &m);
+        cb_dialect_head h = head(s, r);
+        cb_dialect_answer a = dialect_answer(r, ids);
+        char *j = r->dialect->answer_json(&h, &a);
         free(ids);
         return j;
     }
@@ -682,18 +670,9 @@ static void build_answer(cb_intake_job *jb) {
 /* The answer once every choice ended well: the last chunks, or the whole response. Returns true
  * when the request went to the answers worker (it is freed when it comes back). */
 static bool answer(srv *s, cb_srv_req *r) {
-    if (r->stream && r->dialect == CB_DIALECT_ANTHROPIC) {
-        cb_srv_choice *c = &r->ch[0];
-        const char *why = cb_anthropic_stop_reason(c->finish, c->out.n_calls, c->stop);
-        if (sse_raw(s, r,
-                    cb_anthropic_stream_end(&r->ast, why, stop_sequence(r, c), r->n_prompt - r->n_cached, r->n_cached,
-                                            r->n_generated)))
-            cb_conn_stream_end(r->conn);
-        return false;
-    }
-    if (r->stream && r->dialect == CB_DIALECT_RESPONSES) {
-        cb_responses_usage u = {r->n_prompt, r->n_cached, r->n_generated};
-        if (sse_raw(s, r, cb_responses_stream_end(&r->rst, r->ch[0].finish, u))) cb_conn_stream_end(r->conn);
+    if (r->stream && r->dialect) { /* the calls went out as they were read; their ids are not needed again */
+        cb_dialect_answer a = dialect_answer(r, NULL);
+        if (sse_raw(s, r, r->dialect->stream_end(r->dst, &a))) cb_conn_stream_end(r->conn);
         return false;
     }
     if (r->stream) {
@@ -753,10 +732,8 @@ static void fail(srv *s, cb_srv_req *r, int index, const struct cobatch_event *e
     if (!r->conn) return;
     const char *type, *why;
     int status = failure(s, ev, &type, &why);
-    if (r->stream && r->started && r->dialect == CB_DIALECT_ANTHROPIC) { /* an error event ends it */
-        if (sse_raw(s, r, cb_anthropic_stream_error(status, why))) cb_conn_stream_end(r->conn);
-    } else if (r->stream && r->started && r->dialect == CB_DIALECT_RESPONSES) {
-        if (sse_raw(s, r, cb_responses_stream_error(&r->rst, status, why))) cb_conn_stream_end(r->conn);
+    if (r->stream && r->started && r->dialect) { /* an error event ends it */
+        if (sse_raw(s, r, r->dialect->stream_error(r->dst, status, why))) cb_conn_stream_end(r->conn);
     } else if (r->stream && r->started) { /* the stream's last chunk: a finish reason and the error */
         char *j = cb_openai_abort_chunk_json(r->kind, r->cid, r->created, s->model, index, status, type, why);
         if (sse(s, r, j) && cb_conn_stream_write(r->conn, "data: [DONE]\n\n", 14))
@@ -866,7 +843,7 @@ static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
     r->top = j->req.top;
     r->stride = 1 + r->top;
     r->tokens_as_ids = j->req.tokens_as_ids;
-    if (r->dialect == CB_DIALECT_ANTHROPIC && j->req.params.n_stop) { /* to name the one that ends the output */
+    if (r->dialect && j->req.params.n_stop) { /* to name the one that ends the output */
         r->stops = calloc(j->req.params.n_stop, sizeof(char *));
         for (size_t i = 0; r->stops && i < j->req.params.n_stop; i++)
             if ((r->stops[i] = strdup(j->req.params.stop[i])))
@@ -960,7 +937,8 @@ static void on_intake(evutil_socket_t fd, short what, void *arg) {
 }
 
 /* Hands the request's body to the intake worker. */
-static void to_intake(srv *s, cb_conn *c, cb_http_req *hr, cb_intake_kind kind, cb_openai_kind api, cb_dialect d) {
+static void to_intake(srv *s, cb_conn *c, cb_http_req *hr, cb_intake_kind kind, cb_openai_kind api,
+                      const cb_dialect *d) {
     if (s->draining && kind == INTAKE_COMPLETION) {
         dreply_error(s, c, d, 503, "service_unavailable", NULL, "the server is shutting down; retry elsewhere");
         return;
@@ -1093,23 +1071,36 @@ static void handle_metrics(srv *s, cb_conn *c) {
 
 /* ---------------------------------------------------------------- routing ------------------- */
 
-/* The request's route, or NULL once it has been answered (404, 405, 401): from its head alone. */
+/* The dialect a route speaks (NULL: OpenAI's). */
+static const cb_dialect *dialect_of(cb_srv_route_id id) {
+    switch (id) {
+    case R_MESSAGES:
+    case R_COUNT_TOKENS: return &cb_anthropic_dialect;
+    case R_RESPONSES:
+    case R_INPUT_TOKENS: return &cb_responses_dialect;
+    default: return NULL;
+    }
+}
+
+/* The request's route, or NULL once it has been answered (404, 405, 401): from its head alone. Its
+ * errors are in the dialect of the path (an Anthropic client's unknown /v1/messages/... too). */
 static const cb_srv_route *admit_route(srv *s, cb_conn *c, cb_http_req *hr) {
     const cb_srv_route *rt = cb_srv_route_find(hr->target);
     if (!rt) {
         size_t plen = strcspn(hr->target, "?");
-        reply_error(s, c, 404, "invalid_request_error", NULL, "no route for %.*s", (int)(plen < 200 ? plen : 200),
-                    hr->target);
+        const cb_dialect *d = !strncmp(hr->target, "/v1/messages", 12) ? &cb_anthropic_dialect : NULL;
+        dreply_error(s, c, d, 404, "invalid_request_error", NULL, "no route for %.*s", (int)(plen < 200 ? plen : 200),
+                     hr->target);
         return NULL;
     }
     if (strcmp(hr->method, rt->post ? "POST" : "GET") != 0) {
-        reply_error(s, c, 405, "invalid_request_error", NULL, "use %s for %s", rt->post ? "POST" : "GET", rt->path);
+        dreply_error(s, c, dialect_of(rt->id), 405, "invalid_request_error", NULL, "use %s for %s",
+                     rt->post ? "POST" : "GET", rt->path);
         return NULL;
     }
     if (rt->auth && !cb_srv_authorized(s->p.api_key, cb_http_header_get(hr, "Authorization")) &&
         !cb_srv_key_given(s->p.api_key, cb_http_header_get(hr, "x-api-key"))) {
-        dreply_error(s, c, rt->id == R_MESSAGES || rt->id == R_COUNT_TOKENS ? CB_DIALECT_ANTHROPIC : CB_DIALECT_OPENAI,
-                     401, "authentication_error", NULL,
+        dreply_error(s, c, dialect_of(rt->id), 401, "authentication_error", NULL,
                      "a valid API key is required (Authorization: Bearer KEY, or x-api-key: KEY)");
         return NULL;
     }
@@ -1140,14 +1131,14 @@ static void on_request(cb_conn *c, cb_http_req *hr, void *user) {
     case R_MODELS: handle_models(s, c); return;
     case R_MODEL_INFO: handle_model_info(s, c); return;
     case R_TOKENIZER_INFO: handle_tokenizer_info(s, c); return;
-    case R_COMPLETIONS: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_COMPLETION, CB_DIALECT_OPENAI); return;
-    case R_CHAT: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_CHAT, CB_DIALECT_OPENAI); return;
-    case R_MESSAGES: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_CHAT, CB_DIALECT_ANTHROPIC); return;
-    case R_COUNT_TOKENS: to_intake(s, c, hr, INTAKE_COUNT, CB_OPENAI_CHAT, CB_DIALECT_ANTHROPIC); return;
-    case R_RESPONSES: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_CHAT, CB_DIALECT_RESPONSES); return;
-    case R_INPUT_TOKENS: to_intake(s, c, hr, INTAKE_COUNT, CB_OPENAI_CHAT, CB_DIALECT_RESPONSES); return;
-    case R_TOKENIZE: to_intake(s, c, hr, INTAKE_TOKENIZE, CB_OPENAI_COMPLETION, CB_DIALECT_OPENAI); return;
-    case R_DETOKENIZE: to_intake(s, c, hr, INTAKE_DETOKENIZE, CB_OPENAI_COMPLETION, CB_DIALECT_OPENAI); return;
+    case R_COMPLETIONS: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_COMPLETION, NULL); return;
+    case R_CHAT: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_CHAT, NULL); return;
+    case R_MESSAGES:
+    case R_RESPONSES: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_CHAT, dialect_of(rt->id)); return;
+    case R_COUNT_TOKENS:
+    case R_INPUT_TOKENS: to_intake(s, c, hr, INTAKE_COUNT, CB_OPENAI_CHAT, dialect_of(rt->id)); return;
+    case R_TOKENIZE: to_intake(s, c, hr, INTAKE_TOKENIZE, CB_OPENAI_COMPLETION, NULL); return;
+    case R_DETOKENIZE: to_intake(s, c, hr, INTAKE_DETOKENIZE, CB_OPENAI_COMPLETION, NULL); return;
     }
 }
 

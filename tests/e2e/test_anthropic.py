@@ -133,6 +133,12 @@ def test_keys_and_error_shape(srv):
     r = httpx.post(srv.url + "/v1/messages", json={"model": "local", "messages": ASK}, headers={"x-api-key": KEY},
                    timeout=60)
     assert r.status_code == 400 and "max_tokens" in r.json()["error"]["message"]
+    # a wrong method or an unknown path under /v1/messages: Anthropic's shape, as the SDK reads it
+    r = httpx.get(srv.url + "/v1/messages", headers={"x-api-key": KEY}, timeout=60)
+    assert r.status_code == 405 and r.json()["type"] == "error", r.text
+    r = httpx.post(srv.url + "/v1/messages/batches", json=body, headers={"x-api-key": KEY}, timeout=60)
+    assert r.status_code == 404 and r.json()["type"] == "error" and r.json()["error"]["type"] == "not_found_error"
+    assert "type" not in httpx.get(srv.url + "/v1/nothing", timeout=60).json()  # OpenAI's shape elsewhere
 
 
 def test_stream_events_in_order(srv):
