@@ -126,7 +126,12 @@ static void on_done(struct evhttp_request *req, void *arg) {
 static char *body_of(const cb_loadgen_params *p, const cb_work_item *it) {
     cJSON *b = cJSON_CreateObject();
     if (p->model) cJSON_AddStringToObject(b, "model", p->model);
-    if (it->text) {
+    if (strstr(p->path, "/chat/completions")) { /* the prompt's text as one user message */
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "role", "user");
+        cJSON_AddStringToObject(m, "content", it->text ? it->text : "");
+        cJSON_AddItemToArray(cJSON_AddArrayToObject(b, "messages"), m);
+    } else if (it->text) {
         cJSON_AddStringToObject(b, "prompt", it->text);
     } else {
         cJSON *arr = cJSON_AddArrayToObject(b, "prompt");

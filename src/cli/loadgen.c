@@ -42,7 +42,9 @@ int cb_cmd_loadgen(int argc, char **argv) {
     const char *slos_arg = NULL;
     const cb_flag own[] = {
         {"--url", "URL", CB_FLAG_STR, &url, .help = "the server, http://HOST:PORT (http only)"},
-        {"--endpoint", "PATH", CB_FLAG_STR, &lp.path, .help = "default /v1/completions (token-id prompts, streaming)"},
+        {"--endpoint", "PATH", CB_FLAG_STR, &lp.path,
+         .help = "default /v1/completions (token-id prompts, streaming);\n/v1/chat/completions sends each prompt's "
+                 "text as a user message"},
         {"--served-model", "NAME", CB_FLAG_STR, &lp.model, .help = "the \"model\" field to send (default: none)"},
         {"--api-key", "KEY", CB_FLAG_STR, &lp.api_key, .help = "sent as 'Authorization: Bearer KEY'"},
         {"-m, --model", "FILE", CB_FLAG_STR, &ep.model_path,
@@ -78,6 +80,7 @@ int cb_cmd_loadgen(int argc, char **argv) {
     }
     lp.host = host;
     lp.port = port;
+    if (strstr(lp.path, "/chat/completions")) wa.text = true; /* a message is text */
     lp.concurrency = wa.concurrency;
     if (!ep.model_path) ep.model_path = cb_default_model();
     char err[512] = "", model_name[128];

@@ -420,37 +420,42 @@ static void fail_late(srv *s, cb_srv_choice *c) {
     fail(s, c->r, c->index, &ev);
 }
 
-/* Streams what the choice's output read into since the last time: new content, then each call's
- * first chunk (id, name) and the new part of its arguments. A part that is not an extension of
- * what went out (the parser read differently with more text) waits. */
+/* Streams call k's new part: its first chunk (id, name) and the arguments not yet sent. */
+static void send_call(srv *s, cb_srv_choice *c, size_t k) {
+    cb_srv_req *r = c->r;
+    const struct cobatch_tool_call *t = &c->out.calls[k];
+    size_t al = strlen(t->arguments), sent = c->sent_args[k];
+    if (sent != SIZE_MAX && al <= sent) return;
+    bool first = sent == SIZE_MAX;
+    const char *id = first ? c->ids[k] : NULL, *name = first ? t->name : NULL,
+               *args = t->arguments + (first ? 0 : sent);
+    c->sent_args[k] = al;
+    if (r->dialect) {
+        bool late = false;
+        sse_raw(s, r, r->dialect->stream_call(r->dst, (int)k, id, name, args, &late));
+        if (late) fail_late(s, c);
+        return;
+    }
+    char *j = cb_openai_tool_chunk_json(r->cid, r->created, s->model, c->index, (int)k, id, name, args);
+    sse(s, r, j);
+    free(j);
+}
+
+/* Streams what the choice's output read into since the last time: the new arguments of calls
+ * already announced (text read after a call in the same read would otherwise close its block or
+ * item before they went out), then new content, then the new calls. */
 static void send_calls(srv *s, cb_srv_choice *c) {
     cb_srv_req *r = c->r;
+    for (size_t k = 0; k < c->out.n_calls && r->conn; k++)
+        if (c->sent_args[k] != SIZE_MAX) send_call(s, c, k);
     const char *content = c->out.content ? c->out.content : "";
     size_t cl = strlen(content);
     if (cl > c->sent_content && r->conn) {
         send_chunk(s, c, content + c->sent_content, NULL);
         c->sent_content = cl;
     }
-    for (size_t k = 0; k < c->out.n_calls && r->conn; k++) {
-        const struct cobatch_tool_call *t = &c->out.calls[k];
-        size_t al = strlen(t->arguments), sent = c->sent_args[k];
-        if (sent != SIZE_MAX && al <= sent) continue;
-        bool first = sent == SIZE_MAX;
-        if (r->dialect) {
-            bool late = false;
-            const char *id = first ? c->ids[k] : NULL, *name = first ? t->name : NULL,
-                       *args = t->arguments + (first ? 0 : sent);
-            sse_raw(s, r, r->dialect->stream_call(r->dst, (int)k, id, name, args, &late));
-            c->sent_args[k] = al;
-            if (late) fail_late(s, c);
-            continue;
-        }
-        char *j = cb_openai_tool_chunk_json(r->cid, r->created, s->model, c->index, (int)k, first ? c->ids[k] : NULL,
-                                            first ? t->name : NULL, t->arguments + (first ? 0 : sent));
-        c->sent_args[k] = al;
-        sse(s, r, j);
-        free(j);
-    }
+    for (size_t k = 0; k < c->out.n_calls && r->conn; k++)
+        if (c->sent_args[k] == SIZE_MAX) send_call(s, c, k);
 }
 
 /* The answer could not be kept whole (out of memory): it ends as a failure. */
