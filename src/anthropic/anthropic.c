@@ -741,7 +741,20 @@ static char *stream_error(void *st, int status, const char *message) {
 
 static void stream_free(void *st) { (void)st; /* nothing of its own */ }
 
+static const char *const PARAMS[] = {"response_format", "output_config.format", "stop", "stop_sequences", NULL},
+                         *const MESSAGE[] = {"'response_format.json_schema.schema'",
+                                             "'output_config.format.schema'",
+                                             "'response_format'",
+                                             "'output_config.format'",
+                                             ".function.parameters",
+                                             ".input_schema",
+                                             "'stop'",
+                                             "'stop_sequences'",
+                                             NULL};
+
 const cb_dialect cb_anthropic_dialect = {.id_prefix = "msg_",
+                                         .params = PARAMS,
+                                         .message = MESSAGE,
                                          .to_chat = to_chat,
                                          .count_json = count_json,
                                          .error_json = cb_anthropic_error_json,

@@ -44,3 +44,35 @@ bool cb_dialect_sse(char **out, const char *type, const char *json) {
     *out = t;
     return true;
 }
+
+/* Replaces each `from` in buf (cap bytes, NUL-ended) by `to`, cutting what no longer fits. */
+static void replace_all(char *buf, size_t cap, const char *from, const char *to) {
+    size_t fl = strlen(from), tl = strlen(to);
+    for (char *p = strstr(buf, from); p; p = strstr(p, from)) {
+        size_t tail = strlen(p + fl), at = (size_t)(p - buf);
+        if (at + tl >= cap) { /* not even the new name fits: the message ends before it */
+            *p = '\0';
+            return;
+        }
+        if (at + tl + tail >= cap) tail = cap - 1 - at - tl;
+        memmove(p + tl, p + fl, tail);
+        p[tl + tail] = '\0';
+        memcpy(p, to, tl);
+        p += tl;
+    }
+}
+
+char *cb_dialect_error_json(const cb_dialect *d, const cb_openai_error *e) {
+    cb_openai_error r = *e;
+    for (const char *const *m = d->params; m && *m; m += 2) {
+        size_t n = strlen(m[0]);
+        if (strncmp(r.param, m[0], n) != 0 || (r.param[n] && r.param[n] != '.' && r.param[n] != '[')) continue;
+        char rest[sizeof(r.param)];
+        snprintf(rest, sizeof(rest), "%s", r.param + n);
+        snprintf(r.param, sizeof(r.param), "%s%s", m[1], rest);
+        break;
+    }
+    for (const char *const *m = d->message; m && *m; m += 2)
+        replace_all(r.message, sizeof(r.message), m[0], m[1]);
+    return d->error_json(&r);
+}

@@ -41,6 +41,11 @@ typedef struct {
  * written once. Every text returned is malloc'd (the caller frees it), NULL when out of memory. */
 typedef struct cb_dialect {
     const char *id_prefix; /* of its answers' ids: "msg_", "resp_" */
+    /* An error the chat parser or the engine raises names chat fields: pairs (chat, the dialect's),
+     * NULL-ended, that cb_dialect_error_json renames. params: the error's param and what follows it
+     * ('.' or '['); message: exact texts in the message. */
+    const char *const *params;
+    const char *const *message;
     /* root as the chat request it asks for (*chat, the caller's), and (may stay NULL) what each answer
      * repeats (*echo); count_only: for a token count. 0, or -1 with e. */
     int (*to_chat)(const cJSON *root, bool count_only, cJSON **chat, cJSON **echo, cb_openai_error *e);
@@ -60,6 +65,10 @@ typedef struct cb_dialect {
     char *(*stream_error)(void *st, int status, const char *message);
     void (*stream_free)(void *st);
 } cb_dialect;
+
+/* The error in d's shape, its chat field names renamed to d's (d->params, d->message); NULL when
+ * out of memory. */
+char *cb_dialect_error_json(const cb_dialect *d, const cb_openai_error *e);
 
 /* e as a 400 naming param (the message printf-style); returns -1. */
 int cb_dialect_bad(cb_openai_error *e, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

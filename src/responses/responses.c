@@ -776,7 +776,20 @@ static char *stream_error(void *st, int status, const char *message) {
 
 static void stream_free(void *st) { cb_responses_stream_free(st); }
 
+static const char *const PARAMS[] = {"response_format", "text.format", "max_tokens", "max_output_tokens", NULL},
+                         *const MESSAGE[] = {"'response_format.json_schema.schema'",
+                                             "'text.format.schema'",
+                                             "'response_format'",
+                                             "'text.format'",
+                                             ".function.parameters",
+                                             ".parameters",
+                                             "max_tokens",
+                                             "max_output_tokens",
+                                             NULL};
+
 const cb_dialect cb_responses_dialect = {.id_prefix = "resp_",
+                                         .params = PARAMS,
+                                         .message = MESSAGE,
                                          .to_chat = cb_responses_to_chat,
                                          .count_json = count_json,
                                          .error_json = cb_responses_error_json,

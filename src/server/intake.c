@@ -34,7 +34,7 @@ struct intake {
 /* ---------------------------------------------------------------- jobs ---------------------- */
 
 static char *error_json(const cb_intake_job *j, const cb_openai_error *e) {
-    return j->dialect ? j->dialect->error_json(e) : cb_openai_error_json(e);
+    return j->dialect ? cb_dialect_error_json(j->dialect, e) : cb_openai_error_json(e);
 }
 
 static void set_error(cb_intake_job *j, int status, const char *param, const char *msg) {

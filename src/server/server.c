@@ -140,7 +140,7 @@ static void vreply_error(srv *s, cb_conn *c, const cb_dialect *d, int status, co
     cb_openai_error e = {.status = status, .type = type};
     snprintf(e.param, sizeof(e.param), "%s", param ? param : "");
     vsnprintf(e.message, sizeof(e.message), fmt, ap);
-    char *j = d ? d->error_json(&e) : cb_openai_error_json(&e);
+    char *j = d ? cb_dialect_error_json(d, &e) : cb_openai_error_json(&e);
     reply_json(s, c, status, j, NULL);
     free(j);
 }

@@ -186,3 +186,22 @@ def test_what_claude_code_sends_is_taken(srv):
         with pytest.raises(anthropic.BadRequestError) as e:
             c.messages.create(model="local", max_tokens=8, messages=ASK, extra_body=extra)
         assert says in str(e.value), (says, e.value)
+
+
+def test_errors_the_chat_parser_raises_name_the_messages_fields(srv):
+    """A field the translation passes on and the chat parser refuses is named as the client sent it."""
+    big = {"type": "string", "minLength": 5000}
+    cases = [
+        ({"output_config": {"format": {"type": "json_schema", "schema": big}}}, "output_config.format",
+         "'output_config.format.schema'"),
+        ({"tools": [{"name": "f", "input_schema": {"type": "object", "properties": {"a": big}}}]}, "tools",
+         "tools[0].input_schema"),
+        ({"stop_sequences": [f"s{i}" for i in range(40)]}, "stop_sequences", "stop strings"),
+    ]
+    for extra, param, says in cases:
+        body = {"model": "local", "max_tokens": 8, "messages": ASK, **extra}
+        r = httpx.post(srv.url + "/v1/messages", json=body, headers={"x-api-key": KEY}, timeout=60)
+        err = r.json()["error"]
+        assert r.status_code == 400 and says in err["message"], (extra, err)
+        for chat in ("response_format", ".function.", "'stop'"):
+            assert chat not in err["message"], err

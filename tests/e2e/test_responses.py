@@ -160,3 +160,21 @@ def test_the_agents_sdk_runs_a_tool_and_answers(srv):
         assert "tool_call_item" in items and "tool_call_output_item" in items, items
         assert items[-1] == "message_output_item" and isinstance(r.final_output, str) and r.final_output, items
     assert "raw_response_event" in kinds and "run_item_stream_event" in kinds, set(kinds)
+
+
+def test_errors_the_chat_parser_raises_name_the_responses_fields(srv):
+    """A field the translation passes on and the chat parser refuses is named as the client sent it."""
+    big = {"type": "string", "minLength": 5000}
+    cases = [
+        ({"text": {"format": {"type": "json_schema", "name": "x", "schema": big}}}, "text.format",
+         "'text.format.schema'"),
+        ({"tools": [{"type": "function", "name": "f", "parameters": {"type": "object", "properties": {"a": big}}}]},
+         "tools", "tools[0].parameters"),
+        ({"max_output_tokens": 99999999}, "max_output_tokens", "'max_output_tokens' must be"),
+    ]
+    for extra, param, says in cases:
+        r = httpx.post(srv.url + "/v1/responses", json={"model": "local", "input": "Hi", **extra}, timeout=30)
+        err = r.json()["error"]
+        assert r.status_code == 400 and err["param"] == param and says in err["message"], (extra, err)
+        for chat in ("response_format", ".function.", "max_tokens"):
+            assert chat not in err["message"], err
