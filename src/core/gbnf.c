@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 #define SATURATE (1ULL << 62)
 
@@ -50,11 +51,22 @@ static unsigned long long count_at(const char **p, int *digits) {
     return v;
 }
 
+/* The bytes of the character at p as llama.cpp's parser reads it (decode_utf8): as many as its first
+ * byte says, whatever they are, up to the text's end. A lead byte takes the bytes after it even
+ * when they are a closing ']' or '"': "[0-\xe4@]" is not closed there. */
+static size_t char_len(const char *p) {
+    static const unsigned char LEN[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+    size_t n = LEN[(unsigned char)*p >> 4], i = 1;
+    while (i < n && p[i])
+        i++;
+    return i;
+}
+
 /* The end of a literal or class opened at p (its closing character, or the text's end). */
 static const char *quoted_end(const char *p, char close, unsigned long long *chars) {
     *chars = 0;
     while (p[1] && p[1] != close) {
-        p += p[1] == '\\' && p[2] ? 2 : 1;
+        p += p[1] == '\\' && p[2] ? 2 : char_len(p + 1);
         (*chars)++;
     }
     return p[1] ? p + 1 : p;
