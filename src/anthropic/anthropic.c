@@ -17,7 +17,7 @@ static int cache_control(const cJSON *x, const char *where, cb_openai_error *e) 
     const cJSON *k;
     bool ok = cJSON_IsObject(x) && cb_dialect_is(cJSON_GetObjectItemCaseSensitive(x, "type"), "ephemeral");
     cJSON_ArrayForEach(k, x) ok = ok && (!strcmp(k->string, "type") || !strcmp(k->string, "ttl"));
-    return ok ? 0 : cb_dialect_bad(e, "cache_control", "%s.cache_control must be {\"type\": \"ephemeral\"}", where);
+    return ok ? 0 : cb_openai_bad(e, "cache_control", "%s.cache_control must be {\"type\": \"ephemeral\"}", where);
 }
 
 /* Every key of obj is one of keys, or the request is refused naming it. */
@@ -43,9 +43,9 @@ static int text_block(const cJSON *b, const char *where, const char **text, cb_o
     const cJSON *cit = cJSON_GetObjectItemCaseSensitive(b, "citations");
     if (only(b, KEYS, where, e) || cache_control(cJSON_GetObjectItemCaseSensitive(b, "cache_control"), where, e))
         return -1;
-    if (!cJSON_IsString(t)) return cb_dialect_bad(e, "messages", "%s.text must be a string", where);
+    if (!cJSON_IsString(t)) return cb_openai_bad(e, "messages", "%s.text must be a string", where);
     if (cit && !cJSON_IsNull(cit) && !(cJSON_IsArray(cit) && cJSON_GetArraySize(cit) == 0))
-        return cb_dialect_bad(e, "citations", "%s.citations are not supported", where);
+        return cb_openai_bad(e, "citations", "%s.citations are not supported", where);
     *text = t->valuestring;
     return 0;
 }
@@ -58,7 +58,7 @@ static char *text_of(const cJSON *x, const char *where, const char *sep, cb_open
         return s;
     }
     if (!cJSON_IsArray(x)) {
-        cb_dialect_bad(e, "messages", "%s must be a string or an array of text blocks", where);
+        cb_openai_bad(e, "messages", "%s must be a string or an array of text blocks", where);
         return NULL;
     }
     char *s = strdup(""), w[96];
@@ -69,7 +69,7 @@ static char *text_of(const cJSON *x, const char *where, const char *sep, cb_open
         snprintf(w, sizeof(w), "%s[%d]", where, i++);
         if (!s) break;
         if (!cb_dialect_is(cJSON_GetObjectItemCaseSensitive(b, "type"), "text")) {
-            cb_dialect_bad(e, "messages", "%s: only text blocks are accepted here", w);
+            cb_openai_bad(e, "messages", "%s: only text blocks are accepted here", w);
             free(s);
             return NULL;
         }
@@ -124,14 +124,14 @@ static int one_message(const cJSON *m, int i, cJSON *msgs, cb_openai_error *e) {
     const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
     const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
     if (!cJSON_IsObject(m) || only(m, KEYS, "messages: ", e))
-        return cJSON_IsObject(m) ? -1 : cb_dialect_bad(e, "messages", "%s must be an object", where);
+        return cJSON_IsObject(m) ? -1 : cb_openai_bad(e, "messages", "%s must be an object", where);
     /* a turn's own effort (Claude Code's per-turn control): one effort here, as for the request's */
     const cJSON *oc = cJSON_GetObjectItemCaseSensitive(m, "output_config");
     if (oc && !cJSON_IsNull(oc)) {
-        if (!cJSON_IsObject(oc)) return cb_dialect_bad(e, "messages", "%s.output_config must be an object", where);
+        if (!cJSON_IsObject(oc)) return cb_openai_bad(e, "messages", "%s.output_config must be an object", where);
         if (only(oc, OC, "messages: output_config: ", e)) return -1;
         if (!effort_ok(cJSON_GetObjectItemCaseSensitive(oc, "effort")))
-            return cb_dialect_bad(e, "messages", "%s.output_config.effort must be low, medium, high or max", where);
+            return cb_openai_bad(e, "messages", "%s.output_config.effort must be low, medium, high or max", where);
     }
     bool user = cb_dialect_is(role, "user");
     if (cb_dialect_is(role, "system")) { /* a system turn in the conversation (Claude Code sends them): its text */
@@ -142,13 +142,13 @@ static int one_message(const cJSON *m, int i, cJSON *msgs, cb_openai_error *e) {
         return ok ? 0 : t ? cb_dialect_nomem(e) : -1;
     }
     if (!user && !cb_dialect_is(role, "assistant"))
-        return cb_dialect_bad(e, "messages", "%s.role must be \"user\", \"assistant\" or \"system\"", where);
+        return cb_openai_bad(e, "messages", "%s.role must be \"user\", \"assistant\" or \"system\"", where);
     if (cJSON_IsString(content)) {
         cJSON *o = message(msgs, role->valuestring);
         return o && cJSON_AddStringToObject(o, "content", content->valuestring) ? 0 : cb_dialect_nomem(e);
     }
     if (!cJSON_IsArray(content))
-        return cb_dialect_bad(e, "messages", "%s.content must be a string or an array of blocks", where);
+        return cb_openai_bad(e, "messages", "%s.content must be a string or an array of blocks", where);
     char *text = strdup("");
     cJSON *calls = cJSON_CreateArray();
     int rc = text && calls ? 0 : cb_dialect_nomem(e), k = 0;
@@ -160,10 +160,10 @@ static int one_message(const cJSON *m, int i, cJSON *msgs, cb_openai_error *e) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(b, "type");
         const char *t = cJSON_IsString(type) ? type->valuestring : "";
         if (!cJSON_IsObject(b) || !cJSON_IsString(type)) {
-            rc = cb_dialect_bad(e, "messages", "%s must be a block with a type", w);
+            rc = cb_openai_bad(e, "messages", "%s must be a block with a type", w);
         } else if (refused_block(t)) {
-            rc = cb_dialect_bad(e, "messages",
-                                "%s: %s blocks are not supported (a text-only model, no extended thinking)", w, t);
+            rc = cb_openai_bad(e, "messages",
+                               "%s: %s blocks are not supported (a text-only model, no extended thinking)", w, t);
         } else if (!strcmp(t, "text")) {
             const char *s;
             rc = text_block(b, w, &s, e);
@@ -177,7 +177,7 @@ static int one_message(const cJSON *m, int i, cJSON *msgs, cb_openai_error *e) {
                 cache_control(cJSON_GetObjectItemCaseSensitive(b, "cache_control"), w, e)) {
                 rc = -1;
             } else if (!cJSON_IsString(id) || !cJSON_IsString(name) || !cJSON_IsObject(input)) {
-                rc = cb_dialect_bad(e, "messages", "%s needs an id, a name and an input object", w);
+                rc = cb_openai_bad(e, "messages", "%s needs an id, a name and an input object", w);
             } else {
                 char *args = cJSON_PrintUnformatted(input);
                 cJSON *c = cJSON_CreateObject(), *f = cJSON_CreateObject();
@@ -200,9 +200,9 @@ static int one_message(const cJSON *m, int i, cJSON *msgs, cb_openai_error *e) {
                 cache_control(cJSON_GetObjectItemCaseSensitive(b, "cache_control"), w, e)) {
                 rc = -1;
             } else if (!cJSON_IsString(id)) {
-                rc = cb_dialect_bad(e, "messages", "%s.tool_use_id must be a string", w);
+                rc = cb_openai_bad(e, "messages", "%s.tool_use_id must be a string", w);
             } else if (err && !cJSON_IsBool(err)) {
-                rc = cb_dialect_bad(e, "messages", "%s.is_error must be a boolean", w);
+                rc = cb_openai_bad(e, "messages", "%s.is_error must be a boolean", w);
             } else if (!(out = c && !cJSON_IsNull(c) ? text_of(c, w, "\n\n", e) : strdup(""))) {
                 rc = c && !cJSON_IsNull(c) ? -1 : cb_dialect_nomem(e);
             } else {
@@ -218,8 +218,8 @@ static int one_message(const cJSON *m, int i, cJSON *msgs, cb_openai_error *e) {
             }
             free(out);
         } else {
-            rc = cb_dialect_bad(e, "messages", "%s: a %s block is not accepted in a%s message", w, t,
-                                user ? " user" : "n assistant");
+            rc = cb_openai_bad(e, "messages", "%s: a %s block is not accepted in a%s message", w, t,
+                               user ? " user" : "n assistant");
         }
     }
     if (!rc && (*text || cJSON_GetArraySize(calls) > 0 || cJSON_GetArraySize(content) == 0)) {
@@ -242,7 +242,7 @@ static int one_message(const cJSON *m, int i, cJSON *msgs, cb_openai_error *e) {
 static int tools(const cJSON *in, cJSON *out, cb_openai_error *e) {
     static const char *const KEYS[] = {"type",          "name",          "description", "input_schema",
                                        "cache_control", "defer_loading", NULL};
-    if (!cJSON_IsArray(in)) return cb_dialect_bad(e, "tools", "'tools' must be an array");
+    if (!cJSON_IsArray(in)) return cb_openai_bad(e, "tools", "'tools' must be an array");
     cJSON *arr = cJSON_AddArrayToObject(out, "tools");
     if (!arr) return cb_dialect_nomem(e);
     const cJSON *t;
@@ -251,9 +251,9 @@ static int tools(const cJSON *in, cJSON *out, cb_openai_error *e) {
         char w[32];
         snprintf(w, sizeof(w), "tools[%d]", i++);
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "type");
-        if (!cJSON_IsObject(t)) return cb_dialect_bad(e, "tools", "%s must be an object", w);
+        if (!cJSON_IsObject(t)) return cb_openai_bad(e, "tools", "%s must be an object", w);
         if (type && !cJSON_IsNull(type) && !cb_dialect_is(type, "custom"))
-            return cb_dialect_bad(
+            return cb_openai_bad(
                 e, "tools", "%s: server tools (type %s) are not supported; define the tool by name and input_schema", w,
                 cJSON_IsString(type) ? type->valuestring : "?");
         if (only(t, KEYS, "tools: ", e) || cache_control(cJSON_GetObjectItemCaseSensitive(t, "cache_control"), w, e))
@@ -261,11 +261,11 @@ static int tools(const cJSON *in, cJSON *out, cb_openai_error *e) {
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(t, "name");
         const cJSON *desc = cJSON_GetObjectItemCaseSensitive(t, "description");
         const cJSON *schema = cJSON_GetObjectItemCaseSensitive(t, "input_schema");
-        if (!cJSON_IsString(name)) return cb_dialect_bad(e, "tools", "%s.name must be a string", w);
-        if (!cJSON_IsObject(schema)) return cb_dialect_bad(e, "tools", "%s.input_schema must be an object", w);
-        if (desc && !cJSON_IsString(desc)) return cb_dialect_bad(e, "tools", "%s.description must be a string", w);
+        if (!cJSON_IsString(name)) return cb_openai_bad(e, "tools", "%s.name must be a string", w);
+        if (!cJSON_IsObject(schema)) return cb_openai_bad(e, "tools", "%s.input_schema must be an object", w);
+        if (desc && !cJSON_IsString(desc)) return cb_openai_bad(e, "tools", "%s.description must be a string", w);
         const cJSON *defer = cJSON_GetObjectItemCaseSensitive(t, "defer_loading");
-        if (defer && !cJSON_IsBool(defer)) return cb_dialect_bad(e, "tools", "%s.defer_loading must be a boolean", w);
+        if (defer && !cJSON_IsBool(defer)) return cb_openai_bad(e, "tools", "%s.defer_loading must be a boolean", w);
         if (cJSON_IsTrue(defer)) continue; /* kept out of the prompt until a tool search finds it: none here */
         cJSON *o = cJSON_CreateObject(), *f = cJSON_CreateObject(), *s = cJSON_Duplicate(schema, true);
         bool ok = o && f && s && cJSON_AddItemToArray(arr, o) && cJSON_AddStringToObject(o, "type", "function") &&
@@ -284,21 +284,21 @@ static int tool_choice(const cJSON *in, cJSON *out, cb_openai_error *e) {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(in, "name");
     const cJSON *one = cJSON_GetObjectItemCaseSensitive(in, "disable_parallel_tool_use");
     if (!cJSON_IsObject(in) || !cJSON_IsString(type))
-        return cb_dialect_bad(e, "tool_choice", "'tool_choice' must be an object with a type");
+        return cb_openai_bad(e, "tool_choice", "'tool_choice' must be an object with a type");
     if (only(in, KEYS, "tool_choice: ", e)) return -1;
     if (one && !cJSON_IsBool(one))
-        return cb_dialect_bad(e, "tool_choice", "tool_choice.disable_parallel_tool_use must be a boolean");
+        return cb_openai_bad(e, "tool_choice", "tool_choice.disable_parallel_tool_use must be a boolean");
     bool ok = true;
     if (cb_dialect_is(type, "auto") || cb_dialect_is(type, "none") || cb_dialect_is(type, "any")) {
         ok = cJSON_AddStringToObject(out, "tool_choice", cb_dialect_is(type, "any") ? "required" : type->valuestring) !=
              NULL;
     } else if (cb_dialect_is(type, "tool")) {
-        if (!cJSON_IsString(name)) return cb_dialect_bad(e, "tool_choice", "tool_choice of type tool needs a name");
+        if (!cJSON_IsString(name)) return cb_openai_bad(e, "tool_choice", "tool_choice of type tool needs a name");
         cJSON *o = cJSON_AddObjectToObject(out, "tool_choice"), *f = o ? cJSON_AddObjectToObject(o, "function") : NULL;
         ok = f && cJSON_AddStringToObject(o, "type", "function") &&
              cJSON_AddStringToObject(f, "name", name->valuestring);
     } else {
-        return cb_dialect_bad(e, "tool_choice", "tool_choice.type must be auto, any, tool or none");
+        return cb_openai_bad(e, "tool_choice", "tool_choice.type must be auto, any, tool or none");
     }
     if (ok && cJSON_IsTrue(one)) ok = cJSON_AddBoolToObject(out, "parallel_tool_calls", false) != NULL;
     return ok ? 0 : cb_dialect_nomem(e);
@@ -311,8 +311,8 @@ static int thinking(const cJSON *x, cb_openai_error *e) {
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(x, "type");
     if (!cJSON_IsObject(x) || !(cb_dialect_is(type, "disabled") || cb_dialect_is(type, "adaptive")) ||
         only(x, KEYS, "thinking: ", e))
-        return cb_dialect_bad(e, "thinking",
-                              "extended thinking is not supported (thinking may be disabled or adaptive)");
+        return cb_openai_bad(e, "thinking",
+                             "extended thinking is not supported (thinking may be disabled or adaptive)");
     return 0;
 }
 
@@ -322,12 +322,12 @@ static int context_management(const cJSON *x, cb_openai_error *e) {
     static const char *const KEYS[] = {"edits", NULL};
     const cJSON *edits = cJSON_GetObjectItemCaseSensitive(x, "edits"), *ed;
     if (!cJSON_IsObject(x) || only(x, KEYS, "context_management: ", e) || (edits && !cJSON_IsArray(edits)))
-        return cb_dialect_bad(e, "context_management", "context_management must be {\"edits\": [...]}");
+        return cb_openai_bad(e, "context_management", "context_management must be {\"edits\": [...]}");
     cJSON_ArrayForEach(ed, edits) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(ed, "type");
         if (!cJSON_IsString(type) || strncmp(type->valuestring, "clear_thinking_", 15) != 0)
-            return cb_dialect_bad(e, "context_management",
-                                  "context_management edits other than clear_thinking are not supported");
+            return cb_openai_bad(e, "context_management",
+                                 "context_management edits other than clear_thinking are not supported");
     }
     return 0;
 }
@@ -338,16 +338,16 @@ static int output_config(const cJSON *x, cJSON *out, cb_openai_error *e) {
     static const char *const KEYS[] = {"effort", "format", NULL};
     const cJSON *effort = cJSON_GetObjectItemCaseSensitive(x, "effort");
     const cJSON *format = cJSON_GetObjectItemCaseSensitive(x, "format");
-    if (!cJSON_IsObject(x)) return cb_dialect_bad(e, "output_config", "output_config must be an object");
+    if (!cJSON_IsObject(x)) return cb_openai_bad(e, "output_config", "output_config must be an object");
     if (only(x, KEYS, "output_config: ", e)) return -1;
     if (!effort_ok(effort))
-        return cb_dialect_bad(e, "output_config", "output_config.effort must be low, medium, high or max");
+        return cb_openai_bad(e, "output_config", "output_config.effort must be low, medium, high or max");
     if (!format || cJSON_IsNull(format)) return 0;
     const cJSON *schema = cJSON_GetObjectItemCaseSensitive(format, "schema");
     if (!cb_dialect_is(cJSON_GetObjectItemCaseSensitive(format, "type"), "json_schema") || !cJSON_IsObject(schema) ||
         cJSON_GetArraySize(format) != 2)
-        return cb_dialect_bad(e, "output_config",
-                              "output_config.format must be {\"type\": \"json_schema\", \"schema\": {...}}");
+        return cb_openai_bad(e, "output_config",
+                             "output_config.format must be {\"type\": \"json_schema\", \"schema\": {...}}");
     cJSON *rf = cJSON_AddObjectToObject(out, "response_format");
     cJSON *js = rf ? cJSON_AddObjectToObject(rf, "json_schema") : NULL;
     bool ok = js && cJSON_AddStringToObject(rf, "type", "json_schema") &&
@@ -394,13 +394,13 @@ static int translate(const cJSON *in, bool count_only, cJSON *out, cb_openai_err
                                        "output_config", NULL};
     static const char *const COUNT_KEYS[] = {"model",    "messages",           "system",        "tools", "tool_choice",
                                              "thinking", "context_management", "output_config", NULL};
-    if (!cJSON_IsObject(in)) return cb_dialect_bad(e, "", "the body must be a JSON object");
+    if (!cJSON_IsObject(in)) return cb_openai_bad(e, "", "the body must be a JSON object");
     if (only(in, count_only ? COUNT_KEYS : KEYS, "", e)) return -1;
     const cJSON *x;
     if (!count_only && !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(in, "max_tokens")))
-        return cb_dialect_bad(e, "max_tokens", "'max_tokens' is required: a number of tokens");
+        return cb_openai_bad(e, "max_tokens", "'max_tokens' is required: a number of tokens");
     if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(in, "model")))
-        return cb_dialect_bad(e, "model", "'model' is required: a string");
+        return cb_openai_bad(e, "model", "'model' is required: a string");
     for (const char *const *k = SAME; *k; k++) {
         x = cJSON_GetObjectItemCaseSensitive(in, *k);
         if (x && !cJSON_IsNull(x) && !cJSON_AddItemToObject(out, *k, cJSON_Duplicate(x, true)))
@@ -414,22 +414,21 @@ static int translate(const cJSON *in, bool count_only, cJSON *out, cb_openai_err
         return -1;
     if ((x = cJSON_GetObjectItemCaseSensitive(in, "service_tier")) && !cJSON_IsNull(x) && !cb_dialect_is(x, "auto") &&
         !cb_dialect_is(x, "standard_only"))
-        return cb_dialect_bad(e, "service_tier",
-                              "service_tier must be auto or standard_only (the server has one tier)");
+        return cb_openai_bad(e, "service_tier", "service_tier must be auto or standard_only (the server has one tier)");
     if ((x = cJSON_GetObjectItemCaseSensitive(in, "metadata")) && !cJSON_IsNull(x)) {
         static const char *const MK[] = {"user_id", NULL};
         const cJSON *u = cJSON_GetObjectItemCaseSensitive(x, "user_id");
         if (!cJSON_IsObject(x) || only(x, MK, "metadata: ", e))
-            return cJSON_IsObject(x) ? -1 : cb_dialect_bad(e, "metadata", "'metadata' must be an object");
+            return cJSON_IsObject(x) ? -1 : cb_openai_bad(e, "metadata", "'metadata' must be an object");
         if (u && !cJSON_IsNull(u) && !cJSON_IsString(u))
-            return cb_dialect_bad(e, "metadata", "metadata.user_id must be a string");
+            return cb_openai_bad(e, "metadata", "metadata.user_id must be a string");
         if (cJSON_IsString(u) && !cJSON_AddStringToObject(out, "user", u->valuestring)) return cb_dialect_nomem(e);
     }
     if ((x = cJSON_GetObjectItemCaseSensitive(in, "stop_sequences")) && !cJSON_IsNull(x)) {
         if (!cJSON_IsArray(x))
-            return cb_dialect_bad(e, "stop_sequences", "'stop_sequences' must be an array of strings");
+            return cb_openai_bad(e, "stop_sequences", "'stop_sequences' must be an array of strings");
         const cJSON *s;
-        cJSON_ArrayForEach(s, x) if (!cJSON_IsString(s)) return cb_dialect_bad(
+        cJSON_ArrayForEach(s, x) if (!cJSON_IsString(s)) return cb_openai_bad(
             e, "stop_sequences", "'stop_sequences' must be an array of strings");
         if (cJSON_GetArraySize(x) > 0 && !cJSON_AddItemToObject(out, "stop", cJSON_Duplicate(x, true)))
             return cb_dialect_nomem(e);
@@ -446,14 +445,14 @@ static int translate(const cJSON *in, bool count_only, cJSON *out, cb_openai_err
     }
     x = cJSON_GetObjectItemCaseSensitive(in, "messages");
     if (!cJSON_IsArray(x) || cJSON_GetArraySize(x) == 0)
-        return cb_dialect_bad(e, "messages", "'messages' must be a non-empty array");
+        return cb_openai_bad(e, "messages", "'messages' must be a non-empty array");
     const cJSON *m;
     int i = 0;
     cJSON_ArrayForEach(m, x) if (one_message(m, i++, msgs, e)) return -1;
     /* a last assistant turn asks for its continuation (a prefill); the template would open a new turn */
     if (cb_dialect_is(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(x, cJSON_GetArraySize(x) - 1), "role"),
                       "assistant"))
-        return cb_dialect_bad(e, "messages", "a last assistant message (a prefill to continue) is not supported");
+        return cb_openai_bad(e, "messages", "a last assistant message (a prefill to continue) is not supported");
     if ((x = cJSON_GetObjectItemCaseSensitive(in, "tools")) && !cJSON_IsNull(x) && tools(x, out, e)) return -1;
     if ((x = cJSON_GetObjectItemCaseSensitive(in, "tool_choice")) && !cJSON_IsNull(x) && tool_choice(x, out, e))
         return -1;

@@ -70,8 +70,6 @@ typedef struct cb_dialect {
  * out of memory. */
 char *cb_dialect_error_json(const cb_dialect *d, const cb_openai_error *e);
 
-/* e as a 400 naming param (the message printf-style); returns -1. */
-int cb_dialect_bad(cb_openai_error *e, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* e as a 503 (out of memory); returns -1. */
 int cb_dialect_nomem(cb_openai_error *e);
 /* Whether x is the string s. */

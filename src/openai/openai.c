@@ -11,9 +11,8 @@
 
 /* ---------------------------------------------------------------- errors -------------------- */
 
-static int bad(cb_openai_error *e, const char *param, const char *fmt, ...) {
-    e->status = 400;
-    e->type = "invalid_request_error";
+int cb_openai_bad(cb_openai_error *e, const char *param, const char *fmt, ...) {
+    *e = (cb_openai_error){.status = 400, .type = "invalid_request_error"};
     snprintf(e->param, sizeof(e->param), "%s", param ? param : "");
     va_list ap;
     va_start(ap, fmt);
@@ -23,7 +22,7 @@ static int bad(cb_openai_error *e, const char *param, const char *fmt, ...) {
 }
 
 static int oom(cb_openai_error *e) {
-    bad(e, NULL, "out of memory; retry later");
+    cb_openai_bad(e, NULL, "out of memory; retry later");
     e->status = 503;
     e->type = "service_unavailable";
     return -1;
@@ -63,10 +62,11 @@ static int num(cJSON *root, const char *key, double lo, double hi, bool want_int
     cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!v || cJSON_IsNull(v)) return 0;
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
-        return bad(e, key, "'%s' must be %s", key, want_int ? "an integer" : "a number");
-    if (want_int && v->valuedouble != floor(v->valuedouble)) return bad(e, key, "'%s' must be an integer", key);
+        return cb_openai_bad(e, key, "'%s' must be %s", key, want_int ? "an integer" : "a number");
+    if (want_int && v->valuedouble != floor(v->valuedouble))
+        return cb_openai_bad(e, key, "'%s' must be an integer", key);
     if (v->valuedouble < lo || v->valuedouble > hi) /* %.15g: whole bounds print whole */
-        return bad(e, key, "'%s' must be between %.15g and %.15g", key, lo, hi);
+        return cb_openai_bad(e, key, "'%s' must be between %.15g and %.15g", key, lo, hi);
     *out = v->valuedouble;
     return 0;
 }
@@ -74,7 +74,7 @@ static int num(cJSON *root, const char *key, double lo, double hi, bool want_int
 static int boolean(cJSON *root, const char *key, bool *out, cb_openai_error *e) {
     cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!v || cJSON_IsNull(v)) return 0;
-    if (!cJSON_IsBool(v)) return bad(e, key, "'%s' must be a boolean", key);
+    if (!cJSON_IsBool(v)) return cb_openai_bad(e, key, "'%s' must be a boolean", key);
     *out = cJSON_IsTrue(v);
     return 0;
 }
@@ -82,7 +82,7 @@ static int boolean(cJSON *root, const char *key, bool *out, cb_openai_error *e) 
 /* Token ids of one prompt: every element a non-negative integer. */
 static int token_list(cJSON *a, cb_openai_prompt *out, cb_openai_error *e) {
     int n = cJSON_GetArraySize(a); /* one walk of the list: cJSON_GetArrayItem(p, i) is O(i) */
-    if (n == 0) return bad(e, "prompt", "a prompt is empty");
+    if (n == 0) return cb_openai_bad(e, "prompt", "a prompt is empty");
     out->tokens = malloc(sizeof(int32_t) * (size_t)n);
     if (!out->tokens) return oom(e);
     int i = 0;
@@ -90,7 +90,7 @@ static int token_list(cJSON *a, cb_openai_prompt *out, cb_openai_error *e) {
     cJSON_ArrayForEach(t, a) {
         if (!cJSON_IsNumber(t) || !isfinite(t->valuedouble) || t->valuedouble != floor(t->valuedouble) ||
             t->valuedouble < 0 || t->valuedouble > INT32_MAX)
-            return bad(e, "prompt", "a prompt given as token ids must hold non-negative integers only");
+            return cb_openai_bad(e, "prompt", "a prompt given as token ids must hold non-negative integers only");
         out->tokens[i++] = (int32_t)t->valuedouble;
     }
     out->n_tokens = n;
@@ -100,14 +100,15 @@ static int token_list(cJSON *a, cb_openai_prompt *out, cb_openai_error *e) {
 /* "prompt": a string, a list of strings, a list of token ids, or a list of lists of token ids. */
 static int parse_prompt(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
     cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
-    if (!p) return bad(e, "prompt", "'prompt' is required");
+    if (!p) return cb_openai_bad(e, "prompt", "'prompt' is required");
     static const char shape[] =
         "'prompt' must be a string, a list of strings, a list of token ids or a list of lists of token ids";
     bool one = cJSON_IsString(p) || (cJSON_IsArray(p) && cJSON_IsNumber(p->child));
-    if (!one && !cJSON_IsArray(p)) return bad(e, "prompt", shape);
+    if (!one && !cJSON_IsArray(p)) return cb_openai_bad(e, "prompt", shape);
     int n = one ? 1 : cJSON_GetArraySize(p);
-    if (n == 0) return bad(e, "prompt", "the prompt is empty");
-    if (n > CB_OPENAI_MAX_CHOICES) return bad(e, "prompt", "at most %d prompts in one request", CB_OPENAI_MAX_CHOICES);
+    if (n == 0) return cb_openai_bad(e, "prompt", "the prompt is empty");
+    if (n > CB_OPENAI_MAX_CHOICES)
+        return cb_openai_bad(e, "prompt", "at most %d prompts in one request", CB_OPENAI_MAX_CHOICES);
     r->prompts = calloc((size_t)n, sizeof(*r->prompts));
     if (!r->prompts) return oom(e);
     r->n_prompts = n;
@@ -116,13 +117,13 @@ static int parse_prompt(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
     for (; i < n && x; i++, x = x->next) {
         cb_openai_prompt *q = &r->prompts[i];
         if (cJSON_IsString(x) && (one || cJSON_IsString(p->child))) {
-            if (!x->valuestring[0]) return bad(e, "prompt", "the prompt is empty");
+            if (!x->valuestring[0]) return cb_openai_bad(e, "prompt", "the prompt is empty");
             q->text = strdup(x->valuestring);
             if (!q->text) return oom(e);
         } else if (cJSON_IsArray(x) && (one || cJSON_IsArray(p->child))) {
             if (token_list(x, q, e) != 0) return -1;
         } else {
-            return bad(e, "prompt", shape);
+            return cb_openai_bad(e, "prompt", shape);
         }
         if (one) break;
     }
@@ -161,7 +162,7 @@ static const char *message_content(cJSON *c, cb_openai_request *r) {
  * JSON text for the template. */
 static int message_calls(cJSON *calls, int i, struct cobatch_chat_message *m, cb_openai_request *r,
                          cb_openai_error *e) {
-    if (!cJSON_IsArray(calls)) return bad(e, "messages", "messages[%d].tool_calls must be an array", i);
+    if (!cJSON_IsArray(calls)) return cb_openai_bad(e, "messages", "messages[%d].tool_calls must be an array", i);
     int k = 0;
     cJSON *c;
     cJSON_ArrayForEach(c, calls) {
@@ -172,18 +173,19 @@ static int message_calls(cJSON *calls, int i, struct cobatch_chat_message *m, cb
         cJSON *id = cJSON_GetObjectItemCaseSensitive(c, "id");
         if (!cJSON_IsObject(c) ||
             (type && !cJSON_IsNull(type) && !(cJSON_IsString(type) && !strcmp(type->valuestring, "function"))))
-            return bad(e, "messages", "messages[%d].tool_calls[%d] must be a function call", i, k);
+            return cb_openai_bad(e, "messages", "messages[%d].tool_calls[%d] must be a function call", i, k);
         if (!cJSON_IsObject(f) || !cJSON_IsString(name) || !cJSON_IsString(args))
-            return bad(e, "messages", "messages[%d].tool_calls[%d].function needs a string 'name' and 'arguments'", i,
-                       k);
+            return cb_openai_bad(e, "messages",
+                                 "messages[%d].tool_calls[%d].function needs a string 'name' and 'arguments'", i, k);
         if (id && !cJSON_IsNull(id) && !cJSON_IsString(id))
-            return bad(e, "messages", "messages[%d].tool_calls[%d].id must be a string", i, k);
+            return cb_openai_bad(e, "messages", "messages[%d].tool_calls[%d].id must be a string", i, k);
         int depth = cb_bounds_text_depth(args->valuestring);
         if (depth > cb_bounds.json_depth)
-            return bad(e, "messages",
-                       "messages[%d].tool_calls[%d].function.arguments nests %d levels deep, above the limit of %d "
-                       "(--limit json-depth)",
-                       i, k, depth, cb_bounds.json_depth);
+            return cb_openai_bad(
+                e, "messages",
+                "messages[%d].tool_calls[%d].function.arguments nests %d levels deep, above the limit of %d "
+                "(--limit json-depth)",
+                i, k, depth, cb_bounds.json_depth);
         k++;
     }
     if (k == 0) return 0;
@@ -198,16 +200,16 @@ static int message_string(cJSON *msg, const char *key, int i, const char **out, 
                           cb_openai_error *e) {
     cJSON *x = cJSON_GetObjectItemCaseSensitive(msg, key);
     if (!x || cJSON_IsNull(x)) return 0;
-    if (!cJSON_IsString(x)) return bad(e, "messages", "messages[%d].%s must be a string", i, key);
+    if (!cJSON_IsString(x)) return cb_openai_bad(e, "messages", "messages[%d].%s must be a string", i, key);
     return (*out = keep(r, x->valuestring)) ? 0 : oom(e);
 }
 
 static int parse_messages(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
     cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "messages");
-    if (!m) return bad(e, "messages", "'messages' is required");
-    if (!cJSON_IsArray(m)) return bad(e, "messages", "'messages' must be an array");
+    if (!m) return cb_openai_bad(e, "messages", "'messages' is required");
+    if (!cJSON_IsArray(m)) return cb_openai_bad(e, "messages", "'messages' must be an array");
     int n = cJSON_GetArraySize(m);
-    if (n == 0) return bad(e, "messages", "'messages' is empty");
+    if (n == 0) return cb_openai_bad(e, "messages", "'messages' is empty");
     r->messages = calloc((size_t)n, sizeof(*r->messages));
     if (!r->messages) return oom(e);
     bool any = false;
@@ -217,9 +219,10 @@ static int parse_messages(cJSON *root, cb_openai_request *r, cb_openai_error *e)
         cJSON *role = cJSON_GetObjectItemCaseSensitive(msg, "role");
         cJSON *content = cJSON_GetObjectItemCaseSensitive(msg, "content");
         if (!cJSON_IsObject(msg) || !cJSON_IsString(role))
-            return bad(e, "messages", "messages[%d] needs a string 'role'", i);
+            return cb_openai_bad(e, "messages", "messages[%d] needs a string 'role'", i);
         const char *text = content && !cJSON_IsNull(content) ? message_content(content, r) : keep(r, "");
-        if (!text) return bad(e, "messages", "messages[%d].content must be a string or an array of text parts", i);
+        if (!text)
+            return cb_openai_bad(e, "messages", "messages[%d].content must be a string or an array of text parts", i);
         struct cobatch_chat_message *mi = &r->messages[i];
         mi->role = keep(r, role->valuestring);
         mi->content = text;
@@ -227,7 +230,7 @@ static int parse_messages(cJSON *root, cb_openai_request *r, cb_openai_error *e)
         cJSON *calls = cJSON_GetObjectItemCaseSensitive(msg, "tool_calls");
         if (calls && !cJSON_IsNull(calls)) {
             if (strcmp(mi->role, "assistant") != 0)
-                return bad(e, "messages", "messages[%d]: only an assistant's message has tool_calls", i);
+                return cb_openai_bad(e, "messages", "messages[%d]: only an assistant's message has tool_calls", i);
             if (message_calls(calls, i, mi, r, e)) return -1;
         }
         if (message_string(msg, "tool_call_id", i, &mi->tool_call_id, r, e) ||
@@ -236,7 +239,7 @@ static int parse_messages(cJSON *root, cb_openai_request *r, cb_openai_error *e)
         any |= text[0] != '\0' || mi->tool_calls;
         i++;
     }
-    if (!any) return bad(e, "messages", "the prompt is empty");
+    if (!any) return cb_openai_bad(e, "messages", "the prompt is empty");
     r->params.messages = r->messages;
     r->params.n_messages = (size_t)n;
     return 0;
@@ -261,7 +264,8 @@ static int parse_tools(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
     cJSON *choice = cJSON_GetObjectItemCaseSensitive(root, "tool_choice");
     bool parallel = true;
     if (boolean(root, "parallel_tool_calls", &parallel, e)) return -1;
-    if (tools && !cJSON_IsNull(tools) && !cJSON_IsArray(tools)) return bad(e, "tools", "'tools' must be an array");
+    if (tools && !cJSON_IsNull(tools) && !cJSON_IsArray(tools))
+        return cb_openai_bad(e, "tools", "'tools' must be an array");
     int k = 0;
     cJSON *t;
     cJSON_ArrayForEach(t, tools) {
@@ -269,10 +273,10 @@ static int parse_tools(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
         cJSON *f = cJSON_GetObjectItemCaseSensitive(t, "function");
         if (!cJSON_IsObject(t) || !cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0 ||
             !cJSON_IsObject(f))
-            return bad(e, "tools", "tools[%d] must be {\"type\": \"function\", \"function\": {...}}", k);
+            return cb_openai_bad(e, "tools", "tools[%d] must be {\"type\": \"function\", \"function\": {...}}", k);
         cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
         if (!cJSON_IsString(name) || !function_name(name->valuestring))
-            return bad(e, "tools", "tools[%d].function.name must be 1 to 64 letters, digits, '_' or '-'", k);
+            return cb_openai_bad(e, "tools", "tools[%d].function.name must be 1 to 64 letters, digits, '_' or '-'", k);
         for (cJSON *x = f->child; x; x = x->next) {
             if (!x->string || cJSON_IsNull(x) || !strcmp(x->string, "name")) continue;
             bool fine = !strcmp(x->string, "description")  ? cJSON_IsString(x)
@@ -280,28 +284,28 @@ static int parse_tools(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
                         : !strcmp(x->string, "strict")     ? cJSON_IsBool(x)
                                                            : false;
             if (!fine)
-                return bad(e, "tools", "tools[%d].function.%.40s: %s", k, x->string,
-                           !strcmp(x->string, "description") || !strcmp(x->string, "parameters") ||
-                                   !strcmp(x->string, "strict")
-                               ? "wrong type"
-                               : "not supported by this server");
+                return cb_openai_bad(e, "tools", "tools[%d].function.%.40s: %s", k, x->string,
+                                     !strcmp(x->string, "description") || !strcmp(x->string, "parameters") ||
+                                             !strcmp(x->string, "strict")
+                                         ? "wrong type"
+                                         : "not supported by this server");
         }
         if (k >= cb_bounds.tools)
-            return bad(e, "tools", "more than %d tools, the limit (--limit tools)", cb_bounds.tools);
+            return cb_openai_bad(e, "tools", "more than %d tools, the limit (--limit tools)", cb_bounds.tools);
         char why[160];
         if (cb_bounds_json_shape(cJSON_GetObjectItemCaseSensitive(f, "parameters"), cb_bounds.json_depth,
                                  cb_bounds.name_length, why, sizeof(why)))
-            return bad(e, "tools", "tools[%d].function.parameters: %s", k, why);
+            return cb_openai_bad(e, "tools", "tools[%d].function.parameters: %s", k, why);
         double v;
         const char *kw = cb_bounds_schema(cJSON_GetObjectItemCaseSensitive(f, "parameters"),
                                           cb_bounds_reach(r->params.max_tokens), &v);
         if (kw)
-            return bad(e, "tools", "tools[%d].function.parameters: %s %.0f is above %d, the most %s", k, kw, v,
-                       CB_GRAMMAR_MAX_REPEAT, CB_BOUNDS_DROPPED);
+            return cb_openai_bad(e, "tools", "tools[%d].function.parameters: %s %.0f is above %d, the most %s", k, kw,
+                                 v, CB_GRAMMAR_MAX_REPEAT, CB_BOUNDS_DROPPED);
         for (cJSON *o = tools->child; o != t; o = o->next) {
             cJSON *on = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "function"), "name");
             if (!strcmp(on->valuestring, name->valuestring))
-                return bad(e, "tools", "tools[%d]: a second function named '%.64s'", k, name->valuestring);
+                return cb_openai_bad(e, "tools", "tools[%d]: a second function named '%.64s'", k, name->valuestring);
         }
         k++;
     }
@@ -315,16 +319,17 @@ static int parse_tools(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
             else if (!strcmp(v, "required"))
                 c = COBATCH_TOOL_CHOICE_REQUIRED;
             else if (strcmp(v, "auto") != 0)
-                return bad(e, "tool_choice", "'tool_choice' is none, auto, required or a function (got '%.40s')", v);
+                return cb_openai_bad(e, "tool_choice",
+                                     "'tool_choice' is none, auto, required or a function (got '%.40s')", v);
         } else {
             cJSON *type = cJSON_GetObjectItemCaseSensitive(choice, "type");
             cJSON *name =
                 cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(choice, "function"), "name");
             if (!cJSON_IsObject(choice) || !cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0 ||
                 !cJSON_IsString(name))
-                return bad(e, "tool_choice",
-                           "'tool_choice' is none, auto, required or {\"type\": \"function\", \"function\": "
-                           "{\"name\": ...}}");
+                return cb_openai_bad(e, "tool_choice",
+                                     "'tool_choice' is none, auto, required or {\"type\": \"function\", \"function\": "
+                                     "{\"name\": ...}}");
             c = COBATCH_TOOL_CHOICE_REQUIRED;
             function = name->valuestring;
             bool found = false;
@@ -332,12 +337,14 @@ static int parse_tools(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
                 cJSON *tn = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "function"), "name");
                 found |= !strcmp(tn->valuestring, function);
             }
-            if (!found) return bad(e, "tool_choice", "'tool_choice' names '%.64s', which is not in 'tools'", function);
+            if (!found)
+                return cb_openai_bad(e, "tool_choice", "'tool_choice' names '%.64s', which is not in 'tools'",
+                                     function);
         }
     }
     if (k == 0) { /* no tools: nothing to call */
         if (c == COBATCH_TOOL_CHOICE_REQUIRED && !function)
-            return bad(e, "tool_choice", "'tool_choice' required needs 'tools'");
+            return cb_openai_bad(e, "tool_choice", "'tool_choice' required needs 'tools'");
         return 0;
     }
     char *j = cJSON_PrintUnformatted(tools);
@@ -348,10 +355,11 @@ static int parse_tools(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
     r->params.single_tool_call = !parallel;
     r->calls_tools = c != COBATCH_TOOL_CHOICE_NONE;
     if (r->calls_tools && (r->params.grammar || r->json_schema))
-        return bad(e, r->params.grammar ? "grammar" : "response_format",
-                   "a request that may call tools is held to the tools' call format: give no '%s' with it (or "
-                   "'tool_choice': \"none\")",
-                   r->params.grammar ? "grammar" : "response_format");
+        return cb_openai_bad(
+            e, r->params.grammar ? "grammar" : "response_format",
+            "a request that may call tools is held to the tools' call format: give no '%s' with it (or "
+            "'tool_choice': \"none\")",
+            r->params.grammar ? "grammar" : "response_format");
     return 0;
 }
 
@@ -362,14 +370,14 @@ static int parse_stop(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
         if (!(r->stops[r->params.n_stop++] = keep(r, s->valuestring))) return oom(e);
     } else if (cJSON_IsArray(s)) {
         if (cJSON_GetArraySize(s) > CB_OPENAI_MAX_STOP)
-            return bad(e, "stop", "at most %d stop strings", CB_OPENAI_MAX_STOP);
+            return cb_openai_bad(e, "stop", "at most %d stop strings", CB_OPENAI_MAX_STOP);
         cJSON *x;
         cJSON_ArrayForEach(x, s) {
-            if (!cJSON_IsString(x)) return bad(e, "stop", "'stop' must be a string or an array of strings");
+            if (!cJSON_IsString(x)) return cb_openai_bad(e, "stop", "'stop' must be a string or an array of strings");
             if (!(r->stops[r->params.n_stop++] = keep(r, x->valuestring))) return oom(e);
         }
     } else {
-        return bad(e, "stop", "'stop' must be a string or an array of strings");
+        return cb_openai_bad(e, "stop", "'stop' must be a string or an array of strings");
     }
     r->params.stop = r->stops;
     return 0;
@@ -402,7 +410,7 @@ static int parse_sampling(cJSON *root, cb_openai_request *r, cb_openai_error *e)
         s->seed = v == COBATCH_SEED_RANDOM ? v - 1 : v;
     }
     if (s->top_k < 0) s->top_k = 0; /* -1 means off, as in vLLM */
-    if (s->top_p <= 0) return bad(e, "top_p", "'top_p' must be greater than 0");
+    if (s->top_p <= 0) return cb_openai_bad(e, "top_p", "'top_p' must be greater than 0");
     double mt = -1, mct = -1; /* 0: the prompt only (completions with echo; checked by the caller) */
     FIELD("max_tokens", 0, 1 << 24, true, mt, double);
     FIELD("max_completion_tokens", 0, 1 << 24, true, mct, double);
@@ -572,7 +580,7 @@ cJSON *cb_openai_json_parse(const char *s, size_t len, cb_openai_error *e) {
     /* checked first: cJSON alone takes text after the value ("{...} garbage", "{...}{...}") and
      * numbers such as 01 or 1. */
     if (!cb_openai_json_well_formed(s, len)) {
-        bad(e, NULL, "the body is not valid JSON");
+        cb_openai_bad(e, NULL, "the body is not valid JSON");
         return NULL;
     }
     cJSON *root = cJSON_ParseWithLength(s, len);
@@ -586,8 +594,8 @@ int cb_openai_parse(cb_openai_kind kind, const cb_openai_defaults *defaults, con
     memset(e, 0, sizeof(*e));
     /* cJSON would end a string at a NUL: a prompt, a stop string cut short without a word */
     if (cb_openai_has_nul(body, len))
-        return bad(e, NULL, "a string contains a NUL character (\\u0000); it is not accepted");
-    if (cb_utf8_valid_prefix(body, len, NULL) != len) return bad(e, NULL, "the body is not valid UTF-8");
+        return cb_openai_bad(e, NULL, "a string contains a NUL character (\\u0000); it is not accepted");
+    if (cb_utf8_valid_prefix(body, len, NULL) != len) return cb_openai_bad(e, NULL, "the body is not valid UTF-8");
     cJSON *root = cb_openai_json_parse(body, len, e);
     if (!root) return -1;
     int rc = cb_openai_parse_json(kind, defaults, root, r, e);
@@ -611,12 +619,14 @@ static int by_token_then_pos(const void *a, const void *b) {
 static int parse_logit_bias(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
     cJSON *lb = cJSON_GetObjectItemCaseSensitive(root, "logit_bias");
     if (!lb || cJSON_IsNull(lb)) return 0;
-    if (!cJSON_IsObject(lb)) return bad(e, "logit_bias", "'logit_bias' must be an object of token id -> bias");
+    if (!cJSON_IsObject(lb))
+        return cb_openai_bad(e, "logit_bias", "'logit_bias' must be an object of token id -> bias");
     size_t n = 0;
     for (cJSON *x = lb->child; x; x = x->next)
         n++;
     if (n == 0) return 0;
-    if (n > 300000) return bad(e, "logit_bias", "'logit_bias' has more entries than any vocabulary has tokens");
+    if (n > 300000)
+        return cb_openai_bad(e, "logit_bias", "'logit_bias' has more entries than any vocabulary has tokens");
     r->logit_bias = malloc(sizeof(*r->logit_bias) * n);
     if (!r->logit_bias) return oom(e);
     size_t k = 0;
@@ -624,9 +634,10 @@ static int parse_logit_bias(cJSON *root, cb_openai_request *r, cb_openai_error *
         char *end = NULL;
         long id = x->string && x->string[0] >= '0' && x->string[0] <= '9' ? strtol(x->string, &end, 10) : -1;
         if (id < 0 || !end || *end || id > INT32_MAX)
-            return bad(e, "logit_bias", "'logit_bias' keys are token ids (got \"%.40s\")", x->string ? x->string : "");
+            return cb_openai_bad(e, "logit_bias", "'logit_bias' keys are token ids (got \"%.40s\")",
+                                 x->string ? x->string : "");
         if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble < -100 || x->valuedouble > 100)
-            return bad(e, "logit_bias", "'logit_bias' values are numbers from -100 to 100");
+            return cb_openai_bad(e, "logit_bias", "'logit_bias' values are numbers from -100 to 100");
         r->logit_bias[k] = (struct cobatch_logit_bias){.token = (int32_t)id, .bias = (float)x->valuedouble};
     }
     /* a token named twice: the last value wins (JSON's rule), not the sum of both */
@@ -719,7 +730,7 @@ static int check_keys(cb_openai_kind kind, cJSON *root, cb_openai_error *e) {
     for (cJSON *x = root->child; x; x = x->next) {
         if (!x->string || cJSON_IsNull(x) || listed(COMMON_KEYS, x->string) || asks_nothing(x)) continue;
         if (listed(kind == CB_OPENAI_COMPLETION ? COMPLETION_KEYS : CHAT_KEYS, x->string)) continue;
-        return bad(e, x->string, "'%.40s' is not supported by this server", x->string);
+        return cb_openai_bad(e, x->string, "'%.40s' is not supported by this server", x->string);
     }
     return 0;
 }
@@ -738,46 +749,50 @@ cb_openai_defaults cb_openai_default_defaults(void) {
 static int parse_format(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
     cJSON *g = cJSON_GetObjectItemCaseSensitive(root, "grammar");
     if (g && !cJSON_IsNull(g)) {
-        if (!cJSON_IsString(g) || !g->valuestring[0]) return bad(e, "grammar", "'grammar' must be a GBNF text");
+        if (!cJSON_IsString(g) || !g->valuestring[0])
+            return cb_openai_bad(e, "grammar", "'grammar' must be a GBNF text");
         unsigned long long big = cb_bounds_gbnf(g->valuestring, cb_bounds_reach(r->params.max_tokens));
         if (big)
-            return bad(e, "grammar", "'grammar': a repetition count of %llu is above %d, the most %s", big,
-                       CB_GRAMMAR_MAX_REPEAT, CB_BOUNDS_DROPPED);
+            return cb_openai_bad(e, "grammar", "'grammar': a repetition count of %llu is above %d, the most %s", big,
+                                 CB_GRAMMAR_MAX_REPEAT, CB_BOUNDS_DROPPED);
         if (!(r->grammar = strdup(g->valuestring))) return oom(e);
         r->params.grammar = r->grammar;
     }
     cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "response_format");
     if (!f || cJSON_IsNull(f)) return 0;
     cJSON *t = cJSON_IsObject(f) ? cJSON_GetObjectItemCaseSensitive(f, "type") : NULL;
-    if (!t || !cJSON_IsString(t)) return bad(e, "response_format", "'response_format' must be an object with a 'type'");
+    if (!t || !cJSON_IsString(t))
+        return cb_openai_bad(e, "response_format", "'response_format' must be an object with a 'type'");
     for (cJSON *x = f->child; x; x = x->next)
         if (x->string && strcmp(x->string, "type") && strcmp(x->string, "json_schema") && !cJSON_IsNull(x))
-            return bad(e, "response_format", "'response_format.%.40s' is not supported by this server", x->string);
+            return cb_openai_bad(e, "response_format", "'response_format.%.40s' is not supported by this server",
+                                 x->string);
     const char *type = t->valuestring;
     if (!strcmp(type, "text")) return 0;
-    if (r->grammar) return bad(e, "grammar", "give 'grammar' or a JSON 'response_format', not both");
+    if (r->grammar) return cb_openai_bad(e, "grammar", "give 'grammar' or a JSON 'response_format', not both");
     if (!strcmp(type, "json_object")) {
         r->json_schema = strdup("{\"type\": \"object\"}");
         return r->json_schema ? 0 : oom(e);
     }
     if (strcmp(type, "json_schema") != 0)
-        return bad(e, "response_format", "'response_format.type' is text, json_object or json_schema (got '%.40s')",
-                   type);
+        return cb_openai_bad(e, "response_format",
+                             "'response_format.type' is text, json_object or json_schema (got '%.40s')", type);
     cJSON *js = cJSON_GetObjectItemCaseSensitive(f, "json_schema");
     cJSON *schema = cJSON_IsObject(js) ? cJSON_GetObjectItemCaseSensitive(js, "schema") : NULL;
     if (!schema || !(cJSON_IsObject(schema) || cJSON_IsBool(schema)))
-        return bad(e, "response_format", "'response_format.json_schema.schema' must be a JSON schema object");
+        return cb_openai_bad(e, "response_format", "'response_format.json_schema.schema' must be a JSON schema object");
     cJSON *strict = cJSON_GetObjectItemCaseSensitive(js, "strict");
     if (strict && !cJSON_IsNull(strict) && !cJSON_IsBool(strict))
-        return bad(e, "response_format", "'response_format.json_schema.strict' must be a boolean");
+        return cb_openai_bad(e, "response_format", "'response_format.json_schema.strict' must be a boolean");
     char why[160];
     if (cb_bounds_json_shape(schema, cb_bounds.json_depth, cb_bounds.name_length, why, sizeof(why)))
-        return bad(e, "response_format", "'response_format.json_schema.schema' %s", why);
+        return cb_openai_bad(e, "response_format", "'response_format.json_schema.schema' %s", why);
     double v;
     const char *kw = cb_bounds_schema(schema, cb_bounds_reach(r->params.max_tokens), &v);
     if (kw)
-        return bad(e, "response_format", "'response_format.json_schema.schema': %s %.0f is above %d, the most %s", kw,
-                   v, CB_GRAMMAR_MAX_REPEAT, CB_BOUNDS_DROPPED);
+        return cb_openai_bad(e, "response_format",
+                             "'response_format.json_schema.schema': %s %.0f is above %d, the most %s", kw, v,
+                             CB_GRAMMAR_MAX_REPEAT, CB_BOUNDS_DROPPED);
     /* strict or not, the output is held to the schema: the grammar is the only way this server has */
     r->json_schema = cJSON_PrintUnformatted(schema);
     return r->json_schema ? 0 : oom(e);
@@ -788,14 +803,14 @@ int cb_openai_resolve_schema(cb_openai_request *r, cb_openai_schema_fn convert, 
     if (!r->json_schema) return 0;
     char err[200] = "";
     char *g = convert(r->json_schema, err, sizeof(err));
-    if (!g) return bad(e, "response_format", "%s", err[0] ? err : "the schema cannot be used");
+    if (!g) return cb_openai_bad(e, "response_format", "%s", err[0] ? err : "the schema cannot be used");
     /* a pattern's {n}, say: what the keywords above miss */
     unsigned long long big = cb_bounds_gbnf(g, cb_bounds_reach(r->params.max_tokens));
     if (big) {
         free(g);
-        return bad(e, "response_format",
-                   "the schema asks for a repetition count of %llu (a pattern's {n}?), above %d, the most %s", big,
-                   CB_GRAMMAR_MAX_REPEAT, CB_BOUNDS_DROPPED);
+        return cb_openai_bad(e, "response_format",
+                             "the schema asks for a repetition count of %llu (a pattern's {n}?), above %d, the most %s",
+                             big, CB_GRAMMAR_MAX_REPEAT, CB_BOUNDS_DROPPED);
     }
     free(r->grammar);
     r->grammar = g;
@@ -813,11 +828,11 @@ static int parse_logprobs(cb_openai_kind kind, cJSON *root, cb_openai_request *r
         bool on = false;
         if (boolean(root, "logprobs", &on, e) || num(root, "top_logprobs", 0, COBATCH_MAX_LOGPROBS, true, &k, e))
             return -1;
-        if (k > 0 && !on) return bad(e, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+        if (k > 0 && !on) return cb_openai_bad(e, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
         k = on ? (k < 0 ? 0 : k) : -1;
     } else if (lp && !cJSON_IsNull(lp) && !cJSON_IsFalse(lp)) {
         if (!cJSON_IsNumber(lp))
-            return bad(e, "logprobs", "'logprobs' must be an integer from 0 to %d", COBATCH_MAX_LOGPROBS);
+            return cb_openai_bad(e, "logprobs", "'logprobs' must be an integer from 0 to %d", COBATCH_MAX_LOGPROBS);
         if (num(root, "logprobs", 0, COBATCH_MAX_LOGPROBS, true, &k, e)) return -1;
     }
     r->params.logprobs = k >= 0;
@@ -840,21 +855,21 @@ int cb_openai_parse_json(cb_openai_kind kind, const cb_openai_defaults *defaults
                                                                 : INT32_MAX / 2;
     int rc = -1;
     if (!cJSON_IsObject(root)) {
-        bad(e, NULL, "the body must be a JSON object");
+        cb_openai_bad(e, NULL, "the body must be a JSON object");
         goto out;
     }
     if (check_keys(kind, root, e) != 0) goto out;
     cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     if (model && !cJSON_IsNull(model)) {
         if (!cJSON_IsString(model)) {
-            bad(e, "model", "'model' must be a string");
+            cb_openai_bad(e, "model", "'model' must be a string");
             goto out;
         }
         r->model = strdup(model->valuestring);
     }
     cJSON *user = cJSON_GetObjectItemCaseSensitive(root, "user");
     if (user && !cJSON_IsNull(user) && !cJSON_IsString(user)) {
-        bad(e, "user", "'user' must be a string");
+        cb_openai_bad(e, "user", "'user' must be a string");
         goto out;
     }
     if ((kind == CB_OPENAI_COMPLETION ? parse_prompt(root, r, e) : parse_messages(root, r, e)) != 0) goto out;
@@ -863,12 +878,12 @@ int cb_openai_parse_json(cb_openai_kind kind, const cb_openai_defaults *defaults
     cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
     if (so && !cJSON_IsNull(so)) {
         if (!cJSON_IsObject(so)) {
-            bad(e, "stream_options", "'stream_options' must be an object");
+            cb_openai_bad(e, "stream_options", "'stream_options' must be an object");
             goto out;
         }
         for (cJSON *x = so->child; x; x = x->next)
             if (x->string && strcmp(x->string, "include_usage") != 0 && !cJSON_IsNull(x)) {
-                bad(e, "stream_options", "'stream_options.%.40s' is not supported by this server", x->string);
+                cb_openai_bad(e, "stream_options", "'stream_options.%.40s' is not supported by this server", x->string);
                 goto out;
             }
         if (boolean(so, "include_usage", &r->include_usage, e)) goto out;
@@ -876,13 +891,14 @@ int cb_openai_parse_json(cb_openai_kind kind, const cb_openai_defaults *defaults
     if (parse_logprobs(kind, root, r, e) != 0 || parse_format(root, r, e) != 0) goto out;
     if (kind == CB_OPENAI_CHAT && parse_tools(root, r, e) != 0) goto out;
     if (r->params.max_tokens == 0 && !r->echo) {
-        bad(e, cJSON_GetObjectItemCaseSensitive(root, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
+        cb_openai_bad(
+            e, cJSON_GetObjectItemCaseSensitive(root, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
             "0 tokens ask for no output: only a completions request with 'echo' may (its prompt comes back)");
         goto out;
     }
     if (r->n * (kind == CB_OPENAI_COMPLETION ? r->n_prompts : 1) > CB_OPENAI_MAX_CHOICES) {
-        bad(e, "n", "%d prompts x n = %d choices: at most %d in one request", r->n_prompts, r->n * r->n_prompts,
-            CB_OPENAI_MAX_CHOICES);
+        cb_openai_bad(e, "n", "%d prompts x n = %d choices: at most %d in one request", r->n_prompts,
+                      r->n * r->n_prompts, CB_OPENAI_MAX_CHOICES);
         goto out;
     }
     rc = 0;

@@ -112,6 +112,8 @@ typedef struct {
 
 /* All returned strings are malloc'd JSON; the caller frees them. NULL on allocation failure. */
 char *cb_openai_error_json(const cb_openai_error *e);
+/* e as a 400 naming param (NULL: none; the message printf-style); returns -1. */
+int cb_openai_bad(cb_openai_error *e, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* id: "cmpl-..." or "chatcmpl-...". */
 /* cached_tokens >= 0 adds usage.prompt_tokens_details.cached_tokens (prefix cache hits); < 0 omits it. */
 typedef struct {

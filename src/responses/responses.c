@@ -51,7 +51,7 @@ static cJSON *object_in(cJSON *arr) {
  * does a chat request's); files, images and audio are refused. */
 static int content(const cJSON *c, cJSON *m, const char *where, cb_openai_error *e) {
     if (cJSON_IsString(c)) return cJSON_AddStringToObject(m, "content", c->valuestring) ? 0 : cb_dialect_nomem(e);
-    if (!cJSON_IsArray(c)) return cb_dialect_bad(e, "input", "%s.content must be a string or an array of parts", where);
+    if (!cJSON_IsArray(c)) return cb_openai_bad(e, "input", "%s.content must be a string or an array of parts", where);
     cJSON *parts = cJSON_AddArrayToObject(m, "content");
     if (!parts) return cb_dialect_nomem(e);
     const cJSON *p;
@@ -59,15 +59,15 @@ static int content(const cJSON *c, cJSON *m, const char *where, cb_openai_error 
         static const char *const KEYS[] = {"type", "text", "annotations", "logprobs", NULL};
         const cJSON *type = get(p, "type"), *text = get(p, "text"), *ann = get(p, "annotations");
         if (!cJSON_IsObject(p) || !cJSON_IsString(type))
-            return cb_dialect_bad(e, "input", "%s.content: each part must be an object with a type", where);
+            return cb_openai_bad(e, "input", "%s.content: each part must be an object with a type", where);
         if (!cb_dialect_is(type, "input_text") && !cb_dialect_is(type, "output_text"))
-            return cb_dialect_bad(e, "input", "%s.content: %s parts are not supported (a text-only model)", where,
-                                  type->valuestring);
+            return cb_openai_bad(e, "input", "%s.content: %s parts are not supported (a text-only model)", where,
+                                 type->valuestring);
         if (cb_dialect_only(p, KEYS, "input", "input[].content[]: ", e)) return -1;
         if (!cJSON_IsString(text))
-            return cb_dialect_bad(e, "input", "%s.content: a part's text must be a string", where);
+            return cb_openai_bad(e, "input", "%s.content: a part's text must be a string", where);
         if (given(ann) && !(cJSON_IsArray(ann) && cJSON_GetArraySize(ann) == 0))
-            return cb_dialect_bad(e, "input", "%s.content: annotations are not supported", where);
+            return cb_openai_bad(e, "input", "%s.content: annotations are not supported", where);
         cJSON *q = object_in(parts);
         if (!q || !cJSON_AddStringToObject(q, "type", "text") || !cJSON_AddStringToObject(q, "text", text->valuestring))
             return cb_dialect_nomem(e);
@@ -84,25 +84,25 @@ static int input(const cJSON *in, cJSON *msgs, cb_openai_error *e) {
         return m && cJSON_AddStringToObject(m, "content", in->valuestring) ? 0 : cb_dialect_nomem(e);
     }
     if (!cJSON_IsArray(in) || cJSON_GetArraySize(in) == 0)
-        return cb_dialect_bad(e, "input", "'input' must be a string or a non-empty array of items");
+        return cb_openai_bad(e, "input", "'input' must be a string or a non-empty array of items");
     cJSON *last = NULL; /* the assistant message calls join, while calls follow one another */
     int i = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, in) {
         char w[32];
         snprintf(w, sizeof(w), "input[%d]", i++);
-        if (!cJSON_IsObject(it)) return cb_dialect_bad(e, "input", "%s must be an object", w);
+        if (!cJSON_IsObject(it)) return cb_openai_bad(e, "input", "%s must be an object", w);
         const cJSON *type = get(it, "type"), *role = get(it, "role");
         if (!given(type) && cJSON_IsString(role))
             type = NULL; /* a message without its type */
         else if (!cJSON_IsString(type))
-            return cb_dialect_bad(e, "input", "%s needs a type", w);
+            return cb_openai_bad(e, "input", "%s needs a type", w);
         if (!type || cb_dialect_is(type, "message")) {
             static const char *const KEYS[] = {"type", "role", "content", "id", "status", NULL};
             if (cb_dialect_only(it, KEYS, "input", "input[]: ", e)) return -1;
             const char *r = cJSON_IsString(role) ? role->valuestring : "";
             if (strcmp(r, "user") && strcmp(r, "assistant") && strcmp(r, "system") && strcmp(r, "developer"))
-                return cb_dialect_bad(e, "input", "%s.role must be user, assistant, system or developer", w);
+                return cb_openai_bad(e, "input", "%s.role must be user, assistant, system or developer", w);
             cJSON *m = message(msgs, !strcmp(r, "developer") ? "system" : r);
             if (!m) return cb_dialect_nomem(e);
             if (content(get(it, "content"), m, w, e)) return -1;
@@ -112,7 +112,7 @@ static int input(const cJSON *in, cJSON *msgs, cb_openai_error *e) {
             if (cb_dialect_only(it, KEYS, "input", "input[]: ", e)) return -1;
             const cJSON *id = get(it, "call_id"), *name = get(it, "name"), *args = get(it, "arguments");
             if (!cJSON_IsString(id) || !cJSON_IsString(name) || !cJSON_IsString(args))
-                return cb_dialect_bad(e, "input", "%s: a function_call needs call_id, name and arguments (strings)", w);
+                return cb_openai_bad(e, "input", "%s: a function_call needs call_id, name and arguments (strings)", w);
             if (!last) {
                 if (!(last = message(msgs, "assistant")) || !cJSON_AddNullToObject(last, "content"))
                     return cb_dialect_nomem(e);
@@ -129,7 +129,7 @@ static int input(const cJSON *in, cJSON *msgs, cb_openai_error *e) {
             static const char *const KEYS[] = {"type", "call_id", "output", "id", "status", NULL};
             if (cb_dialect_only(it, KEYS, "input", "input[]: ", e)) return -1;
             const cJSON *id = get(it, "call_id");
-            if (!cJSON_IsString(id)) return cb_dialect_bad(e, "input", "%s.call_id must be a string", w);
+            if (!cJSON_IsString(id)) return cb_openai_bad(e, "input", "%s.call_id must be a string", w);
             cJSON *m = message(msgs, "tool");
             if (!m || !cJSON_AddStringToObject(m, "tool_call_id", id->valuestring)) return cb_dialect_nomem(e);
             if (content(get(it, "output"), m, w, e)) return -1;
@@ -140,10 +140,10 @@ static int input(const cJSON *in, cJSON *msgs, cb_openai_error *e) {
             const cJSON *sum = get(it, "summary");
             if ((given(sum) && !(cJSON_IsArray(sum) && cJSON_GetArraySize(sum) == 0)) || given(get(it, "content")) ||
                 given(get(it, "encrypted_content")))
-                return cb_dialect_bad(
+                return cb_openai_bad(
                     e, "input", "%s: reasoning items with content are not supported (this model does not reason)", w);
         } else {
-            return cb_dialect_bad(e, "input", "%s: %s items are not supported by this server", w, type->valuestring);
+            return cb_openai_bad(e, "input", "%s: %s items are not supported by this server", w, type->valuestring);
         }
     }
     return 0;
@@ -153,7 +153,7 @@ static int input(const cJSON *in, cJSON *msgs, cb_openai_error *e) {
  * hosted tools (web search, file search, code interpreter, computer use, MCP, ...) are refused. */
 static int tools(const cJSON *in, cJSON *out, cb_openai_error *e) {
     static const char *const KEYS[] = {"type", "name", "description", "parameters", "strict", NULL};
-    if (!cJSON_IsArray(in)) return cb_dialect_bad(e, "tools", "'tools' must be an array");
+    if (!cJSON_IsArray(in)) return cb_openai_bad(e, "tools", "'tools' must be an array");
     cJSON *arr = cJSON_AddArrayToObject(out, "tools");
     if (!arr) return cb_dialect_nomem(e);
     const cJSON *t;
@@ -162,18 +162,18 @@ static int tools(const cJSON *in, cJSON *out, cb_openai_error *e) {
         const cJSON *type = get(t, "type"), *name = get(t, "name"), *params = get(t, "parameters");
         const cJSON *desc = get(t, "description"), *strict = get(t, "strict");
         if (!cJSON_IsObject(t) || !cJSON_IsString(type))
-            return cb_dialect_bad(e, "tools", "tools[%d] must have a type", i);
+            return cb_openai_bad(e, "tools", "tools[%d] must have a type", i);
         if (!cb_dialect_is(type, "function"))
-            return cb_dialect_bad(e, "tools", "tools[%d]: %s tools are not supported (only functions run here)", i,
-                                  type->valuestring);
+            return cb_openai_bad(e, "tools", "tools[%d]: %s tools are not supported (only functions run here)", i,
+                                 type->valuestring);
         if (cb_dialect_only(t, KEYS, "tools", "tools[]: ", e)) return -1;
-        if (!cJSON_IsString(name)) return cb_dialect_bad(e, "tools", "tools[%d].name must be a string", i);
+        if (!cJSON_IsString(name)) return cb_openai_bad(e, "tools", "tools[%d].name must be a string", i);
         if (given(params) && !cJSON_IsObject(params))
-            return cb_dialect_bad(e, "tools", "tools[%d].parameters must be a JSON schema object", i);
+            return cb_openai_bad(e, "tools", "tools[%d].parameters must be a JSON schema object", i);
         if (given(desc) && !cJSON_IsString(desc))
-            return cb_dialect_bad(e, "tools", "tools[%d].description must be a string", i);
+            return cb_openai_bad(e, "tools", "tools[%d].description must be a string", i);
         if (given(strict) && !cJSON_IsBool(strict))
-            return cb_dialect_bad(e, "tools", "tools[%d].strict must be a boolean", i);
+            return cb_openai_bad(e, "tools", "tools[%d].strict must be a boolean", i);
         cJSON *o = object_in(arr), *f = o ? cJSON_AddObjectToObject(o, "function") : NULL;
         bool ok = f && cJSON_AddStringToObject(o, "type", "function") &&
                   cJSON_AddStringToObject(f, "name", name->valuestring) &&
@@ -191,13 +191,13 @@ static int tool_choice(const cJSON *x, cJSON *out, cb_openai_error *e) {
     static const char *const MODES[] = {"auto", "none", "required", NULL}, *const KEYS[] = {"type", "name", NULL};
     if (cJSON_IsString(x)) {
         if (!one_of(x, MODES))
-            return cb_dialect_bad(e, "tool_choice", "'tool_choice' must be auto, none, required or a function");
+            return cb_openai_bad(e, "tool_choice", "'tool_choice' must be auto, none, required or a function");
         return cJSON_AddStringToObject(out, "tool_choice", x->valuestring) ? 0 : cb_dialect_nomem(e);
     }
     const cJSON *name = get(x, "name");
     if (!cJSON_IsObject(x) || !cb_dialect_is(get(x, "type"), "function") || !cJSON_IsString(name))
-        return cb_dialect_bad(e, "tool_choice",
-                              "'tool_choice' must be auto, none, required or {\"type\": \"function\", \"name\"}");
+        return cb_openai_bad(e, "tool_choice",
+                             "'tool_choice' must be auto, none, required or {\"type\": \"function\", \"name\"}");
     if (cb_dialect_only(x, KEYS, "tool_choice", "tool_choice: ", e)) return -1;
     cJSON *o = cJSON_AddObjectToObject(out, "tool_choice"), *f = o ? cJSON_AddObjectToObject(o, "function") : NULL;
     return f && cJSON_AddStringToObject(o, "type", "function") && cJSON_AddStringToObject(f, "name", name->valuestring)
@@ -209,15 +209,15 @@ static int tool_choice(const cJSON *x, cJSON *out, cb_openai_error *e) {
 static int text_format(const cJSON *x, cJSON *out, cb_openai_error *e) {
     static const char *const KEYS[] = {"format", "verbosity", NULL}, *const VERB[] = {"medium", NULL},
                              *const FK[] = {"type", "name", "schema", "strict", "description", NULL};
-    if (!cJSON_IsObject(x)) return cb_dialect_bad(e, "text", "'text' must be an object");
+    if (!cJSON_IsObject(x)) return cb_openai_bad(e, "text", "'text' must be an object");
     if (cb_dialect_only(x, KEYS, "text", "text: ", e)) return -1;
     if (!one_of(get(x, "verbosity"), VERB))
-        return cb_dialect_bad(e, "text", "text.verbosity: only medium (the model's own) is supported");
+        return cb_openai_bad(e, "text", "text.verbosity: only medium (the model's own) is supported");
     const cJSON *f = get(x, "format");
     if (!given(f)) return 0;
     const cJSON *type = get(f, "type");
     if (!cJSON_IsObject(f) || !cJSON_IsString(type))
-        return cb_dialect_bad(e, "text", "text.format must be an object with a type");
+        return cb_openai_bad(e, "text", "text.format must be an object with a type");
     if (cb_dialect_only(f, FK, "text", "text.format: ", e)) return -1;
     if (cb_dialect_is(type, "text")) return 0;
     cJSON *rf = cJSON_AddObjectToObject(out, "response_format");
@@ -225,12 +225,11 @@ static int text_format(const cJSON *x, cJSON *out, cb_openai_error *e) {
     if (cb_dialect_is(type, "json_object"))
         return cJSON_AddStringToObject(rf, "type", "json_object") ? 0 : cb_dialect_nomem(e);
     if (!cb_dialect_is(type, "json_schema"))
-        return cb_dialect_bad(e, "text", "text.format.type must be text, json_object or json_schema (got '%.40s')",
-                              type->valuestring);
+        return cb_openai_bad(e, "text", "text.format.type must be text, json_object or json_schema (got '%.40s')",
+                             type->valuestring);
     const cJSON *schema = get(f, "schema"), *strict = get(f, "strict"), *name = get(f, "name");
-    if (!cJSON_IsObject(schema)) return cb_dialect_bad(e, "text", "text.format.schema must be a JSON schema object");
-    if (given(strict) && !cJSON_IsBool(strict))
-        return cb_dialect_bad(e, "text", "text.format.strict must be a boolean");
+    if (!cJSON_IsObject(schema)) return cb_openai_bad(e, "text", "text.format.schema must be a JSON schema object");
+    if (given(strict) && !cJSON_IsBool(strict)) return cb_openai_bad(e, "text", "text.format.strict must be a boolean");
     cJSON *js = cJSON_AddObjectToObject(rf, "json_schema");
     bool ok = js && cJSON_AddStringToObject(rf, "type", "json_schema") &&
               cJSON_AddStringToObject(js, "name", cJSON_IsString(name) ? name->valuestring : "output") &&
@@ -247,46 +246,46 @@ static int settings(const cJSON *in, cJSON *out, cb_openai_error *e) {
                              *const SO[] = {"include_obfuscation", NULL};
     const cJSON *x;
     if (given(x = get(in, "store")) && !cJSON_IsFalse(x))
-        return cb_dialect_bad(e, "store",
-                              "responses are not stored by this server: send store false (and the whole input)");
+        return cb_openai_bad(e, "store",
+                             "responses are not stored by this server: send store false (and the whole input)");
     if (given(get(in, "previous_response_id")))
-        return cb_dialect_bad(e, "previous_response_id",
-                              "responses are not stored by this server: send the whole conversation as input");
+        return cb_openai_bad(e, "previous_response_id",
+                             "responses are not stored by this server: send the whole conversation as input");
     if (given(x = get(in, "reasoning"))) { /* this model does not reason: no effort to set, no summary to give */
         if (!cJSON_IsObject(x) || cb_dialect_only(x, RK, "reasoning", "reasoning: ", e))
-            return cJSON_IsObject(x) ? -1 : cb_dialect_bad(e, "reasoning", "'reasoning' must be an object");
+            return cJSON_IsObject(x) ? -1 : cb_openai_bad(e, "reasoning", "'reasoning' must be an object");
         if (!one_of(get(x, "effort"), EFFORT) || !one_of(get(x, "summary"), SUMMARY) ||
             !one_of(get(x, "generate_summary"), SUMMARY))
-            return cb_dialect_bad(e, "reasoning",
-                                  "reasoning.effort must be minimal to high, and its summary auto, concise or "
-                                  "detailed");
+            return cb_openai_bad(e, "reasoning",
+                                 "reasoning.effort must be minimal to high, and its summary auto, concise or "
+                                 "detailed");
     }
     if (given(x = get(in, "include"))) {
         const cJSON *v;
-        if (!cJSON_IsArray(x)) return cb_dialect_bad(e, "include", "'include' must be an array");
-        cJSON_ArrayForEach(v, x) if (!cb_dialect_is(v, "reasoning.encrypted_content")) return cb_dialect_bad(
+        if (!cJSON_IsArray(x)) return cb_openai_bad(e, "include", "'include' must be an array");
+        cJSON_ArrayForEach(v, x) if (!cb_dialect_is(v, "reasoning.encrypted_content")) return cb_openai_bad(
             e, "include", "include: %.60s is not supported (reasoning.encrypted_content is: there is none)",
             cJSON_IsString(v) ? v->valuestring : "?");
     }
     if (!one_of(get(in, "service_tier"), TIER))
-        return cb_dialect_bad(e, "service_tier", "service_tier must be auto or default");
+        return cb_openai_bad(e, "service_tier", "service_tier must be auto or default");
     if (!one_of(get(in, "truncation"), TRUNC))
-        return cb_dialect_bad(e, "truncation", "truncation must be disabled (an input too long is refused, never cut)");
+        return cb_openai_bad(e, "truncation", "truncation must be disabled (an input too long is refused, never cut)");
     if (given(x = get(in, "background")) && !cJSON_IsFalse(x))
-        return cb_dialect_bad(e, "background", "background responses are not supported");
+        return cb_openai_bad(e, "background", "background responses are not supported");
     if (given(x = get(in, "top_logprobs")) && !(cJSON_IsNumber(x) && x->valuedouble == 0))
-        return cb_dialect_bad(e, "top_logprobs",
-                              "top_logprobs are not supported on /v1/responses (chat completions has them)");
+        return cb_openai_bad(e, "top_logprobs",
+                             "top_logprobs are not supported on /v1/responses (chat completions has them)");
     if (given(x = get(in, "max_tool_calls")))
-        return cb_dialect_bad(e, "max_tool_calls", "max_tool_calls is not supported");
+        return cb_openai_bad(e, "max_tool_calls", "max_tool_calls is not supported");
     if (given(x = get(in, "prompt_cache_key")) && !cJSON_IsString(x)) /* a hint: every prefix is cached anyway */
-        return cb_dialect_bad(e, "prompt_cache_key", "prompt_cache_key must be a string");
+        return cb_openai_bad(e, "prompt_cache_key", "prompt_cache_key must be a string");
     if (given(x = get(in, "stream_options"))) {
         if (!cJSON_IsObject(x) || cb_dialect_only(x, SO, "stream_options", "stream_options: ", e))
-            return cJSON_IsObject(x) ? -1 : cb_dialect_bad(e, "stream_options", "'stream_options' must be an object");
+            return cJSON_IsObject(x) ? -1 : cb_openai_bad(e, "stream_options", "'stream_options' must be an object");
         if (given(get(x, "include_obfuscation")) && !cJSON_IsFalse(get(x, "include_obfuscation")))
-            return cb_dialect_bad(e, "stream_options",
-                                  "stream_options.include_obfuscation is not supported (send false)");
+            return cb_openai_bad(e, "stream_options",
+                                 "stream_options.include_obfuscation is not supported (send false)");
     }
     /* metadata is repeated in the response; client_metadata (Codex CLI: its session, turn and window
      * ids) is the client's own bookkeeping: both are labels, neither asks anything of the output */
@@ -294,13 +293,13 @@ static int settings(const cJSON *in, cJSON *out, cb_openai_error *e) {
     for (const char *const *k = LABELS; *k; k++)
         if (given(x = get(in, *k))) {
             const cJSON *v;
-            if (!cJSON_IsObject(x)) return cb_dialect_bad(e, *k, "'%s' must be an object of strings", *k);
-            cJSON_ArrayForEach(v, x) if (!cJSON_IsString(v)) return cb_dialect_bad(e, *k, "'%s' values must be strings",
-                                                                                   *k);
+            if (!cJSON_IsObject(x)) return cb_openai_bad(e, *k, "'%s' must be an object of strings", *k);
+            cJSON_ArrayForEach(v, x) if (!cJSON_IsString(v)) return cb_openai_bad(e, *k, "'%s' values must be strings",
+                                                                                  *k);
         }
     const cJSON *user = get(in, "user"), *safety = get(in, "safety_identifier");
-    if (given(user) && !cJSON_IsString(user)) return cb_dialect_bad(e, "user", "'user' must be a string");
-    if (given(safety) && !cJSON_IsString(safety)) return cb_dialect_bad(e, "safety_identifier", "must be a string");
+    if (given(user) && !cJSON_IsString(user)) return cb_openai_bad(e, "user", "'user' must be a string");
+    if (given(safety) && !cJSON_IsString(safety)) return cb_openai_bad(e, "safety_identifier", "must be a string");
     const cJSON *who = given(user) ? user : safety;
     if (given(who) && !cJSON_AddStringToObject(out, "user", who->valuestring)) return cb_dialect_nomem(e);
     return 0;
@@ -375,15 +374,14 @@ static int translate(const cJSON *in, bool count_only, cJSON *out, cb_openai_err
                                        "stream_options",
                                        "client_metadata",
                                        NULL};
-    if (!cJSON_IsObject(in)) return cb_dialect_bad(e, "", "the body must be a JSON object");
+    if (!cJSON_IsObject(in)) return cb_openai_bad(e, "", "the body must be a JSON object");
     if (cb_dialect_only(in, KEYS, NULL, "", e)) return -1;
     const cJSON *x;
-    if (given(x = get(in, "model")) && !cJSON_IsString(x))
-        return cb_dialect_bad(e, "model", "'model' must be a string");
+    if (given(x = get(in, "model")) && !cJSON_IsString(x)) return cb_openai_bad(e, "model", "'model' must be a string");
     if (given(x) && !cJSON_AddStringToObject(out, "model", x->valuestring)) return cb_dialect_nomem(e);
     if (given(x = get(in, "max_output_tokens"))) {
         if (!cJSON_IsNumber(x) || x->valuedouble < 1)
-            return cb_dialect_bad(e, "max_output_tokens", "'max_output_tokens' must be a positive number of tokens");
+            return cb_openai_bad(e, "max_output_tokens", "'max_output_tokens' must be a positive number of tokens");
         if (!count_only && !cJSON_AddNumberToObject(out, "max_tokens", x->valuedouble)) return cb_dialect_nomem(e);
     }
     static const char *const SAME[] = {"temperature", "top_p", "parallel_tool_calls", "stream", NULL};
@@ -393,11 +391,11 @@ static int translate(const cJSON *in, bool count_only, cJSON *out, cb_openai_err
     cJSON *msgs = cJSON_AddArrayToObject(out, "messages");
     if (!msgs) return cb_dialect_nomem(e);
     if (given(x = get(in, "instructions"))) {
-        if (!cJSON_IsString(x)) return cb_dialect_bad(e, "instructions", "'instructions' must be a string");
+        if (!cJSON_IsString(x)) return cb_openai_bad(e, "instructions", "'instructions' must be a string");
         cJSON *m = message(msgs, "system");
         if (!m || !cJSON_AddStringToObject(m, "content", x->valuestring)) return cb_dialect_nomem(e);
     }
-    if (!given(x = get(in, "input"))) return cb_dialect_bad(e, "input", "'input' is required");
+    if (!given(x = get(in, "input"))) return cb_openai_bad(e, "input", "'input' is required");
     if (input(x, msgs, e)) return -1;
     if (given(x = get(in, "tools")) && tools(x, out, e)) return -1;
     if (given(x = get(in, "tool_choice")) && tool_choice(x, out, e)) return -1;
