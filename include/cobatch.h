@@ -62,7 +62,7 @@ enum cobatch_status {
 
 /* One engine step, as reported to cobatch_engine_params.on_step (the scheduling trace). */
 struct cobatch_step_info {
-    int64_t t_start_us, t_end_us; /* around schedule + llama_decode + postprocess */
+    int64_t t_start_us, t_end_us; /* around schedule + llama_decode + postprocess, the long lane's too */
     int32_t decode_rows;          /* requests that got one token each */
     int32_t prefill_tokens;       /* prompt (or recompute) tokens in the batch */
     int32_t n_requests;           /* requests with rows in the batch */
@@ -73,6 +73,8 @@ struct cobatch_step_info {
     int32_t graph_runs;           /* llama.cpp graph runs the batch took (split layout: one per block of
                                      consecutive streams with equal rows, see cb_plan_row_order;
                                      unified: 1) */
+    int32_t lane_tokens;          /* rows of the long lane's graph in this step (0: it had none) */
+    int64_t lane_us;              /* its llama_decode time */
 };
 typedef void (*cobatch_step_fn)(const struct cobatch_step_info *info, void *user);
 

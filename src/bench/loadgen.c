@@ -20,7 +20,10 @@ typedef struct {
     size_t len, cap;
     int32_t usage_out;    /* completion_tokens from the usage chunk, or -1 */
     int32_t usage_cached; /* usage.prompt_tokens_details.cached_tokens, or -1 */
+    int32_t usage_prompt; /* usage.prompt_tokens, or -1 */
     int chunks;           /* content chunks seen */
+    char *answer;         /* sessions: the answer's text, for the turns after it (answer_cap) */
+    size_t answer_len, answer_cap;
 } lg_req;
 
 struct lg {
@@ -29,7 +32,9 @@ struct lg {
     cb_loadgen_result *r;
     struct event_base *base;
     lg_req *reqs;
-    int next, done, in_flight;
+    bool *sent; /* (n) sent, or ended unsent */
+    int next;   /* items before it are all sent */
+    int done, in_flight;
     int64_t t0;
     struct event *tick;
 };
@@ -38,6 +43,21 @@ static int64_t now_us(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* A session's answer grows by a chunk's text (a turn the answer cannot be kept for goes on without
+ * the rest of it). */
+static void keep_answer(lg_req *q, const char *t) {
+    size_t n = strlen(t);
+    if (q->answer_len + n + 1 > q->answer_cap) {
+        size_t cap = (q->answer_len + n + 1) * 2;
+        char *a = realloc(q->answer, cap);
+        if (!a) return;
+        q->answer = a;
+        q->answer_cap = cap;
+    }
+    memcpy(q->answer + q->answer_len, t, n + 1);
+    q->answer_len += n;
 }
 
 /* One SSE "data:" payload: a chunk with text counts as a token arrival (the server streams a
@@ -53,6 +73,8 @@ static void on_data(lg_req *q, const char *json) {
     cJSON *det = usage ? cJSON_GetObjectItemCaseSensitive(usage, "prompt_tokens_details") : NULL;
     cJSON *cached = det ? cJSON_GetObjectItemCaseSensitive(det, "cached_tokens") : NULL;
     if (cJSON_IsNumber(cached)) q->usage_cached = (int32_t)cached->valuedouble;
+    cJSON *pt = usage ? cJSON_GetObjectItemCaseSensitive(usage, "prompt_tokens") : NULL;
+    if (cJSON_IsNumber(pt)) q->usage_prompt = (int32_t)pt->valuedouble;
     cJSON *choices = cJSON_GetObjectItemCaseSensitive(j, "choices");
     cJSON *c0 = cJSON_IsArray(choices) ? cJSON_GetArrayItem(choices, 0) : NULL;
     if (c0) {
@@ -66,6 +88,7 @@ static void on_data(lg_req *q, const char *json) {
             if (t->n_out < cap) t->t_tokens_us[t->n_out] = now;
             t->n_out++;
             q->chunks++;
+            if (q->g->w->n_sessions > 0) keep_answer(q, text->valuestring);
         }
     }
     cJSON_Delete(j);
@@ -113,6 +136,8 @@ static void on_done(struct evhttp_request *req, void *arg) {
     t->ok = status == 200 && t->t_first_us != 0;
     g->r->usage_out[q->idx] = q->usage_out; /* n_out counts chunks (token arrivals), this the tokens */
     g->r->usage_cached[q->idx] = q->usage_cached;
+    g->r->usage_prompt[q->idx] = q->usage_prompt;
+    if (g->w->n_sessions > 0 && q->usage_prompt >= 0) t->n_in = q->usage_prompt; /* the conversation so far */
     g->done++;
     g->in_flight--;
     /* the connection cannot be freed inside its own callback */
@@ -123,14 +148,27 @@ static void on_done(struct evhttp_request *req, void *arg) {
         start_next(g);
 }
 
-static char *body_of(const cb_loadgen_params *p, const cb_work_item *it) {
+static void add_message(cJSON *msgs, const char *role, const char *content) {
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "role", role);
+    cJSON_AddStringToObject(m, "content", content ? content : "");
+    cJSON_AddItemToArray(msgs, m);
+}
+
+static char *body_of(const lg *g, int idx) {
+    const cb_loadgen_params *p = g->p;
+    const cb_work_item *it = &g->w->items[idx];
     cJSON *b = cJSON_CreateObject();
     if (p->model) cJSON_AddStringToObject(b, "model", p->model);
-    if (strstr(p->path, "/chat/completions")) { /* the prompt's text as one user message */
-        cJSON *m = cJSON_CreateObject();
-        cJSON_AddStringToObject(m, "role", "user");
-        cJSON_AddStringToObject(m, "content", it->text ? it->text : "");
-        cJSON_AddItemToArray(cJSON_AddArrayToObject(b, "messages"), m);
+    if (it->session >= 0) { /* the conversation so far: system, then each turn and its answer */
+        cJSON *msgs = cJSON_AddArrayToObject(b, "messages");
+        if (g->w->system_text) add_message(msgs, "system", g->w->system_text);
+        for (int k = it->session; k <= idx; k += g->w->n_sessions) {
+            add_message(msgs, "user", g->w->items[k].text);
+            if (k < idx) add_message(msgs, "assistant", g->reqs[k].answer);
+        }
+    } else if (strstr(p->path, "/chat/completions")) { /* the prompt's text as one user message */
+        add_message(cJSON_AddArrayToObject(b, "messages"), "user", it->text);
     } else if (it->text) {
         cJSON_AddStringToObject(b, "prompt", it->text);
     } else {
@@ -155,12 +193,14 @@ static void send_one(lg *g, int idx) {
     q->idx = idx;
     q->usage_out = -1;
     q->usage_cached = -1;
+    q->usage_prompt = -1;
+    g->sent[idx] = true;
     g->r->tl[idx].t_submit_us = now_us();
     g->r->tl[idx].n_in = g->w->items[idx].n_in;
     g->in_flight++;
     q->conn = evhttp_connection_base_new(g->base, NULL, g->p->host, (uint16_t)g->p->port);
     struct evhttp_request *req = q->conn ? evhttp_request_new(on_done, q) : NULL;
-    char *body = body_of(g->p, &g->w->items[idx]);
+    char *body = body_of(g, idx);
     if (!req || !body) {
         free(body);
         if (req) evhttp_request_free(req);
@@ -183,12 +223,39 @@ static void send_one(lg *g, int idx) {
         on_done(NULL, q);
 }
 
-/* Closed loop: keep `concurrency` in flight. Open loop: whatever is due by its arrival time. */
+/* A session's turn whose turn before failed ends unsent (as a request with no answer). */
+static void skip(lg *g, int idx) {
+    g->sent[idx] = true;
+    g->r->tl[idx].t_submit_us = g->r->tl[idx].t_finish_us = now_us();
+    g->r->usage_out[idx] = g->r->usage_cached[idx] = g->r->usage_prompt[idx] = -1;
+    if (++g->done == g->w->n) event_base_loopexit(g->base, NULL);
+}
+
+/* Closed loop: keep `concurrency` in flight. Open loop: whatever is due by its arrival time. A
+ * session's later turn: once the answer before it came and the think time passed. */
 static void start_next(lg *g) {
-    double t = (double)(now_us() - g->t0) / 1e6;
-    while (g->next < g->w->n) {
-        if (g->p->concurrency > 0 ? g->in_flight >= g->p->concurrency : g->w->items[g->next].arrival_s > t) break;
-        send_one(g, g->next++);
+    int64_t now = now_us();
+    double t = (double)(now - g->t0) / 1e6;
+    for (int i = g->next; i < g->w->n; i++) {
+        if (g->sent[i]) {
+            if (i == g->next) g->next++;
+            continue;
+        }
+        if (g->p->concurrency > 0 && g->in_flight >= g->p->concurrency) break;
+        const cb_work_item *it = &g->w->items[i];
+        if (it->session >= 0 && it->turn > 0) {
+            const cb_req_timeline *before = &g->r->tl[i - g->w->n_sessions];
+            if (!g->sent[i - g->w->n_sessions] || !before->t_finish_us) continue; /* not answered yet */
+            if (!before->ok) {
+                skip(g, i);
+                continue;
+            }
+            if (now < before->t_finish_us + (int64_t)(g->w->think_s * 1e6)) continue;
+        } else if (g->p->concurrency <= 0 && it->arrival_s > t) {
+            if (it->session < 0) break; /* in arrival order */
+            continue;
+        }
+        send_one(g, i);
     }
 }
 
@@ -212,9 +279,12 @@ int cb_loadgen_run(const cb_loadgen_params *p, const cb_workload *w, cb_loadgen_
     r->status = calloc((size_t)w->n, sizeof(int));
     r->usage_out = calloc((size_t)w->n, sizeof(int32_t));
     r->usage_cached = calloc((size_t)w->n, sizeof(int32_t));
+    r->usage_prompt = calloc((size_t)w->n, sizeof(int32_t));
     g.reqs = calloc((size_t)w->n, sizeof(*g.reqs));
+    g.sent = calloc((size_t)w->n, sizeof(bool));
     g.base = event_base_new();
-    if (!r->tl || !r->status || !r->usage_out || !r->usage_cached || !g.reqs || !g.base) {
+    if (!r->tl || !r->status || !r->usage_out || !r->usage_cached || !r->usage_prompt || !g.reqs || !g.sent ||
+        !g.base) {
         cb_set_err(err, errlen, "out of memory");
         goto fail;
     }
@@ -240,13 +310,15 @@ int cb_loadgen_run(const cb_loadgen_params *p, const cb_workload *w, cb_loadgen_
     event_free(g.tick);
     event_base_loop(g.base, EVLOOP_NONBLOCK); /* run the pending connection frees */
     for (int i = 0; i < w->n; i++)
-        free(g.reqs[i].line);
+        free(g.reqs[i].line), free(g.reqs[i].answer);
     free(g.reqs);
+    free(g.sent);
     event_base_free(g.base);
     return 0;
 fail:
     if (g.tick) event_free(g.tick);
     free(g.reqs);
+    free(g.sent);
     if (g.base) event_base_free(g.base);
     cb_loadgen_result_free(r);
     return -1;
@@ -259,5 +331,6 @@ void cb_loadgen_result_free(cb_loadgen_result *r) {
     free(r->status);
     free(r->usage_out);
     free(r->usage_cached);
+    free(r->usage_prompt);
     memset(r, 0, sizeof(*r));
 }

@@ -24,10 +24,13 @@ typedef struct {
     int32_t *usage_out;    /* (n) completion_tokens the server reported, -1 if none */
     int32_t *usage_cached; /* (n) prompt tokens it served from a prefix cache (usage.prompt_tokens_details.
                               cached_tokens), -1 if it did not say */
+    int32_t *usage_prompt; /* (n) prompt_tokens it reported, -1 if none */
     double wall_s, cpu_s;
 } cb_loadgen_result;
 
-/* Runs the workload against the server. Returns 0 (individual failures are in status), or -1 with
+/* Runs the workload against the server (a `sessions` workload: each turn with the conversation
+ * before it, the answers as the server streamed them; a turn whose turn before failed is not sent
+ * and counts as failed, status 0). Returns 0 (individual failures are in status), or -1 with
  * a message when nothing could run. */
 int cb_loadgen_run(const cb_loadgen_params *p, const cb_workload *w, cb_loadgen_result *out, char *err, size_t errlen);
 void cb_loadgen_result_free(cb_loadgen_result *r);

@@ -22,7 +22,7 @@ int32_t cb_rng_range(uint64_t *rng, int32_t lo, int32_t hi) {
 }
 
 const char *cb_workload_names(void) {
-    return "long, long16, mixed, mixed-small, decode-heavy, prefill-heavy, random, shared-prefix";
+    return "long, long16, mixed, mixed-small, decode-heavy, prefill-heavy, random, shared-prefix, sessions";
 }
 
 /* Lengths of each workload, before prompts are made. */
@@ -45,9 +45,11 @@ static int plan_lengths(const char *name, const cb_workload_opts *o, uint64_t *r
         count = 100;
     else if (!strcmp(name, "shared-prefix"))
         count = 32;
+    else if (!strcmp(name, "sessions"))
+        count = (o->sessions > 0 ? o->sessions : 32) * (o->turns > 0 ? o->turns : 4);
     else
         return -1;
-    if (o->num_prompts > 0) count = o->num_prompts;
+    if (o->num_prompts > 0 && strcmp(name, "sessions") != 0) count = o->num_prompts;
     *in = calloc((size_t)count, sizeof(int32_t));
     *out = calloc((size_t)count, sizeof(int32_t));
     if (!*in || !*out) return -2;
@@ -73,6 +75,10 @@ static int plan_lengths(const char *name, const cb_workload_opts *o, uint64_t *r
         } else if (!strcmp(name, "shared-prefix")) {
             a = (o->prefix_len > 0 ? o->prefix_len : 1000) + (o->distinct_len > 0 ? o->distinct_len : 100);
             b = o->output_len > 0 ? o->output_len : 50;
+        } else if (!strcmp(name, "sessions")) { /* turn-major: the first `sessions` items are the tasks */
+            a = i < (o->sessions > 0 ? o->sessions : 32) ? (o->task_len > 0 ? o->task_len : 90)
+                                                         : (o->turn_len > 0 ? o->turn_len : 50);
+            b = o->output_len > 0 ? o->output_len : 32;
         } else { /* vLLM random: uniform in [len * (1 - r), len * (1 + r)] */
             double r = o->random_range_ratio;
             int32_t il = o->random_input_len > 0 ? o->random_input_len : 256;
@@ -106,6 +112,19 @@ static int shared_prompt(const cb_workload_opts *o, int i, cb_prompt_fn fn, void
     return rc;
 }
 
+/* A session workload's shape: which session and turn each item is, the shared system prompt. */
+static int make_sessions(const cb_workload_opts *o, cb_prompt_fn fn, void *ctx, uint64_t *rng, cb_workload *w) {
+    w->n_sessions = o->sessions > 0 ? o->sessions : 32;
+    w->think_s = o->think_s;
+    for (int i = 0; i < w->n; i++) {
+        w->items[i].session = i % w->n_sessions;
+        w->items[i].turn = i / w->n_sessions;
+    }
+    w->n_system = o->system_len > 0 ? o->system_len : 470;
+    w->system_tokens = malloc(sizeof(int32_t) * (size_t)w->n_system);
+    return w->system_tokens ? fn(ctx, rng, w->n_system, w->system_tokens) : -1;
+}
+
 int cb_workload_make(const char *name, const cb_workload_opts *o, cb_prompt_fn fn, void *ctx, cb_workload *w, char *err,
                      size_t errlen) {
     memset(w, 0, sizeof(*w));
@@ -131,6 +150,7 @@ int cb_workload_make(const char *name, const cb_workload_opts *o, cb_prompt_fn f
     bool shared = !strcmp(name, "shared-prefix");
     for (int i = 0; i < n; i++) {
         cb_work_item *it = &w->items[i];
+        it->session = -1;
         it->n_in = in[i];
         it->n_out = out[i];
         it->tokens = malloc(sizeof(int32_t) * (size_t)in[i]);
@@ -145,6 +165,11 @@ int cb_workload_make(const char *name, const cb_workload_opts *o, cb_prompt_fn f
     }
     free(in);
     free(out);
+    if (!strcmp(name, "sessions") && make_sessions(o, fn, ctx, &rng, w) != 0) {
+        cb_set_err(err, errlen, "cannot make the sessions' system prompt");
+        cb_workload_free(w);
+        return -1;
+    }
     if (shared) { /* arrival order must not reveal the groups: Fisher-Yates shuffle */
         for (int i = n - 1; i > 0; i--) {
             int j = cb_rng_range(&rng, 0, i);
@@ -160,6 +185,8 @@ void cb_workload_free(cb_workload *w) {
     for (int i = 0; i < w->n; i++)
         free(w->items[i].tokens), free(w->items[i].text);
     free(w->items);
+    free(w->system_tokens);
+    free(w->system_text);
     memset(w, 0, sizeof(*w));
 }
 

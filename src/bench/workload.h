@@ -17,12 +17,24 @@ typedef struct {
     int32_t *tokens; /* (n_in) owned by the workload */
     char *text;      /* the prompt as text, for a client that sends text (loadgen --text-prompts); NULL
                         otherwise; owned */
+    int32_t session; /* `sessions`: the conversation it is a turn of (tokens: that turn's new user message);
+                        -1 otherwise */
+    int32_t turn;    /* `sessions`: which turn (0: the first) */
 } cb_work_item;
 
 typedef struct {
     cb_work_item *items; /* (n) */
     int n;
     char name[32];
+    /* `sessions` (vLLM's multi-turn benchmark shape): n_sessions conversations of n / n_sessions
+     * turns, item t * n_sessions + s being turn t of session s. Every session opens with the same
+     * system prompt; a turn is sent think_s after the answer to the one before, with the whole
+     * conversation so far (the answers as the server gave them), so it needs a chat endpoint. */
+    int32_t n_sessions;     /* 0: not a session workload */
+    int32_t *system_tokens; /* (n_system) owned */
+    int32_t n_system;
+    char *system_text; /* the system prompt as text (with the items' text); owned */
+    double think_s;
 } cb_workload;
 
 typedef struct {
@@ -31,15 +43,20 @@ typedef struct {
     int32_t random_input_len, random_output_len; /* `random` */
     double random_range_ratio;
     int32_t prefix_len, distinct_len, output_len, sharing_degree; /* `shared-prefix`; 0 = defaults */
+    int32_t sessions, turns, system_len, task_len, turn_len;      /* `sessions` (output_len too); 0 = defaults */
+    double think_s;                                               /* `sessions`: between an answer and the next turn */
 } cb_workload_opts;
 
 /* Fills out[0, n) with exactly n prompt tokens drawn with *rng. Returns 0 or -1. */
 typedef int (*cb_prompt_fn)(void *ctx, uint64_t *rng, int32_t n, int32_t *out);
 
-/* Names: long, long16, mixed, mixed-small, decode-heavy, prefill-heavy, random, shared-prefix.
- * shared-prefix (BatchLLM-style): groups of sharing_degree requests share a prefix of prefix_len
- * tokens, each adds distinct_len tokens of its own and asks for output_len; requests are
- * shuffled. Returns 0, or -1 with a message (unknown name, a prompt that could not be made). */
+/* Names: long, long16, mixed, mixed-small, decode-heavy, prefill-heavy, random, shared-prefix,
+ * sessions. shared-prefix (BatchLLM-style): groups of sharing_degree requests share a prefix of
+ * prefix_len tokens, each adds distinct_len tokens of its own and asks for output_len; requests are
+ * shuffled. sessions: `sessions` conversations (default 32) of `turns` turns (4) behind a system
+ * prompt of system_len tokens (470): a task of task_len tokens (90), then turn_len new tokens (50)
+ * a turn, output_len answer tokens (32) each. Returns 0, or -1 with a message (unknown name, a prompt that could not be
+ * made). */
 int cb_workload_make(const char *name, const cb_workload_opts *opts, cb_prompt_fn fn, void *ctx, cb_workload *out,
                      char *err, size_t errlen);
 void cb_workload_free(cb_workload *w);

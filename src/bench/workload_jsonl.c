@@ -122,6 +122,7 @@ int cb_workload_read_jsonl(FILE *f, const char *path, cb_tokenize_fn fn, void *c
         }
         cb_work_item *it = &w->items[w->n];
         memset(it, 0, sizeof(*it));
+        it->session = -1;
         const char *bad = parse_line(line, fn, ctx, it, has_arrivals);
         if (bad) {
             free(it->tokens);

@@ -210,6 +210,12 @@ int cb_cmd_bench(int argc, char **argv) {
         fprintf(stderr, "cobatch bench: %s\n", err);
         return strstr(err, "unknown workload") ? 2 : 1;
     }
+    if (w.n_sessions > 0) { /* its turns are sent with the answers before them: a chat client's work */
+        fprintf(stderr, "cobatch bench: the sessions workload runs through a server: cobatch loadgen --endpoint "
+                        "/v1/chat/completions --workload sessions\n");
+        cb_workload_free(&w);
+        return 2;
+    }
     if (batch_path) {
         int wrc = write_batch(batch_path, &w);
         if (wrc != 0) fprintf(stderr, "cobatch bench: cannot write %s\n", batch_path);

@@ -26,9 +26,20 @@ cb_flag_group cb_wargs_flags(cb_flag *room, cb_wargs *a) {
          .help = "random: lengths vary by this share either way"},
         {"--prefix-len", "N", CB_FLAG_I32, &a->o.prefix_len, 1, 1 << 20, .help = "shared-prefix: default 1000"},
         {"--distinct-len", "N", CB_FLAG_I32, &a->o.distinct_len, 1, 1 << 20, .help = "shared-prefix: default 100"},
-        {"--output-len", "N", CB_FLAG_I32, &a->o.output_len, 1, 1 << 20, .help = "shared-prefix: default 50"},
+        {"--output-len", "N", CB_FLAG_I32, &a->o.output_len, 1, 1 << 20,
+         .help = "shared-prefix: default 50; sessions: default 32"},
         {"--sharing-degree", "S", CB_FLAG_I32, &a->o.sharing_degree, 1, 1 << 20,
          .help = "shared-prefix: requests per prefix, default 4"},
+        {"--sessions", "S", CB_FLAG_I32, &a->o.sessions, 1, 1 << 16, .help = "sessions: conversations, default 32"},
+        {"--turns", "T", CB_FLAG_I32, &a->o.turns, 1, 1 << 10, .help = "sessions: turns of each, default 4"},
+        {"--system-len", "N", CB_FLAG_I32, &a->o.system_len, 1, 1 << 20,
+         .help = "sessions: the shared system prompt's tokens, default 470"},
+        {"--task-len", "N", CB_FLAG_I32, &a->o.task_len, 1, 1 << 20,
+         .help = "sessions: the first user message's tokens, default 90"},
+        {"--turn-len", "N", CB_FLAG_I32, &a->o.turn_len, 1, 1 << 20,
+         .help = "sessions: each later user message's tokens, default 50\n(--output-len: answer tokens, default 32)"},
+        {"--think-ms", "MS", CB_FLAG_F64, &a->think_ms, 0, 1e7,
+         .help = "sessions: from an answer to the next turn (default 0)"},
         {"--workload-file", "FILE", CB_FLAG_STR, &a->file,
          .help = "JSONL: {\"prompt\": text | \"prompt_tokens\": [ids], \"max_tokens\",\n\"arrival_s\", "
                  "\"priority\"} per line"},
@@ -43,6 +54,18 @@ cb_flag_group cb_wargs_flags(cb_flag *room, cb_wargs *a) {
     return (cb_flag_group){"workload and arrivals", room, sizeof(t) / sizeof(t[0])};
 }
 
+/* The tokens as text (malloc'd), or NULL. */
+static char *detokenized(cobatch_engine *e, const int32_t *tokens, int32_t n) {
+    int32_t need = cobatch_detokenize(e, tokens, n, NULL, 0);
+    char *t = need >= 0 ? malloc((size_t)need + 1) : NULL;
+    if (t && cobatch_detokenize(e, tokens, n, t, need) != need) {
+        free(t);
+        return NULL;
+    }
+    if (t) t[need] = '\0';
+    return t;
+}
+
 int cb_wargs_build(const cb_wargs *a, const struct cobatch_engine_params *ep, cb_workload *w, char *model_name,
                    size_t name_len, char *err, size_t errlen) {
     struct cobatch_engine_params tp = *ep; /* a small engine: only its tokenizer is used */
@@ -55,18 +78,20 @@ int cb_wargs_build(const cb_wargs *a, const struct cobatch_engine_params *ep, cb
     if (!e) return -1;
     snprintf(model_name, name_len, "%s", cobatch_model_name(e));
     bool file_arrivals = false;
+    cb_workload_opts o = a->o;
+    o.think_s = a->think_ms / 1000;
     int rc = a->file ? cb_workload_load_jsonl(a->file, cb_prompt_tokenize, e, w, &file_arrivals, err, errlen)
-                     : cb_workload_make(a->workload, &a->o, cb_prompt_make, e, w, err, errlen);
+                     : cb_workload_make(a->workload, &o, cb_prompt_make, e, w, err, errlen);
+    if (rc == 0 && a->text && w->n_system > 0 && !(w->system_text = detokenized(e, w->system_tokens, w->n_system))) {
+        snprintf(err, errlen, "the system prompt could not be turned into text");
+        rc = -1;
+    }
     for (int i = 0; rc == 0 && a->text && i < w->n; i++) { /* the tokens as text: a round trip of the tokenizer */
         cb_work_item *it = &w->items[i];
-        int32_t need = cobatch_detokenize(e, it->tokens, it->n_in, NULL, 0);
-        it->text = need >= 0 ? malloc((size_t)need + 1) : NULL;
-        if (!it->text || cobatch_detokenize(e, it->tokens, it->n_in, it->text, need) != need) {
+        if (!(it->text = detokenized(e, it->tokens, it->n_in))) {
             snprintf(err, errlen, "request %d: its prompt could not be turned into text", i + 1);
             rc = -1;
-            break;
         }
-        it->text[need] = '\0';
     }
     cobatch_engine_free(e);
     if (rc != 0) {

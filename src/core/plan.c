@@ -123,3 +123,15 @@ int32_t cb_plan_graph_runs(const cb_plan *p, const cb_row_piece *v, int32_t n) {
         if (j == 0 || piece_seq(p, &v[j]) != piece_seq(p, &v[j - 1]) + 1 || v[j].n != v[j - 1].n) runs++;
     return runs;
 }
+
+void cb_pace_note(cb_pace *p, int32_t tokens, int64_t us) {
+    if (tokens <= 0 || us <= 0) return;
+    double t = (double)us / tokens;
+    p->token_us = p->token_us > 0 ? 0.5 * p->token_us + 0.5 * t : t;
+}
+
+int32_t cb_pace_tokens(const cb_pace *p, double us, int32_t lo, int32_t hi) {
+    if (p->token_us <= 0) return hi;
+    double n = us / p->token_us;
+    return n < lo ? lo : n > hi ? hi : (int32_t)n;
+}

@@ -68,4 +68,17 @@ int32_t cb_plan_row_order(const cb_plan *plan, int32_t tile, cb_row_piece *out);
  * counts. */
 int32_t cb_plan_graph_runs(const cb_plan *plan, const cb_row_piece *pieces, int32_t n_pieces);
 
+/* A step's length in time. A budget in tokens bounds a step's pause only where a token's cost is
+ * known: a row of the long lane attends over a pool of thousands of cells and costs several times a
+ * stream's, more as the pool fills. A cb_pace measures what a token of one graph costs (a moving
+ * average over its steps, the latest weighing half) and gives the tokens that fit a time. */
+typedef struct {
+    double token_us; /* one token of a step; 0 until a step is noted */
+} cb_pace;
+
+/* A step of `tokens` tokens took `us`. */
+void cb_pace_note(cb_pace *p, int32_t tokens, int64_t us);
+/* The tokens that take about `us`, at least lo and at most hi (lo <= hi); hi until measured. */
+int32_t cb_pace_tokens(const cb_pace *p, double us, int32_t lo, int32_t hi);
+
 #endif

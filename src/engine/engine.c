@@ -424,32 +424,32 @@ static int run_plan(cobatch_engine *e, cb_plan **plan) {
  * end, the rest go on. */
 /* run_us: the plan's decode time, without its cell copies to and from swap (the prefill cost the
  * swap choice weighs against them). */
-static void postprocess(cobatch_engine *e, cb_plan *plan, int rc, int64_t t0, int64_t run_us, int64_t swapped) {
+static bool postprocess(cobatch_engine *e, cb_plan *plan, int rc, int64_t run_us, int64_t swapped,
+                        struct cobatch_step_info *info) {
     if (rc != 0) {
         fail_plan(e, plan, rc);
-        return;
+        return false;
     }
     if (plan->n_items == 0) {
         /* Nothing runnable with nobody running: the queue head can never fit. End it rather than
          * spin (cb_sched_fits at submit should make this unreachable). */
         if (cb_sched_n_running(e->sched) == 0 && cb_sched_n_waiting(e->sched) > 0 && !cb_sched_saving(e->sched))
             finish(e, cb_sched_waiting_at(e->sched, 0), CB_FINISHED_ERROR, "request cannot be scheduled");
-        return;
+        return false;
     }
     cb_sched_commit(e->sched, plan, cobatch_time_us());
     e->n_prompt_computed += plan->n_prefill_tokens;
-    struct cobatch_step_info info = {.t_start_us = t0,
-                                     .decode_rows = plan->n_decode,
-                                     .prefill_tokens = plan->n_prefill_tokens,
-                                     .n_requests = plan->n_items,
-                                     .preempted = plan->n_preempted,
-                                     .swapped = (int32_t)swapped,
-                                     .graph_runs = e->runner.n_runs};
+    info->decode_rows = plan->n_decode;
+    info->prefill_tokens = plan->n_prefill_tokens;
+    info->n_requests = plan->n_items;
+    info->preempted = plan->n_preempted;
+    info->swapped = (int32_t)swapped;
+    info->graph_runs = e->runner.n_runs;
     /* the cost of a token computed again, against which a preemption weighs a copy (swap.h) */
     if (plan->n_prefill_tokens >= 32) cb_swap_note_prefill(&e->swap, plan->n_tokens, run_us);
     cb_engine_record_prompt_logprobs(e, &e->runner, &e->model, plan);
     sample_and_emit(e, plan);
-    report_step(e, &info);
+    return true;
 }
 
 /* One step. With nothing to run it still applies the cell changes made since the last one (a
@@ -461,8 +461,10 @@ static void step(cobatch_engine *e) {
     int rc = run_plan(e, &plan);
     int64_t run_us = cobatch_time_us() - t_run - (e->swap.copy_us - copy_us);
     int32_t used = rc == 0 ? plan->n_tokens : 0;
-    postprocess(e, plan, rc, t0, run_us, e->swap.swapped_out - swapped);
-    cb_lane_step(e, used); /* a second graph, only while the long lane has work */
+    struct cobatch_step_info info = {.t_start_us = t0};
+    bool ran = postprocess(e, plan, rc, run_us, e->swap.swapped_out - swapped, &info);
+    info.lane_tokens = cb_lane_step(e, used, &info.lane_us); /* a second graph, only while the lane has work */
+    if (ran || info.lane_tokens > 0) report_step(e, &info);
 }
 
 /* ---------------------------------------------------------------- the thread ----------------- */

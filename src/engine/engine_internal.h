@@ -65,8 +65,9 @@ bool cb_lane_migrate(struct cobatch_engine *e, cb_request *r);
 /* r ends: its sequence and reservation go. */
 void cb_lane_remove(struct cobatch_engine *e, cb_request *r);
 /* Admits what fits, plans, decodes and samples one lane step, in what the scheduler's step left of
- * the budget (it used `used` tokens). */
-void cb_lane_step(struct cobatch_engine *e, int32_t used);
+ * the budget (it used `used` tokens), in tokens and in time (the time those tokens take in the
+ * streams). Returns the tokens it ran (0: none), their decode's time in *us. */
+int32_t cb_lane_step(struct cobatch_engine *e, int32_t used, int64_t *us);
 int32_t cb_lane_n_waiting(const struct cobatch_engine *e);
 
 /* Prompt rows of one step that may ask for logits (prompt log-probabilities) beyond the one row per
@@ -99,7 +100,6 @@ typedef struct {
  * the youngest goes back to the queue's head to be recomputed. Requests wait in arrival order (a
  * migrated or preempted one first). Engine thread only. */
 #define CB_LANE_ROOM 64
-#define CB_LANE_MIN_CHUNK 32
 
 typedef struct {
     bool on;
@@ -109,6 +109,7 @@ typedef struct {
     int32_t cells;    /* the pool: also the longest request */
     int32_t max_seqs; /* requests it runs at once */
     int32_t budget;   /* tokens of one lane step at most (its batch) */
+    cb_pace pace;     /* what a lane token costs: a step's tokens by time (cb_lane_step) */
     cb_request **run; /* (max_seqs) by sequence id; NULL: free */
     int32_t n_run;
     cb_request **wait; /* (wait_cap) in order */

@@ -171,7 +171,9 @@ static void make_room(cobatch_engine *e) {
 }
 
 /* Decode rows first, then prompt chunks while the budget lasts (and at most CB_PROMPT_LOGIT_ROWS
- * prompt rows wanting logits). */
+ * prompt rows wanting logits). A cut chunk is a flash-attention tile at least and leaves a tail of
+ * a tile at least (it may then pass the budget by less than a tile): under a tile of rows the
+ * lane's one graph leaves the tiled kernel, and each row then costs several times more (runner.h). */
 static void plan(cobatch_engine *e, int32_t budget) {
     cb_lane *L = &e->lane;
     cb_plan *p = &L->plan;
@@ -182,7 +184,11 @@ static void plan(cobatch_engine *e, int32_t budget) {
             if (!r) continue;
             int32_t pending = cb_request_n_tokens(r) - r->n_computed;
             if (pending <= 0 || (pass == 0) != (pending == 1)) continue;
-            int32_t n = pending < budget - p->n_tokens ? pending : budget - p->n_tokens;
+            int32_t n = pending < budget - p->n_tokens ? pending : budget - p->n_tokens, tile = CB_RUNNER_FA_TILE;
+            if (pass == 1 && n < pending) {
+                if (pending - n < tile) n = pending - tile >= tile ? pending - tile : pending;
+                if (n < tile && p->n_tokens > 0) continue; /* a piece under the tile beside other rows waits */
+            }
             while (n > 0 && p->n_logit_rows + cb_request_logit_rows(r, n) > CB_PROMPT_LOGIT_ROWS)
                 n = r->all_logits_from > r->n_computed ? r->all_logits_from - r->n_computed
                                                        : CB_PROMPT_LOGIT_ROWS - p->n_logit_rows;
@@ -209,20 +215,30 @@ static void fail(cobatch_engine *e, int rc) {
         cb_engine_finish(e, p->items[i].req, CB_FINISHED_ERROR, msg);
 }
 
-void cb_lane_step(cobatch_engine *e, int32_t used) {
+int32_t cb_lane_step(cobatch_engine *e, int32_t used, int64_t *us) {
     cb_lane *L = &e->lane;
-    if (!L->on) return;
+    *us = 0;
+    if (!L->on) return 0;
     make_room(e);
     admit(e);
-    if (L->n_run == 0) return;
+    if (L->n_run == 0) return 0;
     /* what the scheduler's step left of the budget (a step's length is the pause every stream
-     * sees), and at least CB_LANE_MIN_CHUNK tokens, so that the lane goes on beside a busy step */
-    int32_t budget = L->budget - used;
-    if (budget < CB_LANE_MIN_CHUNK) budget = CB_LANE_MIN_CHUNK < L->budget ? CB_LANE_MIN_CHUNK : L->budget;
+     * sees), and at least a row for each running request and a flash-attention tile of prompt, so
+     * that the lane goes on beside a busy step, in its tiled kernel */
+    int32_t least = L->n_run + CB_RUNNER_FA_TILE < L->budget ? L->n_run + CB_RUNNER_FA_TILE : L->budget;
+    int32_t allow = L->budget - used > least ? L->budget - used : least;
+    /* and in time, while anything else is running (a stream, another lane request): the tokens that
+     * take, at the lane's own measured cost a token (its rows attend over the whole pool), the time
+     * `allow` prompt tokens take in the streams (swap.h measures it) */
+    int32_t budget = allow;
+    if (cb_sched_n_running(e->sched) > 0 || L->n_run > 1)
+        budget = cb_pace_tokens(&L->pace, allow * e->swap.token_us, least, allow);
     int rc;
+    int64_t t0;
     for (;;) {
         plan(e, budget);
-        if (L->plan.n_items == 0) return;
+        if (L->plan.n_items == 0) return 0;
+        t0 = cobatch_time_us();
         rc = cb_runner_run(&L->runner, &L->plan);
         if (rc == 0) break;
         for (int32_t i = 0; i < L->plan.n_items; i++) /* what the failed decode may have kept */
@@ -230,11 +246,16 @@ void cb_lane_step(cobatch_engine *e, int32_t used) {
                                 -1);
         if (rc != 1 || L->plan.n_tokens <= L->plan.n_items) { /* not a full pool, or nothing smaller to try */
             fail(e, rc);
-            return;
+            return 0;
         }
         e->n_retries++;
         budget = L->plan.n_tokens / 2 > L->plan.n_items ? L->plan.n_tokens / 2 : L->plan.n_items;
     }
+    *us = cobatch_time_us() - t0;
+    /* a step of a tile of prompt rows or more measures a token's cost (a few decode rows alone are
+     * a pass over the weights for little, and rows under the tile leave the tiled kernel: either
+     * would make a chunk's token look dearer than it is) */
+    if (L->plan.n_tokens >= CB_RUNNER_FA_TILE) cb_pace_note(&L->pace, L->plan.n_tokens, *us);
     int64_t now = cobatch_time_us();
     cb_plan *p = &L->plan;
     for (int32_t i = 0; i < p->n_items; i++) {
@@ -248,4 +269,5 @@ void cb_lane_step(cobatch_engine *e, int32_t used) {
     cb_engine_record_prompt_logprobs(e, &L->runner, &L->model, p);
     for (int32_t i = 0; i < p->n_items; i++)
         if (p->items[i].logits) cb_engine_sample_one(e, p->items[i].req, &L->model, L->runner.logit_row[i], now);
+    return p->n_tokens;
 }

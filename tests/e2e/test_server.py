@@ -347,6 +347,31 @@ def test_loadgen_measures_the_server(server, tmp_path):
     assert "| server |" in p.stdout
 
 
+def test_loadgen_runs_sessions(server, tmp_path):
+    """The sessions workload: each turn re-sends its conversation with the answers as streamed, so
+    the prompts grow turn by turn and a later turn finds most of its prompt in the prefix cache."""
+    out = tmp_path / "sessions.json"
+    p = subprocess.run([os.environ["COBATCH_BIN"], "loadgen", "-m", os.environ["COBATCH_E2E_MODEL"], "--url",
+                        server.url, "--endpoint", "/v1/chat/completions", "--workload", "sessions", "--sessions", "3",
+                        "--turns", "3", "--system-len", "120", "--task-len", "30", "--turn-len", "20",
+                        "--output-len", "12", "--think-ms", "50", "--json", str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(out.read_text())
+    assert r["requests"] == 9 and r["failed"] == 0 and r["output_tokens"] == 9 * 12
+    turns = r["turns"]
+    assert [t["turn"] for t in turns] == [1, 2, 3] and all(t["failed"] == 0 for t in turns)
+    # each turn adds a user message (20 tokens), the answer before it (12) and the template's markers
+    assert turns[0]["prompt_tokens"] / 3 >= 150
+    for a, b in zip(turns, turns[1:]):
+        assert b["prompt_tokens"] / 3 >= a["prompt_tokens"] / 3 + 32
+        assert b["cached_tokens"] >= 0.7 * b["prompt_tokens"], turns
+    assert "| turn |" in p.stdout
+    p = subprocess.run([os.environ["COBATCH_BIN"], "loadgen", "-m", os.environ["COBATCH_E2E_MODEL"], "--url",
+                        server.url, "--workload", "sessions"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "/v1/chat/completions" in p.stderr
+
+
 def test_trace_accounts_for_every_token(tmp_path):
     trace = tmp_path / "steps.tsv"
     s = Server("--trace", str(trace), "--max-num-batched-tokens", "16")
@@ -361,9 +386,10 @@ def test_trace_accounts_for_every_token(tmp_path):
     lines = trace.read_text().splitlines()
     assert lines[0].split("\t")[:5] == ["config", "t_ms", "step_ms", "decode_rows", "prefill_tokens"]
     rows = [line.split("\t") for line in lines[1:]]
-    assert rows and all(r[0] == "serve" and len(r) == 12 for r in rows)
+    assert rows and all(r[0] == "serve" and len(r) == 14 for r in rows)
     assert lines[0].split("\t")[10] == "graph_runs" and all(r[10] == "1" for r in rows)  # one request a step
     assert lines[0].split("\t")[11] == "swapped" and all(r[11] == "0" for r in rows)  # nothing preempted
+    assert lines[0].split("\t")[12:] == ["lane_tokens", "lane_ms"] and all(r[12] == "0" for r in rows)  # no lane
     # every prompt token not taken from the cache was computed in some step, and every generated
     # token but each request's first (sampled after its last prompt chunk) took one decode row
     computed = sum(u["prompt_tokens"] - u.get("prompt_tokens_details", {}).get("cached_tokens", 0) for u in usages)

@@ -162,6 +162,25 @@ def test_auto_answers_or_calls(tserver):
     valid_call(_Call(calls[0]))
 
 
+def test_a_long_answer_with_tools_streams_as_it_is_written(tserver):
+    """With tools offered, a streamed output is read for calls as it grows; a long answer still
+    arrives a few tokens at a time, not in bursts that grow with its length (each read waits for
+    1/1024 of the output: 6 bytes at 6 KB, where waiting for an eighth held back 700 bytes)."""
+    c = client_of(tserver)
+    msgs = [SYSTEM, {"role": "user", "content": "Write a long story about a cat who travels the world."}]
+    pieces, text = [], ""
+    for ch in c.chat.completions.create(model=model_id(tserver), messages=msgs, tools=TOOLS, max_tokens=1500,
+                                        stream=True, extra_body={"ignore_eos": True}):
+        for choice in ch.choices:
+            d = choice.delta
+            for piece in [d.content or ""] + [t.function.arguments or "" for t in d.tool_calls or [] if t.function]:
+                if piece:
+                    pieces.append(len(piece.encode()))
+                    text += piece
+    assert len(text.encode()) > 4096, text[:200]
+    assert max(pieces) <= 64, sorted(pieces)[-10:]
+
+
 def test_none_lists_the_tools_and_answers(tserver):
     c = client_of(tserver)
     plain = c.chat.completions.create(model=model_id(tserver), messages=ASK, max_tokens=20)

@@ -875,19 +875,45 @@ static void long_special_text_tokenizes_in_pieces(void **state) {
     free(text);
 }
 
+/* The steps of the long lane's engine, as its step callback reports them (engine thread; read once
+ * the requests have ended). */
+static struct {
+    int n, lane_steps, over_budget;
+    int64_t lane_tokens, most_lane_us, most_step_us;
+} lane_trace;
+
+static void note_lane_step(const struct cobatch_step_info *info, void *user) {
+    int32_t budget = *(const int32_t *)user, used = info->decode_rows + info->prefill_tokens;
+    int32_t allow = budget - used > 4 + 64 ? budget - used : 4 + 64; /* 4 decode rows and a tile at least */
+    lane_trace.n++;
+    if (info->lane_tokens >= allow + 64) lane_trace.over_budget++; /* a prompt's tail may add under a tile */
+    if (info->lane_tokens > 0) {
+        lane_trace.lane_steps++;
+        lane_trace.lane_tokens += info->lane_tokens;
+        if (info->lane_us > lane_trace.most_lane_us) lane_trace.most_lane_us = info->lane_us;
+        if (info->lane_us <= 0 || info->lane_us > info->t_end_us - info->t_start_us) lane_trace.over_budget++;
+    }
+    if (info->t_end_us - info->t_start_us > lane_trace.most_step_us)
+        lane_trace.most_step_us = info->t_end_us - info->t_start_us;
+}
+
 /* The long lane: with streams of 256 cells, a prompt longer than a stream runs in the lane, and a
  * request that outgrows its stream moves there (recomputed, counted as a preemption) and goes on;
  * their outputs are those of an engine whose sequences hold them outright (a unified pool), up to
- * near-ties; short requests keep running in the streams beside them; the lane's prompt rows give
- * the prompt's log-probabilities; a prompt beyond the lane is refused; cancelling a lane request
- * ends it. */
+ * near-ties; short requests keep running in the streams beside them; the lane's steps are reported
+ * (its rows and time inside the step's) and keep to what the step left of the budget; the lane's
+ * prompt rows give the prompt's log-probabilities; a prompt beyond the lane is refused; cancelling a
+ * lane request ends it. */
 static void long_lane_takes_long_requests(void **state) {
     (void)state;
+    static int32_t budget = 256;
     struct cobatch_engine_params lp = cobatch_engine_default_params();
     lp.max_num_seqs = 4;
     lp.max_model_len = 256;
     lp.long_lane = 2048;
-    lp.max_num_batched_tokens = 256;
+    lp.max_num_batched_tokens = budget;
+    lp.on_step = note_lane_step;
+    lp.on_step_user = &budget;
     cobatch_engine *e = it_engine(lp);
     assert_non_null(e);
     assert_int_equal(cobatch_n_ctx_seq(e), 2048);
@@ -924,6 +950,12 @@ static void long_lane_takes_long_requests(void **state) {
     assert_true(a[1].n_preemptions >= 1); /* 200 + 120 tokens outgrew its 256 cells: moved */
     assert_int_equal(a[2].n_preemptions, 0);
     compare_all(b, a, N, "long lane vs unified");
+    /* the lane's rows: at least the prompts longer than a stream and the moved request's tokens */
+    printf("# long lane: %d of %d steps ran its graph (%lld rows), its longest %.1f ms, the longest step %.1f ms\n",
+           lane_trace.lane_steps, lane_trace.n, (long long)lane_trace.lane_tokens, lane_trace.most_lane_us / 1e3,
+           lane_trace.most_step_us / 1e3);
+    assert_true(lane_trace.lane_tokens >= len[0] + len[4] + len[1] + 56);
+    assert_int_equal(lane_trace.over_budget, 0);
     struct cobatch_stats st;
     cobatch_engine_stats(e, &st);
     assert_int_equal(st.running, 0);

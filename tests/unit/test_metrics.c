@@ -159,6 +159,51 @@ static void shared_prefix_groups(void **state) {
     cb_workload_free(&w);
 }
 
+/* Sessions: turn-major items (turn t of session s is item t * S + s), the task then the turns'
+ * lengths, one shared system prompt; the defaults are the agent-traffic shape (32 x 4, 470 / 90 / 50
+ * / 32). */
+static void sessions_are_turns_of_conversations(void **state) {
+    (void)state;
+    int calls = 0;
+    cb_workload w;
+    char err[128];
+    cb_workload_opts o = {.sessions = 3,
+                          .turns = 4,
+                          .system_len = 20,
+                          .task_len = 9,
+                          .turn_len = 5,
+                          .output_len = 7,
+                          .think_s = 0.25,
+                          .num_prompts = 2};
+    assert_int_equal(cb_workload_make("sessions", &o, fake_prompt, &calls, &w, err, sizeof(err)), 0);
+    assert_int_equal(w.n, 12); /* --num-prompts does not cut conversations */
+    assert_int_equal(w.n_sessions, 3);
+    assert_int_equal(w.n_system, 20);
+    assert_non_null(w.system_tokens);
+    assert_true(w.think_s == 0.25);
+    for (int i = 0; i < w.n; i++) {
+        assert_int_equal(w.items[i].session, i % 3);
+        assert_int_equal(w.items[i].turn, i / 3);
+        assert_int_equal(w.items[i].n_in, i < 3 ? 9 : 5);
+        assert_int_equal(w.items[i].n_out, 7);
+    }
+    cb_workload_free(&w);
+    cb_workload_opts d = {0};
+    assert_int_equal(cb_workload_make("sessions", &d, fake_prompt, &calls, &w, err, sizeof(err)), 0);
+    assert_int_equal(w.n, 128);
+    assert_int_equal(w.n_system, 470);
+    assert_int_equal(w.items[0].n_in, 90);
+    assert_int_equal(w.items[32].n_in, 50);
+    assert_int_equal(w.items[127].n_out, 32);
+    assert_int_equal(w.items[127].turn, 3);
+    cb_workload_free(&w);
+    o = (cb_workload_opts){.seed = 1}; /* other workloads are not sessions */
+    assert_int_equal(cb_workload_make("mixed", &o, fake_prompt, &calls, &w, err, sizeof(err)), 0);
+    assert_int_equal(w.n_sessions, 0);
+    assert_int_equal(w.items[0].session, -1);
+    cb_workload_free(&w);
+}
+
 static int32_t *fake_tokenize(void *ctx, const char *text, int32_t *n) {
     (void)ctx;
     *n = (int32_t)strlen(text);
@@ -238,11 +283,9 @@ static void poisson_arrivals_have_the_asked_rate(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(percentiles_interpolate_like_numpy),
-        cmocka_unit_test(vllm_definitions_on_a_known_timeline),
-        cmocka_unit_test(workloads_hit_their_lengths),
-        cmocka_unit_test(shared_prefix_groups),
-        cmocka_unit_test(jsonl_workloads),
+        cmocka_unit_test(percentiles_interpolate_like_numpy),   cmocka_unit_test(vllm_definitions_on_a_known_timeline),
+        cmocka_unit_test(workloads_hit_their_lengths),          cmocka_unit_test(shared_prefix_groups),
+        cmocka_unit_test(sessions_are_turns_of_conversations),  cmocka_unit_test(jsonl_workloads),
         cmocka_unit_test(poisson_arrivals_have_the_asked_rate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -223,12 +223,32 @@ static void split_chunk_rules(void **state) {
     assert_int_equal(cb_plan_split_chunk(&sc, 64, 256, false, 256, 300), 256);
 }
 
+/* A step's tokens by time: until measured the budget in tokens; then what fits the time at the
+ * measured cost, within the bounds; a costlier graph (the pool filling) gets fewer. */
+static void pace_gives_the_tokens_that_fit_a_time(void **state) {
+    (void)state;
+    cb_pace p = {0};
+    assert_int_equal(cb_pace_tokens(&p, 1e5, 8, 128), 128);
+    cb_pace_note(&p, 0, 1000); /* nothing ran: not a measurement */
+    cb_pace_note(&p, 10, 0);
+    assert_int_equal(cb_pace_tokens(&p, 1e5, 8, 128), 128);
+    cb_pace_note(&p, 100, 1000000); /* 10 ms a token */
+    assert_int_equal(cb_pace_tokens(&p, 320000, 8, 128), 32);
+    assert_int_equal(cb_pace_tokens(&p, 5e6, 8, 128), 128);
+    assert_int_equal(cb_pace_tokens(&p, 1000, 8, 128), 8);
+    cb_pace_note(&p, 10, 300000); /* 30 ms: the average goes to 20 ms */
+    assert_int_equal(cb_pace_tokens(&p, 320000, 8, 128), 16);
+    cb_pace_note(&p, 64, 64 * 20000);
+    assert_int_equal(cb_pace_tokens(&p, 320000, 8, 128), 16);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(split_chunk_rules),
         cmocka_unit_test(split_chunks_share_one_length),
         cmocka_unit_test(split_small_chunk_cap_keeps_prompts_moving),
         cmocka_unit_test(row_order_gives_each_chunk_its_graph_run),
+        cmocka_unit_test(pace_gives_the_tokens_that_fit_a_time),
     };
     return cmocka_run_group_tests_name("batch layout", tests, NULL, NULL);
 }
