@@ -43,6 +43,19 @@ int32_t cb_plan_split_chunk(int32_t *step_chunk, int32_t tile, int32_t cap, bool
     return n;
 }
 
+int32_t cb_plan_tile_chunk(int32_t pending, int32_t room, int32_t cap, int32_t tile, bool alone) {
+    if (room <= 0) return 0; /* the budget is spent */
+    if (pending <= room) return pending;
+    int32_t n = room;
+    if (pending - n < tile) { /* the tail would be under the tile */
+        if (pending - tile >= tile)
+            n = pending - tile; /* leave a tile */
+        else if (pending <= cap)
+            n = pending; /* under two tiles: all of it, past the budget by under a tile */
+    }
+    return n < tile && !alone ? 0 : n;
+}
+
 /* ---------------------------------------------------------------- batch row order ----------- */
 
 static int32_t piece_seq(const cb_plan *p, const cb_row_piece *x) { return p->items[x->item].req->seq_id; }

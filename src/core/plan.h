@@ -51,6 +51,14 @@ void cb_plan_free(cb_plan *plan);
 int32_t cb_plan_split_chunk(int32_t *step_chunk, int32_t tile, int32_t cap, bool plan_empty, int32_t n,
                             int32_t pending);
 
+/* One pool (the long lane's unified layout, where a step's rows are one graph): the length of a
+ * prompt chunk with `pending` tokens left, `room` in the step's budget, `cap` in its batch (cap >=
+ * room). Whole if it fits; a cut chunk is a tile at least and leaves a tail of a tile at least:
+ * then up to cap, past room by under a tile, the rest taken whole when two tiles would not fit it
+ * (a tail under the tile alone would cost more than the extra rows). 0: it waits (a piece under the
+ * tile beside other rows; alone, it runs; or room is spent). */
+int32_t cb_plan_tile_chunk(int32_t pending, int32_t room, int32_t cap, int32_t tile, bool alone);
+
 /* Rows [k0, k0 + n) of items[item]: a piece of an item's rows in the batch. */
 typedef struct {
     int32_t item, k0, n;

@@ -171,10 +171,10 @@ static void make_room(cobatch_engine *e) {
 }
 
 /* Decode rows first, then prompt chunks while the budget lasts (and at most CB_PROMPT_LOGIT_ROWS
- * prompt rows wanting logits). A cut chunk is a flash-attention tile at least and leaves a tail of
- * a tile at least (it may then pass the budget by less than a tile): under a tile of rows the
- * lane's one graph leaves the tiled kernel, and each row then costs several times more (runner.h). */
-static void plan(cobatch_engine *e, int32_t budget) {
+ * prompt rows wanting logits), shaped by flash attention's tile (cb_plan_tile_chunk): under a tile
+ * of rows the lane's one graph leaves the tiled kernel, and each row costs several times more. A
+ * chunk may pass the budget by under a tile, within the batch, unless strict. */
+static void plan(cobatch_engine *e, int32_t budget, bool strict) {
     cb_lane *L = &e->lane;
     cb_plan *p = &L->plan;
     p->n_items = p->n_tokens = p->n_decode = p->n_prefill_tokens = p->n_logit_rows = 0;
@@ -184,11 +184,10 @@ static void plan(cobatch_engine *e, int32_t budget) {
             if (!r) continue;
             int32_t pending = cb_request_n_tokens(r) - r->n_computed;
             if (pending <= 0 || (pass == 0) != (pending == 1)) continue;
-            int32_t n = pending < budget - p->n_tokens ? pending : budget - p->n_tokens, tile = CB_RUNNER_FA_TILE;
-            if (pass == 1 && n < pending) {
-                if (pending - n < tile) n = pending - tile >= tile ? pending - tile : pending;
-                if (n < tile && p->n_tokens > 0) continue; /* a piece under the tile beside other rows waits */
-            }
+            int32_t room = budget - p->n_tokens, n = pending < room ? pending : room;
+            if (pass == 1)
+                n = cb_plan_tile_chunk(pending, room, strict ? room : L->budget - p->n_tokens, CB_RUNNER_FA_TILE,
+                                       p->n_tokens == 0);
             while (n > 0 && p->n_logit_rows + cb_request_logit_rows(r, n) > CB_PROMPT_LOGIT_ROWS)
                 n = r->all_logits_from > r->n_computed ? r->all_logits_from - r->n_computed
                                                        : CB_PROMPT_LOGIT_ROWS - p->n_logit_rows;
@@ -235,8 +234,8 @@ int32_t cb_lane_step(cobatch_engine *e, int32_t used, int64_t *us) {
         budget = cb_pace_tokens(&L->pace, allow * e->swap.token_us, least, allow);
     int rc;
     int64_t t0;
-    for (;;) {
-        plan(e, budget);
+    for (bool retry = false;; retry = true) { /* a retry keeps to its smaller budget strictly */
+        plan(e, budget, retry);
         if (L->plan.n_items == 0) return 0;
         t0 = cobatch_time_us();
         rc = cb_runner_run(&L->runner, &L->plan);

@@ -223,6 +223,25 @@ static void split_chunk_rules(void **state) {
     assert_int_equal(cb_plan_split_chunk(&sc, 64, 256, false, 256, 300), 256);
 }
 
+/* One pool's prompt chunks around the flash-attention tile (64): whole when it fits; a cut leaves
+ * a tail of a tile; under two tiles all of it, within the batch; a piece under the tile waits beside
+ * other rows and runs alone. */
+static void tile_chunk_rules(void **state) {
+    (void)state;
+    assert_int_equal(cb_plan_tile_chunk(50, 100, 128, 64, false), 50);   /* fits: whole */
+    assert_int_equal(cb_plan_tile_chunk(300, 100, 128, 64, false), 100); /* a cut, a long tail */
+    assert_int_equal(cb_plan_tile_chunk(150, 100, 128, 64, false), 86);  /* leaves a tile, not 50 */
+    assert_int_equal(cb_plan_tile_chunk(120, 100, 128, 64, false), 120); /* under two tiles: all */
+    /* three decode rows in a batch of 128: the whole 127 would not fit the batch (125 left) */
+    assert_int_equal(cb_plan_tile_chunk(127, 61, 125, 64, false), 0); /* 61 is under the tile: waits */
+    assert_int_equal(cb_plan_tile_chunk(127, 61, 125, 64, true), 61); /* alone it runs */
+    assert_int_equal(cb_plan_tile_chunk(127, 100, 125, 64, false), 100);
+    assert_int_equal(cb_plan_tile_chunk(127, 100, 100, 64, false), 100); /* strict: cap is the room */
+    assert_int_equal(cb_plan_tile_chunk(200, 30, 128, 64, false), 0);    /* under the tile: waits */
+    assert_int_equal(cb_plan_tile_chunk(200, 30, 128, 64, true), 30);
+    assert_int_equal(cb_plan_tile_chunk(10, 0, 128, 64, false), 0); /* the budget spent: nothing more */
+}
+
 /* A step's tokens by time: until measured the budget in tokens; then what fits the time at the
  * measured cost, within the bounds; a costlier graph (the pool filling) gets fewer. */
 static void pace_gives_the_tokens_that_fit_a_time(void **state) {
@@ -248,6 +267,7 @@ int main(void) {
         cmocka_unit_test(split_chunks_share_one_length),
         cmocka_unit_test(split_small_chunk_cap_keeps_prompts_moving),
         cmocka_unit_test(row_order_gives_each_chunk_its_graph_run),
+        cmocka_unit_test(tile_chunk_rules),
         cmocka_unit_test(pace_gives_the_tokens_that_fit_a_time),
     };
     return cmocka_run_group_tests_name("batch layout", tests, NULL, NULL);
