@@ -308,7 +308,8 @@ cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
          .takes = "NAME=N, NAME one of grammar-nesting, grammar-elements, grammar-states, json-depth, "
                   "name-length, tools, and N from 1",
          .help = "a bound on what one request may ask (repeatable; RELIABILITY.md):\ngrammar-nesting (512), "
-                 "grammar-elements (1000000),\ngrammar-states (1024: parse states a grammar may hold),\n"
+                 "grammar-elements (1000000),\ngrammar-states (1024: parse states a grammar may hold,\nand its work "
+                 "per token in proportion),\n"
                  "json-depth (128: schemas, tool parameters and arguments),\nname-length (256: schema keys), "
                  "tools (512)"},
         {"--verbose", NULL, CB_FLAG_SET, &p->verbose, .help = "show llama.cpp's log"},

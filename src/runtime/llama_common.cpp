@@ -11,6 +11,7 @@
  * sampler cannot say how many parse states it holds, and that is what must be bounded. */
 #include "llama-grammar.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -21,6 +22,8 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace {
@@ -300,9 +303,9 @@ extern "C" struct llama_sampler *cb_common_grammar_sampler(const struct llama_vo
                                                            const cb_grammar_limits *lim, char *err, size_t errlen) {
     return guarded(err, errlen, "the tool-call grammar failed", [&]() -> llama_sampler * {
         char why[240] = "";
-        llama_sampler *g = cb_common_grammar_new(vocab, r->grammar, r->lazy, r->patterns, r->lazy ? r->n_patterns : 0,
-                                                 r->trigger_tokens, r->lazy ? r->n_trigger_tokens : 0, lim, why,
-                                                 sizeof(why));
+        llama_sampler *g =
+            cb_common_grammar_new(vocab, r->grammar, r->lazy, r->patterns, r->lazy ? r->n_patterns : 0,
+                                  r->trigger_tokens, r->lazy ? r->n_trigger_tokens : 0, lim, why, sizeof(why));
         if (!g) {
             set_err(err, errlen, "the tool-call grammar cannot be used", why);
             return nullptr;
@@ -380,8 +383,8 @@ struct grammar_shape {
     size_t cap, depth_cap;
     std::vector<char> nullable;
     std::vector<size_t> states; /* 0: not yet known */
-    std::vector<size_t> busy; /* 1 + where on `grows` a rule being expanded began; 0: not */
-    std::vector<char> grows;  /* along the expansion: whether each reference had more after it */
+    std::vector<size_t> busy;   /* 1 + where on `grows` a rule being expanded began; 0: not */
+    std::vector<char> grows;    /* along the expansion: whether each reference had more after it */
     bool too_deep = false;
     uint32_t left = UINT32_MAX; /* a rule that can begin with itself, when one is found */
 
@@ -466,9 +469,10 @@ bool grammar_fits(const llama_vocab *vocab, const char *gbnf, const cb_grammar_l
         return false;
     }
     if (sh.inverted) { /* llama.cpp's parser would make rules for n - m wrapped around: forever */
-        set_err(err, errlen,
-                "the grammar has a repetition {m,n} with n below m (a schema's minLength or minItems above its maximum?)",
-                nullptr);
+        set_err(
+            err, errlen,
+            "the grammar has a repetition {m,n} with n below m (a schema's minLength or minItems above its maximum?)",
+            nullptr);
         return false;
     }
     if (sh.repeat_min > CB_GBNF_MAX_REPEAT) { /* llama.cpp's parser fails on it */
@@ -535,12 +539,66 @@ bool grammar_fits(const llama_vocab *vocab, const char *gbnf, const cb_grammar_l
     return true;
 }
 
+std::vector<uint32_t> read_utf8(const std::string &text, llama_partial_utf8 &p);
+
+/* Every token's text as the grammar reads it from a clean state (what a check of the candidates
+ * reads unless the last token cut a character): made once per grammar and shared by its clones. */
+struct piece_table {
+    enum : uint8_t { TEXT, END, NONE }; /* NONE: no text, or one that begins with a NUL (never allowed) */
+    std::vector<uint8_t> kind;
+    std::vector<uint32_t> chars;
+    std::vector<size_t> start; /* token i's characters: chars[start[i], start[i + 1]) */
+    std::vector<llama_partial_utf8> end;
+
+    static std::string text(const llama_vocab *vocab, llama_token id) {
+        char buf[256];
+        int32_t n = llama_token_to_piece(vocab, id, buf, sizeof(buf), 0, true);
+        if (n >= 0) return std::string(buf, (size_t)n);
+        std::string t((size_t)-n, 0);
+        n = llama_token_to_piece(vocab, id, &t[0], (int32_t)t.size(), 0, true);
+        t.resize(n > 0 ? (size_t)n : 0);
+        return t;
+    }
+
+    explicit piece_table(const llama_vocab *vocab) {
+        int32_t n = llama_vocab_n_tokens(vocab);
+        kind.resize((size_t)n);
+        end.resize((size_t)n, {0, 0});
+        start.resize((size_t)n + 1, 0);
+        for (int32_t id = 0; id < n; id++) {
+            start[id] = chars.size();
+            if (llama_vocab_is_eog(vocab, id)) {
+                kind[id] = END;
+                continue;
+            }
+            std::string t = text(vocab, id);
+            if (t.empty() || t[0] == 0) {
+                kind[id] = NONE;
+                continue;
+            }
+            kind[id] = TEXT;
+            llama_partial_utf8 p = {0, 0};
+            std::vector<uint32_t> c = read_utf8(t, p);
+            chars.insert(chars.end(), c.begin(), c.end());
+            end[id] = p;
+        }
+        start[n] = chars.size();
+    }
+};
+
 struct bounded_grammar {
     const llama_vocab *vocab;
     llama_grammar *g;
     cb_grammar_limits lim;
     bool blown;
-    char why[200];
+    char why[256];
+    /* about what llama.cpp's own code would cost on the last apply (its recursion walks every way
+     * to a stack, each way compares the stacks it unfolds pairwise) and on the last accept (each
+     * state held takes the token's characters on its own, comparing the states pairwise); for the
+     * twin check */
+    double last_cost, last_accept_cost;
+    bool twin;                                 /* an apply for the twin check: count llama.cpp's cost in full */
+    std::shared_ptr<const piece_table> pieces; /* made at the first check of candidates */
 };
 
 void note_states(bounded_grammar *b) {
@@ -554,51 +612,408 @@ void note_states(bounded_grammar *b) {
     }
 }
 
+/* A parse stack's hash, for the set of the stacks one token has reached. */
+struct stack_hash {
+    size_t operator()(const llama_grammar_stack &st) const {
+        size_t h = 1469598103934665603ull;
+        for (const llama_grammar_element *e : st)
+            h = (h ^ (size_t)(uintptr_t)e) * 1099511628211ull;
+        return h;
+    }
+};
+
+/* What one token may do to the parse states: every stack it builds is counted (its elements), up to
+ * a budget, and each is built once. llama.cpp's own accept has no such count: a stack whose
+ * continuations below it may all be empty unfolds into every level's alternatives (a grammar
+ * `root ::= "x" root n | "y"` with n empty or one of 1,000 strings makes 100,000 states from one
+ * character after 100 x's) and compares each new state with all the others. */
+using stack_set = std::unordered_set<llama_grammar_stack, stack_hash>;
+
+struct token_work {
+    size_t elements = 0, budget, visits = 0;
+    stack_set seen;
+    bool over = false;
+};
+
+bool is_end(const llama_grammar_element *pos) {
+    return pos->type == LLAMA_GRETYPE_END || pos->type == LLAMA_GRETYPE_ALT;
+}
+
+/* The stacks that st leads to whose top waits at a character or a token (or that are empty: the
+ * grammar may end), each added to out once while it is in seen. False past the budget. */
+bool unfold(const llama_grammar_rules &rules, llama_grammar_stack st, token_work &w, stack_set &seen,
+            llama_grammar_stacks &out) {
+    std::vector<llama_grammar_stack> todo;
+    todo.push_back(std::move(st));
+    while (!todo.empty()) {
+        llama_grammar_stack cur = std::move(todo.back());
+        todo.pop_back();
+        w.elements += cur.size() + 1;
+        if (w.elements > w.budget) return !(w.over = true);
+        auto ins = seen.insert(std::move(cur));
+        if (!ins.second) continue;
+        const llama_grammar_stack &c = *ins.first;
+        if (c.empty() || c.back()->type != LLAMA_GRETYPE_RULE_REF) {
+            out.push_back(c);
+            continue;
+        }
+        const llama_grammar_element *pos = c.back();
+        const llama_grammar_element *alt = rules[pos->value].data();
+        for (;;) { /* each alternative of the rule: the rest of this sequence below it, the alternative on top */
+            llama_grammar_stack next(c.begin(), c.end() - 1);
+            if (!is_end(pos + 1)) next.push_back(pos + 1);
+            if (!is_end(alt)) next.push_back(alt);
+            todo.push_back(std::move(next));
+            while (!is_end(alt))
+                alt++;
+            if (alt->type != LLAMA_GRETYPE_ALT) break;
+            alt++;
+        }
+    }
+    return true;
+}
+
+/* Whether chr is in the character class at pos (a character, a range, any; negated or not; its
+ * alternatives after it); *after is the element past the class. */
+bool class_has(const llama_grammar_element *pos, uint32_t chr, const llama_grammar_element **after) {
+    bool in = false, negated = pos->type == LLAMA_GRETYPE_CHAR_NOT;
+    do {
+        if (pos[1].type == LLAMA_GRETYPE_CHAR_RNG_UPPER) {
+            in = in || (pos->value <= chr && chr <= pos[1].value);
+            pos += 2;
+        } else {
+            in = in || pos->type == LLAMA_GRETYPE_CHAR_ANY || pos->value == chr;
+            pos += 1;
+        }
+    } while (pos->type == LLAMA_GRETYPE_CHAR_ALT);
+    *after = pos;
+    return in != negated;
+}
+
+/* The stacks that take chr from held (those waiting at a token do not). */
+bool take_char(const llama_grammar_rules &rules, const llama_grammar_stacks &held, uint32_t chr, token_work &w,
+               llama_grammar_stacks &out) {
+    w.seen.clear(); /* a state reached by an earlier character is a different state of the output */
+    for (const auto &st : held) {
+        if (st.empty()) continue;
+        const llama_grammar_element *pos = st.back(), *after;
+        if (pos->type == LLAMA_GRETYPE_TOKEN || pos->type == LLAMA_GRETYPE_TOKEN_NOT) continue;
+        if (!class_has(pos, chr, &after)) continue;
+        llama_grammar_stack next(st.begin(), st.end() - 1);
+        if (!is_end(after)) next.push_back(after);
+        if (!unfold(rules, std::move(next), w, w.seen, out)) return false;
+    }
+    return true;
+}
+
+/* A token's text as llama.cpp's grammar reads it, continuing the decoding state p: its complete
+ * characters, and the state after it (n_remain > 0: a character is cut; -1: the text is not UTF-8,
+ * and then no character is read). Up to a NUL. Only bytes that continue a character cut by an earlier
+ * token are checked to be continuation bytes, as llama.cpp does. */
+std::vector<uint32_t> read_utf8(const std::string &text, llama_partial_utf8 &p) {
+    static const int lead[16] = {1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2, 2, 3, 4};
+    std::vector<uint32_t> chars;
+    size_t i = 0, n = std::strlen(text.c_str());
+    uint32_t value = p.value;
+    int rest = p.n_remain;
+    for (; i < n && rest > 0; i++, rest--) {
+        uint8_t byte = (uint8_t)text[i];
+        if ((byte >> 6) != 2) {
+            p = {0, -1};
+            return {};
+        }
+        value = (value << 6) + (byte & 0x3F);
+    }
+    if (p.n_remain > 0 && rest == 0) chars.push_back(value);
+    while (i < n) {
+        uint8_t byte = (uint8_t)text[i++];
+        rest = lead[byte >> 4] - 1;
+        if (rest < 0) {
+            p = {0, -1};
+            return {};
+        }
+        value = byte & ((1u << (7 - rest)) - 1);
+        for (; i < n && rest > 0; i++, rest--)
+            value = (value << 6) + ((uint8_t)text[i] & 0x3F);
+        if (rest == 0) chars.push_back(value);
+    }
+    p = {value, rest};
+    return chars;
+}
+
+/* A token taken as llama.cpp's llama_grammar_accept_token takes it (a stack waiting at a token
+ * takes the token; the others its text, a character at a time), within w's budget. The states are
+ * counted after each character. */
+void take_token(bounded_grammar *b, llama_token tok, const std::string &text) {
+    llama_grammar &g = *b->g;
+    const llama_grammar_rules &rules = g.rules;
+    token_work w;
+    w.budget = (size_t)b->lim.max_states * CB_GRAMMAR_WORK_PER_STATE;
+    llama_grammar_stacks by_token, by_text;
+    for (const auto &st : g.stacks) {
+        if (st.empty()) continue;
+        const llama_grammar_element *pos = st.back();
+        bool token_el = pos->type == LLAMA_GRETYPE_TOKEN || pos->type == LLAMA_GRETYPE_TOKEN_NOT;
+        if (!token_el) {
+            by_text.push_back(st);
+        } else if ((pos->type == LLAMA_GRETYPE_TOKEN) == (pos->value == (uint32_t)tok)) {
+            llama_grammar_stack next(st.begin(), st.end() - 1);
+            if (!is_end(pos + 1)) next.push_back(pos + 1);
+            if (!unfold(rules, std::move(next), w, w.seen, by_token)) break;
+        }
+    }
+    for (uint32_t chr : read_utf8(text, g.partial_utf8)) {
+        llama_grammar_stacks next;
+        if (!take_char(rules, by_text, chr, w, next)) break;
+        b->last_accept_cost +=
+            (double)g.stacks.size() * ((double)next.size() * (double)next.size() + (double)w.elements);
+        if (next.size() > (size_t)b->lim.max_states) {
+            g.stacks = std::move(next);
+            note_states(b);
+            return;
+        }
+        by_text = std::move(next);
+    }
+    if (w.over) {
+        b->blown = true;
+        std::snprintf(b->why, sizeof(b->why),
+                      "the grammar's parse states for this token ran past %zu parse-stack elements (an ambiguous "
+                      "grammar; --limit grammar-states)",
+                      w.budget);
+        return;
+    }
+    stack_set once(by_token.begin(), by_token.end());
+    for (auto &st : by_text)
+        if (once.insert(st).second) by_token.push_back(std::move(st));
+    if (by_token.empty()) {
+        b->blown = true;
+        std::snprintf(b->why, sizeof(b->why), "the grammar cannot take the token");
+        return;
+    }
+    g.stacks = std::move(by_token);
+    note_states(b);
+}
+
 const char *bg_name(const llama_sampler *) { return "cobatch-grammar"; }
 
-/* One byte at a time where the grammar reads characters, so that the count is checked before a long
- * token multiplies it; llama.cpp's own accept where a token is special (triggers, token rules, the
- * end). */
+/* Our accept (take_token), bounded in states and in work; llama.cpp's own while a lazy grammar waits
+ * for its trigger (it buffers, and replays the trigger's text when it comes) and for an end of
+ * generation (allowed only where a state is complete). */
 void bg_accept(llama_sampler *s, llama_token tok) {
     auto *b = static_cast<bounded_grammar *>(s->ctx);
     if (b->blown) return;
+    b->last_accept_cost = 0;
     try {
         llama_grammar &g = *b->g;
-        bool token_rule = false;
-        for (const auto &st : g.stacks)
-            if (!st.empty() && (st.back()->type == LLAMA_GRETYPE_TOKEN || st.back()->type == LLAMA_GRETYPE_TOKEN_NOT))
-                token_rule = true;
-        char piece[256];
-        int32_t n = 0;
-        bool special = g.awaiting_trigger || token_rule || llama_vocab_is_eog(b->vocab, tok) ||
-                       (llama_vocab_get_attr(b->vocab, tok) & (LLAMA_TOKEN_ATTR_CONTROL | LLAMA_TOKEN_ATTR_USER_DEFINED));
-        if (!special) {
-            n = llama_token_to_piece(b->vocab, tok, piece, sizeof(piece), 0, true);
-            special = n < 0 || n > (int32_t)sizeof(piece);
-        }
-        if (special) {
+        if (g.awaiting_trigger || llama_vocab_is_eog(b->vocab, tok)) {
             llama_grammar_accept_impl(g, tok);
             note_states(b);
             return;
         }
-        for (int32_t i = 0; i < n && !b->blown; i++) {
-            llama_grammar_accept_str(g, std::string(1, piece[i]));
-            note_states(b);
+        char buf[256];
+        int32_t n = llama_token_to_piece(b->vocab, tok, buf, sizeof(buf), 0, true);
+        std::string text;
+        if (n >= 0) {
+            text.assign(buf, (size_t)n);
+        } else {
+            text.resize((size_t)-n);
+            n = llama_token_to_piece(b->vocab, tok, &text[0], (int32_t)text.size(), 0, true);
+            text.resize(n > 0 ? (size_t)n : 0);
         }
+        take_token(b, tok, text);
     } catch (const std::exception &e) { /* llama.cpp throws when no state takes the token */
         b->blown = true;
         std::snprintf(b->why, sizeof(b->why), "the grammar cannot take the token: %.150s", e.what());
     }
 }
 
+/* Whether a character cut at the end of a token (p, n_remain > 0) could complete to one the class at
+ * pos takes, as llama.cpp decides it. */
+bool class_may_have(const llama_grammar_element *pos, llama_partial_utf8 p) {
+    bool negated = pos->type == LLAMA_GRETYPE_CHAR_NOT;
+    if (p.n_remain < 0 || (p.n_remain == 1 && p.value < 2)) return false; /* not UTF-8, or an overlong ASCII */
+    uint32_t low = p.value << (p.n_remain * 6), high = low | ((1u << (p.n_remain * 6)) - 1);
+    if (low == 0 && p.n_remain == 2) low = 1u << 11;
+    if (low == 0 && p.n_remain == 3) low = 1u << 16;
+    do {
+        if (pos[1].type == LLAMA_GRETYPE_CHAR_RNG_UPPER) {
+            if (pos->value <= high && low <= pos[1].value) return !negated;
+            pos += 2;
+        } else if (pos->type == LLAMA_GRETYPE_CHAR_ANY) {
+            return true;
+        } else {
+            if (low <= pos->value && pos->value <= high) return !negated;
+            pos += 1;
+        }
+    } while (pos->type == LLAMA_GRETYPE_CHAR_ALT);
+    return negated;
+}
+
+/* The tokens the grammar allows among cur, as llama.cpp's llama_grammar_apply_impl decides, found
+ * character by character for all the tokens at once: after k characters, each stack reached is kept
+ * once with the tokens that reached it. llama.cpp recurses per stack instead, and a grammar whose
+ * stacks branch at every character makes that exponential (a 60-byte grammar of nested repetitions
+ * ran past fuzz_grammar's 15 s on one 10-character token). The work (elements built, tokens looked
+ * at) is counted; past lim.max_states * CB_GRAMMAR_WORK_PER_STATE elements built or
+ * lim.max_states * CB_GRAMMAR_APPLY_WORK_PER_STATE candidates looked at, the grammar is blown and
+ * allows nothing. */
 void bg_apply(llama_sampler *s, llama_token_data_array *cur) {
     auto *b = static_cast<bounded_grammar *>(s->ctx);
+    const llama_grammar &g = *b->g;
+    if (!b->blown && g.awaiting_trigger) return;
+    bool may_end = false;
+    for (const auto &st : g.stacks)
+        may_end = may_end || st.empty();
+    /* the table pays from about a thousand candidates; the engine checks its sampled token alone first */
+    if (!b->pieces && cur->size >= 1024) b->pieces = std::make_shared<piece_table>(b->vocab);
+    const piece_table *pt = b->pieces.get();
+    /* the candidates' characters: the table's, or read again after a character the last token cut */
+    struct token {
+        size_t index;
+        llama_token id;
+        const uint32_t *chars;
+        size_t n_chars;
+        llama_partial_utf8 partial;
+    };
+    std::vector<token> toks;
+    std::vector<uint32_t> live; /* indexes into toks */
+    std::vector<std::vector<uint32_t>> reread;
+    bool reread_all = !pt || g.partial_utf8.n_remain > 0;
+    if (reread_all) reread.reserve(cur->size);
+    toks.reserve(cur->size);
+    live.reserve(cur->size);
+    for (size_t i = 0; i < cur->size && !b->blown; i++) {
+        llama_token id = cur->data[i].id;
+        uint8_t kind = piece_table::NONE;
+        std::string text;
+        if (pt && id >= 0 && (size_t)id < pt->kind.size()) {
+            kind = pt->kind[id];
+        } else if (!pt && id >= 0 && id < llama_vocab_n_tokens(b->vocab)) {
+            text = piece_table::text(b->vocab, id);
+            kind = llama_vocab_is_eog(b->vocab, id) ? piece_table::END
+                   : text.empty() || text[0] == 0   ? piece_table::NONE
+                                                    : piece_table::TEXT;
+        }
+        if (kind == piece_table::NONE) {
+            cur->data[i].logit = -INFINITY;
+            continue;
+        }
+        if (kind == piece_table::END) {
+            if (!may_end) cur->data[i].logit = -INFINITY;
+            continue;
+        }
+        live.push_back((uint32_t)toks.size());
+        if (!reread_all) {
+            toks.push_back({i, id, pt->chars.data() + pt->start[id], pt->start[id + 1] - pt->start[id], pt->end[id]});
+            continue;
+        }
+        llama_partial_utf8 p = g.partial_utf8;
+        reread.push_back(read_utf8(pt ? piece_table::text(b->vocab, id) : text, p));
+        toks.push_back({i, id, reread.back().data(), reread.back().size(), p});
+    }
+    std::vector<char> allowed(toks.size(), 0);
+    std::vector<uint32_t> mark(toks.size(), 0);
+    uint32_t uid = 0;
+    token_work w;
+    w.budget = (size_t)b->lim.max_states * CB_GRAMMAR_WORK_PER_STATE;
+    size_t max_visits = (size_t)b->lim.max_states * CB_GRAMMAR_APPLY_WORK_PER_STATE;
+    /* the stacks reached after k characters, each with the tokens that reached it */
+    std::vector<std::pair<llama_grammar_stack, std::vector<uint32_t>>> level;
+    std::vector<double> ways; /* per stack of the level: the ways llama.cpp's recursion reaches it */
+    for (const auto &st : g.stacks) {
+        level.push_back({st, live});
+        ways.push_back(1);
+    }
+    b->last_cost = (double)g.stacks.size() * (double)live.size();
+    for (size_t k = 0; !level.empty() && !b->blown; k++) {
+        std::unordered_map<llama_grammar_stack, size_t, stack_hash> at; /* a stack of the next level: its place */
+        std::unordered_map<llama_grammar_stack, std::vector<size_t>, stack_hash> unfolded; /* memo */
+        std::vector<std::pair<llama_grammar_stack, std::vector<uint32_t>>> next;
+        std::vector<double> next_ways;
+        for (size_t i = 0; i < level.size(); i++) {
+            auto &item = level[i];
+            const llama_grammar_stack &st = item.first;
+            const llama_grammar_element *pos = st.empty() ? nullptr : st.back(), *after = nullptr;
+            std::vector<uint32_t> going;
+            w.visits += item.second.size();
+            uid++;
+            for (uint32_t t : item.second) {
+                if (allowed[t] || mark[t] == uid) continue; /* a token that came by several ways: once */
+                mark[t] = uid;
+                const token &tk = toks[t];
+                bool at_end = k >= tk.n_chars;
+                if (!pos) {
+                    allowed[t] = at_end && tk.partial.n_remain == 0;
+                } else if (pos->type == LLAMA_GRETYPE_TOKEN || pos->type == LLAMA_GRETYPE_TOKEN_NOT) {
+                    allowed[t] = at_end ? tk.partial.n_remain == 0
+                                        : (pos->type == LLAMA_GRETYPE_TOKEN) == (pos->value == (uint32_t)tk.id);
+                } else if (at_end) {
+                    allowed[t] = tk.partial.n_remain == 0 || class_may_have(pos, tk.partial);
+                } else if (class_has(pos, tk.chars[k], &after)) {
+                    going.push_back(t);
+                }
+            }
+            if (going.empty() &&
+                !(b->twin && pos && pos->type != LLAMA_GRETYPE_TOKEN && pos->type != LLAMA_GRETYPE_TOKEN_NOT))
+                continue;
+            class_has(pos, 0, &after);
+            llama_grammar_stack popped(st.begin(), st.end() - 1);
+            if (!is_end(after)) popped.push_back(after);
+            if (going.empty()) { /* llama.cpp unfolds a stack that no token goes through too */
+                token_work tw;
+                tw.budget = 1000000;
+                stack_set seen;
+                llama_grammar_stacks reached;
+                double n = unfold(b->g->rules, popped, tw, seen, reached) ? (double)reached.size() : 1e9;
+                b->last_cost += ways[i] * n * n;
+                continue;
+            }
+            auto memo = unfolded.find(popped);
+            if (memo == unfolded.end()) {
+                llama_grammar_stacks reached;
+                stack_set seen;
+                w.elements += popped.size();
+                if (!unfold(b->g->rules, popped, w, seen, reached)) break;
+                std::vector<size_t> places;
+                for (auto &r : reached) {
+                    auto ins = at.insert({r, next.size()});
+                    if (ins.second) {
+                        next.push_back({std::move(r), {}});
+                        next_ways.push_back(0);
+                    }
+                    places.push_back(ins.first->second);
+                }
+                memo = unfolded.emplace(std::move(popped), std::move(places)).first;
+            }
+            double n_reached = (double)memo->second.size();
+            b->last_cost += ways[i] * (n_reached * n_reached + (double)going.size());
+            for (size_t place : memo->second) {
+                next_ways[place] += ways[i];
+                auto &into = next[place].second;
+                w.visits += going.size();
+                into.insert(into.end(), going.begin(), going.end());
+            }
+            if (w.visits > max_visits) w.over = true;
+            if (w.over) break;
+        }
+        if (w.over) {
+            b->blown = true;
+            std::snprintf(b->why, sizeof(b->why),
+                          "the grammar's check of the next token ran past %zu parse-stack elements or %zu candidate "
+                          "looks (an ambiguous grammar; --limit grammar-states)",
+                          w.budget, max_visits);
+            break;
+        }
+        level = std::move(next);
+        ways = std::move(next_ways);
+    }
     if (b->blown) { /* nothing may follow: the caller ends the request */
         for (size_t i = 0; i < cur->size; i++)
             cur->data[i].logit = -INFINITY;
         return;
     }
-    llama_grammar_apply_impl(*b->g, cur);
+    for (size_t t = 0; t < toks.size(); t++)
+        if (!allowed[t]) cur->data[toks[t].index].logit = -INFINITY;
 }
 
 llama_sampler *bg_clone(const llama_sampler *s);
@@ -619,8 +1034,10 @@ llama_sampler *bg_clone(const llama_sampler *s) {
         c->g = llama_grammar_clone_impl(*b->g);
         if (!c->g) return nullptr;
         llama_sampler *out = llama_sampler_init(&bg_iface, c.get());
-        if (out) c.release();
-        else llama_grammar_free_impl(c->g);
+        if (out)
+            c.release();
+        else
+            llama_grammar_free_impl(c->g);
         return out;
     } catch (...) {
         return nullptr;
@@ -636,14 +1053,13 @@ extern "C" struct llama_sampler *cb_common_grammar_new(const struct llama_vocab 
     return guarded(err, errlen, "the grammar cannot be used", [&]() -> llama_sampler * {
         if (!grammar_fits(vocab, gbnf, *lim, err, errlen)) return nullptr;
         std::vector<const char *> pats(patterns, patterns + n_patterns);
-        llama_grammar *g =
-            llama_grammar_init_impl(vocab, gbnf, "root", lazy, const_cast<const char **>(pats.data()), pats.size(),
-                                    tokens, n_tokens);
+        llama_grammar *g = llama_grammar_init_impl(vocab, gbnf, "root", lazy, const_cast<const char **>(pats.data()),
+                                                   pats.size(), tokens, n_tokens);
         if (!g) {
             set_err(err, errlen, "the grammar does not parse as GBNF with a root rule (or is left-recursive)", nullptr);
             return nullptr;
         }
-        std::unique_ptr<bounded_grammar> b(new bounded_grammar{vocab, g, *lim, false, ""});
+        std::unique_ptr<bounded_grammar> b(new bounded_grammar{vocab, g, *lim, false, "", 0, 0, false, nullptr});
         note_states(b.get());
         llama_sampler *s = llama_sampler_init(&bg_iface, b.get());
         if (!s) {
@@ -653,6 +1069,80 @@ extern "C" struct llama_sampler *cb_common_grammar_new(const struct llama_vocab 
         b.release();
         return s;
     });
+}
+
+namespace {
+
+/* A stack as (rule, element) places, comparable across two copies of a grammar. */
+std::vector<std::pair<size_t, size_t>> places_of(const llama_grammar_rules &rules, const llama_grammar_stack &st) {
+    std::vector<std::pair<size_t, size_t>> out;
+    for (const llama_grammar_element *e : st) {
+        std::pair<size_t, size_t> at{SIZE_MAX, SIZE_MAX};
+        for (size_t r = 0; r < rules.size() && at.first == SIZE_MAX; r++)
+            if (!rules[r].empty() && e >= rules[r].data() && e < rules[r].data() + rules[r].size())
+                at = {r, (size_t)(e - rules[r].data())};
+        out.push_back(at);
+    }
+    return out;
+}
+
+std::vector<std::vector<std::pair<size_t, size_t>>> state_places(const llama_grammar &g) {
+    std::vector<std::vector<std::pair<size_t, size_t>>> out;
+    for (const auto &st : g.stacks)
+        out.push_back(places_of(g.rules, st));
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+
+} // namespace
+
+extern "C" bool cb_common_grammar_twin_check(struct llama_sampler *s, const struct llama_token_data_array *cur,
+                                             int32_t tok, char *why, size_t whylen) {
+    if (!s || s->iface != &bg_iface) return false;
+    auto *b = static_cast<bounded_grammar *>(s->ctx);
+    set_err(why, whylen, "", nullptr);
+    if (b->blown) return true;
+    std::unique_ptr<llama_grammar, void (*)(llama_grammar *)> twin(llama_grammar_clone_impl(*b->g),
+                                                                   llama_grammar_free_impl);
+    std::vector<llama_token_data> ours(cur->data, cur->data + cur->size), theirs = ours;
+    llama_token_data_array a = *cur, t = *cur;
+    a.data = ours.data();
+    t.data = theirs.data();
+    b->twin = true;
+    llama_sampler_apply(s, &a);
+    b->twin = false;
+    if (b->blown) return true;           /* llama.cpp's own might not end */
+    if (b->last_cost > 1e7) return true; /* nor take its time */
+    llama_grammar_apply_impl(*twin, &t);
+    for (size_t i = 0; i < cur->size; i++) {
+        if (std::isinf(ours[i].logit) != std::isinf(theirs[i].logit)) {
+            std::snprintf(why, whylen, "token %d: ours %s it, llama.cpp's %s it", (int)ours[i].id,
+                          std::isinf(ours[i].logit) ? "refuses" : "allows",
+                          std::isinf(theirs[i].logit) ? "refuses" : "allows");
+            return false;
+        }
+    }
+    if (tok < 0) return true;
+    llama_sampler_accept(s, tok);
+    if (b->blown || b->last_accept_cost > 1e7) return true;
+    try {
+        llama_grammar_accept_impl(*twin, tok);
+    } catch (const std::exception &e) {
+        std::snprintf(why, whylen, "token %d: llama.cpp's accept threw (%s), ours took it", (int)tok, e.what());
+        return false;
+    }
+    if (state_places(*b->g) != state_places(*twin)) {
+        std::snprintf(why, whylen, "token %d: %zu parse states here, %zu in llama.cpp's", (int)tok, b->g->stacks.size(),
+                      twin->stacks.size());
+        return false;
+    }
+    const llama_partial_utf8 p = b->g->partial_utf8, q = twin->partial_utf8;
+    if (p.n_remain != q.n_remain || (p.n_remain > 0 && p.value != q.value)) {
+        std::snprintf(why, whylen, "token %d: a cut character read differently", (int)tok);
+        return false;
+    }
+    return true;
 }
 
 extern "C" bool cb_common_grammar_blown(const struct llama_sampler *s, const char **why) {

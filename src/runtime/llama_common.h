@@ -15,6 +15,7 @@ extern "C" {
 struct llama_model;
 struct llama_vocab;
 struct llama_sampler;
+struct llama_token_data_array;
 typedef struct cb_chat_templates cb_chat_templates;
 
 /* The bounds a grammar is held to (cobatch_engine_params.grammar_max_*), and the most bytes the
@@ -89,12 +90,31 @@ struct llama_sampler *cb_common_grammar_sampler(const struct llama_vocab *vocab,
  * elements (core/gbnf.h), its largest repetition count (2000: llama.cpp drops a larger bound), then,
  * parsed, its rules' nesting at a position and the parse states any rule can begin with; each
  * refusal names the --limit that sets it. Then llama.cpp's grammar (lazy with its
- * patterns and tokens, like llama_sampler_init_grammar_lazy_patterns) whose parse states are counted
- * after every character it takes; past lim->max_states it is blown (cb_common_grammar_blown), takes
- * nothing more and allows no token. Clones keep the limits. NULL with the reason in err. */
+ * patterns and tokens, like llama_sampler_init_grammar_lazy_patterns) that takes a token as llama.cpp
+ * does but counts the work: its parse states after every character, and the parse-stack elements
+ * the token builds (at most lim->max_states * CB_GRAMMAR_WORK_PER_STATE; a state is built once per
+ * character). Past either it is blown (cb_common_grammar_blown), takes nothing more and allows no
+ * token. While a lazy grammar waits for its trigger, and for an end of generation, llama.cpp's own
+ * accept runs (the trigger's text is replayed into the grammar's first states). Clones keep the
+ * limits. NULL with the reason in err. */
+/* The parse-stack elements one token may build, per parse state allowed, in its accept and in the
+ * check of its candidates (1,024 x 1,024 by default: about 20 ms; a JSON grammar builds a few hundred
+ * a token). */
+#define CB_GRAMMAR_WORK_PER_STATE 1024
+/* The looks at a candidate one check of a token's candidates may take per parse state allowed (1,024
+ * x 8,192 by default, about 8 million, 50 ms; a JSON grammar over the whole vocabulary of 49,152
+ * tokens takes up to about 2 million, 9 ms). */
+#define CB_GRAMMAR_APPLY_WORK_PER_STATE 8192
+
 struct llama_sampler *cb_common_grammar_new(const struct llama_vocab *vocab, const char *gbnf, bool lazy,
                                             const char *const *patterns, size_t n_patterns, const int32_t *tokens,
                                             size_t n_tokens, const cb_grammar_limits *lim, char *err, size_t errlen);
+/* For tests: s (from cb_common_grammar_new) against llama.cpp's own grammar code on a copy of its
+ * state. Applies s to a copy of cur, then (tok >= 0) accepts tok into s; true when llama.cpp's apply
+ * allows the same candidates and its accept leaves the same parse states and the same cut character,
+ * or when s is blown (llama.cpp's own might then not end); false with why otherwise. */
+bool cb_common_grammar_twin_check(struct llama_sampler *s, const struct llama_token_data_array *cur, int32_t tok,
+                                  char *why, size_t whylen);
 /* Whether a sampler from cb_common_grammar_new is blown (*why: the reason); false for any other. */
 bool cb_common_grammar_blown(const struct llama_sampler *s, const char **why);
 

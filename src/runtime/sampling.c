@@ -69,6 +69,7 @@ static int32_t sample_constrained(struct llama_sampler *chain, struct llama_samp
     if (!isfinite(one.logit)) { /* refused: the grammar masks the whole row, the chain samples again */
         cur = candidates(lg, n_vocab, d);
         llama_sampler_apply(grammar, &cur);
+        if (cb_common_grammar_blown(grammar, NULL)) return -2; /* its check of the candidates ran past its work */
         llama_sampler_apply(chain, &cur);
         tok = cur.data[cur.selected].id;
         /* a grammar that allows no token here (one the vocabulary cannot spell): accepting anything

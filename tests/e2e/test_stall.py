@@ -1,5 +1,6 @@
 """No request may crash the server, freeze it, or stall the others: while hostile requests of each
-kind arrive (grammars nested 20,000 deep, exponential and ambiguous grammars, a 20,000-value enum, a
+kind arrive (grammars nested 20,000 deep, exponential and ambiguous grammars, repetitions of
+repetitions, a grammar whose stack unfolds through 120 levels at one character, a 20,000-value enum, a
 30,000-byte property name, tool-call arguments nested 50,000 deep, an output forced ever deeper into
 a tool call, a repetition {3,2} that made llama.cpp's grammar parser loop, a 60 MB answer), a
 stream's largest gap between tokens and /health's answer time stay bounded, each hostile request
@@ -46,6 +47,11 @@ def hostile(url):
     expo = 'P ::= "p"\nQ ::= "q"\nS0 ::= "x"\n' + "".join(
         f"S{i} ::= S{i - 1} P | S{i - 1} Q\n" for i in range(1, 23)) + "root ::= S22\n"
     ambiguous = 'root ::= S\nS ::= "a" S P | "a" S Q | "a"{16}\nP ::= "p"\nQ ::= "q"\n'
+    # 27 bytes: llama.cpp's check of the candidates recursed per way through ten nested loops (> 20 s a token)
+    loops = "root ::= [a-z ]++++++++++*"
+    # r_i ::= "x" r_(i+1) n, n empty or one of 1,000 strings: after 120 x's a "y" unfolds 120,000 states
+    unfold = "".join(f'r{i} ::= "x" r{i + 1} n\n' for i in range(120)) + 'r120 ::= "y"\nroot ::= r0\nn ::= ""' + \
+        "".join(f' | "{chr(97 + i % 26)}{chr(97 + i // 26 % 26)}{i % 10}"' for i in range(1000)) + "\n"
     enum = {"type": "string", "enum": [f"v{i}" for i in range(20000)]}
     name = {"type": "object", "properties": {"!" * 30000: {"type": "string"}}}
     deep_args = "[" * 50000 + "]" * 50000
@@ -63,6 +69,8 @@ def hostile(url):
         ("nested grammar", {"grammar": nested}, {400}, "--limit"),
         ("exponential grammar", {"grammar": expo}, {400}, "--limit"),
         ("ambiguous grammar", {"grammar": ambiguous, "max_tokens": 200}, {400}, "--limit"),
+        ("repetitions of repetitions", {"grammar": loops}, {400}, "--limit"),
+        ("a grammar that unfolds 120 levels", {"grammar": unfold, "max_tokens": 200}, {400}, "--limit"),
         ("repetition {3,2}", {"grammar": 'root ::= "a"{3,2}'}, {400}, "below m"),
         ("20,000-value enum", fmt(enum), {400}, "--limit"),
         ("30,000-byte property name", fmt(name), {400}, "--limit"),

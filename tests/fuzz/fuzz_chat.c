@@ -48,8 +48,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
-static int blown(const struct llama_sampler *s) { return cb_common_grammar_blown(s, NULL); }
-
 static const cb_grammar_limits lim = {.max_nesting = 512, .max_elements = 1000000, .max_states = 1024};
 
 static void render(const cb_chat_templates *t, const struct cobatch_request_params *p, const char *out, size_t n_out) {
@@ -75,7 +73,7 @@ static void render(const cb_chat_templates *t, const struct cobatch_request_para
         if (!x.prompt) abort();
         struct llama_sampler *s = x.grammar ? cb_common_grammar_sampler(v, &x, &lim, err, sizeof(err)) : NULL;
         if (x.grammar && !s && !err[0]) abort();
-        fuzz_feed(v, s, out, n_out, blown);
+        fuzz_feed(v, s, out, n_out);
         if (s) llama_sampler_free(s);
         /* the server reads no output nesting past --limit json-depth (default 128) */
         int depth = 0, deepest = 0;
@@ -118,7 +116,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             struct llama_sampler *s =
                 cb_common_grammar_new(fuzz_vocab(), r.params.grammar, false, NULL, 0, NULL, 0, &lim, err, sizeof(err));
             if (!s && !err[0]) abort();
-            fuzz_feed(fuzz_vocab(), s, out, n_out, blown);
+            fuzz_feed(fuzz_vocab(), s, out, n_out);
             if (s) llama_sampler_free(s);
         }
         if (t) render(t, &r.params, out, n_out);

@@ -7,6 +7,7 @@
 #define CB_FUZZ_VOCAB_H
 
 #include "../../src/core/textout.h"
+#include "../../src/runtime/llama_common.h"
 
 #include <llama.h>
 #include <math.h>
@@ -39,22 +40,35 @@ static const struct llama_vocab *fuzz_vocab(void) {
     return v;
 }
 
-/* Feeds text to a grammar sampler as the engine would: its tokens, each accepted only when the
- * grammar allows it among a few candidates (the next token, its neighbours, end of generation). */
-static void fuzz_feed(const struct llama_vocab *v, struct llama_sampler *s, const char *text, size_t len,
-                      int (*blown)(const struct llama_sampler *)) {
+/* Feeds text to a grammar sampler (cb_common_grammar_new's) as the engine would: its tokens, each
+ * offered among 16 candidates (it, its neighbours, the end of generation, tokens spread over the
+ * vocabulary) and accepted only when the grammar allows it; each apply and accept checked against
+ * llama.cpp's own grammar code (cb_common_grammar_twin_check): a difference aborts. */
+static void fuzz_feed(const struct llama_vocab *v, struct llama_sampler *s, const char *text, size_t len) {
     if (!v || !s || len == 0) return;
     int32_t cap = (int32_t)len + 8, *toks = malloc(sizeof(int32_t) * (size_t)cap);
     int32_t n = toks ? llama_tokenize(v, text, (int32_t)len, toks, cap, false, true) : -1;
     int32_t n_vocab = llama_vocab_n_tokens(v);
     llama_token eos = llama_vocab_eos(v) >= 0 ? llama_vocab_eos(v) : 0;
-    for (int32_t i = 0; i < n && !blown(s); i++) {
-        llama_token_data cand[4] = {
+    char why[256];
+    for (int32_t i = 0; i < n && !cb_common_grammar_blown(s, NULL); i++) {
+        llama_token_data cand[16] = {
             {toks[i], 0, 0}, {(toks[i] + 1) % n_vocab, 0, 0}, {(toks[i] + n_vocab - 1) % n_vocab, 0, 0}, {eos, 0, 0}};
-        llama_token_data_array a = {cand, 4, -1, false};
+        for (int j = 4; j < 16; j++)
+            cand[j] = (llama_token_data){
+                (int32_t)(((uint32_t)toks[i] * 2654435761u + (uint32_t)j * 40503u) % (uint32_t)n_vocab), 0, 0};
+        llama_token_data_array a = {cand, 16, -1, false};
+        if (!cb_common_grammar_twin_check(s, &a, -1, why, sizeof(why))) {
+            fprintf(stderr, "fuzz: the grammar differs from llama.cpp's apply: %s\n", why);
+            abort();
+        }
         llama_sampler_apply(s, &a);
         if (cand[0].logit == -INFINITY) break; /* the engine would never pick it */
-        llama_sampler_accept(s, toks[i]);
+        llama_token_data_array none = {cand, 0, -1, false};
+        if (!cb_common_grammar_twin_check(s, &none, toks[i], why, sizeof(why))) {
+            fprintf(stderr, "fuzz: the grammar differs from llama.cpp's accept: %s\n", why);
+            abort();
+        }
     }
     free(toks);
 }

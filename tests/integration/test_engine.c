@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include "../../src/core/textout.h"
+#include "../../src/runtime/llama_common.h"
+#include <llama.h>
 #include "harness.h"
 
 bool cb_utf8_check(const char *s, size_t n) { return cb_utf8_valid_prefix(s, n, NULL) == n; }
@@ -688,6 +690,90 @@ static void grammar_bounds_hold(void **state) {
     free(g);
 }
 
+/* A grammar whose stack can unfold through many levels at one character (`r_i ::= "x" r_(i+1) n`,
+ * n empty or one of 1,000 strings: after 120 x's a "y" makes 120,000 parse states, built and compared
+ * pairwise by llama.cpp's accept, minutes of the engine thread) ends its request with an error: each
+ * token's grammar work is counted. */
+static void grammar_work_per_token_is_bounded(void **state) {
+    (void)state;
+    size_t cap = 64 * 1024;
+    char *g = malloc(cap);
+    int n = 0;
+    for (int i = 0; i < 120; i++)
+        n += snprintf(g + n, cap - (size_t)n, "r%d ::= \"x\" r%d n\n", i, i + 1);
+    n += snprintf(g + n, cap - (size_t)n, "r120 ::= \"y\"\nroot ::= r0\nn ::= \"\"");
+    for (int i = 0; i < 1000; i++)
+        n += snprintf(g + n, cap - (size_t)n, " | \"%c%c%d\"", 'a' + i % 26, 'a' + i / 26 % 26, i % 10);
+    snprintf(g + n, cap - (size_t)n, "\n");
+    struct cobatch_request_params p = cobatch_request_default_params();
+    p.prompt = "Say x:";
+    p.max_tokens = 200;
+    p.grammar = g;
+    it_result r = run1(p);
+    printf("# unfolding grammar: %d tokens, '%s'\n", r.n_generated, r.error);
+    assert_int_equal(r.reason, COBATCH_FINISH_ERROR);
+    assert_true(r.invalid);
+    assert_non_null(strstr(r.error, "--limit grammar-states"));
+    it_free(&r, 1);
+    free(g);
+}
+
+/* Our grammar code (bounded, character by character for all candidates at once) allows the same
+ * tokens as llama.cpp's and holds the same parse states after each, over the whole vocabulary: JSON
+ * from a schema with text that cuts characters between tokens, a grammar of alternatives and
+ * repetitions, and one where a stack unfolds through several levels. */
+static void grammar_checks_as_llama_cpp_does(void **state) {
+    (void)state;
+    struct llama_model_params mp = llama_model_default_params();
+    mp.vocab_only = true;
+    struct llama_model *m = llama_model_load_from_file(it_model(), mp);
+    assert_non_null(m);
+    const struct llama_vocab *v = llama_model_get_vocab(m);
+    char err[256] = "";
+    char *schema = cobatch_json_schema_grammar(
+        "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"n\":{\"type\":\"integer\"},"
+        "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}},\"required\":[\"name\"]}",
+        err, sizeof(err));
+    assert_non_null(schema);
+    const char *cases[][2] = {
+        {schema, "{\"name\": \"Zoë 東京 ✓ naïve\", \"n\": -42, \"tags\": [\"a\", \"ünï\"]}"},
+        {"root ::= (item \", \")* item\nitem ::= [a-z]+ | [0-9]{1,3} | \"(\" root \")\"",
+         "abc, 12, (de, (f, 345)), gh"},
+        {"root ::= \"x\" root n | \"y\"\nn ::= \"\" | \"ab\" | \"ac\" | \"b\"", "xxxxyabacbab"},
+    };
+    int32_t n_vocab = llama_vocab_n_tokens(v);
+    llama_token_data *cand = malloc(sizeof(*cand) * (size_t)n_vocab);
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        cb_grammar_limits lim = {.max_nesting = 512, .max_elements = 1000000, .max_states = 1024};
+        struct llama_sampler *s =
+            cb_common_grammar_new(v, cases[c][0], false, NULL, 0, NULL, 0, &lim, err, sizeof(err));
+        assert_non_null(s);
+        int32_t toks[256];
+        int32_t k = llama_tokenize(v, cases[c][1], (int32_t)strlen(cases[c][1]), toks, 256, false, true);
+        assert_true(k > 0);
+        for (int32_t i = 0; i < k; i++) {
+            for (int32_t t = 0; t < n_vocab; t++)
+                cand[t] = (llama_token_data){t, 0.0f, 0.0f};
+            llama_token_data_array a = {cand, (size_t)n_vocab, -1, false};
+            char why[256] = "";
+            bool same = cb_common_grammar_twin_check(s, &a, toks[i], why, sizeof(why));
+            if (!same) printf("# case %zu, token %d: %s\n", c, i, why);
+            assert_true(same);
+            assert_false(cb_common_grammar_blown(s, NULL));
+        }
+        /* the output is complete: only the end of generation is left to allow */
+        for (int32_t t = 0; t < n_vocab; t++)
+            cand[t] = (llama_token_data){t, 0.0f, 0.0f};
+        llama_token_data_array a = {cand, (size_t)n_vocab, -1, false};
+        llama_sampler_apply(s, &a);
+        assert_true(isfinite(cand[llama_vocab_eos(v)].logit));
+        llama_sampler_free(s);
+    }
+    free(cand);
+    free(schema);
+    llama_model_free(m);
+}
+
 /* The detokenized prompt an engine makes of these messages (NULL with err when refused). */
 static char *rendered(cobatch_engine *e, const struct cobatch_chat_message *m, size_t n, char *err, size_t errlen) {
     struct cobatch_request_params p = cobatch_request_default_params();
@@ -1146,6 +1232,8 @@ int main(void) {
         cmocka_unit_test(logprobs_describe_the_distribution),
         cmocka_unit_test(grammar_constrains_the_output),
         cmocka_unit_test(grammar_bounds_hold),
+        cmocka_unit_test(grammar_work_per_token_is_bounded),
+        cmocka_unit_test(grammar_checks_as_llama_cpp_does),
         cmocka_unit_test(chat_templates_render_with_jinja),
         cmocka_unit_test(tool_calls_are_held_and_read),
         cmocka_unit_test(long_lane_takes_long_requests),
