@@ -6,21 +6,14 @@ and the longest lane graph of the step trace; the long requests' mean time.
 usage: bench_lane_pause.py MODEL LONG N ROUNDS BIN [BIN ...]   (run on a quiet machine)"""
 import os, statistics, sys, tempfile, threading, time
 import httpx
-from cbserve import serve
+from cbserve import serve, stream_gaps
 
 MODEL, LONG, N, ROUNDS, BINS = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5:]
 
 
 def short(url, gaps):
-    body = {"prompt": "Once upon a time", "max_tokens": 200, "ignore_eos": True, "temperature": 0, "stream": True}
-    last = None
-    with httpx.stream("POST", url + "/v1/completions", json=body, timeout=900) as r:
-        for line in r.iter_lines():
-            if line.startswith("data: {"):
-                now = time.monotonic()
-                if last is not None:
-                    gaps.append(now - last)
-                last = now
+    body = {"prompt": "Once upon a time", "max_tokens": 200, "ignore_eos": True, "temperature": 0}
+    gaps.extend(stream_gaps(url, body))
 
 
 def long(url, k, secs):

@@ -5,7 +5,7 @@ ignore_eos) alone, their median inter-token latency; the same eight beside one l
 usage: bench_long_lane.py BUILD/cobatch MODEL [LONG]   (run on a quiet machine)"""
 import json, statistics, sys, threading, time
 import httpx
-from cbserve import serve
+from cbserve import serve, stream_gaps
 
 BIN, MODEL = sys.argv[1], sys.argv[2]
 LONG = int(sys.argv[3]) if len(sys.argv) > 3 else 3000
@@ -15,16 +15,8 @@ CONFIGS = [("defaults (streams of 1024 + long lane of 8192)", []),
 
 
 def stream_itl(url, out):
-    body = {"prompt": "Once upon a time", "max_tokens": 64, "ignore_eos": True, "temperature": 0, "stream": True}
-    last, gaps = None, []
-    with httpx.stream("POST", url + "/v1/completions", json=body, timeout=600) as r:
-        for line in r.iter_lines():
-            if line.startswith("data: {"):
-                now = time.time()
-                if last is not None:
-                    gaps.append(now - last)
-                last = now
-    out.extend(gaps)
+    body = {"prompt": "Once upon a time", "max_tokens": 64, "ignore_eos": True, "temperature": 0}
+    out.extend(stream_gaps(url, body, timeout=600))
 
 
 def shorts(url):

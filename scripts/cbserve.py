@@ -1,4 +1,5 @@
-"""A `cobatch serve` on a free port for the benchmark scripts, and its /metrics as numbers."""
+"""A `cobatch serve` on a free port for the benchmark scripts, its /metrics as numbers, and the gaps
+between a streamed completion's tokens."""
 import os, subprocess, tempfile, time
 import httpx
 
@@ -19,3 +20,16 @@ def metrics(url):
         if line and not line.startswith("#"):
             k, v = line.rsplit(" ", 1); out[k.split("{")[0]] = float(v)
     return out
+
+
+def stream_gaps(url, body, timeout=900):
+    """Streams a completion (body without "stream"); returns the seconds between its token events."""
+    last, gaps = None, []
+    with httpx.stream("POST", url + "/v1/completions", json={**body, "stream": True}, timeout=timeout) as r:
+        for line in r.iter_lines():
+            if line.startswith("data: {"):
+                now = time.monotonic()
+                if last is not None:
+                    gaps.append(now - last)
+                last = now
+    return gaps

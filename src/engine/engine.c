@@ -421,9 +421,9 @@ static int run_plan(cobatch_engine *e, cb_plan **plan) {
 }
 
 /* The plan ran (rc 0): its tokens are committed, sampled and emitted. Or it failed: its requests
- * end, the rest go on. */
-/* run_us: the plan's decode time, without its cell copies to and from swap (the prefill cost the
- * swap choice weighs against them). */
+ * end, the rest go on. run_us: the plan's decode time, without its cell copies to and from swap (the
+ * prefill cost the swap choice weighs against them). Returns whether the plan ran and had requests
+ * (then *info is filled for the step's report); false for a failed or empty plan. */
 static bool postprocess(cobatch_engine *e, cb_plan *plan, int rc, int64_t run_us, int64_t swapped,
                         struct cobatch_step_info *info) {
     if (rc != 0) {
