@@ -47,10 +47,12 @@ int main(int argc, char **argv) {
     size_t gl = strlen(buf);
     const char *out = buf + gl + 1;
     size_t on = gl < n ? n - gl - 1 : 0;
-    cb_grammar_limits lim = {.max_nesting = 512, .max_elements = 1000000, .max_states = argc > 3 ? atoi(argv[3]) : 1024};
+    cb_grammar_limits lim = {
+        .max_nesting = 512, .max_elements = 1000000, .max_states = argc > 3 ? atoi(argv[3]) : 1024};
     char err[256] = "";
-    struct llama_sampler *s = getenv("LLAMA") ? llama_sampler_init_grammar(v, buf, "root")
-                                              : cb_common_grammar_new(v, buf, false, NULL, 0, NULL, 0, &lim, err, sizeof(err));
+    struct llama_sampler *s = getenv("LLAMA")
+                                  ? llama_sampler_init_grammar(v, buf, "root")
+                                  : cb_common_grammar_new(v, buf, false, NULL, 0, NULL, 0, &lim, err, sizeof(err));
     if (!s) {
         printf("refused: %s\n", err);
         return 0;
