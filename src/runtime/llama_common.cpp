@@ -550,6 +550,7 @@ struct piece_table {
     std::vector<size_t> start; /* token i's characters: chars[start[i], start[i + 1]) */
     std::vector<llama_partial_utf8> end;
 
+    /* a token's text as llama.cpp's grammar reads it (special tokens spelled out) */
     static std::string text(const llama_vocab *vocab, llama_token id) {
         char buf[256];
         int32_t n = llama_token_to_piece(vocab, id, buf, sizeof(buf), 0, true);
@@ -810,17 +811,7 @@ void bg_accept(llama_sampler *s, llama_token tok) {
             note_states(b);
             return;
         }
-        char buf[256];
-        int32_t n = llama_token_to_piece(b->vocab, tok, buf, sizeof(buf), 0, true);
-        std::string text;
-        if (n >= 0) {
-            text.assign(buf, (size_t)n);
-        } else {
-            text.resize((size_t)-n);
-            n = llama_token_to_piece(b->vocab, tok, &text[0], (int32_t)text.size(), 0, true);
-            text.resize(n > 0 ? (size_t)n : 0);
-        }
-        take_token(b, tok, text);
+        take_token(b, tok, piece_table::text(b->vocab, tok));
     } catch (const std::exception &e) { /* llama.cpp throws when no state takes the token */
         b->blown = true;
         std::snprintf(b->why, sizeof(b->why), "the grammar cannot take the token: %.150s", e.what());
