@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -44,6 +45,7 @@ struct cb_conn {
     bool chunked;    /* the streamed answer is chunked */
     bool continued;  /* "100 Continue" was sent for the current request */
     bool failed;     /* a streamed answer's head could not be queued: every write fails */
+    bool reset;      /* closing it sends a reset (cb_conn_abort) */
     cb_conn *prev, *next;
 };
 
@@ -76,12 +78,19 @@ static void reset_on_close(cb_conn *c) {
     if (c->bev) setsockopt(bufferevent_getfd(c->bev), SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 }
 
+/* Whether closing fd resets the connection: the kernel does so when request bytes are unread. */
+static bool unread(int fd) {
+    int n = 0;
+    return fd >= 0 && ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+}
+
 /* Closes c. An answer under way (a stream, or output not yet written) is cut with a reset: a plain
  * close would end it like a whole one (an HTTP/1.0 stream has no other framing). */
 static void conn_free(cb_conn *c, bool tell_owner) {
     cb_httpd *h = c->h;
-    if (c->bev && (c->state == C_STREAMING || evbuffer_get_length(bufferevent_get_output(c->bev)) > 0))
-        reset_on_close(c);
+    bool cut = c->bev && (c->state == C_STREAMING || evbuffer_get_length(bufferevent_get_output(c->bev)) > 0);
+    if (cut) reset_on_close(c);
+    if (cut || c->reset || (c->bev && unread(bufferevent_getfd(c->bev)))) h->st.resets++;
     if (c->req_user && tell_owner) {
         h->st.gone++;
         void *u = c->req_user;
@@ -104,6 +113,7 @@ static void conn_free(cb_conn *c, bool tell_owner) {
 
 void cb_conn_abort(cb_conn *c) {
     reset_on_close(c);
+    c->reset = true;
     c->req_user = NULL;
     conn_free(c, false);
 }
@@ -312,16 +322,17 @@ void cb_conn_set_user(cb_conn *c, void *req_user) { c->req_user = req_user; }
 
 /* ---------------------------------------------------------------- accepting ----------------- */
 
-static void refuse(int fd) {
+static void refuse(cb_httpd *h, int fd) {
     ssize_t w = send(fd, REFUSED_503, sizeof(REFUSED_503) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)w;
+    if (unread(fd)) h->st.resets++;
     close(fd);
 }
 
 static void conn_new(cb_httpd *h, int fd) {
     cb_conn *c = calloc(1, sizeof(*c));
     if (!c) {
-        refuse(fd);
+        refuse(h, fd);
         return;
     }
     c->h = h;
@@ -361,7 +372,7 @@ static void shed(cb_httpd *h) {
     if (h->spare_fd >= 0) {
         close(h->spare_fd);
         int fd = accept(h->lfd, NULL, NULL);
-        if (fd >= 0) refuse(fd);
+        if (fd >= 0) refuse(h, fd);
         h->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     }
     event_del(h->accept_ev);
@@ -381,7 +392,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg) {
         }
         if (h->st.open >= h->p.max_connections) {
             h->st.refused_full++;
-            refuse(fd);
+            refuse(h, fd);
             continue;
         }
         if (h->p.sndbuf > 0) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &h->p.sndbuf, sizeof(h->p.sndbuf));

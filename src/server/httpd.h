@@ -53,7 +53,8 @@ typedef struct {
     uint64_t timeouts;                           /* requests that did not arrive in time */
     uint64_t bad_requests;                       /* malformed, too large (4xx from the reader) */
     uint64_t gone;                               /* closed with a request unanswered */
-    size_t buffered;                             /* request bytes held now */
+    uint64_t resets; /* closed with a reset: an answer cut, or request bytes left unread (refusals too) */
+    size_t buffered; /* request bytes held now */
 } cb_httpd_stats;
 
 /* Listens. Returns NULL with a message (cannot bind, out of memory). */

@@ -149,6 +149,10 @@ char *cb_srv_metrics_render(const cb_srv_metrics *m, const cb_srv_gauges *g, con
             (double)g->request_timeouts);
     counter(&b, "cobatch:http_bad_requests_total", "Requests refused before routing (malformed, too large).", model,
             (double)g->bad_requests);
+    counter(&b, "cobatch:http_resets_total",
+            "Connections the server closed with a reset: an answer cut (a slow reader, a write that timed out, no "
+            "memory), or request bytes left unread (a refusal, a refused body still arriving).",
+            model, (double)g->resets);
     gauge(&b, "cobatch:http_buffered_bytes", "Request bytes the connections hold.", model, (double)g->buffered_bytes);
     gauge(&b, "cobatch:requests_open", "Requests accepted and not yet answered.", model, g->requests_open);
     gauge(&b, "cobatch:intake_pending", "Requests being parsed or tokenized.", model, g->intake_pending);

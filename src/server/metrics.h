@@ -31,7 +31,7 @@ typedef struct {
 /* The server's state when /metrics is asked for. */
 typedef struct {
     int connections, requests_open, intake_pending;
-    uint64_t accepted, refused_connections, request_timeouts, bad_requests;
+    uint64_t accepted, refused_connections, request_timeouts, bad_requests, resets;
     size_t buffered_bytes;
     bool draining;
 } cb_srv_gauges;

@@ -1061,6 +1061,7 @@ static void handle_metrics(srv *s, cb_conn *c) {
                        .refused_connections = hs.refused_full + hs.refused_fd,
                        .request_timeouts = hs.timeouts,
                        .bad_requests = hs.bad_requests,
+                       .resets = hs.resets,
                        .buffered_bytes = hs.buffered,
                        .intake_pending = cb_intake_pending(s->in),
                        .requests_open = s->n_reqs,

@@ -358,6 +358,7 @@ def test_slow_reader_is_dropped():
         m = wait_for(lambda: (lambda m: m if m["cobatch:num_requests_running"] == 0 else None)(s.metrics()),
                      what="its request cancelled")
         assert m["cobatch:generation_tokens_total"] < 900
+        assert m["cobatch:http_resets_total"] == 1  # its connection was cut, not ended as if whole
         c.close()
     finally:
         assert s.stop() == 0

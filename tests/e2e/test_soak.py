@@ -54,6 +54,14 @@ async def http(port, method, path, body=b"", read=True, slow=0.0, leave_after=No
         w.close()
 
 
+async def resets(port):
+    try:
+        st, h, b = await http(port, "GET", "/metrics", timeout=10)
+        return [ln for ln in b.decode().splitlines() if ln.startswith("cobatch:http_resets_total")]
+    except Exception as e:  # noqa: BLE001 (a diagnostic only)
+        return repr(e)
+
+
 def ok_stream(body):
     return b"data: [DONE]" in body and (b'"finish_reason":"length"' in body or b'"finish_reason":"stop"' in body)
 
@@ -97,8 +105,9 @@ async def client(port, seed, until, outcomes):
                 assert h.get("retry-after") == "1", (st, h)
             outcomes[(kind, st)] = outcomes.get((kind, st), 0) + 1
         except (ConnectionResetError, BrokenPipeError, asyncio.IncompleteReadError) as e:
-            # not even a refused 1.2 MB body: the server reads and drops the rest before it closes
-            raise AssertionError(f"{kind}: {e!r}")
+            # not even a refused 1.2 MB body: the server reads and drops the rest before it closes.
+            # The server's count of the resets it made says whether this one was its own.
+            raise AssertionError(f"{kind}: {e!r}; the server's resets: {await resets(port)}")
 
 
 async def wave(port, seed0):
@@ -138,7 +147,7 @@ def test_overload_soak():
             for (kind, st), c in outcomes.items():
                 by_status[st] = by_status.get(st, 0) + c
             print(f"# wave {k + 1}: {n} requests in {took:.0f} s from {CLIENTS} clients: {by_status}; "
-                  f"RSS {rss[-1] / 1024:.1f} MiB")
+                  f"RSS {rss[-1] / 1024:.1f} MiB; resets {m['cobatch:http_resets_total']:.0f}")
             print(f"#   by kind: {dict(sorted((f'{a}:{b}', c) for (a, b), c in outcomes.items()))}")
             assert s.proc.poll() is None, "the server died"
             assert set(by_status) <= {200, 400, 413, 429, 503, "left"}, by_status
