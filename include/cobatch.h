@@ -107,7 +107,9 @@ struct cobatch_engine_params {
     bool prefix_caching; /* share resident prompt prefixes across requests; default true */
     /* Split layout with prefix caching: streams that keep finished requests' tokens for later
      * ones (each as large as a running stream's n_ctx / max_num_seqs cells, on top of n_ctx).
-     * -1 (default) = max_num_seqs / 4, at least 1; 0 = none (idle running streams still serve). */
+     * -1 (default) = 2 x max_num_seqs within an eighth of the host's memory (at most 8 GiB, at the
+     * model file's bytes a cell), at least max_num_seqs / 4 and 1; 0 = none (idle running streams
+     * still serve). */
     int32_t prefix_cache_streams;
     /* Idle cached cells kept (held by no running request); beyond it the least recently used
      * leaves go at the next step, the last one only in part. 0 = no limit (default). At one

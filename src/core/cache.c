@@ -242,7 +242,7 @@ static cb_cache_hit streams_match(const cb_cache *c, const cb_request *r, cb_req
 static int32_t streams_admit(cb_cache *c, cb_request *r, cb_cache_hit *hit, int32_t need, int32_t outstanding,
                              cb_kv_ops *ops) {
     (void)r, (void)need, (void)outstanding;
-    cb_stream_match m = {.src = hit->src, .len = hit->len};
+    cb_stream_match m = {.src = hit->src, .len = hit->len, .agree = hit->match};
     return cb_streams_admit(&c->sc, m, &hit->len, ops);
 }
 
@@ -340,6 +340,7 @@ cb_cache_hit cb_cache_match(const cb_cache *c, const cb_request *r, cb_request *
     cb_cache_hit none = {.len = 0, .node = NULL, .src = -1};
     if (!c->impl->match) return none;
     cb_cache_hit hit = c->impl->match(c, r, running, n_running);
+    hit.match = hit.len;
     return r->all_logits_to > 0 && hit.len > r->all_logits_from ? none : hit; /* cached rows have no logits */
 }
 

@@ -24,10 +24,11 @@
 
 typedef struct cb_cache cb_cache;
 
-/* Where an admission's prefix can come from: len tokens, found by cb_cache_match. The other
- * fields belong to the implementation. */
+/* Where an admission's prefix can come from: len tokens, found by cb_cache_match (match: what it
+ * found, len may be lowered to compute some of it again). The other fields belong to the
+ * implementation. */
 typedef struct {
-    int32_t len;
+    int32_t len, match;
     void *node;  /* radix: the tree node the match ends in */
     int32_t src; /* streams: the stream holding the tokens, running or parked */
 } cb_cache_hit;

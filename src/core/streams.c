@@ -137,11 +137,12 @@ int32_t cb_streams_admit(cb_streams *sc, cb_stream_match m, int32_t *shared, cb_
     cb_kv *kv = sc->kv;
     *shared = 0;
     if (m.src < 0 || m.len < sc->min_share) m = (cb_stream_match){.src = -1, .len = 0};
+    int32_t agree = m.agree > m.len ? m.agree : m.len;
     bool in_place = m.src >= 0 && m.src < sc->n_run && parked(sc, m.src);
     int32_t t = in_place ? m.src : pick_target(sc);
     if (t < 0) return -1;
     if (in_place) { /* take it over: its tail beyond the match goes (to a holder when worth it) */
-        if (sc->len[t] - m.len >= sc->min_share) save(sc, t, -1, ops);
+        if (sc->len[t] - agree >= sc->min_share) save(sc, t, -1, ops);
         if (sc->len[t] > m.len) cb_kv_ops_push(ops, t, -1, m.len, -1);
         sc->evicted_cells += sc->len[t] - m.len;
         cb_kv_unshare(kv, sc->len[t]);

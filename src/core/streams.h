@@ -46,9 +46,11 @@ typedef struct {
     int64_t moves; /* running requests moved to another stream (cb_streams_move) */
 } cb_streams;
 
-/* Where a request's prefix comes from: stream src holds its first len tokens (src -1: none). */
+/* Where a request's prefix comes from: stream src holds its first len tokens (src -1: none), and
+ * agrees with the request up to agree tokens (0: len; more when the request computes some of them
+ * again: a taken-over stream's tail up to there is no loss). */
 typedef struct {
-    int32_t src, len;
+    int32_t src, len, agree;
 } cb_stream_match;
 
 /* kv must be split with n_run <= kv->n_seq. Returns 0, or -1 on bad sizes or allocation failure. */

@@ -176,6 +176,12 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
         return NULL;
     }
     p.max_num_seqs = cobatch_params_max_num_seqs(&p); /* memory-centric: KV memory limits the batch */
+    if (p.kv_layout == COBATCH_KV_SPLIT && p.prefix_caching && p.prefix_cache_streams < 0 && p.max_num_seqs > 0) {
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        p.prefix_cache_streams = cb_default_cache_streams(p.max_num_seqs, cobatch_params_n_ctx(&p) / p.max_num_seqs,
+                                                          cb_model_file_cell_bytes(p.model_path),
+                                                          pages > 0 && page > 0 ? (int64_t)pages * page : 0);
+    }
     cb_engine_sizes z;
     if (cb_engine_resolve(&p, &z, err, errlen) != 0) return NULL;
     bool default_streams = p.n_ctx == 0 && p.max_model_len == 0;

@@ -15,6 +15,16 @@ static int fail(char *err, size_t errlen, const char *fmt, ...) {
     return -1;
 }
 
+int32_t cb_default_cache_streams(int32_t max_num_seqs, int32_t stream_cells, double cell_bytes, int64_t mem_bytes) {
+    int32_t least = (max_num_seqs + 3) / 4, most = 2 * max_num_seqs;
+    if (cell_bytes <= 0 || mem_bytes <= 0 || stream_cells <= 0) return least;
+    double budget = (double)mem_bytes / 8, cap = 8.0 * (1 << 30);
+    if (budget > cap) budget = cap;
+    double fit = budget / (cell_bytes * stream_cells);
+    int32_t n = fit < most ? (int32_t)fit : most;
+    return n > least ? n : least;
+}
+
 int cb_engine_resolve(const struct cobatch_engine_params *p, cb_engine_sizes *out, char *err, size_t errlen) {
     memset(out, 0, sizeof(*out));
     if (p->max_num_seqs <= 0 || p->max_model_len < 0 || p->max_num_batched_tokens <= 0 || p->prefill_chunk < 0 ||

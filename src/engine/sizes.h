@@ -25,4 +25,11 @@ typedef struct {
  * with a message naming the parameter. */
 int cb_engine_resolve(const struct cobatch_engine_params *p, cb_engine_sizes *out, char *err, size_t errlen);
 
+/* The split layout's holder streams when the operator names none: twice the running streams, so
+ * that agent sessions (more conversations than run at once, each coming back with its history)
+ * find theirs kept, within an eighth of the host's memory (at most 8 GiB) at cell_bytes a cell and
+ * stream_cells cells a stream; never fewer than a quarter of the running streams (the default when
+ * cell_bytes or mem_bytes is 0: unknown). */
+int32_t cb_default_cache_streams(int32_t max_num_seqs, int32_t stream_cells, double cell_bytes, int64_t mem_bytes);
+
 #endif

@@ -3,6 +3,7 @@
 #include "llama_common.h"
 #include "../util/util.h"
 
+#include <gguf.h>
 #include <llama.h>
 #ifdef COBATCH_HAVE_RPC
 #include <ggml-rpc.h>
@@ -180,6 +181,49 @@ static int rpc_devices(const char *list, ggml_backend_dev_t *devs, int max, char
     devs[n] = NULL;
     return n;
 #endif
+}
+
+/* An unsigned value of the architecture's key, the largest element of an array (per-layer counts). */
+static double gguf_arch_u(const struct gguf_context *g, const char *arch, const char *key) {
+    char name[128];
+    snprintf(name, sizeof(name), "%s.%s", arch, key);
+    int64_t id = gguf_find_key(g, name);
+    if (id < 0) return 0;
+    enum gguf_type t = gguf_get_kv_type(g, id);
+    if (t == GGUF_TYPE_UINT32) return gguf_get_val_u32(g, id);
+    if (t == GGUF_TYPE_INT32) return gguf_get_val_i32(g, id);
+    if (t == GGUF_TYPE_UINT64) return (double)gguf_get_val_u64(g, id);
+    if (t == GGUF_TYPE_ARRAY &&
+        (gguf_get_arr_type(g, id) == GGUF_TYPE_UINT32 || gguf_get_arr_type(g, id) == GGUF_TYPE_INT32)) {
+        const int32_t *v = gguf_get_arr_data(g, id); /* same size either way; counts are small */
+        double most = 0;
+        for (size_t i = 0; i < gguf_get_arr_n(g, id); i++)
+            if (v[i] > most) most = v[i];
+        return most;
+    }
+    return 0;
+}
+
+double cb_model_file_cell_bytes(const char *path) {
+    if (!path) return 0;
+    struct gguf_init_params gp = {.no_alloc = true, .ctx = NULL};
+    struct gguf_context *g = gguf_init_from_file(path, gp);
+    if (!g) return 0;
+    double bytes = 0;
+    int64_t a = gguf_find_key(g, "general.architecture");
+    if (a >= 0 && gguf_get_kv_type(g, a) == GGUF_TYPE_STRING) {
+        const char *arch = gguf_get_val_str(g, a);
+        double layers = gguf_arch_u(g, arch, "block_count"), embd = gguf_arch_u(g, arch, "embedding_length");
+        double heads = gguf_arch_u(g, arch, "attention.head_count");
+        double heads_kv = gguf_arch_u(g, arch, "attention.head_count_kv");
+        double k = gguf_arch_u(g, arch, "attention.key_length"), v = gguf_arch_u(g, arch, "attention.value_length");
+        if (heads_kv <= 0) heads_kv = heads;
+        if (k <= 0 && heads > 0) k = embd / heads;
+        if (v <= 0) v = k;
+        bytes = 2.0 * layers * heads_kv * (k + v); /* F16 */
+    }
+    gguf_free(g);
+    return bytes;
 }
 
 int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errlen) {

@@ -24,6 +24,25 @@ static void defaults_split_with_holder_streams(void **state) {
     assert_int_equal(z.aging_us, 0); /* FCFS */
 }
 
+/* Holder streams by default: twice the running ones within an eighth of the host's memory (at most
+ * 8 GiB), never under a quarter of the running ones. */
+static void default_cache_streams_by_memory(void **state) {
+    (void)state;
+    const int64_t gib = (int64_t)1 << 30;
+    /* SmolLM2-135M: 23,040 bytes a cell, 1024-cell streams (23.6 MB each), 24 GiB: twice 16 */
+    assert_int_equal(cb_default_cache_streams(16, 1024, 23040, 24 * gib), 32);
+    /* a 7B model's 0.5 MiB a cell: 3 GiB hold 6 streams of 1024 cells */
+    assert_int_equal(cb_default_cache_streams(16, 1024, 512 * 1024, 24 * gib), 6);
+    /* 512 GiB of memory: 8 GiB at most, 16 streams */
+    assert_int_equal(cb_default_cache_streams(16, 1024, 512 * 1024, 512 * gib), 16);
+    /* a small host: the quarter still */
+    assert_int_equal(cb_default_cache_streams(16, 1024, 512 * 1024, 4 * gib), 4);
+    /* unknown sizes: the quarter */
+    assert_int_equal(cb_default_cache_streams(16, 1024, 0, 24 * gib), 4);
+    assert_int_equal(cb_default_cache_streams(16, 1024, 23040, 0), 4);
+    assert_int_equal(cb_default_cache_streams(1, 4096, 23040, 24 * gib), 2);
+}
+
 static void unified_radix_and_caps(void **state) {
     (void)state;
     struct cobatch_engine_params p = cobatch_engine_default_params();
@@ -77,6 +96,7 @@ static void bad_parameters_are_named(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(defaults_split_with_holder_streams),
+        cmocka_unit_test(default_cache_streams_by_memory),
         cmocka_unit_test(unified_radix_and_caps),
         cmocka_unit_test(no_chunking_grows_the_step),
         cmocka_unit_test(bad_parameters_are_named),

@@ -66,6 +66,47 @@ static void streams_park_take_over_and_hold(void **state) {
     h_free(&h);
 }
 
+/* The next turn of a conversation: the history (prompt and answer) is cached, the new message is
+ * the rest. split: a rest under the tile (64) but of a quarter tile or more gives cached tokens back
+ * up to a whole tile (ggml's one-row attention kernel would run it row by row); a shorter rest, and
+ * the unified layout, take the whole hit. */
+static void turn_rest_padded_to_a_tile(void **state) {
+    (void)state;
+    for (int split = 0; split < 2; split++) {
+        harness h;
+        if (split)
+            h_init_px(&h, CB_MODE_CONTINUOUS, 1, 128, 128, 2 * 512, true, 1);
+        else
+            h_init_px(&h, CB_MODE_CONTINUOUS, 1, 128, 128, 1024, false, 4);
+        int32_t conv[400];
+        int32_t n = 300;
+        for (int32_t k = 0; k < n; k++)
+            conv[k] = 800000 + k;
+        int32_t news[2] = {40, 10}, want_pos0[2][2] = {{304, 348}, {280, 348}};
+        int64_t hits = 0;
+        for (int t = 0; t < 3; t++) {
+            cb_request *r = h_add_tokens(&h, conv, n, 5, 0);
+            h_step(&h);
+            if (t > 0) { /* the history: all but the last token cached, the rest computed */
+                assert_int_equal(h.plan.items[0].pos0, want_pos0[split][t - 1]);
+                assert_int_equal(h.plan.items[0].n_tokens, n - want_pos0[split][t - 1]);
+                hits += want_pos0[split][t - 1];
+                assert_int_equal(h_stats(&h).hit_tokens, hits);
+                if (split) assert_int_equal(h.sc->copies, 0); /* its stream taken over in place */
+            }
+            h_until_idle(&h);
+            for (int32_t k = 0; k < 4; k++) /* the answer, then the next message */
+                conv[n + k] = gen_token(r->id, k);
+            n += 4;
+            for (int32_t k = 0; t < 2 && k < news[t]; k++)
+                conv[n++] = 900000 + t * 1000 + k;
+        }
+        h_drain(&h, 100);
+        h_check_outputs(&h);
+        h_free(&h);
+    }
+}
+
 /* Split layout with a chunk cap under 64 (and decode rows in every step): long prompts still
  * move several at a time, at the cap. */
 
@@ -150,9 +191,9 @@ static void split_admission_extends_the_block(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(streams_share_a_running_prefix),      cmocka_unit_test(streams_park_take_over_and_hold),
-        cmocka_unit_test(split_moves_requests_into_one_block), cmocka_unit_test(split_admission_fills_a_hole),
-        cmocka_unit_test(split_admission_extends_the_block),
+        cmocka_unit_test(streams_share_a_running_prefix), cmocka_unit_test(streams_park_take_over_and_hold),
+        cmocka_unit_test(turn_rest_padded_to_a_tile),     cmocka_unit_test(split_moves_requests_into_one_block),
+        cmocka_unit_test(split_admission_fills_a_hole),   cmocka_unit_test(split_admission_extends_the_block),
     };
     return cmocka_run_group_tests_name("streams", tests, NULL, NULL);
 }
