@@ -286,8 +286,9 @@ cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
         {"--prefix-cache-max-idle", "N", CB_FLAG_I32, &p->prefix_cache_max_idle, 0, 1 << 24,
          .help = "unified: idle cached cells kept (LRU beyond); default 0: no limit"},
         {"--prefix-cache-streams", "N", CB_FLAG_I32, &p->prefix_cache_streams, 0, 255,
-         .help = "split: extra streams keeping finished requests' tokens (each\n-c / max-num-seqs cells more); "
-                 "default 2 x max-num-seqs within\n1/8 of the host's memory (at most 8 GiB), at least max-num-seqs / 4"},
+         .help =
+             "split: extra streams keeping finished requests' tokens (each\n-c / max-num-seqs cells more); "
+             "default 2 x max-num-seqs within\n1/8 of the host's memory (at most 8 GiB), at least max-num-seqs / 4"},
         {"--long-lane", "N", CB_FLAG_I32, &p->long_lane, 0, 1 << 20,
          .help = "split: cells of a second pool for requests longer than a stream\n(longer prompts, outgrown "
                  "streams): a request may use N cells;\ndefault the model's trained context unless -c or\n"
