@@ -19,6 +19,9 @@ LLAMA_CTX="${LLAMA_CTX:-16384}"
 read -r -a LOADGEN_EXTRA <<<"${LOADGEN_ARGS:-}"
 read -r -a COBATCH_EXTRA <<<"${COBATCH_ARGS:-}"
 read -r -a LLAMA_EXTRA <<<"${LLAMA_ARGS:-}"
+# On a host with AMX, ggml's AMX kernels segfault in llama-server (cobatch leaves them out by
+# itself): llama-server gets --no-repack there, first, so LLAMA_ARGS may still say otherwise.
+if grep -qw amx_tile /proc/cpuinfo 2>/dev/null; then LLAMA_EXTRA=(--no-repack "${LLAMA_EXTRA[@]}"); fi
 LLAMA_SERVER="$(bash scripts/llama_server.sh | tail -n 1)"
 mkdir -p "$OUT"
 workloads=("${@:-mixed decode-heavy}")
