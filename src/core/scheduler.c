@@ -339,12 +339,18 @@ static void start_request(cb_sched *s, cb_request *r, int32_t seq, int32_t cache
 
 /* Split layout: a prompt's rest under the tile runs ggml's one-row attention kernel, row after row
  * over the whole context (a 62-row rest after ~600 cached cells took 850 ms, a tiled 64 rows
- * ~250 ms): a rest of at least a quarter tile gives cached tokens back, to be computed again, up to
- * a whole tile. A turn of a conversation whose history is cached is that rest. */
+ * ~250 ms). A turn of a conversation whose history is cached is that rest. It gives cached tokens
+ * back, to be computed again, up to a whole tile, when that costs less: a row costs its weights
+ * (as much as attending over ~150 cells in the one-row kernel, measured with the default model)
+ * plus its attention, which the tiled kernel does ~10x faster a cell. */
+#define CB_ROW_WEIGHT_CELLS 150
 static void pad_to_tile(const cb_sched *s, const cb_request *r, cb_cache_hit *hit) {
     int32_t tile = s->cfg.split_tile, n = cb_request_n_tokens(r), rest = n - hit->len;
-    if (!s->kv->split || tile <= 0 || hit->len == 0 || rest >= tile || rest < tile / 4) return;
-    if (n - tile >= cb_cache_min_share(s->cache)) hit->len = n - tile; /* else the whole hit would go */
+    if (!s->kv->split || tile <= 0 || hit->len == 0 || rest >= tile || n - tile < cb_cache_min_share(s->cache))
+        return; /* (a hit cut under the least share would go whole) */
+    int64_t one_row = (int64_t)rest * (CB_ROW_WEIGHT_CELLS + hit->len);
+    int64_t tiled = (int64_t)tile * (CB_ROW_WEIGHT_CELLS + (n - tile) / 10);
+    if (one_row > tiled) hit->len = n - tile;
 }
 
 /* A sequence id for r with the cells it needs beyond what it shares; -1 when r cannot start now. */

@@ -361,11 +361,14 @@ def test_loadgen_runs_sessions(server, tmp_path):
     assert r["requests"] == 9 and r["failed"] == 0 and r["output_tokens"] == 9 * 12
     turns = r["turns"]
     assert [t["turn"] for t in turns] == [1, 2, 3] and all(t["failed"] == 0 for t in turns)
-    # each turn adds a user message (20 tokens), the answer before it (12) and the template's markers
+    # each turn adds a user message (20 tokens), the answer before it (12) and the template's markers;
+    # a later turn computes what it added, or a whole attention tile (64 rows: the split layout
+    # computes a short rest again as a tile where the one-row kernel would cost more), no more
     assert turns[0]["prompt_tokens"] / 3 >= 150
     for a, b in zip(turns, turns[1:]):
-        assert b["prompt_tokens"] / 3 >= a["prompt_tokens"] / 3 + 32
-        assert b["cached_tokens"] >= 0.7 * b["prompt_tokens"], turns
+        added = (b["prompt_tokens"] - a["prompt_tokens"]) / 3
+        assert added >= 32
+        assert (b["prompt_tokens"] - b["cached_tokens"]) / 3 <= max(added, 64) + 1, turns
     assert "| turn |" in p.stdout
     p = subprocess.run([os.environ["COBATCH_BIN"], "loadgen", "-m", os.environ["COBATCH_E2E_MODEL"], "--url",
                         server.url, "--workload", "sessions"], capture_output=True, text=True, timeout=120)

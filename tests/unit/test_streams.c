@@ -67,9 +67,9 @@ static void streams_park_take_over_and_hold(void **state) {
 }
 
 /* The next turn of a conversation: the history (prompt and answer) is cached, the new message is
- * the rest. split: a rest under the tile (64) but of a quarter tile or more gives cached tokens back
- * up to a whole tile (ggml's one-row attention kernel would run it row by row); a shorter rest, and
- * the unified layout, take the whole hit. */
+ * the rest. split: a rest under the tile (64) that would cost more in ggml's one-row attention
+ * kernel than a whole tile (40 rows after 304 cells) gives cached tokens back up to a tile; a short
+ * one (10 rows after 348 cells), and the unified layout, take the whole hit. */
 static void turn_rest_padded_to_a_tile(void **state) {
     (void)state;
     for (int split = 0; split < 2; split++) {
