@@ -183,6 +183,11 @@ static int rpc_devices(const char *list, ggml_backend_dev_t *devs, int max, char
 #endif
 }
 
+/* One cell's K and V over all layers, F16: what the loaded model and its file's header both say. */
+static double f16_cell_bytes(double layers, double heads_kv, double k, double v) {
+    return 2.0 * layers * heads_kv * (k + v);
+}
+
 /* An unsigned value of the architecture's key, the largest element of an array (per-layer counts). */
 static double gguf_arch_u(const struct gguf_context *g, const char *arch, const char *key) {
     char name[128];
@@ -220,7 +225,7 @@ double cb_model_file_cell_bytes(const char *path) {
         if (heads_kv <= 0) heads_kv = heads;
         if (k <= 0 && heads > 0) k = embd / heads;
         if (v <= 0) v = k;
-        bytes = 2.0 * layers * heads_kv * (k + v); /* F16 */
+        bytes = f16_cell_bytes(layers, heads_kv, k, v);
     }
     gguf_free(g);
     return bytes;
@@ -284,9 +289,10 @@ int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errle
     m->split_kv = p->split_kv;
     m->n_vocab = llama_vocab_n_tokens(m->vocab);
     int32_t n_head = llama_model_n_head(m->model), n_head_kv = llama_model_n_head_kv(m->model);
-    if (n_head > 0) /* K and V rows of n_embd / n_head x n_head_kv values, F16, every layer */
-        m->kv_cell_bytes =
-            2.0 * 2.0 * llama_model_n_layer(m->model) * (llama_model_n_embd(m->model) / n_head) * n_head_kv;
+    if (n_head > 0) { /* K and V rows of n_embd / n_head x n_head_kv values, every layer */
+        int32_t head = llama_model_n_embd(m->model) / n_head;
+        m->kv_cell_bytes = f16_cell_bytes(llama_model_n_layer(m->model), n_head_kv, head, head);
+    }
     char piece[1024];
     for (int32_t t = 0; t < m->n_vocab; t++) { /* O(vocabulary), once: tens of ms */
         int32_t k = llama_token_to_piece(m->vocab, t, piece, (int32_t)sizeof(piece), 0, true);
