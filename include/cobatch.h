@@ -134,6 +134,13 @@ struct cobatch_engine_params {
      * unified layout, the long lane): a split layout's stream is never preempted for cells. 0 =
      * every preemption recomputes. Default 4. */
     float swap_space;
+    /* The prefix cache's host-memory tier, in GiB (llama-server's --cache-ram; split layout with
+     * prefix caching): a cached conversation that would leave the device streams (a holder evicted,
+     * a parked stream reused) is copied to host memory, and a request continuing it has it copied
+     * back into its stream instead of recomputed, when the copy costs less (measured); least
+     * recently used out. -1 (default) = an eighth of the host's memory, at most 8 GiB (none in the
+     * unified layout); 0 = none. A positive value needs the split layout and prefix caching. */
+    float cache_ram;
     /* llama.cpp's RPC backend (a build with -DCOBATCH_RPC=ON): "HOST:PORT,..." of ggml-rpc-server
      * processes; the model's layers go to them (split by their free memory), the token embeddings
      * and the sampling stay here. NULL = local. Copied. */
@@ -331,6 +338,15 @@ struct cobatch_stats {
     int64_t swap_peak_bytes;
     int64_t swap_lost;                       /* saves or restores that failed: those requests were recomputed */
     int64_t swap_copied_bytes, swap_copy_us; /* every save and restore: bytes copied, time taken */
+    /* the prefix cache's host tier (cache_ram): */
+    int64_t host_cache_bytes, host_cache_cap_bytes; /* host memory its entries take, and may take */
+    int32_t host_cache_entries;                     /* conversations it holds */
+    int64_t host_cache_hit_tokens;                  /* of prefix_hit_tokens, those loaded from host memory */
+    int64_t host_cache_saves;                       /* conversations copied out of the device streams */
+    int64_t host_cache_loads;                       /* conversations copied back into a stream */
+    int64_t host_cache_failed;  /* copies out or back that could not be made (those are recomputed) */
+    int64_t host_cache_evicted; /* conversations dropped for room or superseded by a longer one */
+    int64_t host_cache_copied_bytes, host_cache_copy_us; /* every copy out and back */
 };
 
 struct cobatch_engine_params cobatch_engine_default_params(void);

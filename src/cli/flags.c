@@ -296,6 +296,9 @@ cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
         {"--swap-space", "GiB", CB_FLAG_F32, &p->swap_space, 0, 1 << 20,
          .help = "host memory for preempted requests' KV cells (put back instead\nof recomputed when cheaper), "
                  "default 4; 0: recompute"},
+        {"--cache-ram", "GiB", CB_FLAG_F32, &p->cache_ram, 0, 1 << 20,
+         .help = "split: host memory keeping cached conversations that leave the\nKV streams (copied back "
+                 "instead of recomputed when cheaper);\ndefault 1/8 of the host's memory, at most 8; 0: none"},
         {"--rpc", "HOST:PORT,...", CB_FLAG_STR, &p->rpc_servers,
          .help = "run the model's layers on these ggml-rpc-server processes (a\nbuild with -DCOBATCH_RPC=ON; "
                  "README: a model split across hosts)"},

@@ -22,6 +22,7 @@ typedef struct {
     int32_t (*drop)(cb_cache *c, cb_kv_ops *ops);
     int32_t (*parked_len)(const cb_cache *c, int32_t seq);
     void (*stats)(const cb_cache *c, cb_cache_stats *out);
+    void (*settled)(cb_cache *c);
     bool (*check)(const cb_cache *c);
 } cache_impl;
 
@@ -219,7 +220,8 @@ static const cache_impl radix_impl = {
 
 /* ---------------------------------------------------------------- streams (split) ------------ */
 
-/* Running requests' computed tokens count too: a copy takes them as they are. */
+/* Running requests' computed tokens count too: a copy takes them as they are (but not those of one
+ * whose load from the host tier this step queued: the load may fail). */
 static cb_cache_hit streams_match(const cb_cache *c, const cb_request *r, cb_request *const *running,
                                   int32_t n_running) {
     cb_cache_hit h = {.len = 0, .node = NULL, .src = -1};
@@ -227,6 +229,7 @@ static cb_cache_hit streams_match(const cb_cache *c, const cb_request *r, cb_req
     cb_stream_match m = {.src = -1, .len = 0};
     for (int32_t i = 0; i < n_running; i++) {
         const cb_request *q = running[i];
+        if (q->cache.host) continue;
         int32_t l = cb_common_prefix(r->tokens, n, q->tokens, q->n_computed);
         if (l > m.len) m = (cb_stream_match){.src = q->seq_id, .len = l};
     }
@@ -234,6 +237,7 @@ static cb_cache_hit streams_match(const cb_cache *c, const cb_request *r, cb_req
     if (m.len >= c->sc.min_share) { /* shorter ones are not copied (cb_streams_admit) */
         h.len = m.len;
         h.src = m.src;
+        h.host = m.host;
     }
     return h;
 }
@@ -241,9 +245,23 @@ static cb_cache_hit streams_match(const cb_cache *c, const cb_request *r, cb_req
 /* A stream's cells are its own: any free id of the running range has room. */
 static int32_t streams_admit(cb_cache *c, cb_request *r, cb_cache_hit *hit, int32_t need, int32_t outstanding,
                              cb_kv_ops *ops) {
-    (void)r, (void)need, (void)outstanding;
-    cb_stream_match m = {.src = hit->src, .len = hit->len, .agree = hit->match};
-    return cb_streams_admit(&c->sc, m, &hit->len, ops);
+    (void)need, (void)outstanding;
+    cb_stream_match m = {.src = hit->src, .len = hit->len, .agree = hit->match, .host = hit->host};
+    bool loaded;
+    cb_host_entry *e = m.host; /* locked first: stashing the target's tokens must not evict it */
+    if (e) cb_host_lock(e->owner, e);
+    int32_t seq = cb_streams_admit(&c->sc, m, &hit->len, &loaded, ops);
+    if (seq < 0 || !loaded) {
+        if (e) cb_host_unlock(e->owner, e);
+        return seq;
+    }
+    /* the whole saved stream comes back, then the tail past the hit goes */
+    r->cache.host = e;
+    r->cache.load_failed = false;
+    cb_kv_ops_push_ref(ops, seq, CB_KV_OP_LOAD, 0, e->len, r);
+    if (e->len > hit->len) cb_kv_ops_push(ops, seq, CB_KV_OP_RM, hit->len, -1);
+    e->owner->hit_tokens += hit->len;
+    return seq;
 }
 
 /* Its stream stays, as cache. */
@@ -261,7 +279,12 @@ static void streams_move(cb_cache *c, cb_request *r, int32_t to, cb_kv_ops *ops)
     cb_streams_move(&c->sc, r->seq_id, to, r->tokens, ops);
 }
 
-static int32_t streams_drop(cb_cache *c, cb_kv_ops *ops) { return cb_streams_drop(&c->sc, ops); }
+static int32_t streams_drop(cb_cache *c, cb_kv_ops *ops) {
+    if (c->sc.host) cb_host_drop(c->sc.host);
+    return cb_streams_drop(&c->sc, ops);
+}
+
+static void streams_settled(cb_cache *c) { cb_streams_settled(&c->sc); }
 
 static int32_t streams_parked_len(const cb_cache *c, int32_t seq) { return c->sc.len[seq]; }
 
@@ -272,7 +295,9 @@ static void streams_stats(const cb_cache *c, cb_cache_stats *out) {
     out->copies = c->sc.copies;
 }
 
-static bool streams_check(const cb_cache *c) { return cb_kv_check(c->kv) && cb_streams_check(&c->sc); }
+static bool streams_check(const cb_cache *c) {
+    return cb_kv_check(c->kv) && cb_streams_check(&c->sc) && (!c->sc.host || cb_host_check(c->sc.host));
+}
 
 static const cache_impl streams_impl = {
     .match = streams_match,
@@ -283,6 +308,7 @@ static const cache_impl streams_impl = {
     .drop = streams_drop,
     .parked_len = streams_parked_len,
     .stats = streams_stats,
+    .settled = streams_settled,
     .check = streams_check,
 };
 
@@ -314,10 +340,10 @@ cb_cache *cb_cache_new_radix(cb_kv *kv, int32_t max_holders, int32_t max_idle) {
     return c;
 }
 
-cb_cache *cb_cache_new_streams(cb_kv *kv, int32_t n_run, int32_t min_share) {
+cb_cache *cb_cache_new_streams(cb_kv *kv, int32_t n_run, int32_t min_share, cb_host_cache *host) {
     cb_cache *c = cache_new(kv, &streams_impl);
     if (!c) return NULL;
-    if (cb_streams_init(&c->sc, kv, n_run, min_share) != 0) {
+    if (cb_streams_init(&c->sc, kv, n_run, min_share, host) != 0) {
         free(c);
         return NULL;
     }
@@ -337,7 +363,7 @@ void cb_cache_free(cb_cache *c) {
 /* ---------------------------------------------------------------- the interface -------------- */
 
 cb_cache_hit cb_cache_match(const cb_cache *c, const cb_request *r, cb_request *const *running, int32_t n_running) {
-    cb_cache_hit none = {.len = 0, .node = NULL, .src = -1};
+    cb_cache_hit none = {.len = 0, .node = NULL, .src = -1, .host = NULL};
     if (!c->impl->match) return none;
     cb_cache_hit hit = c->impl->match(c, r, running, n_running);
     hit.match = hit.len;
@@ -426,6 +452,10 @@ int32_t cb_cache_arrange(cb_cache *c, cb_request *const *running, int32_t n_runn
 }
 
 int32_t cb_cache_drop(cb_cache *c, cb_kv_ops *ops) { return c->impl->drop ? c->impl->drop(c, ops) : 0; }
+
+void cb_cache_settled(cb_cache *c) {
+    if (c->impl->settled) c->impl->settled(c);
+}
 
 void cb_cache_get_stats(const cb_cache *c, cb_cache_stats *out) {
     *out = (cb_cache_stats){.query_tokens = c->query_tokens, .hit_tokens = c->hit_tokens};

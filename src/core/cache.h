@@ -31,6 +31,7 @@ typedef struct {
     int32_t len, match;
     void *node;  /* radix: the tree node the match ends in */
     int32_t src; /* streams: the stream holding the tokens, running or parked */
+    void *host;  /* streams: else the host-tier entry holding them (hostcache.h) */
 } cb_cache_hit;
 
 typedef struct {
@@ -45,9 +46,11 @@ typedef struct {
  * failure. radix: unified layout, up to max_holders sequence ids of kv for its own cells, and
  * idle cells beyond max_idle evicted at each step (0: no cap). streams: split layout, ids
  * [0, n_run) run requests and the rest hold copies; a match shorter than min_share is not worth a
- * stream copy. */
+ * stream copy; host (NULL: none; not owned, it must outlive the cache) is the host-memory tier.
+ * An admission from the host tier queues CB_KV_OP_LOAD with the request as ref and r->cache.host
+ * set, locked (the runner unlocks it); when the load fails the runner sets r->cache.load_failed. */
 cb_cache *cb_cache_new_radix(cb_kv *kv, int32_t max_holders, int32_t max_idle);
-cb_cache *cb_cache_new_streams(cb_kv *kv, int32_t n_run, int32_t min_share);
+cb_cache *cb_cache_new_streams(cb_kv *kv, int32_t n_run, int32_t min_share, cb_host_cache *host);
 cb_cache *cb_cache_new_none(cb_kv *kv);
 /* Frees the cache's records; queues nothing (the caller drops or clears llama.cpp's cells). */
 void cb_cache_free(cb_cache *c);
@@ -104,8 +107,13 @@ void cb_cache_make_room(cb_cache *c, int32_t n, cb_kv_ops *ops);
  * requests moved (their seq_id changed). */
 int32_t cb_cache_arrange(cb_cache *c, cb_request *const *running, int32_t n_running, bool may_move, cb_kv_ops *ops);
 
-/* Evicts every cached prefix no running request uses. Returns the cells freed. */
+/* Evicts every cached prefix no running request uses (and the host tier's unlocked entries).
+ * Returns the cells freed. */
 int32_t cb_cache_drop(cb_cache *c, cb_kv_ops *ops);
+
+/* A decode ran: the stream copies queued before it are made (streams: stash and load may name
+ * those streams again). */
+void cb_cache_settled(cb_cache *c);
 
 void cb_cache_get_stats(const cb_cache *c, cb_cache_stats *out);
 

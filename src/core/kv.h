@@ -28,15 +28,22 @@ typedef struct cb_kv {
  * positions in [p0, p1); CB_KV_OP_SAVE copies seq's cells [p0, p1) to host memory, into the swap
  * record of the request `ref` (swap.h; seq's cells before p0 are dropped first: they stay in the
  * prefix cache); CB_KV_OP_RESTORE puts them back as seq's cells [p0, p1) (seq must hold nothing
- * yet: a shared prefix is tagged after it); CB_KV_OP_NONE does nothing (a save taken back).
+ * yet: a shared prefix is tagged after it); CB_KV_OP_NONE does nothing (a save taken back);
+ * CB_KV_OP_STASH copies seq's cells [0, p1) (all it holds) to host memory, into the host-tier entry
+ * `ref` (hostcache.h), leaving them in place; CB_KV_OP_LOAD puts the host-tier entry of the request
+ * `ref` (its cache.host) into seq, which must hold nothing yet. Stash and load act at once, while
+ * a copy across streams is made at the next decode: neither may name a stream such a copy reads
+ * or writes before that decode (the stream cache keeps them apart; the runner refuses them).
  * p1 < 0 means "to the end". */
 #define CB_KV_OP_RM (-1)
 #define CB_KV_OP_SAVE (-2)
 #define CB_KV_OP_RESTORE (-3)
 #define CB_KV_OP_NONE (-4)
+#define CB_KV_OP_STASH (-5)
+#define CB_KV_OP_LOAD (-6)
 typedef struct {
     int32_t seq, src, p0, p1;
-    void *ref; /* SAVE, RESTORE: the cb_request */
+    void *ref; /* SAVE, RESTORE, LOAD: the cb_request; STASH: the cb_host_entry */
 } cb_kv_op;
 
 typedef struct {

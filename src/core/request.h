@@ -44,6 +44,10 @@ typedef struct cb_request {
         void *node;
         int32_t len;
         bool dead;
+        /* streams: the host-tier entry (hostcache.h) its admission queued a load of, until the
+         * runner made it; load_failed: the load could not be made (the sequence holds nothing) */
+        void *host;
+        bool load_failed;
     } cache;
     int32_t n_cached; /* prompt tokens shared from the cache at its last admission */
     /* Rows [all_logits_from, all_logits_to) of the prompt want logits too (the prompt's

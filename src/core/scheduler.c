@@ -110,6 +110,8 @@ void cb_sched_add(cb_sched *s, cb_request *r, int64_t arrival) {
     r->cache.node = NULL;
     r->cache.len = 0;
     r->cache.dead = false;
+    r->cache.host = NULL;
+    r->cache.load_failed = false;
     r->static_member = false;
     if (!waiting_insert(s, r)) {
         /* Out of memory for the queue: the request ends at once rather than being lost. */
@@ -489,6 +491,7 @@ void cb_sched_commit(cb_sched *s, cb_plan *plan, int64_t now_us) {
         cb_cache_publish(s->cache, r, r->n_computed < r->n_prompt ? r->n_computed : r->n_prompt, s->cur);
     }
     if (plan->n_items > 0) {
+        cb_cache_settled(s->cache); /* the decode made the stream copies queued before it */
         s->stats.steps++;
         if (s->cfg.mode == CB_MODE_STATIC && s->group_left > 0)
             s->stats.wasted_decode_slots += s->group_size - s->group_left;
@@ -504,6 +507,12 @@ void cb_sched_rollback(cb_sched *s, cb_plan *plan) {
 }
 
 void cb_sched_restore_failed(cb_sched *s, cb_request *r) {
+    if (r->cache.load_failed && r->seq_id >= 0) { /* a host-tier load: its stream holds nothing */
+        r->cache.load_failed = false;
+        cb_kv_grow(s->kv, r->seq_id, -r->n_computed);
+        r->n_computed = r->n_cached = 0;
+        return;
+    }
     if (r->swap.state != CB_SWAP_FAILED || r->seq_id < 0) return;
     cb_kv_grow(s->kv, r->seq_id, -(r->n_computed - r->swap.from));
     r->n_computed = r->swap.from;

@@ -72,7 +72,9 @@ void cb_sched_rollback(cb_sched *s, cb_plan *plan);
 int32_t cb_sched_finish(cb_sched *s, cb_request *r, cb_state final_state);
 
 /* A restore of r's saved cells failed (the runner set r->swap.state to CB_SWAP_FAILED; its
- * sequence holds its shared prefix only) after the plan was rolled back: r computes the rest again. */
+ * sequence holds its shared prefix only), or its load from the prefix cache's host tier did (the
+ * runner set r->cache.load_failed; its sequence holds nothing), after the plan was rolled back: r
+ * computes the rest again. */
 void cb_sched_restore_failed(cb_sched *s, cb_request *r);
 
 /* Takes a running or waiting request out to run elsewhere (the engine's long lane), not finished:

@@ -13,6 +13,12 @@
  *   - ids [0, n_run) run requests; ids [n_run, n_seq) are holders: when a parked stream must be
  *     reused for an unrelated request, its tokens move to a holder (one copy, least recently used
  *     holder evicted) so they outlive the reuse.
+ * With a host tier (hostcache.h), what would be lost goes to host memory first: a holder evicted
+ * for a newer stream, or a parked stream reused when there are no holders; and a request whose
+ * conversation the host tier holds longer than any stream (by more than the load costs against a
+ * prefill) gets it loaded into its stream. The stash and the load act at once, a stream copy at the
+ * next decode, so neither names a stream that a copy queued since the last decode reads or writes
+ * (`busy`): such a stash is not made, such a load goes to another stream.
  * Running requests keep ids in [0, n_run) in one block: llama.cpp cuts a batch into one graph run
  * per block of consecutive sequence ids in the split layout, so gaps cost whole graph runs. A new
  * request without an in-place match fills a hole (cb_streams_admit; an in-place take-over happens
@@ -25,6 +31,7 @@
 #ifndef CB_STREAMS_H
 #define CB_STREAMS_H
 
+#include "hostcache.h"
 #include "kv.h"
 
 #include <stdbool.h>
@@ -43,18 +50,24 @@ typedef struct {
     int64_t *last_use; /* (kv->n_seq) LRU clock of each parked stream */
     int64_t clock;
     int64_t copies, evicted_cells;
-    int64_t moves; /* running requests moved to another stream (cb_streams_move) */
+    int64_t moves;       /* running requests moved to another stream (cb_streams_move) */
+    cb_host_cache *host; /* the host tier (not owned), or NULL */
+    uint8_t *busy;       /* (kv->n_seq) a stream copy queued since the last decode reads or writes it */
+    int64_t stashes;     /* host-tier stashes queued */
 } cb_streams;
 
-/* Where a request's prefix comes from: stream src holds its first len tokens (src -1: none), and
- * agrees with the request up to agree tokens (0: len; more when the request computes some of them
- * again: a taken-over stream's tail up to there is no loss). */
+/* Where a request's prefix comes from: stream src holds its first len tokens (src -1: none), or
+ * the host-tier entry host does (then src is -1); the source agrees with the request up to agree
+ * tokens (0: len; more when the request computes some of them again: a taken-over stream's tail up
+ * to there is no loss). */
 typedef struct {
     int32_t src, len, agree;
+    cb_host_entry *host;
 } cb_stream_match;
 
-/* kv must be split with n_run <= kv->n_seq. Returns 0, or -1 on bad sizes or allocation failure. */
-int cb_streams_init(cb_streams *sc, cb_kv *kv, int32_t n_run, int32_t min_share);
+/* kv must be split with n_run <= kv->n_seq; host may be NULL (no host tier; not owned). Returns 0,
+ * or -1 on bad sizes or allocation failure. */
+int cb_streams_init(cb_streams *sc, cb_kv *kv, int32_t n_run, int32_t min_share, cb_host_cache *host);
 /* Frees the records (queues nothing: the caller drops the llama context or clears it). */
 void cb_streams_free(cb_streams *sc);
 
@@ -66,14 +79,22 @@ void cb_streams_park(cb_streams *sc, int32_t seq, const int32_t *toks);
 int32_t cb_common_prefix(const int32_t *a, int32_t na, const int32_t *b, int32_t nb);
 
 /* Raises *m to the parked stream sharing the longest prefix with toks[0, n), if it beats *m (a
- * tie goes to a parked stream in the running range: taking it over needs no copy). Read-only. */
+ * tie goes to a parked stream in the running range: taking it over needs no copy); then to the
+ * host-tier entry sharing a longer one, where loading it costs less than computing what it adds.
+ * Read-only. */
 void cb_streams_match(const cb_streams *sc, const int32_t *toks, int32_t n, cb_stream_match *m);
 
-/* Starts a request whose first m.len tokens stream m.src holds (running or parked; a match
- * shorter than min_share is ignored). Returns its stream, taken in kv with m.len cells of its own
- * (*shared says how many: 0 when the match was ignored), or -1 when every id in [0, n_run) is
- * running (nothing changed). Queues the copies and trims; may move a parked stream to a holder. */
-int32_t cb_streams_admit(cb_streams *sc, cb_stream_match m, int32_t *shared, cb_kv_ops *ops);
+/* Starts a request whose first m.len tokens stream m.src (running or parked) or host entry m.host
+ * holds (a match shorter than min_share is ignored). Returns its stream, taken in kv with m.len
+ * cells of its own (*shared says how many: 0 when the match was ignored), or -1 when every id in
+ * [0, n_run) is running (nothing changed). Queues the copies and trims; may move a parked stream
+ * to a holder or stash it. A host match comes back with *loaded true: the stream is emptied, and
+ * the caller queues the load (the entry's whole stream) and then the trim to *shared; a host match
+ * with no stream free of pending copies falls back to none. */
+int32_t cb_streams_admit(cb_streams *sc, cb_stream_match m, int32_t *shared, bool *loaded, cb_kv_ops *ops);
+
+/* A decode ran: the stream copies queued before it are made. */
+void cb_streams_settled(cb_streams *sc);
 
 /* Moves the request running on stream `from`, whose cells hold toks[0, kv->used[from]), to stream
  * `to` of the running range (not running): to's parked tokens go (to a holder when worth it), a

@@ -176,12 +176,15 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
         return NULL;
     }
     p.max_num_seqs = cobatch_params_max_num_seqs(&p); /* memory-centric: KV memory limits the batch */
-    if (p.kv_layout == COBATCH_KV_SPLIT && p.prefix_caching && p.prefix_cache_streams < 0 && p.max_num_seqs > 0) {
-        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    int64_t mem = pages > 0 && page > 0 ? (int64_t)pages * page : 0;
+    if (p.kv_layout == COBATCH_KV_SPLIT && p.prefix_caching && p.prefix_cache_streams < 0 && p.max_num_seqs > 0)
         p.prefix_cache_streams = cb_default_cache_streams(p.max_num_seqs, cobatch_params_n_ctx(&p) / p.max_num_seqs,
-                                                          cb_model_file_cell_bytes(p.model_path),
-                                                          pages > 0 && page > 0 ? (int64_t)pages * page : 0);
-    }
+                                                          cb_model_file_cell_bytes(p.model_path), mem);
+    if (p.cache_ram < 0) /* (a value of whole bytes in GiB: exact in a float to 2^24 GiB) */
+        p.cache_ram = p.kv_layout == COBATCH_KV_SPLIT && p.prefix_caching
+                          ? (float)((double)cb_default_cache_ram(mem) / (1 << 30))
+                          : 0.0f;
     cb_engine_sizes z;
     if (cb_engine_resolve(&p, &z, err, errlen) != 0) return NULL;
     bool default_streams = p.n_ctx == 0 && p.max_model_len == 0;
@@ -253,8 +256,10 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
                           .max_logit_rows = CB_PROMPT_LOGIT_ROWS,
                           .priority_aging_us = z.aging_us,
                           .swap = &e->swap};
+    cb_host_init(&e->host, z.cache == CB_CACHE_STREAMS ? (int64_t)((double)p.cache_ram * (1 << 30)) : 0,
+                 e->model.kv_cell_bytes, CB_HOST_MIN_LEN, &e->swap);
     if (z.cache == CB_CACHE_STREAMS)
-        e->cache = cb_cache_new_streams(&e->kv, p.max_num_seqs, CB_STREAM_MIN_SHARE);
+        e->cache = cb_cache_new_streams(&e->kv, p.max_num_seqs, CB_STREAM_MIN_SHARE, e->host.cap > 0 ? &e->host : NULL);
     else if (z.cache == CB_CACHE_RADIX)
         e->cache = cb_cache_new_radix(&e->kv, z.holders, p.prefix_cache_max_idle);
     else
@@ -310,6 +315,7 @@ void cobatch_engine_free(cobatch_engine *e) {
     cb_plan_free(&e->plan);
     cb_sched_free(e->sched);
     cb_cache_free(e->cache);
+    cb_host_free(&e->host);
     cb_kv_free(&e->kv);
     cb_lane_free(e);
     cb_model_free(&e->model);

@@ -357,6 +357,16 @@ static void update_stats(cobatch_engine *e) {
     e->stats.swap_lost = e->swap.lost;
     e->stats.swap_copied_bytes = e->swap.copied_bytes;
     e->stats.swap_copy_us = e->swap.copy_us;
+    e->stats.host_cache_bytes = e->host.used;
+    e->stats.host_cache_cap_bytes = e->host.cap;
+    e->stats.host_cache_entries = e->host.n;
+    e->stats.host_cache_hit_tokens = e->host.hit_tokens;
+    e->stats.host_cache_saves = e->host.saves;
+    e->stats.host_cache_loads = e->host.loads;
+    e->stats.host_cache_failed = e->host.failed;
+    e->stats.host_cache_evicted = e->host.evicted;
+    e->stats.host_cache_copied_bytes = e->host.copied_bytes;
+    e->stats.host_cache_copy_us = e->host.copy_us;
     e->stats.wasted_decode_slots = ss->wasted_decode_slots;
     e->stats.requests_finished = ss->finished;
     e->stats.stream_moves = ss->stream_moves;
@@ -457,9 +467,9 @@ static bool postprocess(cobatch_engine *e, cb_plan *plan, int rc, int64_t run_us
 static void step(cobatch_engine *e) {
     int64_t t0 = cobatch_time_us(), swapped = e->swap.swapped_out;
     cb_plan *plan = schedule(e, 0);
-    int64_t t_run = cobatch_time_us(), copy_us = e->swap.copy_us;
+    int64_t t_run = cobatch_time_us(), copy_us = e->swap.copy_us + e->host.copy_us;
     int rc = run_plan(e, &plan);
-    int64_t run_us = cobatch_time_us() - t_run - (e->swap.copy_us - copy_us);
+    int64_t run_us = cobatch_time_us() - t_run - (e->swap.copy_us + e->host.copy_us - copy_us);
     int32_t used = rc == 0 ? plan->n_tokens : 0;
     struct cobatch_step_info info = {.t_start_us = t0};
     bool ran = postprocess(e, plan, rc, run_us, e->swap.swapped_out - swapped, &info);

@@ -136,6 +136,7 @@ struct cobatch_engine {
     cb_plan plan;
     cb_lane lane;
     cb_swap swap;           /* host memory for preempted requests' cells, the scheduler's and the lane's (swap.h) */
+    cb_host_cache host;     /* the prefix cache's host tier (hostcache.h; cap 0: none) */
     int32_t n_ctx_seq;      /* a request's limit: its stream, or the long lane's pool */
     llama_token_data *cand; /* (n_vocab) engine thread: candidates of a constrained request's row */
 

@@ -35,6 +35,12 @@ int cb_engine_resolve(const struct cobatch_engine_params *p, cb_engine_sizes *ou
     if (p->n_ctx < 0) return fail(err, errlen, "n_ctx must be 0 (derived) or positive (got %d)", p->n_ctx);
     if (!(p->swap_space >= 0 && p->swap_space <= 1 << 20))
         return fail(err, errlen, "swap_space must be 0 (none) or a positive number of GiB (got %g)", p->swap_space);
+    if (!(p->cache_ram == -1.0f || (p->cache_ram >= 0 && p->cache_ram <= 1 << 20)))
+        return fail(err, errlen, "cache_ram must be -1 (default), 0 (none) or a positive number of GiB (got %g)",
+                    p->cache_ram);
+    if (p->cache_ram > 0 && (p->kv_layout != COBATCH_KV_SPLIT || !p->prefix_caching))
+        return fail(err, errlen,
+                    "cache_ram (the prefix cache's host-memory tier) needs the split KV layout with prefix caching");
     if (p->priority_aging_ms < 0)
         return fail(err, errlen, "priority_aging_ms must be 0 or positive (got %d)", p->priority_aging_ms);
     if (p->prefix_cache_max_idle < 0)
@@ -68,4 +74,9 @@ int cb_engine_resolve(const struct cobatch_engine_params *p, cb_engine_sizes *ou
     out->sched_seqs = p->mode == COBATCH_MODE_SEQUENTIAL ? 1 : p->max_num_seqs;
     out->aging_us = p->sched_policy == COBATCH_SCHED_PRIORITY ? (int64_t)p->priority_aging_ms * 1000 : 0;
     return 0;
+}
+
+int64_t cb_default_cache_ram(int64_t mem_bytes) {
+    int64_t cap = (int64_t)8 << 30, n = mem_bytes > 0 ? mem_bytes / 8 : 0;
+    return n < cap ? n : cap;
 }

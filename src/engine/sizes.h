@@ -32,4 +32,8 @@ int cb_engine_resolve(const struct cobatch_engine_params *p, cb_engine_sizes *ou
  * cell_bytes or mem_bytes is 0: unknown). */
 int32_t cb_default_cache_streams(int32_t max_num_seqs, int32_t stream_cells, double cell_bytes, int64_t mem_bytes);
 
+/* The prefix cache's host tier by default (cache_ram -1): an eighth of the host's memory, at most
+ * 8 GiB (0 when mem_bytes is unknown). */
+int64_t cb_default_cache_ram(int64_t mem_bytes);
+
 #endif

@@ -14,7 +14,9 @@ int cb_runner_init(cb_runner *r, cb_model *m, int32_t max_items) {
     r->lp = calloc((size_t)m->n_batch, sizeof(cb_lp_row));
     r->restore_failed = calloc((size_t)max_items, sizeof(*r->restore_failed));
     r->max_restore_failed = max_items;
-    if (!r->logit_row || !r->order || !r->lp || !r->restore_failed || !r->batch.token) {
+    r->n_pending = m->n_seq_max > 0 ? m->n_seq_max : 1;
+    r->pending = calloc((size_t)r->n_pending, 1);
+    if (!r->logit_row || !r->order || !r->lp || !r->restore_failed || !r->pending || !r->batch.token) {
         cb_runner_free(r);
         return -1;
     }
@@ -29,6 +31,8 @@ void cb_runner_free(cb_runner *r) {
     free(r->lp);
     free(r->restore_failed);
     r->restore_failed = NULL;
+    free(r->pending);
+    r->pending = NULL;
     r->logit_row = NULL;
     r->order = NULL;
     r->lp = NULL;
@@ -90,6 +94,58 @@ bool cb_runner_restore(cb_runner *r, cb_request *req, int32_t seq) {
     return true;
 }
 
+/* Host tier: stream seq's cells out to the entry (refused while a pending copy writes the stream:
+ * its cells would be read before they are there). */
+static void stash(cb_runner *r, const cb_kv_op *op) {
+    cb_host_entry *e = op->ref;
+    struct llama_context *ctx = r->model->ctx;
+    int64_t t0 = now_us();
+    bool clean = op->seq < r->n_pending && !(r->pending[op->seq] & CB_RUNNER_COPY_WRITE);
+    size_t n = clean ? llama_state_seq_get_size_ext(ctx, op->seq, 0) : 0;
+    uint8_t *buf = n > 0 ? malloc(n) : NULL;
+    if (buf && llama_state_seq_get_data_ext(ctx, buf, n, op->seq, 0) == n) {
+        cb_host_saved(e->owner, e, buf, n, op->p1, now_us() - t0);
+    } else {
+        free(buf);
+        cb_host_fail(e->owner, e);
+    }
+    cb_host_unlock(e->owner, e);
+}
+
+/* Host tier: the request's entry into its (empty) stream; refused while a pending copy reads or
+ * writes the stream (it would copy the loaded cells away, or over them). false: seq left empty,
+ * req->cache.load_failed set. */
+static bool load(cb_runner *r, const cb_kv_op *op) {
+    cb_request *req = op->ref;
+    cb_host_entry *e = req->cache.host;
+    struct llama_context *ctx = r->model->ctx;
+    int64_t t0 = now_us();
+    bool ok = e && e->state == CB_HOST_SAVED && op->seq < r->n_pending && !r->pending[op->seq];
+    if (ok) {
+        llama_memory_seq_rm(llama_get_memory(ctx), op->seq, -1, -1);
+        ok = llama_state_seq_set_data_ext(ctx, e->data, e->size, op->seq, 0) == e->size;
+        if (!ok) llama_memory_seq_rm(llama_get_memory(ctx), op->seq, -1, -1);
+    }
+    if (e) {
+        cb_host_loaded(e->owner, e, ok, now_us() - t0);
+        cb_host_unlock(e->owner, e);
+    }
+    req->cache.host = NULL;
+    req->cache.load_failed = !ok;
+    return ok;
+}
+
+/* A restore or load that failed: the request is reported (restores and loads are admissions, at
+ * most max items a step: one more is a scheduler bug, and a failure left unheard would decode on
+ * cells that are not there). */
+static void restore_failed(cb_runner *r, cb_request *req) {
+    if (r->n_restore_failed >= r->max_restore_failed) {
+        fprintf(stderr, "cobatch: internal error: more failed restores than admissions in a step\n");
+        abort();
+    }
+    r->restore_failed[r->n_restore_failed++] = req;
+}
+
 static void apply(cb_runner *r, const cb_kv_ops *ops) {
     llama_memory_t mem = llama_get_memory(r->model->ctx);
     for (int32_t i = 0; i < ops->n; i++) {
@@ -98,17 +154,19 @@ static void apply(cb_runner *r, const cb_kv_ops *ops) {
         case CB_KV_OP_RM: llama_memory_seq_rm(mem, op->seq, op->p0, op->p1); break;
         case CB_KV_OP_SAVE: cb_runner_save(r, op->ref, op->seq, op->p0, op->p1); break;
         case CB_KV_OP_RESTORE:
-            if (cb_runner_restore(r, op->ref, op->seq)) break;
-            /* restores are admissions, at most max items a step: one more is a scheduler bug, and a
-             * failure left unheard would decode on cells that are not there */
-            if (r->n_restore_failed >= r->max_restore_failed) {
-                fprintf(stderr, "cobatch: internal error: more failed restores than admissions in a step\n");
-                abort();
-            }
-            r->restore_failed[r->n_restore_failed++] = op->ref;
+            if (!cb_runner_restore(r, op->ref, op->seq)) restore_failed(r, op->ref);
+            break;
+        case CB_KV_OP_STASH: stash(r, op); break;
+        case CB_KV_OP_LOAD:
+            if (!load(r, op)) restore_failed(r, op->ref);
             break;
         case CB_KV_OP_NONE: break;
-        default: llama_memory_seq_cp(mem, op->src, op->seq, op->p0, op->p1);
+        default:
+            llama_memory_seq_cp(mem, op->src, op->seq, op->p0, op->p1);
+            if (r->model->split_kv && op->src != op->seq && op->seq < r->n_pending && op->src < r->n_pending) {
+                r->pending[op->src] |= CB_RUNNER_COPY_READ;
+                r->pending[op->seq] |= CB_RUNNER_COPY_WRITE;
+            }
         }
     }
 }
@@ -139,7 +197,8 @@ static int decode(cb_runner *r) {
         return r->fault_rc;
     }
     int rc = llama_decode(r->model->ctx, r->batch);
-    if (r->abort_after > 0) { /* one armed decode, then decode normally */
+    if (rc == 0) memset(r->pending, 0, (size_t)r->n_pending); /* its first act made the stream copies */
+    if (r->abort_after > 0) {                                 /* one armed decode, then decode normally */
         r->last_nodes = r->nodes_seen;
         cb_runner_set_fault(r, 0, 0, 0);
     }

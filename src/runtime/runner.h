@@ -3,6 +3,7 @@
 #ifndef CB_RUNNER_H
 #define CB_RUNNER_H
 
+#include "../core/hostcache.h"
 #include "../core/plan.h"
 #include "../core/swap.h"
 #include "model.h"
@@ -29,8 +30,13 @@ typedef struct {
     int32_t n_lp;
     int32_t n_runs; /* graph runs of the last batch (cb_plan_graph_runs; unified: 1) */
     cb_swap *swap;  /* the engine's swap space: its copy cost follows every save and restore; may be NULL */
-    cb_request **restore_failed;                  /* (max items) requests of the last run whose restore failed */
+    cb_request **restore_failed; /* (max items) requests of the last run whose restore or load failed */
     int32_t n_restore_failed, max_restore_failed; /* restores are admissions: at most max items a step */
+    /* (model's n_seq_max) split layout: CB_RUNNER_COPY_READ / _WRITE when a stream copy queued
+     * since the last decode reads or writes the sequence's stream (llama.cpp makes it at the next
+     * decode, while the host tier's stash and load act at once: they refuse such streams) */
+    uint8_t *pending;
+    int32_t n_pending;
     /* faults injected by tests (cb_runner_set_fault) */
     int fault_rc, fault_left;
     int64_t abort_after, nodes_seen;
@@ -44,8 +50,11 @@ void cb_runner_free(cb_runner *r);
  * 0 ok; 1 no KV slot (the cache is as before the call: roll back and retry smaller);
  * 2 aborted; < 0 error. Returns -100 for a plan larger than the batch, and
  * CB_RUNNER_RESTORE_FAILED without decoding when a restore of saved cells failed (the requests are
- * in restore_failed, their swap state CB_SWAP_FAILED: roll back, let them recompute, plan again). */
+ * in restore_failed, their swap state CB_SWAP_FAILED or cache.load_failed set: roll back, let them
+ * recompute, plan again). */
 #define CB_RUNNER_RESTORE_FAILED (-200)
+#define CB_RUNNER_COPY_READ 1
+#define CB_RUNNER_COPY_WRITE 2
 int cb_runner_run(cb_runner *r, const cb_plan *plan);
 
 /* Swap (swap.h): saves seq's cells [from, to) into req->swap (data, size; state SAVED, or FAILED

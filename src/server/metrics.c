@@ -116,6 +116,25 @@ char *cb_srv_metrics_render(const cb_srv_metrics *m, const cb_srv_gauges *g, con
             (double)st->swapped_in);
     gauge(&b, "cobatch:swap_space_used_bytes", "Host memory the swapped-out requests' KV cells take.", model,
           (double)st->swap_used_bytes);
+    counter(&b, "cobatch:prefix_cache_host_hits_total",
+            "Of the prefix cache's hits, prompt tokens loaded from its host-memory tier.", model,
+            (double)st->host_cache_hit_tokens);
+    gauge(&b, "cobatch:host_cache_used_bytes", "Host memory the prefix cache's host tier takes.", model,
+          (double)st->host_cache_bytes);
+    gauge(&b, "cobatch:host_cache_capacity_bytes", "Host memory the prefix cache's host tier may take.", model,
+          (double)st->host_cache_cap_bytes);
+    gauge(&b, "cobatch:host_cache_entries", "Conversations the prefix cache's host tier holds.", model,
+          st->host_cache_entries);
+    counter(&b, "cobatch:host_cache_saves_total", "Conversations copied from the KV streams to host memory.", model,
+            (double)st->host_cache_saves);
+    counter(&b, "cobatch:host_cache_loads_total", "Conversations copied from host memory back into a KV stream.", model,
+            (double)st->host_cache_loads);
+    counter(&b, "cobatch:host_cache_failures_total", "Host-tier copies that could not be made (recomputed).", model,
+            (double)st->host_cache_failed);
+    counter(&b, "cobatch:host_cache_evictions_total", "Host-tier conversations dropped for room or superseded.", model,
+            (double)st->host_cache_evicted);
+    counter(&b, "cobatch:host_cache_copy_seconds_total", "Time spent copying to and from the host tier.", model,
+            (double)st->host_cache_copy_us / 1e6);
     counter(&b, "cobatch:engine_steps_total", "Engine steps (forward passes) so far.", model, (double)st->steps);
     counter(&b, "cobatch:prompt_tokens_total", "Prompt tokens of finished requests.", model, (double)m->prompt_tokens);
     counter(&b, "cobatch:prompt_tokens_computed_total",

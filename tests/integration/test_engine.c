@@ -153,6 +153,40 @@ static void batch_invariance(void **state) {
     drop_cache_gives_every_cell_back(e);
     cobatch_engine_free(e);
 
+    /* split layout with two streams and no holders: the streams requests leave go to the host tier
+     * when reused; the same requests again load them back (each computes its last token only) */
+    struct cobatch_engine_params hp = engine_params(COBATCH_MODE_CONTINUOUS, 2, 32);
+    hp.kv_layout = COBATCH_KV_SPLIT;
+    hp.prefix_cache_streams = 0;
+    hp.cache_ram = 0.25f;
+    e = it_engine(hp);
+    assert_non_null(e);
+    assert_true(it_run(e, ps, split, N));
+    compare_all(seq, split, N, "split + host tier");
+    cobatch_engine_stats(e, &st);
+    printf("# host tier, first round: %lld saves, %lld loads, %lld evicted, %lld entries, %lld failed\n",
+           (long long)st.host_cache_saves, (long long)st.host_cache_loads, (long long)st.host_cache_evicted,
+           (long long)st.host_cache_entries, (long long)st.host_cache_failed);
+    assert_true(st.host_cache_saves >= N / 2);
+    before = st.prompt_tokens;
+    it_free(split, N);
+    assert_true(it_run(e, ps, split, N));
+    compare_all(seq, split, N, "split + host tier, second round");
+    cobatch_engine_stats(e, &st);
+    printf("# host tier: %lld saves, %lld loads (%lld tokens), %lld bytes held, %lld failed; second round "
+           "computed %lld prompt tokens\n",
+           (long long)st.host_cache_saves, (long long)st.host_cache_loads, (long long)st.host_cache_hit_tokens,
+           (long long)st.host_cache_bytes, (long long)st.host_cache_failed, (long long)(st.prompt_tokens - before));
+    assert_true(st.host_cache_loads >= N - 4);
+    assert_int_equal(st.host_cache_failed, 0);
+    assert_true(st.prompt_tokens - before <= N + 2 * 64); /* a stream or two may hold a shorter prompt */
+    assert_true(st.host_cache_bytes > 0 && st.host_cache_bytes <= st.host_cache_cap_bytes);
+    assert_int_equal(st.kv_mismatches, 0);
+    drop_cache_gives_every_cell_back(e);
+    cobatch_engine_stats(e, &st);
+    assert_int_equal(st.host_cache_entries, 0);
+    cobatch_engine_free(e);
+
     for (int i = 0; i < N; i++) {
         assert_int_equal(seq[i].n_generated, seq[i].n_tokens);
         assert_true(seq[i].n_generated <= ps[i].max_tokens);

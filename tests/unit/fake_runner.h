@@ -34,6 +34,7 @@ typedef struct {
     int32_t pend_src[64], pend_dst[64], n_pend; /* split: stream copies the next decode makes */
     cb_swap *swap;                              /* swap: where restores are counted */
     int fail_saves, fail_restores;              /* the next this many saves / restores fail */
+    int fail_loads;                             /* the next this many host-tier loads fail */
     cb_request *restore_failed[64];
     int n_restore_failed;
     char err[256];
@@ -151,6 +152,59 @@ static inline bool fake_restore(fake_runner *f, const cb_kv_op *op) {
     return true;
 }
 
+/* A host-tier stash (llama_state_seq_get_data of a whole stream): seq's (position, token) pairs as
+ * they are now (a stream copy still pending into it would show its old tokens), into the entry. */
+static inline bool fake_stash(fake_runner *f, const cb_kv_op *op) {
+    cb_host_entry *e = op->ref;
+    if (!e || e->state != CB_HOST_SAVING || e->len != op->p1 || f->cnt[op->seq] != op->p1) {
+        snprintf(f->err, sizeof(f->err), "stash of seq %d (%d cells) as %d tokens into an entry not saving that",
+                 op->seq, f->cnt[op->seq], op->p1);
+        return false;
+    }
+    int32_t n = f->cnt[op->seq], k = 0;
+    int32_t *d = malloc(sizeof(int32_t) * 2 * (size_t)(n > 0 ? n : 1));
+    for (int32_t c = 0; c < f->capacity; c++) {
+        if (!fake_has(&f->cell[c], op->seq)) continue;
+        d[2 * k] = f->cell[c].pos;
+        d[2 * k + 1] = f->cell[c].tok;
+        k++;
+    }
+    cb_host_saved(e->owner, e, (uint8_t *)d, sizeof(int32_t) * 2 * (size_t)n, n, 1);
+    cb_host_unlock(e->owner, e);
+    return true;
+}
+
+/* A host-tier load (llama_state_seq_set_data): the request's entry into its empty stream. */
+static inline bool fake_load(fake_runner *f, const cb_kv_op *op) {
+    cb_request *r = op->ref;
+    cb_host_entry *e = r ? r->cache.host : NULL;
+    if (!e || f->cnt[op->seq] != 0 || op->p1 != e->len) {
+        snprintf(f->err, sizeof(f->err), "load into seq %d (%d cells) without an entry of %d tokens", op->seq,
+                 f->cnt[op->seq], op->p1);
+        return false;
+    }
+    bool ok = e->state == CB_HOST_SAVED && f->fail_loads == 0;
+    if (f->fail_loads > 0) f->fail_loads--;
+    const int32_t *d = (const int32_t *)e->data;
+    int32_t n = ok ? (int32_t)(e->size / (2 * sizeof(int32_t))) : 0;
+    for (int32_t k = 0; k < n; k++) {
+        fake_cell *c = fake_free_cell(f, op->seq);
+        if (!c) {
+            snprintf(f->err, sizeof(f->err), "load into seq %d: no free cell", op->seq);
+            return false;
+        }
+        c->pos = d[2 * k];
+        c->tok = d[2 * k + 1];
+        fake_tag(f, c, op->seq);
+    }
+    cb_host_loaded(e->owner, e, ok, 1);
+    cb_host_unlock(e->owner, e);
+    r->cache.host = NULL;
+    r->cache.load_failed = !ok;
+    if (!ok) f->restore_failed[f->n_restore_failed++] = r;
+    return true;
+}
+
 /* Applies the plan's cell changes, as llama_memory_seq_rm / seq_cp / the state calls would. */
 static inline bool fake_apply_ops(fake_runner *f, const cb_plan *p) {
     f->n_restore_failed = 0;
@@ -158,6 +212,10 @@ static inline bool fake_apply_ops(fake_runner *f, const cb_plan *p) {
         const cb_kv_op *op = &p->ops.v[i];
         int32_t p1 = op->p1 < 0 ? INT32_MAX : op->p1;
         if (op->src == CB_KV_OP_NONE) continue;
+        if (op->src == CB_KV_OP_STASH || op->src == CB_KV_OP_LOAD) {
+            if (!(op->src == CB_KV_OP_STASH ? fake_stash(f, op) : fake_load(f, op))) return false;
+            continue;
+        }
         if (op->src == CB_KV_OP_SAVE || op->src == CB_KV_OP_RESTORE) {
             if (f->split) {
                 snprintf(f->err, sizeof(f->err), "op %d: a save or restore in the split layout", i);

@@ -35,6 +35,7 @@ static int32_t g_cache_max_idle; /* the next h_init's radix cache's max_idle */
 static int64_t g_aging_us;       /* the next h_init's cb_sched_config.priority_aging_us */
 static int64_t g_now_us;         /* t_submit_us of the requests h_add queues */
 static cb_swap *g_swap;          /* the next h_init's swap space (cb_sched_config.swap), or NULL */
+static cb_host_cache *g_host;    /* the next h_init's host tier (split layout), or NULL */
 
 /* Unified: holders > 0 turns the prefix cache on, with that many sequence ids of its own.
  * Split: holders >= 0 turns the stream cache on (streams.h), with that many holder streams. */
@@ -51,7 +52,7 @@ static void h_init_px(harness *h, cb_mode mode, int32_t seqs, int32_t budget, in
                                .priority_aging_us = g_aging_us,
                                .swap = g_swap};
     if (split && holders >= 0)
-        h->cache = cb_cache_new_streams(&h->kv, seqs, 3);
+        h->cache = cb_cache_new_streams(&h->kv, seqs, 3, g_host);
     else if (!split && holders > 0)
         h->cache = cb_cache_new_radix(&h->kv, holders, g_cache_max_idle);
     else
@@ -264,6 +265,7 @@ static int32_t h_step(harness *h) {
             cb_request *r = h->f.restore_failed[i];
             cb_sched_restore_failed(h->s, r);
             assert_int_equal(r->swap.state, CB_SWAP_NONE);
+            assert_false(r->cache.load_failed);
             assert_int_equal(h->f.cnt[r->seq_id], r->n_computed); /* its shared prefix only */
         }
         return h_step(h);

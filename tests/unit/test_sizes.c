@@ -41,6 +41,10 @@ static void default_cache_streams_by_memory(void **state) {
     assert_int_equal(cb_default_cache_streams(16, 1024, 0, 24 * gib), 4);
     assert_int_equal(cb_default_cache_streams(16, 1024, 23040, 0), 4);
     assert_int_equal(cb_default_cache_streams(1, 4096, 23040, 24 * gib), 2);
+    /* the host tier: an eighth of memory, at most 8 GiB */
+    assert_int_equal(cb_default_cache_ram(24 * gib), 3 * gib);
+    assert_int_equal(cb_default_cache_ram(512 * gib), 8 * gib);
+    assert_int_equal(cb_default_cache_ram(0), 0);
 }
 
 static void unified_radix_and_caps(void **state) {
@@ -91,6 +95,21 @@ static void bad_parameters_are_named(void **state) {
     p.max_queue = 0;
     assert_int_equal(cb_engine_resolve(&p, &z, err, sizeof(err)), -1);
     assert_non_null(strstr(err, "max_queue"));
+    /* the host tier holds the split layout's streams: refused where there are none */
+    p = cobatch_engine_default_params();
+    p.cache_ram = 1;
+    assert_int_equal(cb_engine_resolve(&p, &z, err, sizeof(err)), 0);
+    p.kv_layout = COBATCH_KV_UNIFIED;
+    assert_int_equal(cb_engine_resolve(&p, &z, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "cache_ram"));
+    p = cobatch_engine_default_params();
+    p.prefix_caching = false;
+    p.cache_ram = 0.5f;
+    assert_int_equal(cb_engine_resolve(&p, &z, err, sizeof(err)), -1);
+    p.cache_ram = 0;
+    assert_int_equal(cb_engine_resolve(&p, &z, err, sizeof(err)), 0);
+    p.cache_ram = -2;
+    assert_int_equal(cb_engine_resolve(&p, &z, err, sizeof(err)), -1);
 }
 
 int main(void) {

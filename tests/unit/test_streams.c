@@ -189,11 +189,151 @@ static void split_admission_extends_the_block(void **state) {
     }
 }
 
+/* Six conversations of three turns on two running streams and one holder: the device keeps three
+ * of them, the host tier the others. Rounds of turns, all sessions at once. Returns the batch rows
+ * of the later turns; every token every request sees is checked (a load of stale or wrong cells
+ * fails the run). fail_loads: that many loads fail (those requests compute their history again). */
+#define SESS 6
+static int64_t run_sessions(cb_host_cache *host, int fail_loads) {
+    harness h;
+    g_host = host;
+    h_init_px(&h, CB_MODE_CONTINUOUS, 2, 128, 64, 3 * 512, true, 1);
+    g_host = NULL;
+    h.f.fail_loads = fail_loads;
+    int32_t conv[SESS][512], n[SESS];
+    for (int s = 0; s < SESS; s++) { /* a shared system prompt, then the session's task */
+        for (n[s] = 0; n[s] < 40; n[s]++)
+            conv[s][n[s]] = 500000 + n[s];
+        for (int32_t k = 0; k < 30; k++)
+            conv[s][n[s]++] = 600000 + s * 1000 + k;
+    }
+    int64_t later = 0;
+    for (int t = 0; t < 3; t++) {
+        cb_request *r[SESS];
+        for (int s = 0; s < SESS; s++)
+            r[s] = h_add_tokens(&h, conv[s], n[s], 4, 0);
+        int64_t rows = h_until_idle(&h);
+        if (t > 0) later += rows;
+        for (int s = 0; s < SESS; s++) { /* the answer, then the next message */
+            for (int32_t k = 0; k < 4; k++)
+                conv[s][n[s]++] = gen_token(r[s]->id, k);
+            for (int32_t k = 0; k < 20; k++)
+                conv[s][n[s]++] = 700000 + s * 1000 + t * 100 + k;
+        }
+        if (host) assert_true(cb_host_check(host));
+    }
+    h_drain(&h, 200);
+    h_check_outputs(&h);
+    h_free(&h);
+    return later;
+}
+
+/* With the host tier a later turn computes what it added (the answer's last token, the new message,
+ * the prompt's last token again) and its answer's decode rows; without it, the conversations the
+ * device could not keep compute their history again. Entries a longer turn supersedes go; a failed
+ * load recomputes; a tier too small for all keeps what fits, least recently used out. */
+static void host_tier_keeps_sessions(void **state) {
+    (void)state;
+    int64_t bound = SESS * 2 * (1 + 20 + 1 + 3);
+    int64_t without = run_sessions(NULL, 0);
+    assert_true(without > bound + 200);
+
+    cb_host_cache host;
+    assert_int_equal(cb_host_init(&host, 1 << 20, 8, 32, NULL), 0);
+    int64_t with = run_sessions(&host, 0);
+    assert_true(with <= bound);
+    assert_true(host.loads >= SESS); /* half the later turns at least */
+    assert_int_equal(host.failed, 0);
+    assert_true(host.hit_tokens >= host.loads * 70);
+    assert_true(host.evicted > 0); /* a turn's entry supersedes the turn before's */
+    assert_int_equal(host.n, 0);   /* the cache drop at the end emptied it */
+    assert_int_equal(host.used, 0);
+    cb_host_free(&host);
+
+    assert_int_equal(cb_host_init(&host, 1 << 20, 8, 32, NULL), 0);
+    int64_t failing = run_sessions(&host, 2);
+    assert_true(failing > with + 100);
+    assert_int_equal(host.failed, 2);
+    cb_host_free(&host);
+
+    /* room for two conversations (~140 cells of 8 bytes and a 4 KiB header each) */
+    assert_int_equal(cb_host_init(&host, 2 * (4096 + 8 * 150), 8, 32, NULL), 0);
+    int64_t small = run_sessions(&host, 0);
+    assert_true(small > with && small < without);
+    assert_true(host.loads > 0);
+    cb_host_free(&host);
+}
+
+/* The host tier's own records: a newer turn supersedes the older (a prefix of it), an entry holding
+ * all of a stash already is touched instead, a locked entry is never evicted, a failed stash's
+ * entry goes with its last lock, and the budget evicts the least recently used. */
+static void host_tier_records(void **state) {
+    (void)state;
+    cb_host_cache h;
+    /* 100 bytes a cell and a 4 KiB header: room for two entries of 40-60 tokens */
+    assert_int_equal(cb_host_init(&h, 2 * (4096 + 100 * 60), 100, 32, NULL), 0);
+    int32_t t[200];
+    for (int32_t k = 0; k < 200; k++)
+        t[k] = 1000 + k;
+    assert_null(cb_host_stash(&h, t, 31)); /* under min_len */
+    cb_host_entry *a = cb_host_stash(&h, t, 40);
+    assert_non_null(a);
+    assert_int_equal(a->state, CB_HOST_SAVING);
+    assert_int_equal(h.used, 4096 + 100 * 40);
+    int32_t len;
+    assert_ptr_equal(cb_host_match(&h, t, 100, &len), a); /* a stash in flight is found */
+    assert_int_equal(len, 40);
+    cb_host_saved(&h, a, malloc(4000), 4000, 40, 10);
+    cb_host_unlock(&h, a);
+    assert_int_equal(h.used, 4000);
+    assert_null(cb_host_stash(&h, t, 39));       /* held already */
+    cb_host_entry *b = cb_host_stash(&h, t, 50); /* the next turn: a goes */
+    assert_non_null(b);
+    assert_int_equal(h.n, 1);
+    assert_int_equal(h.evicted, 1);
+    cb_host_saved(&h, b, malloc(5000), 5000, 50, 10);
+    cb_host_unlock(&h, b);
+    int32_t u[60];
+    for (int32_t k = 0; k < 60; k++)
+        u[k] = 5000 + k;
+    cb_host_entry *c = cb_host_stash(&h, u, 60); /* another conversation: both fit */
+    assert_non_null(c);
+    cb_host_fail(&h, c); /* its stash could not be made */
+    assert_null(cb_host_match(&h, u, 60, &len));
+    cb_host_unlock(&h, c); /* freed with its last lock */
+    assert_int_equal(h.n, 1);
+    assert_int_equal(h.used, 5000);
+    cb_host_lock(&h, b); /* a queued load */
+    c = cb_host_stash(&h, u, 60);
+    assert_non_null(c);
+    cb_host_unlock(&h, c); /* (left saving: the check allows it) */
+    int32_t v[60];
+    for (int32_t k = 0; k < 60; k++)
+        v[k] = 9000 + k;
+    cb_host_entry *d = cb_host_stash(&h, v, 60); /* room only by evicting c: b is locked */
+    assert_non_null(d);
+    assert_null(cb_host_match(&h, u, 60, &len));
+    assert_ptr_equal(cb_host_match(&h, t, 60, &len), b);
+    cb_host_unlock(&h, d);
+    cb_host_loaded(&h, b, true, 5);
+    cb_host_unlock(&h, b);
+    assert_int_equal(h.loads, 1);
+    assert_true(cb_host_check(&h));
+    assert_int_equal(cb_host_drop(&h), 2);
+    assert_int_equal(h.used, 0);
+    cb_host_free(&h);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(streams_share_a_running_prefix), cmocka_unit_test(streams_park_take_over_and_hold),
-        cmocka_unit_test(turn_rest_padded_to_a_tile),     cmocka_unit_test(split_moves_requests_into_one_block),
-        cmocka_unit_test(split_admission_fills_a_hole),   cmocka_unit_test(split_admission_extends_the_block),
+        cmocka_unit_test(streams_share_a_running_prefix),
+        cmocka_unit_test(streams_park_take_over_and_hold),
+        cmocka_unit_test(turn_rest_padded_to_a_tile),
+        cmocka_unit_test(split_moves_requests_into_one_block),
+        cmocka_unit_test(split_admission_fills_a_hole),
+        cmocka_unit_test(split_admission_extends_the_block),
+        cmocka_unit_test(host_tier_records),
+        cmocka_unit_test(host_tier_keeps_sessions),
     };
     return cmocka_run_group_tests_name("streams", tests, NULL, NULL);
 }

@@ -1,0 +1,101 @@
+/* hostcache.h — the prefix cache's host-memory tier (the split layout's, llama-server's --cache-ram,
+ * vLLM's CPU offload): conversations that leave the device streams are kept in host memory and put
+ * back into a stream when a request continues them, at the cost of a copy instead of a prefill.
+ *
+ * An entry is one stream's cells as llama.cpp saves them (llama_state_seq_get_data_ext) and the
+ * tokens they hold. The stream cache (streams.h) decides what goes in and what comes back; the
+ * copies are llama.cpp's, made by the runtime in op order (kv.h: CB_KV_OP_STASH, CB_KV_OP_LOAD):
+ * a queued stash reserves its estimated bytes and locks its entry until the runner fills or fails
+ * it; a queued load locks the entry it reads. A locked entry is never evicted or freed.
+ *
+ * Bounded by cap bytes, least recently used out. An entry whose tokens are a prefix of a newer one
+ * (the same conversation a turn earlier) is dropped when the newer one comes in. Lookups are a
+ * linear scan of the entries (hundreds at the default budget, against a decode step's ~100 ms).
+ * Pure logic, no llama.h. Engine thread only. */
+#ifndef CB_HOSTCACHE_H
+#define CB_HOSTCACHE_H
+
+#include "swap.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The engine's min_len: a copy out and back costs a few ms for a thousand cells here, 32 prompt
+ * tokens ~100 ms to compute. */
+#define CB_HOST_MIN_LEN 32
+
+typedef enum {
+    CB_HOST_SAVING, /* its stash is queued: tokens known, data not yet */
+    CB_HOST_SAVED,  /* data holds the cells of tok[0, len) */
+    CB_HOST_FAILED, /* the stash could not be made: freed with its last lock */
+} cb_host_state;
+
+struct cb_host_cache;
+
+typedef struct cb_host_entry {
+    struct cb_host_cache *owner;
+    int32_t *tok; /* (len) owned */
+    int32_t len;
+    uint8_t *data; /* (size) llama.cpp's saved state of the stream; owned */
+    size_t size;
+    int64_t bytes; /* counted against the budget: the estimate until saved, then size */
+    int state;     /* cb_host_state */
+    int32_t locks; /* queued ops that read or fill it */
+    int64_t last_use;
+} cb_host_entry;
+
+typedef struct cb_host_cache {
+    int64_t cap, used, peak; /* bytes */
+    double cell_bytes;       /* one cell as llama.cpp saves it: an estimate until a stash measures it */
+    int32_t min_len;         /* shortest conversation worth keeping */
+    const cb_swap *rates;    /* the measured cost of a prompt token (not owned; may be NULL) */
+    double byte_us;          /* a byte stashed or loaded (measured by every copy) */
+    cb_host_entry **e;       /* (n_cap) the entries, n of them */
+    int32_t n, n_cap;
+    int64_t clock;
+    int64_t saves, loads;          /* stashes filled, loads made */
+    int64_t failed;                /* stashes or loads that could not be made */
+    int64_t evicted;               /* entries dropped for room or superseded */
+    int64_t hit_tokens;            /* prompt tokens admissions took from this tier */
+    int64_t copied_bytes, copy_us; /* every stash and load */
+} cb_host_cache;
+
+/* cap 0: a tier that keeps nothing. Returns 0, or -1 on bad sizes. */
+int cb_host_init(cb_host_cache *h, int64_t cap, double cell_bytes, int32_t min_len, const cb_swap *rates);
+/* Frees every entry, locked or not (the caller is done with the ops that name them). */
+void cb_host_free(cb_host_cache *h);
+
+/* The entry (saved or being saved) sharing the longest prefix with toks[0, n), its length in *len;
+ * NULL (and 0) when none shares any. Read-only. */
+cb_host_entry *cb_host_match(const cb_host_cache *h, const int32_t *toks, int32_t n, int32_t *len);
+
+/* Whether loading e to get `gained` prompt tokens not otherwise cached costs less than computing
+ * them (a load copies the whole entry). */
+bool cb_host_worth(const cb_host_cache *h, const cb_host_entry *e, int32_t gained);
+
+/* A stream holding toks[0, n) is about to lose them: a new entry for them, SAVING and locked once
+ * (the stash op's lock), its estimated bytes reserved after evicting the least recently used
+ * unlocked entries; entries it supersedes (prefixes of it) go. NULL when it is not worth keeping
+ * (shorter than min_len, or an entry already holds all of it: that one is touched), does not fit
+ * the budget, or on allocation failure. Copies toks. */
+cb_host_entry *cb_host_stash(cb_host_cache *h, const int32_t *toks, int32_t n);
+
+/* The runner's side, after the op that holds a lock: cb_host_saved hands e the data (owned from
+ * now on) and counts the copy; cb_host_fail marks e failed (its data and bytes go); cb_host_loaded
+ * counts a load made (ok) or one that could not be (e stays); cb_host_unlock drops the op's lock
+ * (a failed entry is freed with its last). cb_host_lock: a queued load's lock. */
+void cb_host_saved(cb_host_cache *h, cb_host_entry *e, uint8_t *data, size_t size, int32_t cells, int64_t us);
+void cb_host_fail(cb_host_cache *h, cb_host_entry *e);
+void cb_host_loaded(cb_host_cache *h, cb_host_entry *e, bool ok, int64_t us);
+void cb_host_lock(cb_host_cache *h, cb_host_entry *e);
+void cb_host_unlock(cb_host_cache *h, cb_host_entry *e);
+
+/* Frees every unlocked entry. Returns how many went. */
+int32_t cb_host_drop(cb_host_cache *h);
+
+/* Debug invariant: used is the sum of the entries' bytes (within cap but while locked entries
+ * hold more than estimated); no entry is empty; data is there exactly when saved. */
+bool cb_host_check(const cb_host_cache *h);
+
+#endif
