@@ -31,63 +31,176 @@ static void progress_line(const char *label, int done, int n, double t) {
     fflush(stderr);
 }
 
+/* A session workload's conversations (w->n_sessions > 0): each session's tokens so far, and each
+ * request's answer as generated. */
+typedef struct {
+    int32_t **conv; /* (n_sessions) growable */
+    int32_t *n_conv, *cap_conv;
+    int32_t **answer; /* (n) each request's generated tokens, n_out + 1 room */
+} sessions;
+
+static void sessions_free(sessions *ss, int n_sessions, int n) {
+    for (int i = 0; ss->conv && i < n_sessions; i++)
+        free(ss->conv[i]);
+    for (int i = 0; ss->answer && i < n; i++)
+        free(ss->answer[i]);
+    free(ss->conv);
+    free(ss->n_conv);
+    free(ss->cap_conv);
+    free(ss->answer);
+}
+
+static int sessions_init(sessions *ss, const cb_workload *w) {
+    memset(ss, 0, sizeof(*ss));
+    if (w->n_sessions == 0) return 0;
+    ss->conv = calloc((size_t)w->n_sessions, sizeof(*ss->conv));
+    ss->n_conv = calloc((size_t)w->n_sessions, sizeof(int32_t));
+    ss->cap_conv = calloc((size_t)w->n_sessions, sizeof(int32_t));
+    ss->answer = calloc((size_t)w->n, sizeof(*ss->answer));
+    if (!ss->conv || !ss->n_conv || !ss->cap_conv || !ss->answer) return -1;
+    for (int i = 0; i < w->n; i++)
+        if (!(ss->answer[i] = malloc(sizeof(int32_t) * ((size_t)w->items[i].n_out + 1)))) return -1;
+    return 0;
+}
+
+static int conv_add(sessions *ss, int s, const int32_t *t, int32_t n) {
+    if (ss->n_conv[s] + n > ss->cap_conv[s]) {
+        int32_t cap = 2 * (ss->n_conv[s] + n);
+        int32_t *v = realloc(ss->conv[s], sizeof(int32_t) * (size_t)cap);
+        if (!v) return -1;
+        ss->conv[s] = v;
+        ss->cap_conv[s] = cap;
+    }
+    memcpy(ss->conv[s] + ss->n_conv[s], t, sizeof(int32_t) * (size_t)n);
+    ss->n_conv[s] += n;
+    return 0;
+}
+
+/* When item i may be sent, in seconds from t0: its arrival, or for a later turn of a session the
+ * answer to the turn before plus the think time; -1 while that answer is to come, -2 when the turn
+ * before failed (this one is not sent). */
+static double ready_at(const cb_workload *w, const cb_bench_result *r, int i, int64_t t0) {
+    const cb_work_item *it = &w->items[i];
+    if (w->n_sessions == 0 || it->turn == 0) return it->arrival_s;
+    const cb_req_timeline *b = &r->tl[i - w->n_sessions];
+    if (!b->t_finish_us) return -1;
+    if (!b->ok) return -2;
+    return (double)(b->t_finish_us - t0) / 1e6 + w->think_s;
+}
+
+/* The prompt of session item i: the conversation so far with its message added (the turn before's
+ * answer first). */
+static int session_prompt(sessions *ss, const cb_workload *w, const cb_bench_result *r, int i) {
+    const cb_work_item *it = &w->items[i];
+    int s = it->session;
+    if (it->turn == 0 && conv_add(ss, s, w->system_tokens, w->n_system) != 0) return -1;
+    if (it->turn > 0) {
+        int b = i - w->n_sessions;
+        int32_t n = r->tl[b].n_out < w->items[b].n_out ? r->tl[b].n_out : w->items[b].n_out;
+        if (conv_add(ss, s, ss->answer[b], n) != 0) return -1;
+    }
+    return conv_add(ss, s, it->tokens, it->n_in);
+}
+
 int cb_bench_run(const cb_bench_config *cfg, const cb_workload *w, int concurrency, bool progress, cb_bench_result *r,
                  char *err, size_t errlen) {
     memset(r, 0, sizeof(*r));
     r->ideal_s = r->efficiency = -1;
     r->n = w->n;
     r->tl = calloc((size_t)w->n, sizeof(*r->tl));
-    if (!r->tl) return cb_set_err(err, errlen, "out of memory"), -1;
+    r->prompt = calloc((size_t)w->n, sizeof(int32_t));
+    r->cached = calloc((size_t)w->n, sizeof(int32_t));
+    bool *sent = calloc((size_t)w->n, sizeof(bool));
+    sessions ss;
+    int rc = sessions_init(&ss, w);
+    if (!r->tl || !r->prompt || !r->cached || !sent || rc != 0) {
+        cb_set_err(err, errlen, "out of memory");
+        rc = -1;
+        goto early;
+    }
     for (int i = 0; i < w->n; i++) {
         r->tl[i].t_tokens_us = calloc((size_t)w->items[i].n_out + 1, sizeof(int64_t));
         r->tl[i].n_in = w->items[i].n_in;
-        if (!r->tl[i].t_tokens_us) return cb_set_err(err, errlen, "out of memory"), -1;
+        if (!r->tl[i].t_tokens_us) {
+            cb_set_err(err, errlen, "out of memory");
+            rc = -1;
+            goto early;
+        }
     }
     struct cobatch_engine_params ep = cfg->engine;
     ep.on_step = on_step;
     ep.on_step_user = r;
     cobatch_engine *e = cobatch_engine_init(&ep, err, errlen);
-    if (!e) return -1;
+    if (!e) {
+        rc = -1;
+        goto early;
+    }
 
     progress = progress && isatty(STDERR_FILENO);
     double cpu0 = cpu_seconds();
     int64_t t0 = cobatch_time_us(), last_progress = 0;
-    int next = 0, done = 0, in_flight = 0, rc = 0;
+    int first = 0, done = 0, in_flight = 0;
     while (done < w->n) {
-        double now_s = (double)(cobatch_time_us() - t0) / 1e6;
-        while (next < w->n && w->items[next].arrival_s <= now_s && (concurrency <= 0 || in_flight < concurrency)) {
-            const cb_work_item *it = &w->items[next];
+        double now_s = (double)(cobatch_time_us() - t0) / 1e6, wait_s = 0.1;
+        /* in arrival order; a session's turns each when the turn before is answered */
+        for (int i = first; i < w->n && (concurrency <= 0 || in_flight < concurrency); i++) {
+            if (sent[i]) continue;
+            double at = ready_at(w, r, i, t0);
+            if (at == -2) { /* the turn before failed: this one counts as failed, unsent */
+                sent[i] = true;
+                done++;
+                continue;
+            }
+            if (at < 0 || at > now_s) {
+                if (at > now_s && at - now_s < wait_s) wait_s = at - now_s;
+                if (w->n_sessions == 0) break;
+                continue;
+            }
+            const cb_work_item *it = &w->items[i];
             struct cobatch_request_params p = cobatch_request_default_params();
             p.prompt_tokens = it->tokens;
             p.n_prompt_tokens = it->n_in;
+            if (w->n_sessions > 0) {
+                if (session_prompt(&ss, w, r, i) != 0) {
+                    cb_set_err(err, errlen, "out of memory");
+                    rc = -1;
+                    goto out;
+                }
+                p.prompt_tokens = ss.conv[it->session];
+                p.n_prompt_tokens = r->tl[i].n_in = ss.n_conv[it->session];
+            }
             p.max_tokens = it->n_out;
             p.ignore_eos = true; /* exact output lengths */
             p.priority = it->priority;
-            p.user_data = &r->tl[next];
+            p.user_data = &r->tl[i];
             if (cobatch_submit(e, &p, err, errlen) <= 0) {
                 rc = -1;
                 goto out;
             }
-            next++;
+            sent[i] = true;
             in_flight++;
         }
-        int timeout_ms = 100;
-        if (next < w->n && (concurrency <= 0 || in_flight < concurrency)) {
-            double wait = (w->items[next].arrival_s - now_s) * 1e3;
-            timeout_ms = wait < 1 ? 1 : wait < 100 ? (int)wait : 100;
-        }
+        while (first < w->n && sent[first])
+            first++;
+        int timeout_ms = wait_s * 1e3 < 1 ? 1 : (int)(wait_s * 1e3);
         struct cobatch_event ev[64];
         int k = cobatch_poll(e, ev, 64, timeout_ms);
         for (int j = 0; j < k; j++) {
             cb_req_timeline *q = ev[j].user_data;
+            int i = (int)(q - r->tl);
             if (ev[j].type == COBATCH_EVENT_TOKEN) {
-                if (q->n_out < w->items[q - r->tl].n_out + 1) q->t_tokens_us[q->n_out] = ev[j].t_us;
+                if (q->n_out < w->items[i].n_out + 1) {
+                    q->t_tokens_us[q->n_out] = ev[j].t_us;
+                    if (ss.answer) ss.answer[i][q->n_out] = ev[j].token;
+                }
                 q->n_out++;
             } else {
                 q->t_submit_us = ev[j].timings.t_submit_us;
                 q->t_first_us = ev[j].timings.t_first_token_us;
                 q->t_finish_us = ev[j].timings.t_finish_us;
                 q->ok = ev[j].reason == COBATCH_FINISH_STOP || ev[j].reason == COBATCH_FINISH_LENGTH;
+                r->prompt[i] = ev[j].n_prompt;
+                r->cached[i] = ev[j].n_cached;
                 done++;
                 in_flight--;
             }
@@ -109,6 +222,9 @@ out:
         cb_set_err(err, errlen, "out of memory");
         rc = -1;
     }
+early:
+    sessions_free(&ss, w->n_sessions, w->n);
+    free(sent);
     return rc;
 }
 
@@ -126,6 +242,8 @@ void cb_bench_result_free(cb_bench_result *r) {
         free(r->tl[i].t_tokens_us);
     free(r->tl);
     free(r->steps);
+    free(r->prompt);
+    free(r->cached);
     memset(r, 0, sizeof(*r));
 }
 

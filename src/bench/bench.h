@@ -24,6 +24,7 @@ typedef struct {
     double ideal_s, efficiency;      /* against the ceiling: see cb_bench_efficiency; < 0 when not known */
     struct cobatch_step_info *steps; /* (n_steps) the scheduling trace */
     int n_steps, steps_cap;
+    int32_t *prompt, *cached; /* (n) each request's prompt tokens, and those the prefix cache supplied */
 } cb_bench_result;
 
 /* What a run was, for the JSON report. */
@@ -50,7 +51,10 @@ int cb_bench_write_json(const char *path, const cb_bench_info *info, const cb_be
 int cb_bench_write_plots(const char *dir, const cb_bench_config *cfgs, const cb_bench_result *res, int n);
 
 /* Runs the workload (arrival times as set; concurrency > 0 caps requests in flight, closed loop).
- * Returns 0, or -1 with a message. */
+ * A `sessions` workload runs as a chat client would, in tokens: a turn is sent think_s after the
+ * answer to the turn before, its prompt the conversation so far (system prompt, then each turn's
+ * message and answer as generated; no chat template between them). Returns 0, or -1 with a
+ * message. */
 int cb_bench_run(const cb_bench_config *cfg, const cb_workload *w, int concurrency, bool progress, cb_bench_result *out,
                  char *err, size_t errlen);
 void cb_bench_result_free(cb_bench_result *r);
@@ -68,6 +72,13 @@ void cb_bench_write_trace(FILE *f, const char *label, const cb_bench_result *r);
  * line per step (t_ms counts from t0_us). */
 void cb_trace_write_header(FILE *f);
 void cb_trace_write_step(FILE *f, const char *label, int64_t t0_us, const struct cobatch_step_info *s);
+
+/* A session workload's turns (w->n_sessions > 0): per turn, its requests' TTFT and how much of
+ * their prompts the cache supplied (prompt[i], cached[i]: item i's prompt tokens and those read from
+ * the cache; < 0 when not known), printed to f as a Markdown table and returned as a JSON array
+ * (owned by the caller; NULL when out of memory). */
+struct cJSON *cb_print_turns(FILE *f, const cb_workload *w, const cb_req_timeline *tl, const int32_t *prompt,
+                             const int32_t *cached);
 
 /* Prints a Markdown table of the results; speedups are against results[base]. */
 void cb_bench_print_table(FILE *f, const cb_bench_config *cfgs, const cb_bench_result *res, int n, int base);

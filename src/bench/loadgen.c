@@ -334,3 +334,57 @@ void cb_loadgen_result_free(cb_loadgen_result *r) {
     free(r->usage_prompt);
     memset(r, 0, sizeof(*r));
 }
+
+/* ---------------------------------------------------------------- the server's counters ------ */
+
+typedef struct {
+    struct event_base *base;
+    char *body;
+    int status;
+} lg_get;
+
+static void on_get(struct evhttp_request *req, void *arg) {
+    lg_get *q = arg;
+    q->status = req ? evhttp_request_get_response_code(req) : 0;
+    struct evbuffer *in = req ? evhttp_request_get_input_buffer(req) : NULL;
+    size_t n = in ? evbuffer_get_length(in) : 0;
+    if (q->status == 200 && n < (16u << 20) && (q->body = malloc(n + 1))) {
+        evbuffer_remove(in, q->body, n);
+        q->body[n] = '\0';
+    }
+    event_base_loopexit(q->base, NULL);
+}
+
+/* The value of the first sample of metric `name` in a Prometheus text body; -1 when absent. */
+static double metric_value(const char *body, const char *name) {
+    size_t k = strlen(name);
+    for (const char *l = body; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        if (strncmp(l, name, k) != 0 || (l[k] != '{' && l[k] != ' ')) continue;
+        const char *v = l[k] == '{' ? strchr(l + k, '}') : l + k;
+        return v ? strtod(v + 1, NULL) : -1;
+    }
+    return -1;
+}
+
+int cb_loadgen_cache_hits(const cb_loadgen_params *p, double *hits, double *host) {
+    lg_get q = {.base = event_base_new()};
+    struct evhttp_connection *conn =
+        q.base ? evhttp_connection_base_new(q.base, NULL, p->host, (uint16_t)p->port) : NULL;
+    struct evhttp_request *req = conn ? evhttp_request_new(on_get, &q) : NULL;
+    if (req) {
+        evhttp_connection_set_timeout(conn, 10);
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Host", p->host);
+        if (p->api_key) {
+            char auth[512];
+            snprintf(auth, sizeof(auth), "Bearer %s", p->api_key);
+            evhttp_add_header(evhttp_request_get_output_headers(req), "Authorization", auth);
+        }
+        if (evhttp_make_request(conn, req, EVHTTP_REQ_GET, "/metrics") == 0) event_base_dispatch(q.base);
+    }
+    *hits = q.body ? metric_value(q.body, "cobatch:prefix_cache_hits_total") : -1;
+    *host = q.body ? metric_value(q.body, "cobatch:prefix_cache_host_hits_total") : -1;
+    free(q.body);
+    if (conn) evhttp_connection_free(conn);
+    if (q.base) event_base_free(q.base);
+    return *hits >= 0 && *host >= 0 ? 0 : -1;
+}

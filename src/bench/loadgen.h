@@ -35,4 +35,9 @@ typedef struct {
 int cb_loadgen_run(const cb_loadgen_params *p, const cb_workload *w, cb_loadgen_result *out, char *err, size_t errlen);
 void cb_loadgen_result_free(cb_loadgen_result *r);
 
+/* The server's prefix-cache counters from its /metrics (cobatch serve's): prompt tokens it found
+ * cached (hits) and, of those, loaded from its host tier (host). Returns 0, or -1 when the server
+ * does not answer or does not count them (another server). Blocking; one GET. */
+int cb_loadgen_cache_hits(const cb_loadgen_params *p, double *hits, double *host);
+
 #endif

@@ -1,4 +1,4 @@
-/* report.c — the JSON report of `cobatch bench --json`. */
+/* report.c — the JSON report of `cobatch bench --json`, and the table of a session workload's turns. */
 #include "../util/sha256.h"
 #include "bench.h"
 
@@ -155,4 +155,43 @@ int cb_bench_write_json(const char *path, const cb_bench_info *info, const cb_be
     if (f && fclose(f) != 0) rc = -1;
     free(text);
     return rc;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+cJSON *cb_print_turns(FILE *f, const cb_workload *w, const cb_req_timeline *tl, const int32_t *prompt,
+                      const int32_t *cached) {
+    int n_turns = w->n / w->n_sessions;
+    double *ttft = malloc(sizeof(double) * (size_t)w->n_sessions);
+    cJSON *arr = cJSON_CreateArray();
+    fprintf(f, "\n| turn | requests | failed | TTFT p50 / p90 ms | prompt tokens (mean) | computed (sum) | read from "
+               "the cache |\n|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (int t = 0; ttft && arr && t < n_turns; t++) {
+        int ok = 0;
+        int64_t in = 0, hit = 0;
+        for (int s = 0; s < w->n_sessions; s++) {
+            int i = t * w->n_sessions + s;
+            if (!tl[i].ok) continue;
+            ttft[ok++] = (double)(tl[i].t_first_us - tl[i].t_submit_us) / 1e3;
+            in += prompt[i] > 0 ? prompt[i] : 0;
+            hit += cached[i] > 0 ? cached[i] : 0;
+        }
+        qsort(ttft, (size_t)ok, sizeof(double), cmp_double);
+        double p50 = ok ? ttft[(ok - 1) / 2] : 0, p90 = ok ? ttft[(int)((ok - 1) * 0.9)] : 0;
+        fprintf(f, "| %d | %d | %d | %.0f / %.0f | %.0f | %lld | %.0f%% |\n", t + 1, w->n_sessions, w->n_sessions - ok,
+                p50, p90, ok ? (double)in / ok : 0, (long long)(in - hit), in ? 100.0 * (double)hit / (double)in : 0);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "turn", t + 1);
+        cJSON_AddNumberToObject(o, "failed", w->n_sessions - ok);
+        cJSON_AddNumberToObject(o, "ttft_p50_ms", p50);
+        cJSON_AddNumberToObject(o, "ttft_p90_ms", p90);
+        cJSON_AddNumberToObject(o, "prompt_tokens", (double)in);
+        cJSON_AddNumberToObject(o, "cached_tokens", (double)hit);
+        cJSON_AddItemToArray(arr, o);
+    }
+    free(ttft);
+    return arr;
 }

@@ -5,6 +5,7 @@
 #include "flags.h"
 #include "wargs.h"
 
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,12 +211,6 @@ int cb_cmd_bench(int argc, char **argv) {
         fprintf(stderr, "cobatch bench: %s\n", err);
         return strstr(err, "unknown workload") ? 2 : 1;
     }
-    if (w.n_sessions > 0) { /* its turns are sent with the answers before them: a chat client's work */
-        fprintf(stderr, "cobatch bench: the sessions workload runs through a server: cobatch loadgen --endpoint "
-                        "/v1/chat/completions --workload sessions\n");
-        cb_workload_free(&w);
-        return 2;
-    }
     if (batch_path) {
         int wrc = write_batch(batch_path, &w);
         if (wrc != 0) fprintf(stderr, "cobatch bench: cannot write %s\n", batch_path);
@@ -237,6 +232,12 @@ int cb_cmd_bench(int argc, char **argv) {
     for (int i = 0; i < w.n; i++) {
         tin += w.items[i].n_in, tout += w.items[i].n_out;
         if (w.items[i].n_in + w.items[i].n_out > longest) longest = w.items[i].n_in + w.items[i].n_out;
+    }
+    for (int s = 0; s < w.n_sessions; s++) { /* a session's last turn holds the whole conversation */
+        int32_t conv = w.n_system;
+        for (int i = s; i < w.n; i += w.n_sessions)
+            conv += w.items[i].n_in + w.items[i].n_out;
+        if (conv > longest) longest = conv;
     }
     /* a configuration that leaves the context to its default gets one its longest request fits in */
     for (int i = 0; i < n; i++) {
@@ -287,7 +288,7 @@ int cb_cmd_bench(int argc, char **argv) {
             fprintf(stderr, "%s: wall %.2f s, median of %lld (min %.2f, max %.2f)\n", cfgs[i].label, runs[mid].wall_s,
                     (long long)repeat, runs[0].wall_s, runs[repeat - 1].wall_s);
         res[i] = runs[mid];
-        if (ceiling_on && rate <= 0 && concurrency <= 0)
+        if (ceiling_on && rate <= 0 && concurrency <= 0 && w.n_sessions == 0) /* (turns wait for answers) */
             cb_bench_efficiency(
                 &res[i], &ceil,
                 cfgs[i].engine.mode == COBATCH_MODE_SEQUENTIAL ? 1 : cobatch_params_max_num_seqs(&cfgs[i].engine));
@@ -300,13 +301,28 @@ int cb_cmd_bench(int argc, char **argv) {
     if (rc != 0) {
         fprintf(stderr, "cobatch bench: %s\n", err);
     } else {
-        printf("\nworkload %s: %d requests, %lld prompt + %lld output tokens, arrivals %s", w.name, w.n, (long long)tin,
-               (long long)tout, rate > 0 ? "" : "all at once");
+        if (w.n_sessions > 0)
+            printf(
+                "\nworkload %s: %d sessions x %d turns, a %d-token system prompt, %lld tokens of new messages + %lld "
+                "output tokens, each turn after the answer to the one before",
+                w.name, w.n_sessions, w.n / w.n_sessions, w.n_system, (long long)tin, (long long)tout);
+        else
+            printf("\nworkload %s: %d requests, %lld prompt + %lld output tokens, arrivals %s", w.name, w.n,
+                   (long long)tin, (long long)tout, rate > 0 ? "" : "all at once");
         if (rate > 0) printf("%.2f req/s (burstiness %.2f)", rate, burstiness);
         if (concurrency > 0) printf(", at most %lld in flight", (long long)concurrency);
         printf("\nmodel %s (%s); max_num_seqs %d, max_num_batched_tokens %d, n_ctx %d\n\n", model_name, ep.model_path,
                cobatch_params_max_num_seqs(&ep), ep.max_num_batched_tokens, cobatch_params_n_ctx(&ep));
         cb_bench_print_table(stdout, cfgs, res, n, base);
+        for (int i = 0; i < n && w.n_sessions > 0; i++) {
+            const struct cobatch_stats *st = &res[i].stats;
+            printf("\n%s: prompt tokens from the prefix cache %lld of %lld (host tier %lld: %lld loads, %lld saves, "
+                   "%lld failed)",
+                   cfgs[i].label, (long long)st->prefix_hit_tokens, (long long)st->prefix_query_tokens,
+                   (long long)st->host_cache_hit_tokens, (long long)st->host_cache_loads,
+                   (long long)st->host_cache_saves, (long long)st->host_cache_failed);
+            cJSON_Delete(cb_print_turns(stdout, &w, res[i].tl, res[i].prompt, res[i].cached));
+        }
         if (ceiling_on) print_ceiling(&ceil);
         if (plot_dir && cb_bench_write_plots(plot_dir, cfgs, res, n) != 0) {
             fprintf(stderr, "cobatch bench: cannot write the charts into %s (does it exist?)\n", plot_dir);

@@ -33,47 +33,6 @@ static bool parse_slos(char *s, double *ttft, double *tpot, double *e2el) {
     return true;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* A session workload's turns: per turn, its requests' TTFT and how much of their prompts the
- * server read from its cache. Printed as a table; returned as JSON (NULL when out of memory). */
-static cJSON *print_turns(const cb_workload *w, const cb_loadgen_result *r) {
-    int n_turns = w->n / w->n_sessions;
-    double *ttft = malloc(sizeof(double) * (size_t)w->n_sessions);
-    cJSON *arr = cJSON_CreateArray();
-    printf("\n| turn | requests | failed | TTFT p50 / p90 ms | prompt tokens (mean) | computed (sum) | read from the "
-           "cache |\n|---:|---:|---:|---:|---:|---:|---:|\n");
-    for (int t = 0; ttft && t < n_turns; t++) {
-        int ok = 0;
-        int64_t prompt = 0, cached = 0;
-        for (int s = 0; s < w->n_sessions; s++) {
-            int i = t * w->n_sessions + s;
-            if (!r->tl[i].ok) continue;
-            ttft[ok++] = (double)(r->tl[i].t_first_us - r->tl[i].t_submit_us) / 1e3;
-            prompt += r->usage_prompt[i] > 0 ? r->usage_prompt[i] : 0;
-            cached += r->usage_cached[i] > 0 ? r->usage_cached[i] : 0;
-        }
-        qsort(ttft, (size_t)ok, sizeof(double), cmp_double);
-        double p50 = ok ? ttft[(ok - 1) / 2] : 0, p90 = ok ? ttft[(int)((ok - 1) * 0.9)] : 0;
-        printf("| %d | %d | %d | %.0f / %.0f | %.0f | %lld | %.0f%% |\n", t + 1, w->n_sessions, w->n_sessions - ok, p50,
-               p90, ok ? (double)prompt / ok : 0, (long long)(prompt - cached),
-               prompt ? 100.0 * (double)cached / (double)prompt : 0);
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "turn", t + 1);
-        cJSON_AddNumberToObject(o, "failed", w->n_sessions - ok);
-        cJSON_AddNumberToObject(o, "ttft_p50_ms", p50);
-        cJSON_AddNumberToObject(o, "ttft_p90_ms", p90);
-        cJSON_AddNumberToObject(o, "prompt_tokens", (double)prompt);
-        cJSON_AddNumberToObject(o, "cached_tokens", (double)cached);
-        cJSON_AddItemToArray(arr, o);
-    }
-    free(ttft);
-    return arr;
-}
-
 int cb_cmd_loadgen(int argc, char **argv) {
     struct cobatch_engine_params ep = cobatch_engine_default_params();
     cb_wargs wa;
@@ -137,6 +96,8 @@ int cb_cmd_loadgen(int argc, char **argv) {
         return 2;
     }
     cb_loadgen_result r;
+    double hits0 = 0, host0 = 0, hits1 = 0, host1 = 0; /* cobatch serve's cache counters, by tier */
+    bool tiers = w.n_sessions > 0 && cb_loadgen_cache_hits(&lp, &hits0, &host0) == 0;
     if (cb_loadgen_run(&lp, &w, &r, err, sizeof(err)) != 0) {
         fprintf(stderr, "cobatch loadgen: %s\n", err);
         cb_workload_free(&w);
@@ -178,7 +139,12 @@ int cb_cmd_loadgen(int argc, char **argv) {
            (m.input_tokens + usage_tokens) / r.wall_s, m.ttft_ms.p50, m.ttft_ms.p90, m.ttft_ms.p99, m.tpot_ms.mean,
            m.tpot_ms.p99, m.itl_ms.p50, m.itl_ms.p99, m.e2el_ms.p50, m.e2el_ms.p99, slos[0] ? "" : "(no SLO) ",
            good / r.wall_s, hit);
-    cJSON *turns = w.n_sessions > 0 ? print_turns(&w, &r) : NULL;
+    cJSON *turns = w.n_sessions > 0 ? cb_print_turns(stdout, &w, r.tl, r.usage_prompt, r.usage_cached) : NULL;
+    tiers = tiers && cb_loadgen_cache_hits(&lp, &hits1, &host1) == 0;
+    if (tiers)
+        printf("\nthe server's prefix cache over the run (its /metrics): %.0f prompt tokens, %.0f of them from its "
+               "host tier\n",
+               hits1 - hits0, host1 - host0);
     int rc = 0;
     if (json_path) {
         cJSON *o = cJSON_CreateObject();
@@ -213,6 +179,10 @@ int cb_cmd_loadgen(int argc, char **argv) {
         cJSON_AddItemToObject(o, "itl_ms", cb_dist_json(&m.itl_ms));
         cJSON_AddItemToObject(o, "e2el_ms", cb_dist_json(&m.e2el_ms));
         if (turns) cJSON_AddItemToObject(o, "turns", turns), turns = NULL;
+        if (tiers) {
+            cJSON_AddNumberToObject(o, "server_cache_hit_tokens", hits1 - hits0);
+            cJSON_AddNumberToObject(o, "server_cache_host_hit_tokens", host1 - host0);
+        }
         char *text = cJSON_Print(o);
         cJSON_Delete(o);
         FILE *f = fopen(json_path, "w");

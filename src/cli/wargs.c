@@ -74,6 +74,8 @@ int cb_wargs_build(const cb_wargs *a, const struct cobatch_engine_params *ep, cb
     tp.prefill_chunk = 256;
     tp.max_num_batched_tokens = 256;
     tp.kv_layout = COBATCH_KV_UNIFIED;
+    tp.cache_ram = -1; /* (none in the unified layout) */
+    tp.swap_space = 0;
     cobatch_engine *e = cobatch_engine_init(&tp, err, errlen);
     if (!e) return -1;
     snprintf(model_name, name_len, "%s", cobatch_model_name(e));

@@ -59,6 +59,20 @@ check "repeat 2: reports the faster run, in the table too" \
     'line=$(tr "\r" "\n" <"$dir/r.err" | grep "median of 2") &&
      w=$(sed -E "s/.*wall ([0-9.]+) s.*/\1/" <<<"$line") && lo=$(sed -E "s/.*min ([0-9.]+),.*/\1/" <<<"$line") &&
      [ "$w" = "$lo" ] && grep "^| continuous chunk=" "$dir/r.md" | awk -F"|" -v w="$w" "{exit !(\$3+0 == w+0)}"'
+# sessions: each turn sent with the conversation before it once that turn is answered; two streams
+# and no holder streams, so most later turns come back from the host tier
+"$bin" bench -m "$dir/tiny.gguf" --workload sessions --sessions 6 --turns 3 --system-len 100 --task-len 40 \
+    --turn-len 20 --output-len 8 --modes continuous --no-ceiling --max-num-seqs 2 --prefix-cache-streams 0 \
+    --cache-ram 0.1 >"$dir/s.md" 2>"$dir/s.err"
+rc=$?
+cat "$dir/s.md"
+check "sessions: exits 0" '[ $rc -eq 0 ]'
+check "sessions: a row per turn, none failed" \
+    '[ "$(grep -c "^| [123] | 6 | 0 |" "$dir/s.md")" -eq 3 ]'
+check "sessions: later turns read most of their prompt from the cache" \
+    'grep "^| [23] | 6 |" "$dir/s.md" | awk -F"|" "{n++; if (\$8+0 < 70) bad=1} END {exit bad || n != 2}"'
+check "sessions: the host tier loaded conversations back, none failed" \
+    'grep -Eq "host tier [1-9][0-9]*: [1-9][0-9]* loads, [0-9]+ saves, 0 failed" "$dir/s.md"'
 "$bin" bench -m "$dir/tiny.gguf" --max-num-batched-tokens 64,x >/dev/null 2>"$dir/e4"; rc=$?
 check "bad budget refused" '[ $rc -eq 2 ] && grep -q "max-num-batched-tokens takes" "$dir/e4"'
 "$bin" bench -m "$dir/tiny.gguf" --workload nope >/dev/null 2>"$dir/e1"; rc=$?
