@@ -375,6 +375,59 @@ def test_loadgen_runs_sessions(server, tmp_path):
     assert p.returncode == 2 and "/v1/chat/completions" in p.stderr
 
 
+def test_host_tier_brings_conversations_back():
+    """Two streams and no holder streams for four conversations: a turn finds its history in the
+    host tier (/metrics counts the loads and the tokens), computes only what it added, and answers
+    as a server that computes the whole conversation does, but where that one's top two tokens were
+    a near-tie (greedy, through the official SDK; the same messages sent to both)."""
+    from openai import OpenAI
+
+    def ask(c, messages):
+        return c.chat.completions.create(model="m", messages=messages, max_tokens=16, temperature=0, logprobs=True,
+                                         top_logprobs=2)
+
+    s = Server("--max-num-seqs", "2", "--prefix-cache-streams", "0", "--cache-ram", "0.25")
+    ref = Server("--max-num-seqs", "2", "--no-prefix-caching")
+    try:
+        c = OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0)
+        convs = [[{"role": "system", "content": "You are a helpful assistant who answers in one sentence."},
+                  {"role": "user", "content": f"Session {i}: tell me about the number {i * 7 + 3}."}]
+                 for i in range(4)]
+        asked, got = [], []
+        for t in range(3):
+            for conv in convs:
+                r = ask(c, conv)
+                asked.append(list(conv))
+                got.append(r)
+                conv.append({"role": "assistant", "content": r.choices[0].message.content})
+                conv.append({"role": "user", "content": f"And what about turn {t + 2}? Say more."})
+        m = s.metrics()
+        cr = OpenAI(base_url=ref.url + "/v1", api_key="x", max_retries=0)
+        for messages, r in zip(asked, got):
+            want = ask(cr, messages).choices[0].logprobs.content
+            have = [x.token for x in r.choices[0].logprobs.content]
+            for i, w in enumerate(want):  # the first token that differs was a near-tie for the reference
+                if i < len(have) and have[i] == w.token:
+                    continue
+                assert i < len(have), (have, want)
+                top = w.top_logprobs
+                assert have[i] in (top[0].token, top[1].token) and top[0].logprob - top[1].logprob < 0.25, (i, have, w)
+                break
+    finally:
+        assert s.stop() == 0, s.logs()
+        assert ref.stop() == 0
+    assert m["cobatch:host_cache_saves_total"] >= 6
+    assert m["cobatch:host_cache_loads_total"] >= 6  # the later turns of the conversations no stream kept
+    assert m["cobatch:host_cache_failures_total"] == 0
+    assert m["cobatch:prefix_cache_host_hits_total"] >= 6 * 60
+    assert 0 < m["cobatch:host_cache_used_bytes"] <= m["cobatch:host_cache_capacity_bytes"] == 0.25 * 2**30
+    assert m["cobatch:host_cache_entries"] >= 2
+    assert m["cobatch:kv_mismatched_sequences"] == 0
+    for r in got[4:]:  # a later turn reads its history from the cache, wherever it was kept
+        u = r.usage
+        assert u.prompt_tokens - u.prompt_tokens_details.cached_tokens <= 64 + 1, u
+
+
 def test_trace_accounts_for_every_token(tmp_path):
     trace = tmp_path / "steps.tsv"
     s = Server("--trace", str(trace), "--max-num-batched-tokens", "16")
