@@ -48,12 +48,12 @@ static int32_t index_of(const cb_host_cache *h, const cb_host_entry *e) {
 
 /* ---------------------------------------------------------------- lookups -------------------- */
 
-cb_host_entry *cb_host_match(const cb_host_cache *h, const int32_t *toks, int32_t n, int32_t *len) {
+cb_host_entry *cb_host_match(const cb_host_cache *h, int32_t kind, const int32_t *toks, int32_t n, int32_t *len) {
     cb_host_entry *best = NULL;
     *len = 0;
     for (int32_t i = 0; i < h->n; i++) {
         cb_host_entry *e = h->e[i];
-        if (e->state == CB_HOST_FAILED) continue;
+        if (e->state == CB_HOST_FAILED || e->kind != kind) continue;
         int32_t l = cb_common_prefix(toks, n, e->tok, e->len);
         if (l > *len || (l == *len && l > 0 && best && e->last_use > best->last_use)) {
             best = e;
@@ -84,11 +84,11 @@ static bool make_room(cb_host_cache *h, int64_t bytes) {
     return true;
 }
 
-cb_host_entry *cb_host_stash(cb_host_cache *h, const int32_t *toks, int32_t n) {
+cb_host_entry *cb_host_stash(cb_host_cache *h, int32_t kind, const int32_t *toks, int32_t n) {
     if (n < h->min_len || h->cap == 0) return NULL;
     for (int32_t i = 0; i < h->n; i++) { /* held already: touch it; superseded: it goes */
         cb_host_entry *e = h->e[i];
-        if (e->state == CB_HOST_FAILED) continue;
+        if (e->state == CB_HOST_FAILED || e->kind != kind) continue;
         int32_t l = cb_common_prefix(toks, n, e->tok, e->len);
         if (l == n) {
             e->last_use = ++h->clock;
@@ -116,7 +116,8 @@ cb_host_entry *cb_host_stash(cb_host_cache *h, const int32_t *toks, int32_t n) {
         return NULL;
     }
     memcpy(tok, toks, sizeof(int32_t) * (size_t)n);
-    *e = (cb_host_entry){.owner = h, .tok = tok, .len = n, .bytes = bytes, .state = CB_HOST_SAVING, .locks = 1};
+    *e = (cb_host_entry){
+        .owner = h, .tok = tok, .len = n, .kind = kind, .bytes = bytes, .state = CB_HOST_SAVING, .locks = 1};
     e->last_use = ++h->clock;
     h->e[h->n++] = e;
     h->used += bytes;

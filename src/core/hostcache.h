@@ -8,7 +8,9 @@
  * a queued stash reserves its estimated bytes and locks its entry until the runner fills or fails
  * it; a queued load locks the entry it reads. A locked entry is never evicted or freed.
  *
- * Bounded by cap bytes, least recently used out. An entry whose tokens are a prefix of a newer one
+ * An entry has a kind: the context it was saved from (llama.cpp's saved state names its stream
+ * count, so the split layout's streams and the long lane's pool read only their own). Bounded by
+ * cap bytes, all kinds together, least recently used out. An entry whose tokens are a prefix of a newer one
  * (the same conversation a turn earlier) is dropped when the newer one comes in. Lookups are a
  * linear scan of the entries (hundreds at the default budget, against a decode step's ~100 ms).
  * Pure logic, no llama.h. Engine thread only. */
@@ -25,6 +27,10 @@
  * tokens ~100 ms to compute. */
 #define CB_HOST_MIN_LEN 32
 
+/* The contexts an entry may come from (and go back to). */
+#define CB_HOST_STREAMS 0 /* a stream of the split layout */
+#define CB_HOST_LANE 1    /* the long lane's pool */
+
 typedef enum {
     CB_HOST_SAVING, /* its stash is queued: tokens known, data not yet */
     CB_HOST_SAVED,  /* data holds the cells of tok[0, len) */
@@ -37,6 +43,7 @@ typedef struct cb_host_entry {
     struct cb_host_cache *owner;
     int32_t *tok; /* (len) owned */
     int32_t len;
+    int32_t kind;  /* CB_HOST_STREAMS or CB_HOST_LANE */
     uint8_t *data; /* (size) llama.cpp's saved state of the stream; owned */
     size_t size;
     int64_t bytes; /* counted against the budget: the estimate until saved, then size */
@@ -66,20 +73,20 @@ int cb_host_init(cb_host_cache *h, int64_t cap, double cell_bytes, int32_t min_l
 /* Frees every entry, locked or not (the caller is done with the ops that name them). */
 void cb_host_free(cb_host_cache *h);
 
-/* The entry (saved or being saved) sharing the longest prefix with toks[0, n), its length in *len;
- * NULL (and 0) when none shares any. Read-only. */
-cb_host_entry *cb_host_match(const cb_host_cache *h, const int32_t *toks, int32_t n, int32_t *len);
+/* The entry of this kind (saved or being saved) sharing the longest prefix with toks[0, n), its
+ * length in *len; NULL (and 0) when none shares any. Read-only. */
+cb_host_entry *cb_host_match(const cb_host_cache *h, int32_t kind, const int32_t *toks, int32_t n, int32_t *len);
 
 /* Whether loading e to get `gained` prompt tokens not otherwise cached costs less than computing
  * them (a load copies the whole entry). */
 bool cb_host_worth(const cb_host_cache *h, const cb_host_entry *e, int32_t gained);
 
-/* A stream holding toks[0, n) is about to lose them: a new entry for them, SAVING and locked once
- * (the stash op's lock), its estimated bytes reserved after evicting the least recently used
- * unlocked entries; entries it supersedes (prefixes of it) go. NULL when it is not worth keeping
- * (shorter than min_len, or an entry already holds all of it: that one is touched), does not fit
- * the budget, or on allocation failure. Copies toks. */
-cb_host_entry *cb_host_stash(cb_host_cache *h, const int32_t *toks, int32_t n);
+/* A sequence of this kind holding toks[0, n) is about to lose them: a new entry for them, SAVING
+ * and locked once (the stash op's lock), its estimated bytes reserved after evicting the least
+ * recently used unlocked entries; entries of its kind it supersedes (prefixes of it) go. NULL when
+ * it is not worth keeping (shorter than min_len, or an entry already holds all of it: that one is
+ * touched), does not fit the budget, or on allocation failure. Copies toks. */
+cb_host_entry *cb_host_stash(cb_host_cache *h, int32_t kind, const int32_t *toks, int32_t n);
 
 /* The runner's side, after the op that holds a lock: cb_host_saved hands e the data (owned from
  * now on) and counts the copy; cb_host_fail marks e failed (its data and bytes go); cb_host_loaded

@@ -66,7 +66,7 @@ void cb_streams_match(const cb_streams *sc, const int32_t *toks, int32_t n, cb_s
     }
     if (!sc->host) return;
     int32_t l;
-    cb_host_entry *e = cb_host_match(sc->host, toks, n, &l);
+    cb_host_entry *e = cb_host_match(sc->host, CB_HOST_STREAMS, toks, n, &l);
     if (e && l >= sc->min_share && l > m->len && cb_host_worth(sc->host, e, l - m->len))
         *m = (cb_stream_match){.src = -1, .len = l, .host = e};
 }
@@ -85,7 +85,7 @@ static void copy_stream(cb_streams *sc, int32_t dst, int32_t src, cb_kv_ops *ops
  * pending on s makes its cells read wrong now. */
 static void stash(cb_streams *sc, int32_t s, cb_kv_ops *ops) {
     if (!sc->host || sc->busy[s] || sc->len[s] == 0) return;
-    cb_host_entry *e = cb_host_stash(sc->host, toks_of(sc, s), sc->len[s]);
+    cb_host_entry *e = cb_host_stash(sc->host, CB_HOST_STREAMS, toks_of(sc, s), sc->len[s]);
     if (!e) return;
     cb_kv_ops_push_ref(ops, s, CB_KV_OP_STASH, 0, sc->len[s], e);
     sc->stashes++;

@@ -376,8 +376,8 @@ static void update_stats(cobatch_engine *e) {
     cb_cache_stats cs;
     cb_cache_get_stats(e->cache, &cs);
     e->stats.kv_cached = cs.idle;
-    e->stats.prefix_query_tokens = cs.query_tokens;
-    e->stats.prefix_hit_tokens = cs.hit_tokens;
+    e->stats.prefix_query_tokens = cs.query_tokens + e->lane.query_tokens; /* the lane's from the host tier */
+    e->stats.prefix_hit_tokens = cs.hit_tokens + e->lane.hit_tokens;
     pthread_mutex_unlock(&e->mu);
 }
 

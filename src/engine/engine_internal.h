@@ -115,6 +115,7 @@ typedef struct {
     cb_request **wait; /* (wait_cap) in order */
     int32_t n_wait, wait_cap;
     int64_t migrations, preemptions;
+    int64_t query_tokens, hit_tokens; /* with the host tier: prompt tokens of admissions, and those it loaded */
 } cb_lane;
 
 /* Test hook (engine_testing.h): faults injected at the runtime boundary. */

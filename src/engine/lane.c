@@ -81,9 +81,57 @@ bool cb_lane_migrate(cobatch_engine *e, cb_request *r) {
     return true;
 }
 
+static int64_t now_us(void) { return cobatch_time_us(); }
+
+/* The prefix cache's host tier (hostcache.h) keeps what a lane request computed when it ends, and
+ * gives it back to a request that continues it (an agent's next turn): a copy from and to the
+ * lane's pool instead of a prefill of the whole conversation. The lane's pool is unified and makes
+ * no lazy stream copies, so both act at once, here. */
+static void stash(cobatch_engine *e, cb_request *r) {
+    cb_host_entry *x = cb_host_stash(&e->host, CB_HOST_LANE, r->tokens, r->n_computed);
+    if (!x) return;
+    struct llama_context *ctx = e->lane.model.ctx;
+    int64_t t0 = now_us();
+    size_t n = llama_state_seq_get_size_ext(ctx, r->seq_id, 0);
+    uint8_t *buf = n > 0 ? malloc(n) : NULL;
+    if (buf && llama_state_seq_get_data_ext(ctx, buf, n, r->seq_id, 0) == n) {
+        cb_host_saved(&e->host, x, buf, n, r->n_computed, now_us() - t0);
+    } else {
+        free(buf);
+        cb_host_fail(&e->host, x);
+    }
+    cb_host_unlock(&e->host, x);
+}
+
+/* r starts on sequence s (empty) with nothing computed: the longest conversation of the lane the
+ * host tier holds that r continues comes back, trimmed to what r shares, when copying it costs less
+ * than computing it (not past the rows that want their logits: a loaded row has none). */
+static void load(cobatch_engine *e, cb_request *r, int32_t s) {
+    if (e->host.cap == 0) return;
+    int32_t n = cb_request_n_tokens(r) - 1, len;
+    e->lane.query_tokens += n + 1;
+    cb_host_entry *x = cb_host_match(&e->host, CB_HOST_LANE, r->tokens, n, &len);
+    if (r->all_logits_to > 0 && len > r->all_logits_from) return;
+    if (!x || x->state != CB_HOST_SAVED || len < CB_STREAM_MIN_SHARE || !cb_host_worth(&e->host, x, len)) return;
+    struct llama_context *ctx = e->lane.model.ctx;
+    llama_memory_t mem = llama_get_memory(ctx);
+    int64_t t0 = now_us();
+    llama_memory_seq_rm(mem, s, -1, -1);
+    bool ok = llama_state_seq_set_data_ext(ctx, x->data, x->size, s, 0) == x->size;
+    if (ok) llama_memory_seq_rm(mem, s, len, -1);
+    if (!ok) llama_memory_seq_rm(mem, s, -1, -1); /* (the pool had no room: r computes it) */
+    cb_host_loaded(&e->host, x, ok, now_us() - t0);
+    if (!ok) return;
+    r->n_computed = len;
+    r->n_cached = len < r->n_prompt ? len : r->n_prompt;
+    e->host.hit_tokens += len;
+    e->lane.hit_tokens += len;
+}
+
 void cb_lane_remove(cobatch_engine *e, cb_request *r) {
     cb_lane *L = &e->lane;
     if (r->seq_id >= 0 && r->seq_id < L->max_seqs && L->run[r->seq_id] == r) {
+        stash(e, r);
         llama_memory_seq_rm(llama_get_memory(L->model.ctx), r->seq_id, -1, -1);
         L->run[r->seq_id] = NULL;
         L->n_run--;
@@ -143,6 +191,7 @@ static void admit(cobatch_engine *e) {
         r->n_computed = 0;
         r->state = CB_RUNNING;
         restore(e, r);
+        if (r->n_computed == 0) load(e, r, s);
     }
 }
 

@@ -1133,6 +1133,34 @@ static void long_lane_takes_long_requests(void **state) {
     free(tp[0]);
     free(tp[1]);
 
+    /* an agent's next turn: the conversation so far (request 4's prompt and answer) and a new
+     * message; the lane loads what request 4 left in the prefix cache's host tier, computes the
+     * rest, and answers as the unified engine computing it all does */
+    enum { NEXT = 1100 + 16 + 40 };
+    int32_t *next = malloc(sizeof(int32_t) * NEXT), *more = long_prompt(e, 40, 99);
+    memcpy(next, prompts[4], sizeof(int32_t) * 1100);
+    memcpy(next + 1100, a[4].tokens, sizeof(int32_t) * 16);
+    memcpy(next + 1116, more, sizeof(int32_t) * 40);
+    struct cobatch_request_params nq = ps[4];
+    nq.prompt_tokens = next;
+    nq.n_prompt_tokens = NEXT;
+    cobatch_engine_stats(e, &lst);
+    int64_t hits = lst.host_cache_hit_tokens, computed = lst.prompt_tokens;
+    it_result na, nb;
+    assert_true(it_run(e, &nq, &na, 1));
+    assert_true(it_run(ref, &nq, &nb, 1));
+    cobatch_engine_stats(e, &lst);
+    printf("# long lane, next turn: %lld prompt tokens from the host tier, %lld computed\n",
+           (long long)(lst.host_cache_hit_tokens - hits), (long long)(lst.prompt_tokens - computed));
+    assert_true(lst.host_cache_hit_tokens - hits >= 1100);
+    assert_true(lst.prompt_tokens - computed <= 56);
+    assert_int_equal(lst.host_cache_failed, 0);
+    compare_all(&nb, &na, 1, "long lane, next turn from the host tier");
+    it_free(&na, 1);
+    it_free(&nb, 1);
+    free(next);
+    free(more);
+
     /* beyond the lane: refused; a lane request cancelled ends so */
     int32_t *huge = long_prompt(e, 2048, 0);
     q = cobatch_request_default_params();

@@ -275,19 +275,19 @@ static void host_tier_records(void **state) {
     int32_t t[200];
     for (int32_t k = 0; k < 200; k++)
         t[k] = 1000 + k;
-    assert_null(cb_host_stash(&h, t, 31)); /* under min_len */
-    cb_host_entry *a = cb_host_stash(&h, t, 40);
+    assert_null(cb_host_stash(&h, CB_HOST_STREAMS, t, 31)); /* under min_len */
+    cb_host_entry *a = cb_host_stash(&h, CB_HOST_STREAMS, t, 40);
     assert_non_null(a);
     assert_int_equal(a->state, CB_HOST_SAVING);
     assert_int_equal(h.used, 4096 + 100 * 40);
     int32_t len;
-    assert_ptr_equal(cb_host_match(&h, t, 100, &len), a); /* a stash in flight is found */
+    assert_ptr_equal(cb_host_match(&h, CB_HOST_STREAMS, t, 100, &len), a); /* a stash in flight is found */
     assert_int_equal(len, 40);
     cb_host_saved(&h, a, malloc(4000), 4000, 40, 10);
     cb_host_unlock(&h, a);
     assert_int_equal(h.used, 4000);
-    assert_null(cb_host_stash(&h, t, 39));       /* held already */
-    cb_host_entry *b = cb_host_stash(&h, t, 50); /* the next turn: a goes */
+    assert_null(cb_host_stash(&h, CB_HOST_STREAMS, t, 39));       /* held already */
+    cb_host_entry *b = cb_host_stash(&h, CB_HOST_STREAMS, t, 50); /* the next turn: a goes */
     assert_non_null(b);
     assert_int_equal(h.n, 1);
     assert_int_equal(h.evicted, 1);
@@ -296,28 +296,37 @@ static void host_tier_records(void **state) {
     int32_t u[60];
     for (int32_t k = 0; k < 60; k++)
         u[k] = 5000 + k;
-    cb_host_entry *c = cb_host_stash(&h, u, 60); /* another conversation: both fit */
+    cb_host_entry *c = cb_host_stash(&h, CB_HOST_STREAMS, u, 60); /* another conversation: both fit */
     assert_non_null(c);
     cb_host_fail(&h, c); /* its stash could not be made */
-    assert_null(cb_host_match(&h, u, 60, &len));
+    assert_null(cb_host_match(&h, CB_HOST_STREAMS, u, 60, &len));
     cb_host_unlock(&h, c); /* freed with its last lock */
     assert_int_equal(h.n, 1);
     assert_int_equal(h.used, 5000);
     cb_host_lock(&h, b); /* a queued load */
-    c = cb_host_stash(&h, u, 60);
+    c = cb_host_stash(&h, CB_HOST_STREAMS, u, 60);
     assert_non_null(c);
     cb_host_unlock(&h, c); /* (left saving: the check allows it) */
     int32_t v[60];
     for (int32_t k = 0; k < 60; k++)
         v[k] = 9000 + k;
-    cb_host_entry *d = cb_host_stash(&h, v, 60); /* room only by evicting c: b is locked */
+    cb_host_entry *d = cb_host_stash(&h, CB_HOST_STREAMS, v, 60); /* room only by evicting c: b is locked */
     assert_non_null(d);
-    assert_null(cb_host_match(&h, u, 60, &len));
-    assert_ptr_equal(cb_host_match(&h, t, 60, &len), b);
+    assert_null(cb_host_match(&h, CB_HOST_STREAMS, u, 60, &len));
+    assert_ptr_equal(cb_host_match(&h, CB_HOST_STREAMS, t, 60, &len), b);
     cb_host_unlock(&h, d);
     cb_host_loaded(&h, b, true, 5);
     cb_host_unlock(&h, b);
     assert_int_equal(h.loads, 1);
+    /* the long lane's, kept apart (room for it: d goes, the least recently used, as b was loaded) */
+    cb_host_entry *l = cb_host_stash(&h, CB_HOST_LANE, t, 40);
+    assert_non_null(l);
+    cb_host_saved(&h, l, malloc(100), 100, 40, 1);
+    cb_host_unlock(&h, l);
+    assert_ptr_equal(cb_host_match(&h, CB_HOST_STREAMS, t, 60, &len), b);
+    assert_ptr_equal(cb_host_match(&h, CB_HOST_LANE, t, 60, &len), l);
+    assert_int_equal(len, 40);
+    assert_null(cb_host_match(&h, CB_HOST_STREAMS, v, 60, &len));
     assert_true(cb_host_check(&h));
     assert_int_equal(cb_host_drop(&h), 2);
     assert_int_equal(h.used, 0);
