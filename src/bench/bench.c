@@ -146,8 +146,9 @@ int cb_bench_run(const cb_bench_config *cfg, const cb_workload *w, int concurren
         for (int i = first; i < w->n && (concurrency <= 0 || in_flight < concurrency); i++) {
             if (sent[i]) continue;
             double at = ready_at(w, r, i, t0);
-            if (at == -2) { /* the turn before failed: this one counts as failed, unsent */
+            if (at == -2) { /* the turn before failed: this one counts as failed, unsent (and so the next) */
                 sent[i] = true;
+                r->tl[i].t_finish_us = cobatch_time_us();
                 done++;
                 continue;
             }

@@ -258,16 +258,25 @@ static int32_t streams_admit(cb_cache *c, cb_request *r, cb_cache_hit *hit, int3
     /* the whole saved stream comes back, then the tail past the hit goes */
     r->cache.host = e;
     r->cache.load_failed = false;
-    cb_kv_ops_push_ref(ops, seq, CB_KV_OP_LOAD, 0, e->len, r);
-    if (e->len > hit->len) cb_kv_ops_push(ops, seq, CB_KV_OP_RM, hit->len, -1);
-    e->owner->hit_tokens += hit->len;
+    cb_kv_ops_push_ref(ops, seq, CB_KV_OP_LOAD, 0, hit->len, r);
     return seq;
 }
 
-/* Its stream stays, as cache. */
+/* Its stream stays, as cache; but a stream whose load is still queued (r leaves in the step that
+ * admitted it) is left empty, the load taken back. */
 static void streams_release(cb_cache *c, cb_request *r, cb_kv_ops *ops) {
-    (void)ops;
-    cb_streams_park(&c->sc, r->seq_id, r->tokens);
+    cb_host_entry *e = r->cache.host;
+    if (!e) {
+        cb_streams_park(&c->sc, r->seq_id, r->tokens);
+        return;
+    }
+    for (int32_t i = ops->n - 1; i >= 0; i--)
+        if (ops->v[i].src == CB_KV_OP_LOAD && ops->v[i].ref == r) ops->v[i].src = CB_KV_OP_NONE;
+    cb_host_unlock(e->owner, e);
+    r->cache.host = NULL;
+    c->hit_tokens -= c->kv->used[r->seq_id]; /* (counted at its admission) */
+    cb_kv_ops_push(ops, r->seq_id, CB_KV_OP_RM, 0, -1);
+    cb_kv_seq_release(c->kv, r->seq_id);
 }
 
 static bool streams_in_flight(const cb_cache *c, const cb_request *r) {
@@ -452,6 +461,8 @@ int32_t cb_cache_arrange(cb_cache *c, cb_request *const *running, int32_t n_runn
 }
 
 int32_t cb_cache_drop(cb_cache *c, cb_kv_ops *ops) { return c->impl->drop ? c->impl->drop(c, ops) : 0; }
+
+void cb_cache_load_failed(cb_cache *c, int32_t tokens) { c->hit_tokens -= tokens; }
 
 void cb_cache_settled(cb_cache *c) {
     if (c->impl->settled) c->impl->settled(c);

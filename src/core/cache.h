@@ -111,6 +111,9 @@ int32_t cb_cache_arrange(cb_cache *c, cb_request *const *running, int32_t n_runn
  * Returns the cells freed. */
 int32_t cb_cache_drop(cb_cache *c, cb_kv_ops *ops);
 
+/* A load from the host tier that an admission counted as `tokens` hit tokens could not be made. */
+void cb_cache_load_failed(cb_cache *c, int32_t tokens);
+
 /* A decode ran: the stream copies queued before it are made (streams: stash and load may name
  * those streams again). */
 void cb_cache_settled(cb_cache *c);

@@ -85,7 +85,8 @@ static bool make_room(cb_host_cache *h, int64_t bytes) {
 }
 
 cb_host_entry *cb_host_stash(cb_host_cache *h, int32_t kind, const int32_t *toks, int32_t n) {
-    if (n < h->min_len || h->cap == 0) return NULL;
+    int64_t bytes = (int64_t)(n * h->cell_bytes) + CB_HOST_HEADER_BYTES;
+    if (n < h->min_len || bytes > h->cap) return NULL; /* (before anything it would supersede goes) */
     for (int32_t i = 0; i < h->n; i++) { /* held already: touch it; superseded: it goes */
         cb_host_entry *e = h->e[i];
         if (e->state == CB_HOST_FAILED || e->kind != kind) continue;
@@ -99,8 +100,7 @@ cb_host_entry *cb_host_stash(cb_host_cache *h, int32_t kind, const int32_t *toks
             h->evicted++;
         }
     }
-    int64_t bytes = (int64_t)(n * h->cell_bytes) + CB_HOST_HEADER_BYTES;
-    if (bytes > h->cap || !make_room(h, bytes)) return NULL;
+    if (!make_room(h, bytes)) return NULL;
     if (h->n == h->n_cap) {
         int32_t cap = h->n_cap ? 2 * h->n_cap : 64;
         cb_host_entry **v = realloc(h->e, sizeof(*v) * (size_t)cap);

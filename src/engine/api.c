@@ -256,7 +256,14 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
                           .max_logit_rows = CB_PROMPT_LOGIT_ROWS,
                           .priority_aging_us = z.aging_us,
                           .swap = &e->swap};
-    cb_host_init(&e->host, z.cache == CB_CACHE_STREAMS ? (int64_t)((double)p.cache_ram * (1 << 30)) : 0,
+    /* llama.cpp saves a sliding-window model's sequence without the cells its window has passed,
+     * so a load trimmed to a shorter match would lack cells the window needs: no host tier there */
+    bool swa = llama_model_n_swa(e->model.model) > 0;
+    if (swa && params && params->cache_ram > 0) {
+        cb_set_err(err, errlen, "cache_ram: the prefix cache's host tier does not hold sliding-window models");
+        goto fail;
+    }
+    cb_host_init(&e->host, z.cache == CB_CACHE_STREAMS && !swa ? (int64_t)((double)p.cache_ram * (1 << 30)) : 0,
                  e->model.kv_cell_bytes, CB_HOST_MIN_LEN, &e->swap);
     if (z.cache == CB_CACHE_STREAMS)
         e->cache = cb_cache_new_streams(&e->kv, p.max_num_seqs, CB_STREAM_MIN_SHARE, e->host.cap > 0 ? &e->host : NULL);

@@ -124,10 +124,11 @@ static bool load(cb_runner *r, const cb_kv_op *op) {
     if (ok) {
         llama_memory_seq_rm(llama_get_memory(ctx), op->seq, -1, -1);
         ok = llama_state_seq_set_data_ext(ctx, e->data, e->size, op->seq, 0) == e->size;
-        if (!ok) llama_memory_seq_rm(llama_get_memory(ctx), op->seq, -1, -1);
+        llama_memory_seq_rm(llama_get_memory(ctx), op->seq, ok ? op->p1 : -1, -1); /* what it shares */
     }
     if (e) {
         cb_host_loaded(e->owner, e, ok, now_us() - t0);
+        if (ok) e->owner->hit_tokens += op->p1;
         cb_host_unlock(e->owner, e);
     }
     req->cache.host = NULL;

@@ -333,6 +333,58 @@ static void host_tier_records(void **state) {
     cb_host_free(&h);
 }
 
+/* A request admitted with a load from the host tier that leaves in the same step (before the ops
+ * run): the load is taken back, its entry unlocked, its stream left empty and not parked, the hit
+ * not counted. */
+static void host_load_taken_back(void **state) {
+    (void)state;
+    cb_kv kv;
+    assert_int_equal(cb_kv_init(&kv, 2 * 256, 2, true), 0);
+    cb_host_cache host;
+    assert_int_equal(cb_host_init(&host, 1 << 20, 8, 32, NULL), 0);
+    cb_cache *c = cb_cache_new_streams(&kv, 2, 3, &host);
+    assert_non_null(c);
+    int32_t t[100];
+    for (int32_t k = 0; k < 100; k++)
+        t[k] = 3000 + k;
+    cb_host_entry *e = cb_host_stash(&host, CB_HOST_STREAMS, t, 80);
+    assert_non_null(e);
+    cb_host_saved(&host, e, malloc(640), 640, 80, 1);
+    cb_host_unlock(&host, e);
+    cb_request *r = cb_request_new(1, t, 100, 4);
+    assert_non_null(r);
+    r->seq_id = -1;
+    cb_kv_ops ops = {0};
+    cb_cache_hit hit = cb_cache_match(c, r, NULL, 0);
+    assert_ptr_equal(hit.host, e);
+    assert_int_equal(hit.len, 80);
+    int32_t seq = cb_cache_admit(c, r, &hit, 24, 0, &ops);
+    assert_true(seq >= 0);
+    r->seq_id = seq;
+    assert_ptr_equal(r->cache.host, e);
+    assert_int_equal(e->locks, 1);
+    assert_int_equal(ops.v[ops.n - 1].src, CB_KV_OP_LOAD);
+    assert_int_equal(ops.v[ops.n - 1].p1, 80);
+    assert_int_equal(kv.used[seq], 80);
+    cb_cache_release(c, r, &ops);
+    assert_null(r->cache.host);
+    assert_int_equal(e->locks, 0);
+    for (int32_t i = 0; i < ops.n; i++)
+        assert_int_not_equal(ops.v[i].src, CB_KV_OP_LOAD);
+    assert_int_equal(ops.v[ops.n - 1].src, CB_KV_OP_RM);
+    assert_int_equal(kv.total_used, 0);
+    assert_int_equal(cb_cache_parked_len(c, seq), 0);
+    cb_cache_stats st;
+    cb_cache_get_stats(c, &st);
+    assert_int_equal(st.hit_tokens, 0);
+    assert_true(cb_cache_check(c));
+    cb_kv_ops_free(&ops);
+    cb_request_free(r);
+    cb_cache_free(c);
+    cb_host_free(&host);
+    cb_kv_free(&kv);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(streams_share_a_running_prefix),
@@ -342,6 +394,7 @@ int main(void) {
         cmocka_unit_test(split_admission_fills_a_hole),
         cmocka_unit_test(split_admission_extends_the_block),
         cmocka_unit_test(host_tier_records),
+        cmocka_unit_test(host_load_taken_back),
         cmocka_unit_test(host_tier_keeps_sessions),
     };
     return cmocka_run_group_tests_name("streams", tests, NULL, NULL);
