@@ -137,9 +137,11 @@ struct cobatch_engine_params {
     /* The prefix cache's host-memory tier, in GiB (llama-server's --cache-ram; split layout with
      * prefix caching): a cached conversation that would leave the device streams (a holder evicted,
      * a parked stream reused) is copied to host memory, and a request continuing it has it copied
-     * back into its stream instead of recomputed, when the copy costs less (measured); least
-     * recently used out. -1 (default) = an eighth of the host's memory, at most 8 GiB (none in the
-     * unified layout); 0 = none. A positive value needs the split layout and prefix caching. */
+     * back into its stream instead of recomputed, when the copy costs less (measured); the long
+     * lane's requests' cells too, when they end. Least recently used out. -1 (default) = an
+     * eighth of the host's memory, at most 8 GiB (none in the unified layout, nor for a
+     * sliding-window model); 0 = none. A positive value needs the split layout and prefix caching,
+     * and a model without a sliding window. */
     float cache_ram;
     /* llama.cpp's RPC backend (a build with -DCOBATCH_RPC=ON): "HOST:PORT,..." of ggml-rpc-server
      * processes; the model's layers go to them (split by their free memory), the token embeddings
