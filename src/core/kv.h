@@ -31,10 +31,9 @@ typedef struct cb_kv {
  * yet: a shared prefix is tagged after it); CB_KV_OP_NONE does nothing (a save taken back);
  * CB_KV_OP_STASH copies seq's cells [0, p1) (all it holds) to host memory, into the host-tier entry
  * `ref` (hostcache.h), leaving them in place; CB_KV_OP_LOAD puts the host-tier entry of the request
- * `ref` (its cache.host) into seq, which must hold nothing yet, and keeps its cells [0, p1). Stash and load act at once, while
- * a copy across streams is made at the next decode: neither may name a stream such a copy reads
- * or writes before that decode (the stream cache keeps them apart; the runner refuses them).
- * p1 < 0 means "to the end". */
+ * `ref` (its cache.host) into seq, which must hold nothing yet, and keeps its cells [0, p1). Stash and load act at
+ * once, while a copy across streams is made at the next decode: neither may name a stream such a copy reads or writes
+ * before that decode (the stream cache keeps them apart; the runner refuses them). p1 < 0 means "to the end". */
 #define CB_KV_OP_RM (-1)
 #define CB_KV_OP_SAVE (-2)
 #define CB_KV_OP_RESTORE (-3)
