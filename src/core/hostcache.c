@@ -87,7 +87,7 @@ static bool make_room(cb_host_cache *h, int64_t bytes) {
 cb_host_entry *cb_host_stash(cb_host_cache *h, int32_t kind, const int32_t *toks, int32_t n) {
     int64_t bytes = (int64_t)(n * h->cell_bytes) + CB_HOST_HEADER_BYTES;
     if (n < h->min_len || bytes > h->cap) return NULL; /* (before anything it would supersede goes) */
-    for (int32_t i = 0; i < h->n; i++) { /* held already: touch it; superseded: it goes */
+    for (int32_t i = 0; i < h->n; i++) {               /* held already: touch it; superseded: it goes */
         cb_host_entry *e = h->e[i];
         if (e->state == CB_HOST_FAILED || e->kind != kind) continue;
         int32_t l = cb_common_prefix(toks, n, e->tok, e->len);
