@@ -16,6 +16,9 @@ expect "bad number" 2 "--max-num-seqs takes a count from 1 to 256 or 'auto'" "$b
 expect "zero sequences" 2 "--max-num-seqs takes a count from 1 to 256 or 'auto'" "$bin" run -m "$model" -p hi --max-num-seqs 0
 expect "memory-centric split" 1 "needs the unified KV layout" "$bin" run -m "$model" -p hi --max-num-seqs auto --kv-layout split
 expect "negative swap space" 2 "--swap-space takes a number" "$bin" run -m "$model" -p hi --swap-space -1
+expect "negative cache ram" 2 "--cache-ram takes a number" "$bin" run -m "$model" -p hi --cache-ram -1
+expect "host tier in the unified layout" 1 "cache_ram (the prefix cache's host-memory tier) needs the split KV layout" \
+    "$bin" run -m "$model" -p hi --cache-ram 1 --kv-layout unified
 # a build without the RPC backend says so; one with it, that nobody answers on port 1
 expect "--rpc nobody serves" 1 "--rpc: " "$bin" run -m "$model" -p hi --rpc 127.0.0.1:1
 expect "zero max tokens" 2 "-n takes a whole number" "$bin" run -m "$model" -p hi -n 0
