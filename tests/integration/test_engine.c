@@ -161,6 +161,7 @@ static void batch_invariance(void **state) {
     hp.cache_ram = 0.25f;
     e = it_engine(hp);
     assert_non_null(e);
+    it_free(split, N);
     assert_true(it_run(e, ps, split, N));
     compare_all(seq, split, N, "split + host tier");
     cobatch_engine_stats(e, &st);
