@@ -81,26 +81,13 @@ bool cb_lane_migrate(cobatch_engine *e, cb_request *r) {
     return true;
 }
 
-static int64_t now_us(void) { return cobatch_time_us(); }
-
 /* The prefix cache's host tier (hostcache.h) keeps what a lane request computed when it ends, and
  * gives it back to a request that continues it (an agent's next turn): a copy from and to the
  * lane's pool instead of a prefill of the whole conversation. The lane's pool is unified and makes
  * no lazy stream copies, so both act at once, here. */
 static void stash(cobatch_engine *e, cb_request *r) {
     cb_host_entry *x = cb_host_stash(&e->host, CB_HOST_LANE, r->tokens, r->n_computed);
-    if (!x) return;
-    struct llama_context *ctx = e->lane.model.ctx;
-    int64_t t0 = now_us();
-    size_t n = llama_state_seq_get_size_ext(ctx, r->seq_id, 0);
-    uint8_t *buf = n > 0 ? malloc(n) : NULL;
-    if (buf && llama_state_seq_get_data_ext(ctx, buf, n, r->seq_id, 0) == n) {
-        cb_host_saved(&e->host, x, buf, n, r->n_computed, now_us() - t0);
-    } else {
-        free(buf);
-        cb_host_fail(&e->host, x);
-    }
-    cb_host_unlock(&e->host, x);
+    if (x) cb_runner_stash(&e->lane.runner, r->seq_id, r->n_computed, x);
 }
 
 /* r starts on sequence s (empty) with nothing computed: the longest conversation of the lane the
@@ -113,18 +100,9 @@ static void load(cobatch_engine *e, cb_request *r, int32_t s) {
     cb_host_entry *x = cb_host_match(&e->host, CB_HOST_LANE, r->tokens, n, &len);
     if (r->all_logits_to > 0 && len > r->all_logits_from) return;
     if (!x || x->state != CB_HOST_SAVED || len < CB_STREAM_MIN_SHARE || !cb_host_worth(&e->host, x, len)) return;
-    struct llama_context *ctx = e->lane.model.ctx;
-    llama_memory_t mem = llama_get_memory(ctx);
-    int64_t t0 = now_us();
-    llama_memory_seq_rm(mem, s, -1, -1);
-    bool ok = llama_state_seq_set_data_ext(ctx, x->data, x->size, s, 0) == x->size;
-    if (ok) llama_memory_seq_rm(mem, s, len, -1);
-    if (!ok) llama_memory_seq_rm(mem, s, -1, -1); /* (the pool had no room: r computes it) */
-    cb_host_loaded(&e->host, x, ok, now_us() - t0);
-    if (!ok) return;
+    if (!cb_runner_load(&e->lane.runner, s, x, len)) return; /* (the pool had no room: r computes it) */
     r->n_computed = len;
     r->n_cached = len < r->n_prompt ? len : r->n_prompt;
-    e->host.hit_tokens += len;
     e->lane.hit_tokens += len;
 }
 

@@ -94,17 +94,14 @@ bool cb_runner_restore(cb_runner *r, cb_request *req, int32_t seq) {
     return true;
 }
 
-/* Host tier: stream seq's cells out to the entry (refused while a pending copy writes the stream:
- * its cells would be read before they are there). */
-static void stash(cb_runner *r, const cb_kv_op *op) {
-    cb_host_entry *e = op->ref;
+void cb_runner_stash(cb_runner *r, int32_t seq, int32_t cells, cb_host_entry *e) {
     struct llama_context *ctx = r->model->ctx;
     int64_t t0 = now_us();
-    bool clean = op->seq < r->n_pending && !(r->pending[op->seq] & CB_RUNNER_COPY_WRITE);
-    size_t n = clean ? llama_state_seq_get_size_ext(ctx, op->seq, 0) : 0;
+    bool clean = seq < r->n_pending && !(r->pending[seq] & CB_RUNNER_COPY_WRITE);
+    size_t n = clean ? llama_state_seq_get_size_ext(ctx, seq, 0) : 0;
     uint8_t *buf = n > 0 ? malloc(n) : NULL;
-    if (buf && llama_state_seq_get_data_ext(ctx, buf, n, op->seq, 0) == n) {
-        cb_host_saved(e->owner, e, buf, n, op->p1, now_us() - t0);
+    if (buf && llama_state_seq_get_data_ext(ctx, buf, n, seq, 0) == n) {
+        cb_host_saved(e->owner, e, buf, n, cells, now_us() - t0);
     } else {
         free(buf);
         cb_host_fail(e->owner, e);
@@ -112,25 +109,27 @@ static void stash(cb_runner *r, const cb_kv_op *op) {
     cb_host_unlock(e->owner, e);
 }
 
-/* Host tier: the request's entry into its (empty) stream; refused while a pending copy reads or
- * writes the stream (it would copy the loaded cells away, or over them). false: seq left empty,
- * req->cache.load_failed set. */
+bool cb_runner_load(cb_runner *r, int32_t seq, cb_host_entry *e, int32_t keep) {
+    struct llama_context *ctx = r->model->ctx;
+    int64_t t0 = now_us();
+    bool ok = e->state == CB_HOST_SAVED && seq < r->n_pending && !r->pending[seq];
+    if (ok) {
+        llama_memory_seq_rm(llama_get_memory(ctx), seq, -1, -1);
+        ok = llama_state_seq_set_data_ext(ctx, e->data, e->size, seq, 0) == e->size;
+        llama_memory_seq_rm(llama_get_memory(ctx), seq, ok ? keep : -1, -1); /* what it shares */
+    }
+    cb_host_loaded(e->owner, e, ok, now_us() - t0);
+    if (ok) e->owner->hit_tokens += keep;
+    return ok;
+}
+
+/* The request's host-tier entry into its (empty) stream (the admission's lock on it dropped).
+ * false: seq left empty, req->cache.load_failed set. */
 static bool load(cb_runner *r, const cb_kv_op *op) {
     cb_request *req = op->ref;
     cb_host_entry *e = req->cache.host;
-    struct llama_context *ctx = r->model->ctx;
-    int64_t t0 = now_us();
-    bool ok = e && e->state == CB_HOST_SAVED && op->seq < r->n_pending && !r->pending[op->seq];
-    if (ok) {
-        llama_memory_seq_rm(llama_get_memory(ctx), op->seq, -1, -1);
-        ok = llama_state_seq_set_data_ext(ctx, e->data, e->size, op->seq, 0) == e->size;
-        llama_memory_seq_rm(llama_get_memory(ctx), op->seq, ok ? op->p1 : -1, -1); /* what it shares */
-    }
-    if (e) {
-        cb_host_loaded(e->owner, e, ok, now_us() - t0);
-        if (ok) e->owner->hit_tokens += op->p1;
-        cb_host_unlock(e->owner, e);
-    }
+    bool ok = e && cb_runner_load(r, op->seq, e, op->p1);
+    if (e) cb_host_unlock(e->owner, e);
     req->cache.host = NULL;
     req->cache.load_failed = !ok;
     return ok;
@@ -157,7 +156,7 @@ static void apply(cb_runner *r, const cb_kv_ops *ops) {
         case CB_KV_OP_RESTORE:
             if (!cb_runner_restore(r, op->ref, op->seq)) restore_failed(r, op->ref);
             break;
-        case CB_KV_OP_STASH: stash(r, op); break;
+        case CB_KV_OP_STASH: cb_runner_stash(r, op->seq, op->p1, op->ref); break;
         case CB_KV_OP_LOAD:
             if (!load(r, op)) restore_failed(r, op->ref);
             break;

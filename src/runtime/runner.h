@@ -64,6 +64,16 @@ int cb_runner_run(cb_runner *r, const cb_plan *plan);
 bool cb_runner_save(cb_runner *r, cb_request *req, int32_t seq, int32_t from, int32_t to);
 bool cb_runner_restore(cb_runner *r, cb_request *req, int32_t seq);
 
+/* The prefix cache's host tier (hostcache.h). cb_runner_stash: seq's cells (`cells` of them) out
+ * to entry e, which a stash made and locked (the lock is dropped here; e ends saved or failed);
+ * refused (failed) while a stream copy queued since the last decode writes seq's stream: its
+ * cells would be read before they are there. cb_runner_load: saved entry e into seq (emptied
+ * first), keeping its cells [0, keep), the load and the hit counted; refused while such a copy
+ * reads or writes seq's stream (it would copy the loaded cells away, or over them). The caller's
+ * lock on e stays. false: seq left empty. */
+void cb_runner_stash(cb_runner *r, int32_t seq, int32_t cells, cb_host_entry *e);
+bool cb_runner_load(cb_runner *r, int32_t seq, cb_host_entry *e, int32_t keep);
+
 /* Cells llama.cpp holds for seq (pos_max + 1, or 0): to check our accounting against. */
 int32_t cb_runner_seq_len(cb_runner *r, int32_t seq);
 
