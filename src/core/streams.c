@@ -88,7 +88,6 @@ static void stash(cb_streams *sc, int32_t s, cb_kv_ops *ops) {
     cb_host_entry *e = cb_host_stash(sc->host, CB_HOST_STREAMS, toks_of(sc, s), sc->len[s]);
     if (!e) return;
     cb_kv_ops_push_ref(ops, s, CB_KV_OP_STASH, 0, sc->len[s], e);
-    sc->stashes++;
 }
 
 /* Frees a parked stream's cells (queued) and its record. */

@@ -53,7 +53,6 @@ typedef struct {
     int64_t moves;       /* running requests moved to another stream (cb_streams_move) */
     cb_host_cache *host; /* the host tier (not owned), or NULL */
     uint8_t *busy;       /* (kv->n_seq) a stream copy queued since the last decode reads or writes it */
-    int64_t stashes;     /* host-tier stashes queued */
 } cb_streams;
 
 /* Where a request's prefix comes from: stream src holds its first len tokens (src -1: none), or

@@ -52,14 +52,23 @@ static int64_t now_us(void) {
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* seq's cells as llama.cpp saves them, in a new buffer of *n bytes (owned by the caller); NULL
+ * when llama.cpp or memory refused. */
+static uint8_t *save_seq(struct llama_context *ctx, int32_t seq, size_t *n) {
+    *n = llama_state_seq_get_size_ext(ctx, seq, 0);
+    uint8_t *buf = *n > 0 ? malloc(*n) : NULL;
+    if (buf && llama_state_seq_get_data_ext(ctx, buf, *n, seq, 0) == *n) return buf;
+    free(buf);
+    return NULL;
+}
+
 bool cb_runner_save(cb_runner *r, cb_request *req, int32_t seq, int32_t from, int32_t to) {
     struct llama_context *ctx = r->model->ctx;
     int64_t t0 = now_us();
     if (from > 0) llama_memory_seq_rm(llama_get_memory(ctx), seq, 0, from);
-    size_t n = llama_state_seq_get_size_ext(ctx, seq, 0);
-    uint8_t *buf = n > 0 ? malloc(n) : NULL;
-    if (!buf || llama_state_seq_get_data_ext(ctx, buf, n, seq, 0) != n) {
-        free(buf);
+    size_t n;
+    uint8_t *buf = save_seq(ctx, seq, &n);
+    if (!buf) {
         req->swap.state = CB_SWAP_FAILED;
         return false;
     }
@@ -95,17 +104,14 @@ bool cb_runner_restore(cb_runner *r, cb_request *req, int32_t seq) {
 }
 
 void cb_runner_stash(cb_runner *r, int32_t seq, int32_t cells, cb_host_entry *e) {
-    struct llama_context *ctx = r->model->ctx;
     int64_t t0 = now_us();
     bool clean = seq < r->n_pending && !(r->pending[seq] & CB_RUNNER_COPY_WRITE);
-    size_t n = clean ? llama_state_seq_get_size_ext(ctx, seq, 0) : 0;
-    uint8_t *buf = n > 0 ? malloc(n) : NULL;
-    if (buf && llama_state_seq_get_data_ext(ctx, buf, n, seq, 0) == n) {
+    size_t n = 0;
+    uint8_t *buf = clean ? save_seq(r->model->ctx, seq, &n) : NULL;
+    if (buf)
         cb_host_saved(e->owner, e, buf, n, cells, now_us() - t0);
-    } else {
-        free(buf);
+    else
         cb_host_fail(e->owner, e);
-    }
     cb_host_unlock(e->owner, e);
 }
 
