@@ -83,8 +83,11 @@ enum cobatch_repack { COBATCH_REPACK_AUTO = 0, COBATCH_REPACK_ON, COBATCH_REPACK
 struct cobatch_engine_params {
     const char *model_path;         /* GGUF file; required. Copied. */
     int32_t n_ctx;                  /* total KV cells; 0 = max_model_len x max_num_seqs (split), 4096 (unified) */
-    int32_t max_model_len;          /* cells one request may use, prompt + output, when n_ctx is 0; 0 = 1024
-                                       (split; unified: n_ctx) */
+    int32_t max_model_len;          /* cells one request may use, prompt + output, when n_ctx is 0; 0 =
+                                       split: by memory at init, 4096 when the running streams and a
+                                       quarter more fit an eighth of the host's memory (at most 8 GiB),
+                                       else 2048, else 1024 (never past the trained context); unified:
+                                       n_ctx */
     int32_t n_threads;              /* llama_decode threads; 0 = number of cores */
     int32_t max_num_seqs;           /* requests running at once (sequence ids); default 16; 0 = memory-centric:
                                        as many as the KV cells hold (cobatch_params_max_num_seqs), unified
@@ -107,9 +110,9 @@ struct cobatch_engine_params {
     bool prefix_caching; /* share resident prompt prefixes across requests; default true */
     /* Split layout with prefix caching: streams that keep finished requests' tokens for later
      * ones (each as large as a running stream's n_ctx / max_num_seqs cells, on top of n_ctx).
-     * -1 (default) = 2 x max_num_seqs within an eighth of the host's memory (at most 8 GiB, at the
-     * model file's bytes a cell), at least max_num_seqs / 4 and 1; 0 = none (idle running streams
-     * still serve). */
+     * -1 (default) = 2 x max_num_seqs within what the running streams leave of an eighth of the
+     * host's memory (at most 8 GiB, at the model file's bytes a cell), at least max_num_seqs / 4 and
+     * 1; 0 = none (idle running streams still serve). */
     int32_t prefix_cache_streams;
     /* Idle cached cells kept (held by no running request); beyond it the least recently used
      * leaves go at the next step, the last one only in part. 0 = no limit (default). At one
@@ -355,7 +358,8 @@ struct cobatch_engine_params cobatch_engine_default_params(void);
 struct cobatch_request_params cobatch_request_default_params(void);
 
 /* The total KV cells these parameters ask for (n_ctx, or what its default resolves to; the split
- * layout's prefix-cache streams come on top). */
+ * layout's prefix-cache streams come on top). Without the model and the host's memory: a split
+ * layout's max_model_len 0 counts 1024 cells a stream here, where init sizes it by memory. */
 int32_t cobatch_params_n_ctx(const struct cobatch_engine_params *p);
 /* The requests these parameters run at once: max_num_seqs, or for 0 (memory-centric) as many as
  * the step budget and llama.cpp's sequence ids allow (COBATCH_MEMORY_SEQS, less with a smaller
@@ -443,6 +447,17 @@ struct cobatch_weights_info {
     const char *why;
 };
 void cobatch_weights_info(const cobatch_engine *engine, struct cobatch_weights_info *out);
+/* The KV memory the engine resolved its defaults to (what a server reports at start). split: one
+ * stream of seq_cells cells per running request (seqs of them) and cache_streams more for the prefix
+ * cache; unified: one pool of seq_cells cells. lane_cells: the long lane's pool (0 = none);
+ * kv_bytes: the device cells of both at F16 (what llama.cpp allocates and clears at start);
+ * host_cache_bytes: the prefix cache's host tier at most (0 = none). */
+struct cobatch_kv_info {
+    bool split;
+    int32_t seqs, seq_cells, cache_streams, lane_cells;
+    int64_t kv_bytes, host_cache_bytes;
+};
+void cobatch_kv_info(const cobatch_engine *engine, struct cobatch_kv_info *out);
 /* max_queue: requests submitted together beyond it (n choices, several prompts) can never all wait at
  * once, so a server refuses them as a bad request rather than one to retry. */
 int32_t cobatch_max_queue(const cobatch_engine *engine);

@@ -254,8 +254,9 @@ cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
         {"-c, --ctx-size", "N", CB_FLAG_I32, &p->n_ctx, 16, 1 << 20,
          .help = "KV cells in all; default max-model-len x max-num-seqs (split),\n4096 (unified)"},
         {"--max-model-len", "N", CB_FLAG_I32, &p->max_model_len, 16, 1 << 20,
-         .help = "cells one request may use (prompt + output) when -c is not\ngiven; default 1024 (split; "
-                 "unified: all of -c); never past the\nmodel's trained context"},
+         .help = "cells one request may use (prompt + output) when -c is not\ngiven; default (split) 4096 "
+                 "when 1.25 x max-num-seqs streams of\nit fit 1/8 of memory (at most 8 GiB), else 2048, else "
+                 "1024;\nunified: all of -c; never past the model's trained context"},
         {"-t, --threads", "N", CB_FLAG_I32, &p->n_threads, 1, 1024, .help = "decode threads, default: all cores"},
         {"--max-num-seqs", "N|auto", CB_FLAG_FN, &p->max_num_seqs, .parse = parse_seqs,
          .takes = "a count from 1 to 256 or 'auto'",
@@ -286,9 +287,9 @@ cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
         {"--prefix-cache-max-idle", "N", CB_FLAG_I32, &p->prefix_cache_max_idle, 0, 1 << 24,
          .help = "unified: idle cached cells kept (LRU beyond); default 0: no limit"},
         {"--prefix-cache-streams", "N", CB_FLAG_I32, &p->prefix_cache_streams, 0, 255,
-         .help =
-             "split: extra streams keeping finished requests' tokens (each\n-c / max-num-seqs cells more); "
-             "default 2 x max-num-seqs within\n1/8 of the host's memory (at most 8 GiB), at least max-num-seqs / 4"},
+         .help = "split: extra streams keeping finished requests' tokens (each\n-c / max-num-seqs cells more); "
+                 "default 2 x max-num-seqs within\nwhat the running streams leave of 1/8 of the host's memory\n(at "
+                 "most 8 GiB), at least max-num-seqs / 4"},
         {"--long-lane", "N", CB_FLAG_I32, &p->long_lane, 0, 1 << 20,
          .help = "split: cells of a second pool for requests longer than a stream\n(longer prompts, outgrown "
                  "streams): a request may use N cells;\ndefault the model's trained context unless -c or\n"

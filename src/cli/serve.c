@@ -173,6 +173,16 @@ int cb_cmd_serve(int argc, char **argv) {
         return 1;
     }
     cb_say_weights("serve", e);
+    struct cobatch_kv_info kv;
+    cobatch_kv_info(e, &kv);
+    if (kv.split)
+        fprintf(stderr,
+                "cobatch serve: KV: %d streams of %d cells, %d more for the prefix cache, long lane %d cells "
+                "(%.2f GB); host tier up to %.2f GB\n",
+                kv.seqs, kv.seq_cells, kv.cache_streams, kv.lane_cells, kv.kv_bytes / 1e9, kv.host_cache_bytes / 1e9);
+    else
+        fprintf(stderr, "cobatch serve: KV: one pool of %d cells for %d requests (%.2f GB)\n", kv.seq_cells, kv.seqs,
+                kv.kv_bytes / 1e9);
     cb_bounds.ctx_tokens = cobatch_n_ctx_seq(e); /* what an answer can reach, for the request checks */
     cb_bounds.token_bytes = (int)(cobatch_max_prompt_bytes(e) / (size_t)cb_bounds.ctx_tokens);
     int rc = cb_srv_run(e, &sp);

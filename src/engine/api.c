@@ -178,16 +178,21 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
     p.max_num_seqs = cobatch_params_max_num_seqs(&p); /* memory-centric: KV memory limits the batch */
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     int64_t mem = pages > 0 && page > 0 ? (int64_t)pages * page : 0;
-    if (p.kv_layout == COBATCH_KV_SPLIT && p.prefix_caching && p.prefix_cache_streams < 0 && p.max_num_seqs > 0)
-        p.prefix_cache_streams = cb_default_cache_streams(p.max_num_seqs, cobatch_params_n_ctx(&p) / p.max_num_seqs,
-                                                          cb_model_file_cell_bytes(p.model_path), mem);
+    bool default_streams = p.n_ctx == 0 && p.max_model_len == 0;
+    if (p.kv_layout == COBATCH_KV_SPLIT && p.max_num_seqs > 0) {
+        int32_t n_ctx_train = 0;
+        double cell_bytes = cb_model_file_cell_bytes(p.model_path, &n_ctx_train);
+        if (default_streams) p.max_model_len = cb_default_stream_cells(p.max_num_seqs, n_ctx_train, cell_bytes, mem);
+        if (p.prefix_caching && p.prefix_cache_streams < 0)
+            p.prefix_cache_streams =
+                cb_default_cache_streams(p.max_num_seqs, cobatch_params_n_ctx(&p) / p.max_num_seqs, cell_bytes, mem);
+    }
     if (p.cache_ram < 0) /* (a value of whole bytes in GiB: exact in a float to 2^24 GiB) */
         p.cache_ram = p.kv_layout == COBATCH_KV_SPLIT && p.prefix_caching
                           ? (float)((double)cb_default_cache_ram(mem) / (1 << 30))
                           : 0.0f;
     cb_engine_sizes z;
     if (cb_engine_resolve(&p, &z, err, errlen) != 0) return NULL;
-    bool default_streams = p.n_ctx == 0 && p.max_model_len == 0;
     p.n_ctx = cobatch_params_n_ctx(&p);
     int32_t budget = z.budget;
 
@@ -900,6 +905,16 @@ void cobatch_weights_info(const cobatch_engine *e, struct cobatch_weights_info *
     out->repack = cb_repack_mode_name(e->model.repack_mode);
     out->amx = e->model.repack.amx;
     out->why = e->model.repack.why;
+}
+void cobatch_kv_info(const cobatch_engine *e, struct cobatch_kv_info *out) {
+    memset(out, 0, sizeof(*out));
+    out->split = e->kv.split;
+    out->seqs = e->params.max_num_seqs;
+    out->seq_cells = e->kv.per_seq_cap;
+    out->cache_streams = e->kv.split ? e->kv.n_seq - e->params.max_num_seqs : 0;
+    out->lane_cells = e->lane.on ? e->lane.cells : 0;
+    out->kv_bytes = (int64_t)(e->model.kv_cell_bytes * ((double)e->model.n_ctx + out->lane_cells));
+    out->host_cache_bytes = e->host.cap;
 }
 int32_t cobatch_max_queue(const cobatch_engine *e) { return e->params.max_queue; }
 

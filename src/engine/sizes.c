@@ -15,12 +15,26 @@ static int fail(char *err, size_t errlen, const char *fmt, ...) {
     return -1;
 }
 
+int64_t cb_default_kv_bytes(int64_t mem_bytes) {
+    int64_t cap = (int64_t)8 << 30, n = mem_bytes > 0 ? mem_bytes / 8 : 0;
+    return n < cap ? n : cap;
+}
+
+int32_t cb_default_stream_cells(int32_t max_num_seqs, int32_t n_ctx_train, double cell_bytes, int64_t mem_bytes) {
+    double budget = (double)cb_default_kv_bytes(mem_bytes);
+    int32_t streams = max_num_seqs + (max_num_seqs + 3) / 4;
+    static const int32_t sizes[] = {4096, 2048};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]) && max_num_seqs > 0 && cell_bytes > 0; i++)
+        if ((n_ctx_train <= 0 || sizes[i] <= n_ctx_train) && streams * (double)sizes[i] * cell_bytes <= budget)
+            return sizes[i];
+    return 1024;
+}
+
 int32_t cb_default_cache_streams(int32_t max_num_seqs, int32_t stream_cells, double cell_bytes, int64_t mem_bytes) {
     int32_t least = (max_num_seqs + 3) / 4, most = 2 * max_num_seqs;
     if (cell_bytes <= 0 || mem_bytes <= 0 || stream_cells <= 0) return least;
-    double budget = (double)mem_bytes / 8, cap = 8.0 * (1 << 30);
-    if (budget > cap) budget = cap;
-    double fit = budget / (cell_bytes * stream_cells);
+    double stream = cell_bytes * stream_cells;
+    double fit = ((double)cb_default_kv_bytes(mem_bytes) - max_num_seqs * stream) / stream;
     int32_t n = fit < most ? (int32_t)fit : most;
     return n > least ? n : least;
 }
@@ -76,7 +90,4 @@ int cb_engine_resolve(const struct cobatch_engine_params *p, cb_engine_sizes *ou
     return 0;
 }
 
-int64_t cb_default_cache_ram(int64_t mem_bytes) {
-    int64_t cap = (int64_t)8 << 30, n = mem_bytes > 0 ? mem_bytes / 8 : 0;
-    return n < cap ? n : cap;
-}
+int64_t cb_default_cache_ram(int64_t mem_bytes) { return cb_default_kv_bytes(mem_bytes); }

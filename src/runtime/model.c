@@ -209,7 +209,8 @@ static double gguf_arch_u(const struct gguf_context *g, const char *arch, const 
     return 0;
 }
 
-double cb_model_file_cell_bytes(const char *path) {
+double cb_model_file_cell_bytes(const char *path, int32_t *n_ctx_train) {
+    if (n_ctx_train) *n_ctx_train = 0;
     if (!path) return 0;
     struct gguf_init_params gp = {.no_alloc = true, .ctx = NULL};
     struct gguf_context *g = gguf_init_from_file(path, gp);
@@ -226,6 +227,8 @@ double cb_model_file_cell_bytes(const char *path) {
         if (k <= 0 && heads > 0) k = embd / heads;
         if (v <= 0) v = k;
         bytes = f16_cell_bytes(layers, heads_kv, k, v);
+        double ctx = gguf_arch_u(g, arch, "context_length");
+        if (n_ctx_train && ctx > 0 && ctx < INT32_MAX) *n_ctx_train = (int32_t)ctx;
     }
     gguf_free(g);
     return bytes;

@@ -61,8 +61,9 @@ typedef struct {
 int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errlen);
 void cb_model_free(cb_model *m);
 /* One cell's K and V over all layers (F16) as the GGUF file's header gives them, read before any
- * load (sizes chosen by memory); 0 when the file or its keys cannot be read. */
-double cb_model_file_cell_bytes(const char *path);
+ * load (sizes chosen by memory); 0 when the file or its keys cannot be read. *n_ctx_train (may be
+ * NULL): the trained context the header names, 0 when it names none. */
+double cb_model_file_cell_bytes(const char *path, int32_t *n_ctx_train);
 /* A second context on m's weights (p's sizes; path and template unused): *out shares m's model,
  * vocabulary and template and owns only its context (cb_model_free_context). Returns 0 or -1. */
 int cb_model_new_context(const cb_model *m, const cb_model_params *p, cb_model *out, char *err, size_t errlen);

@@ -72,11 +72,9 @@ class Recorder:
 
 @pytest.fixture(scope="module")
 def srv():
-    # one unified pool: its prefix cache holds prompts of any length (the split layout runs prompts
-    # longer than a stream in the long lane, which keeps no prefix cache)
-    # -n: Codex CLI names no output limit (Claude Code always does)
-    s = Server("--chat-template", TEMPLATE, "--max-num-seqs", "4", "--temp", "0", "--kv-layout", "unified", "-c", "16384",
-               "-n", "48")
+    # the default layout and sizes, as a user starts it: an agent's ~4,000-token requests fit the
+    # streams sized by memory; -n: Codex CLI names no output limit (Claude Code always does)
+    s = Server("--chat-template", TEMPLATE, "--max-num-seqs", "4", "--temp", "0", "-n", "48")
     rec = Recorder(s.url)
     yield s, rec
     rec.close()

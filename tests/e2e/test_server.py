@@ -636,15 +636,25 @@ def test_fields_that_ask_for_something_unsupported_are_refused(server, body, par
 
 
 def test_requests_get_the_trained_context_by_default(server):
-    """With the defaults a request may use the model's trained context (8192), not a stream's 1024:
-    a 3000-token prompt is answered (the long lane), beside short requests in the streams; the
-    limit shows in /tokenize; past it is a 400."""
+    """With the defaults a request may use the model's trained context (8192): streams are sized by
+    memory (4096 cells where the running ones and a quarter more fit an eighth of the host's memory:
+    an agent's first request fits one), a prompt longer than a stream is answered in the long lane beside short
+    requests in the streams; the limit shows in /tokenize; past it is a 400."""
+    import re
+    m = re.search(r"KV: 8 streams of (\d+) cells, (\d+) more for the prefix cache, long lane (\d+) cells",
+                  server.logs())
+    assert m, server.logs()[-2000:]
+    cells, lane = int(m[1]), int(m[3])
+    mem = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    kv = min(mem // 8, 8 << 30)  # 10 streams (8 running + a quarter) at 23,040 bytes a cell
+    want = 4096 if 10 * 4096 * 23040 <= kv else 2048 if 10 * 2048 * 23040 <= kv else 1024
+    assert (cells, lane) == (want, 8192), m[0]
     c = openai.OpenAI(base_url=server.url + "/v1", api_key="none")
     info = httpx.post(server.url + "/tokenize", json={"content": "x"}, timeout=30).json()
     assert info["max_model_len"] == 8192, info
-    ids = httpx.post(server.url + "/tokenize", json={"content": "The river runs past the old mill. " * 400,
-                                                     "add_special_tokens": False}, timeout=30).json()["tokens"][:3000]
-    assert len(ids) == 3000
+    ids = httpx.post(server.url + "/tokenize", json={"content": "The river runs past the old mill. " * 800,
+                                                     "add_special_tokens": False}, timeout=30).json()["tokens"]
+    ids = ids[:cells + 300]  # past a stream: the lane
     box = {}
 
     def long_one():
@@ -656,7 +666,7 @@ def test_requests_get_the_trained_context_by_default(server):
              for _ in range(3)]
     t.join(timeout=300)
     r = box["r"]
-    assert r.usage.prompt_tokens == 3000 and r.usage.completion_tokens == 8, r.usage
+    assert r.usage.prompt_tokens == len(ids) and r.usage.completion_tokens == 8, r.usage
     assert all(s.usage.completion_tokens == 8 for s in short)
     with pytest.raises(openai.BadRequestError) as e:
         c.completions.create(model=model_id(server), prompt=ids * 3, max_tokens=4)

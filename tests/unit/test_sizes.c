@@ -24,17 +24,19 @@ static void defaults_split_with_holder_streams(void **state) {
     assert_int_equal(z.aging_us, 0); /* FCFS */
 }
 
-/* Holder streams by default: twice the running ones within an eighth of the host's memory (at most
- * 8 GiB), never under a quarter of the running ones. */
+/* Holder streams by default: twice the running ones within what the running streams leave of an
+ * eighth of the host's memory (at most 8 GiB), never under a quarter of the running ones. */
 static void default_cache_streams_by_memory(void **state) {
     (void)state;
     const int64_t gib = (int64_t)1 << 30;
     /* SmolLM2-135M: 23,040 bytes a cell, 1024-cell streams (23.6 MB each), 24 GiB: twice 16 */
     assert_int_equal(cb_default_cache_streams(16, 1024, 23040, 24 * gib), 32);
-    /* a 7B model's 0.5 MiB a cell: 3 GiB hold 6 streams of 1024 cells */
-    assert_int_equal(cb_default_cache_streams(16, 1024, 512 * 1024, 24 * gib), 6);
-    /* 512 GiB of memory: 8 GiB at most, 16 streams */
-    assert_int_equal(cb_default_cache_streams(16, 1024, 512 * 1024, 512 * gib), 16);
+    /* 4096-cell streams (94.4 MB): the running 16 take 1.51 GB of 3 GiB, 18 more fit */
+    assert_int_equal(cb_default_cache_streams(16, 4096, 23040, 24 * gib), 18);
+    /* a 7B model's 0.5 MiB a cell: 8 GiB of running streams leave nothing of 3 GiB: the quarter */
+    assert_int_equal(cb_default_cache_streams(16, 1024, 512 * 1024, 24 * gib), 4);
+    /* 8 running streams of it (4 GiB) on 256 GiB: 8 GiB at most, 8 more */
+    assert_int_equal(cb_default_cache_streams(8, 1024, 512 * 1024, 256 * gib), 8);
     /* a small host: the quarter still */
     assert_int_equal(cb_default_cache_streams(16, 1024, 512 * 1024, 4 * gib), 4);
     /* unknown sizes: the quarter */
@@ -45,6 +47,29 @@ static void default_cache_streams_by_memory(void **state) {
     assert_int_equal(cb_default_cache_ram(24 * gib), 3 * gib);
     assert_int_equal(cb_default_cache_ram(512 * gib), 8 * gib);
     assert_int_equal(cb_default_cache_ram(0), 0);
+}
+
+/* A running stream's cells by default: 4096 where 1.25 x max_num_seqs streams of it fit the
+ * default KV bytes, else 2048, else 1024; never past the trained context. */
+static void default_stream_cells_by_memory(void **state) {
+    (void)state;
+    const int64_t gib = (int64_t)1 << 30;
+    /* SmolLM2-135M (23,040 bytes a cell, trained on 8192): 20 x 4096 cells = 1.89 GB fit 3 GiB */
+    assert_int_equal(cb_default_stream_cells(16, 8192, 23040, 24 * gib), 4096);
+    assert_int_equal(cb_default_stream_cells(16, 8192, 23040, 16 * gib), 4096); /* 2 GiB */
+    assert_int_equal(cb_default_stream_cells(16, 8192, 23040, 8 * gib), 2048);  /* 1 GiB */
+    assert_int_equal(cb_default_stream_cells(16, 8192, 23040, 2 * gib), 1024);  /* 256 MiB */
+    /* the trained context bounds it */
+    assert_int_equal(cb_default_stream_cells(16, 2048, 23040, 24 * gib), 2048);
+    assert_int_equal(cb_default_stream_cells(16, 1024, 23040, 24 * gib), 1024);
+    assert_int_equal(cb_default_stream_cells(16, 0, 23040, 24 * gib), 4096); /* unknown: memory alone */
+    /* a 7B model's 0.5 MiB a cell: 1024 on 24 GiB; 8 GiB at most even on 512 GiB (20 x 1024 = 10 GiB) */
+    assert_int_equal(cb_default_stream_cells(16, 32768, 512 * 1024, 24 * gib), 1024);
+    assert_int_equal(cb_default_stream_cells(16, 32768, 512 * 1024, 512 * gib), 1024);
+    assert_int_equal(cb_default_stream_cells(4, 32768, 512 * 1024, 512 * gib), 2048); /* 5 x 2048 = 5 GiB */
+    /* unknown sizes: 1024 */
+    assert_int_equal(cb_default_stream_cells(16, 8192, 0, 24 * gib), 1024);
+    assert_int_equal(cb_default_stream_cells(16, 8192, 23040, 0), 1024);
 }
 
 static void unified_radix_and_caps(void **state) {
@@ -114,11 +139,9 @@ static void bad_parameters_are_named(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(defaults_split_with_holder_streams),
-        cmocka_unit_test(default_cache_streams_by_memory),
-        cmocka_unit_test(unified_radix_and_caps),
-        cmocka_unit_test(no_chunking_grows_the_step),
-        cmocka_unit_test(bad_parameters_are_named),
+        cmocka_unit_test(defaults_split_with_holder_streams), cmocka_unit_test(default_cache_streams_by_memory),
+        cmocka_unit_test(default_stream_cells_by_memory),     cmocka_unit_test(unified_radix_and_caps),
+        cmocka_unit_test(no_chunking_grows_the_step),         cmocka_unit_test(bad_parameters_are_named),
     };
     return cmocka_run_group_tests_name("sizes", tests, NULL, NULL);
 }
