@@ -378,13 +378,14 @@ def test_loadgen_runs_sessions(server, tmp_path):
 def test_host_tier_brings_conversations_back():
     """Two streams and no holder streams for four conversations: a turn finds its history in the
     host tier (/metrics counts the loads and the tokens), computes only what it added, and answers
-    as a server that computes the whole conversation does, but where that one's top two tokens were
-    a near-tie (greedy, through the official SDK; the same messages sent to both)."""
+    as a server that computes the whole conversation does, but where that one saw a near-tie: the
+    token taken within 0.25 of its best (greedy, through the official SDK; the same messages sent to
+    both; on some hosts' kernels three tokens lie that close)."""
     from openai import OpenAI
 
     def ask(c, messages):
         return c.chat.completions.create(model="m", messages=messages, max_tokens=16, temperature=0, logprobs=True,
-                                         top_logprobs=2)
+                                         top_logprobs=5)
 
     s = Server("--max-num-seqs", "2", "--prefix-cache-streams", "0", "--cache-ram", "0.25")
     ref = Server("--max-num-seqs", "2", "--no-prefix-caching")
@@ -410,8 +411,8 @@ def test_host_tier_brings_conversations_back():
                 if i < len(have) and have[i] == w.token:
                     continue
                 assert i < len(have), (have, want)
-                top = w.top_logprobs
-                assert have[i] in (top[0].token, top[1].token) and top[0].logprob - top[1].logprob < 0.25, (i, have, w)
+                top = {x.token: x.logprob for x in w.top_logprobs}
+                assert have[i] in top and w.top_logprobs[0].logprob - top[have[i]] < 0.25, (i, have, w)
                 break
     finally:
         assert s.stop() == 0, s.logs()
