@@ -20,12 +20,16 @@ TEMPLATE = os.path.join(os.path.dirname(__file__), "..", "..", "templates", "cha
 # computes 2-3x slower: its largest gaps were 0.7-0.9 s, once 3.6 s (a long-lane step of the 60 MB
 # answer's 7,128-token prompts, before the lane's pause was bounded in time), so its bound is twice.
 GAP_BOUND_S = 3.0 * (2 if os.environ.get("COBATCH_SANITIZED") else 1)
+# The release build runs the default sizes (streams of 4096 cells on a host of 16 GiB or more: its
+# largest gap 0.56 s). A sanitizer build there saw a 16.7 s gap during the 60 MB answer, 2.7 s with
+# 1024-cell streams, a cost not yet explained: it runs 1024-cell streams and the long lane.
+SIZES = ("--max-model-len", "1024", "--long-lane", "8192") if os.environ.get("COBATCH_SANITIZED") else ()
 HEALTH_BOUND_S = 2.0
 
 
 @pytest.fixture(scope="module")
 def srv():
-    s = Server("--chat-template", TEMPLATE, "--max-num-seqs", "8", "--temp", "0")
+    s = Server("--chat-template", TEMPLATE, "--max-num-seqs", "8", "--temp", "0", *SIZES)
     yield s
     assert s.stop() == 0, s.logs()
 
