@@ -167,6 +167,14 @@ struct cobatch_engine_params {
     int32_t grammar_max_nesting;
     int32_t grammar_max_elements;
     int32_t grammar_max_states;
+    /* Continuous mode with prefill_chunk > 0, > 0: while requests decode, a step's prompt tokens
+     * are bounded by time as well as by the budget: in sum over the decoding requests they may hold
+     * them back by step_pacing times what one decode step of max_num_seqs rows takes (both costs
+     * measured as the engine runs; a long prompt still moves a flash-attention tile a step). At 1,
+     * with every sequence decoding an admission at most doubles the gap they see, and with few
+     * decoding a prompt goes on near the budget; smaller: shorter gaps, later first tokens. 0
+     * (default): by the budget alone (throughput first); cobatch serve uses 1. */
+    float step_pacing;
     bool verbose;            /* let llama.cpp log to stderr */
     cobatch_step_fn on_step; /* called on the engine thread after each step; keep it short */
     void *on_step_user;

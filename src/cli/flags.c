@@ -203,6 +203,17 @@ static bool parse_chunk(const char *v, void *dst) {
     return true;
 }
 
+static bool parse_pacing(const char *v, void *dst) {
+    double x;
+    if (!strcmp(v, "off")) {
+        *(float *)dst = 0.0f;
+        return true;
+    }
+    if (!cb_parse_float(v, 0.05, 16, &x)) return false;
+    *(float *)dst = (float)x;
+    return true;
+}
+
 static bool parse_seqs(const char *v, void *dst) {
     int64_t x;
     if (!strcmp(v, "auto")) {
@@ -267,6 +278,10 @@ cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
         {"--prefill-chunk", "N|none", CB_FLAG_FN, &p->prefill_chunk, .parse = parse_chunk,
          .takes = "a token count or 'none'",
          .help = "prompt tokens per request per step (1 to 1048576, or none),\ndefault 256"},
+        {"--step-pacing", "X|off", CB_FLAG_FN, &p->step_pacing, .parse = parse_pacing,
+         .takes = "a share from 0.05 to 16 or 'off'",
+         .help = "while requests decode, a step's prompt tokens may hold them\nback, in sum, by X full decode "
+                 "steps (measured; 1: a gap\nat most doubles); default 1 in cobatch serve, off elsewhere"},
         {"--mode", "MODE", CB_FLAG_ENUM, &p->mode, .choices = "continuous|static|sequential", .values = MODES,
          .help = "continuous (default), static or sequential scheduling"},
         {"--kv-layout", "LAYOUT", CB_FLAG_ENUM, &p->kv_layout, .choices = "split|unified", .values = LAYOUTS,

@@ -71,6 +71,7 @@ static int fit_connections(int want) {
 int cb_cmd_serve(int argc, char **argv) {
     struct cobatch_engine_params ep = cobatch_engine_default_params();
     ep.max_num_batched_tokens = SERVE_STEP_BUDGET;
+    ep.step_pacing = 1.0f; /* ITL tails: an admission at most doubles a full batch's gap (cobatch.h) */
     cb_srv_params sp = {.port = 8080, .defaults = cb_openai_default_defaults()};
     serve_trace trace = {0};
     const char *trace_path = NULL, *key_file = NULL;

@@ -148,3 +148,22 @@ int32_t cb_pace_tokens(const cb_pace *p, double us, int32_t lo, int32_t hi) {
     double n = us / p->token_us;
     return n < lo ? lo : n > hi ? hi : (int32_t)n;
 }
+
+void cb_step_pace_note(cb_step_pace *p, int32_t decode_rows, int32_t prompt_tokens, int64_t us, int32_t max_seqs) {
+    if (us <= 0 || decode_rows <= 0 || 2 * decode_rows < max_seqs) return;
+    if (prompt_tokens == 0) {
+        double t = (double)us / decode_rows;
+        p->row_us = p->row_us > 0 ? 0.8 * p->row_us + 0.2 * t : t;
+    } else if (p->row_us > 0) {
+        double t = ((double)us - decode_rows * p->row_us) / prompt_tokens;
+        if (t <= 0) return; /* a step shorter than its decode rows' share: noise */
+        p->token_us = p->token_us > 0 ? 0.8 * p->token_us + 0.2 * t : t;
+    }
+}
+
+int32_t cb_step_pace_prompt(const cb_step_pace *p, int32_t decode_rows, int32_t max_seqs, double share) {
+    if (share <= 0 || decode_rows <= 0 || p->row_us <= 0 || p->token_us <= 0) return INT32_MAX;
+    double n = share * max_seqs * max_seqs * p->row_us / ((double)decode_rows * p->token_us);
+    if (n >= INT32_MAX) return INT32_MAX;
+    return n < CB_STEP_PACE_MIN ? CB_STEP_PACE_MIN : (int32_t)n;
+}

@@ -89,4 +89,25 @@ void cb_pace_note(cb_pace *p, int32_t tokens, int64_t us);
 /* The tokens that take about `us`, at least lo and at most hi (lo <= hi); hi until measured. */
 int32_t cb_pace_tokens(const cb_pace *p, double us, int32_t lo, int32_t hi);
 
+/* How long a step's prompt may hold the decoding requests back. Every prompt row of a step
+ * lengthens the gap each decoding request sees by its time; a fixed token budget lets one
+ * admission triple a full batch's gap. A cb_step_pace measures, in steps with at least half the
+ * sequences decoding, a decode row (decode-only steps) and a prompt token (the other steps, their
+ * decode rows taken off: what a chunk of the size paced costs, a second graph run included), and
+ * gives a step with d decode rows the prompt tokens that take, in sum over those d requests, a
+ * share of what one full decode step (max_seqs rows) takes them: at share 1 with every sequence
+ * decoding the gap at most doubles, with few decoding a prompt goes on nearly at the budget (time
+ * to first token comes first there). Both costs are moving averages. */
+typedef struct {
+    double row_us;   /* a decode row at half a batch or more; 0 until measured */
+    double token_us; /* a prompt token beside decode rows; 0 until measured */
+} cb_step_pace;
+
+/* A step of decode_rows generated tokens and prompt_tokens prompt tokens took us. */
+void cb_step_pace_note(cb_step_pace *p, int32_t decode_rows, int32_t prompt_tokens, int64_t us, int32_t max_seqs);
+/* The prompt tokens a step with decode_rows decode rows may take at this share: at least
+ * CB_STEP_PACE_MIN, and INT32_MAX when nothing decodes, share <= 0 or a cost is not measured yet. */
+int32_t cb_step_pace_prompt(const cb_step_pace *p, int32_t decode_rows, int32_t max_seqs, double share);
+#define CB_STEP_PACE_MIN 8
+
 #endif

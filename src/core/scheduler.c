@@ -18,6 +18,8 @@ struct cb_sched {
     int32_t group_size, group_left; /* static mode: the current group */
     bool forming;                   /* static mode: this step's admissions start a new group */
     int32_t step_chunk;             /* split layout: this step's prompt chunk length (split_chunk) */
+    int32_t prompt_left;            /* prompt tokens this step may still take by its pace; INT32_MAX: unpaced */
+    bool prompt_planned;            /* this step has a prompt chunk */
     cb_sched_stats stats;
 };
 
@@ -80,6 +82,7 @@ cb_sched *cb_sched_new(const cb_sched_config *cfg, cb_kv *kv, cb_cache *cache) {
     cb_sched *s = calloc(1, sizeof(*s));
     if (!s) return NULL;
     s->cfg = *cfg;
+    s->prompt_left = INT32_MAX;
     s->kv = kv;
     s->cache = cache;
     s->running = calloc((size_t)cfg->max_num_seqs, sizeof(*s->running));
@@ -225,10 +228,24 @@ static void plan_add(cb_sched *s, cb_plan *plan, cb_request *r, int32_t n) {
     r->in_plan = n;
     plan->n_tokens += n;
     plan->n_logit_rows += cb_request_logit_rows(r, n);
-    if (n == 1 && it->logits && r->n_computed >= r->n_prompt) /* a generated token, not a prompt one */
+    if (n == 1 && it->logits && r->n_computed >= r->n_prompt) { /* a generated token, not a prompt one */
         plan->n_decode++;
-    else
-        plan->n_prefill_tokens += n;
+        return;
+    }
+    plan->n_prefill_tokens += n;
+    if (s->prompt_left != INT32_MAX) s->prompt_left -= n;
+    s->prompt_planned = true;
+}
+
+/* What the step's pace (cb_step_pace) lets r's next chunk take: its prompt tokens left, but a
+ * step's first chunk of a prompt longer than a tile at least a tile (shorter, it would leave the
+ * tiled kernel, plan.h, and a long prompt would crawl beside busy decodes). INT32_MAX: unpaced. */
+static int32_t paced_chunk(const cb_sched *s, const cb_request *r, int32_t pending) {
+    if (s->prompt_left == INT32_MAX) return INT32_MAX;
+    int32_t left = s->prompt_left > 0 ? s->prompt_left : 0;
+    if (!s->prompt_planned && r->n_computed + pending > s->cfg.split_tile && left < s->cfg.split_tile)
+        left = s->cfg.split_tile;
+    return left;
 }
 
 /* Tokens of r's pending prompt to put in this step, 0 for none. */
@@ -236,6 +253,8 @@ static int32_t chunk_for(cb_sched *s, const cb_plan *plan, const cb_request *r, 
     int32_t pending = cb_request_pending(r);
     int32_t n = pending < budget_left ? pending : budget_left;
     if (s->cfg.prefill_chunk > 0 && n > s->cfg.prefill_chunk) n = s->cfg.prefill_chunk;
+    int32_t paced = paced_chunk(s, r, pending);
+    if (n > paced) n = paced;
     int32_t rows_left = s->cfg.max_logit_rows - plan->n_logit_rows;
     bool logits_cut = cb_request_logit_rows(r, n) > rows_left; /* the step's logit rows bound the chunk */
     if (logits_cut) {
@@ -254,6 +273,7 @@ static int32_t chunk_for(cb_sched *s, const cb_plan *plan, const cb_request *r, 
     if (n > 0 && s->kv->split && s->cfg.prefill_chunk > 0) {
         int32_t cap = s->cfg.max_batched_tokens - s->cfg.max_num_seqs; /* after a full set of decode rows */
         if (cap > s->cfg.prefill_chunk) cap = s->cfg.prefill_chunk;
+        if (cap > paced) cap = paced;
         n = cb_plan_split_chunk(&s->step_chunk, s->cfg.split_tile, cap, plan->n_items == 0, n, pending);
     }
     return n > 0 ? n : 0;
@@ -407,7 +427,8 @@ static void schedule_admissions(cb_sched *s, cb_plan *plan, int32_t *budget_left
      * members wait for prompt budget in later steps, but nobody else joins until it is done. */
     if (s->cfg.mode == CB_MODE_STATIC && !s->forming && s->n_running >= s->group_left) return; /* all run */
     int32_t w = 0;
-    while (w < s->n_waiting && s->n_running < s->cfg.max_num_seqs && ((*budget_left) > 0 || s->forming)) {
+    while (w < s->n_waiting && s->n_running < s->cfg.max_num_seqs &&
+           (((*budget_left) > 0 && s->prompt_left > 0) || s->forming)) {
         cb_request *r = s->waiting[w];
         if (!may_admit(s, r)) { /* static: the group's members go first, wherever priority put them */
             w++;
@@ -459,7 +480,11 @@ int32_t cb_sched_step(cb_sched *s, cb_plan *plan, int32_t budget) {
     int32_t full = budget > 0 && budget < s->cfg.max_batched_tokens ? budget : s->cfg.max_batched_tokens;
     for (;;) {
         int32_t budget_left = full;
+        s->prompt_left = INT32_MAX;
+        s->prompt_planned = false;
         schedule_decodes(s, plan, &budget_left);
+        if (s->cfg.pace && s->cfg.prefill_chunk > 0 && s->cfg.mode == CB_MODE_CONTINUOUS)
+            s->prompt_left = cb_step_pace_prompt(s->cfg.pace, plan->n_decode, s->cfg.max_num_seqs, s->cfg.pace_share);
         schedule_prefills(s, plan, &budget_left);
         schedule_admissions(s, plan, &budget_left);
         /* Running requests that cannot move (prompts stuck on a full cache, which admission
@@ -562,3 +587,7 @@ cb_request *cb_sched_running_at(const cb_sched *s, int32_t i) { return i < s->n_
 cb_request *cb_sched_waiting_at(const cb_sched *s, int32_t i) { return i < s->n_waiting ? s->waiting[i] : NULL; }
 const cb_sched_stats *cb_sched_get_stats(const cb_sched *s) { return &s->stats; }
 const cb_sched_config *cb_sched_get_config(const cb_sched *s) { return &s->cfg; }
+
+int32_t cb_sched_prompt_left(const cb_sched *s) {
+    return s->prompt_left == INT32_MAX ? INT32_MAX : s->prompt_left > 0 ? s->prompt_left : 0;
+}

@@ -260,7 +260,9 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
                           .split_tile = CB_RUNNER_FA_TILE,
                           .max_logit_rows = CB_PROMPT_LOGIT_ROWS,
                           .priority_aging_us = z.aging_us,
-                          .swap = &e->swap};
+                          .swap = &e->swap,
+                          .pace = p.step_pacing > 0 ? &e->pace : NULL,
+                          .pace_share = p.step_pacing};
     /* llama.cpp saves a sliding-window model's sequence without the cells its window has passed,
      * so a load trimmed to a shorter match would lack cells the window needs: no host tier there */
     bool swa = llama_model_n_swa(e->model.model) > 0;

@@ -47,6 +47,8 @@ int cb_engine_resolve(const struct cobatch_engine_params *p, cb_engine_sizes *ou
                     "invalid engine parameters (max_num_seqs, max_num_batched_tokens, prefill_chunk, "
                     "kv_reserve and max_queue must be positive)");
     if (p->n_ctx < 0) return fail(err, errlen, "n_ctx must be 0 (derived) or positive (got %d)", p->n_ctx);
+    if (!(p->step_pacing == 0 || (p->step_pacing >= 0.05f && p->step_pacing <= 16)))
+        return fail(err, errlen, "step_pacing must be 0 (off) or a share from 0.05 to 16 (got %g)", p->step_pacing);
     if (!(p->swap_space >= 0 && p->swap_space <= 1 << 20))
         return fail(err, errlen, "swap_space must be 0 (none) or a positive number of GiB (got %g)", p->swap_space);
     if (!(p->cache_ram == -1.0f || (p->cache_ram >= 0 && p->cache_ram <= 1 << 20)))

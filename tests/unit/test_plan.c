@@ -261,6 +261,33 @@ static void pace_gives_the_tokens_that_fit_a_time(void **state) {
     assert_int_equal(cb_pace_tokens(&p, 320000, 8, 128), 16);
 }
 
+/* A step's prompt beside decode rows: nothing until both costs are measured (in steps with half
+ * the sequences decoding or more), then what takes the decoding requests, in sum, a share of a full
+ * decode step; more with fewer decoding; never under the floor. */
+static void step_pace_bounds_a_steps_prompt_by_time(void **state) {
+    (void)state;
+    cb_step_pace p = {0};
+    assert_int_equal(cb_step_pace_prompt(&p, 15, 16, 1.0), INT32_MAX);
+    cb_step_pace_note(&p, 4, 0, 40000, 16);  /* a quarter of the sequences: not a full step's row */
+    cb_step_pace_note(&p, 15, 0, 45000, 16); /* 3 ms a row */
+    assert_int_equal(cb_step_pace_prompt(&p, 15, 16, 1.0), INT32_MAX); /* no prompt token measured */
+    cb_step_pace_note(&p, 15, 20, 45000, 16); /* as long as its decode rows: noise, not measured */
+    assert_int_equal(cb_step_pace_prompt(&p, 15, 16, 1.0), INT32_MAX);
+    cb_step_pace_note(&p, 2, 100, 300000, 16); /* few decoding: not the paced case */
+    assert_int_equal(cb_step_pace_prompt(&p, 15, 16, 1.0), INT32_MAX);
+    cb_step_pace_note(&p, 15, 20, 95000, 16); /* 50 ms over the rows: 2.5 ms a prompt token */
+    /* 16 x 16 x 3 ms / (15 x 2.5 ms) = 20.48: the 15 requests wait 20 x 2.5 = 50 ms each, about
+     * the 48 ms a full step of 16 rows takes */
+    assert_int_equal(cb_step_pace_prompt(&p, 15, 16, 1.0), 20);
+    assert_int_equal(cb_step_pace_prompt(&p, 15, 16, 0.5), 10);
+    assert_int_equal(cb_step_pace_prompt(&p, 4, 16, 1.0), 76);        /* fewer wait: a longer chunk */
+    assert_int_equal(cb_step_pace_prompt(&p, 0, 16, 1.0), INT32_MAX); /* nobody waits */
+    assert_int_equal(cb_step_pace_prompt(&p, 15, 16, 0), INT32_MAX);  /* off */
+    assert_int_equal(cb_step_pace_prompt(&p, 15, 16, 0.1), CB_STEP_PACE_MIN);
+    cb_step_pace_note(&p, 15, 10, 45000 + 10 * 5000, 16); /* 5 ms: the average goes to 3 ms */
+    assert_int_equal(cb_step_pace_prompt(&p, 15, 16, 1.0), 17);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(split_chunk_rules),
@@ -269,6 +296,7 @@ int main(void) {
         cmocka_unit_test(row_order_gives_each_chunk_its_graph_run),
         cmocka_unit_test(tile_chunk_rules),
         cmocka_unit_test(pace_gives_the_tokens_that_fit_a_time),
+        cmocka_unit_test(step_pace_bounds_a_steps_prompt_by_time),
     };
     return cmocka_run_group_tests_name("batch layout", tests, NULL, NULL);
 }

@@ -429,9 +429,14 @@ static void randomized_traces(void **state) {
         cb_swap sw; /* swap space half the time, from a few victims' worth to plenty */
         cb_swap_init(&sw, (int64_t)rnd(&tmp, 8) * 2000 + 4096, 8);
         g_swap = rnd(&tmp, 2) == 0 ? &sw : NULL;
+        /* a third of the traces paced, from a pace of a few tokens to one of dozens (not from the
+         * rng: the other traces stay as they were) */
+        cb_step_pace pace = {.row_us = 1000.0 * (double)(1 + seed % 4), .token_us = 400.0 * (double)(1 + seed % 7)};
+        g_pace = seed % 3 == 0 ? &pace : NULL;
         h_init_px(&h, mode, seqs, budget, chunk, capacity, split, holders);
         g_cache_max_idle = 0;
         g_swap = NULL;
+        g_pace = NULL;
         if (h.f.swap && rnd(&tmp, 3) == 0) h.f.fail_saves = h.f.fail_restores = 1;
         h.rng = tmp.rng;
         int to_add = 30 + (int)rnd(&h, 60), steps = 0;
@@ -478,6 +483,50 @@ static void randomized_traces(void **state) {
     assert_true(split_hits > 0 && split_copies > 0);  /* and the split layout's streams */
 }
 
+/* The plan's prompt tokens of request r (0 when r is not in it). */
+static int32_t prompt_in_plan(const harness *h, const cb_request *r) {
+    for (int32_t i = 0; i < h->plan.n_items; i++)
+        if (h->plan.items[i].req == r) return h->plan.items[i].n_tokens;
+    return 0;
+}
+
+/* A paced step (cb_step_pace, share 1): beside 14 decoding requests a short prompt takes what
+ * keeps them waiting about one full decode step, the rest in the next; a long prompt a tile (the
+ * floor), and the prompt after it waits; without a pace the budget alone bounds both. */
+static void pacing_bounds_a_steps_prompt_beside_decodes(void **state) {
+    (void)state;
+    for (int paced = 1; paced >= 0; paced--) {
+        cb_step_pace pace = {.row_us = 3000, .token_us = 2500};
+        g_pace = paced ? &pace : NULL;
+        harness h;
+        h_init(&h, CB_MODE_CONTINUOUS, 16, 128, 256, 16 * 1024, true);
+        g_pace = NULL;
+        for (int i = 0; i < 14; i++)
+            h_add(&h, 10, 1000, 0);
+        while (h.plan.n_decode < 14)
+            h_step(&h);
+        cb_request *r1 = h_add(&h, 35, 1000, 0);
+        h_step(&h);
+        assert_int_equal(h.plan.n_decode, 14);
+        /* 16 x 16 x 3 ms / (14 x 2.5 ms) = 21.9 */
+        assert_int_equal(prompt_in_plan(&h, r1), paced ? 21 : 35);
+        if (paced) {
+            h_step(&h);
+            assert_int_equal(prompt_in_plan(&h, r1), 14); /* the rest, whole */
+        }
+        h_step(&h); /* r1 decodes */
+        cb_request *r2 = h_add(&h, 500, 10, 0), *r3 = h_add(&h, 35, 10, 0);
+        h_step(&h);
+        assert_int_equal(h.plan.n_decode, 15);
+        assert_int_equal(prompt_in_plan(&h, r2), paced ? 64 : 113); /* the budget after 15 decode rows */
+        assert_int_equal(prompt_in_plan(&h, r3), 0);
+        assert_int_equal(cb_sched_prompt_left(h.s), paced ? 0 : INT32_MAX);
+        h_drain(&h, 100000);
+        h_check_outputs(&h);
+        h_free(&h);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(budget_and_decode_first),
@@ -497,6 +546,7 @@ int main(void) {
         cmocka_unit_test(priority_then_fcfs_admission),
         cmocka_unit_test(aging_bounds_the_wait),
         cmocka_unit_test(split_layout_caps_sequences),
+        cmocka_unit_test(pacing_bounds_a_steps_prompt_beside_decodes),
         cmocka_unit_test(randomized_traces),
     };
     return cmocka_run_group_tests_name("scheduler", tests, NULL, NULL);
