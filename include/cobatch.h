@@ -173,7 +173,7 @@ struct cobatch_engine_params {
      * measured as the engine runs; a long prompt still moves a flash-attention tile a step). At 1,
      * with every sequence decoding an admission at most doubles the gap they see, and with few
      * decoding a prompt goes on near the budget; smaller: shorter gaps, later first tokens. 0
-     * (default): by the budget alone (throughput first); cobatch serve uses 1. */
+     * (default): by the budget alone (throughput first); cobatch serve uses 0.5. */
     float step_pacing;
     bool verbose;            /* let llama.cpp log to stderr */
     cobatch_step_fn on_step; /* called on the engine thread after each step; keep it short */

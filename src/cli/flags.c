@@ -281,7 +281,7 @@ cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
         {"--step-pacing", "X|off", CB_FLAG_FN, &p->step_pacing, .parse = parse_pacing,
          .takes = "a share from 0.05 to 16 or 'off'",
          .help = "while requests decode, a step's prompt tokens may hold them\nback, in sum, by X full decode "
-                 "steps (measured; 1: a gap\nat most doubles); default 1 in cobatch serve, off elsewhere"},
+                 "steps (measured; 1: a gap\nat most doubles); default 0.5 in cobatch serve, off elsewhere"},
         {"--mode", "MODE", CB_FLAG_ENUM, &p->mode, .choices = "continuous|static|sequential", .values = MODES,
          .help = "continuous (default), static or sequential scheduling"},
         {"--kv-layout", "LAYOUT", CB_FLAG_ENUM, &p->kv_layout, .choices = "split|unified", .values = LAYOUTS,

@@ -71,7 +71,10 @@ static int fit_connections(int want) {
 int cb_cmd_serve(int argc, char **argv) {
     struct cobatch_engine_params ep = cobatch_engine_default_params();
     ep.max_num_batched_tokens = SERVE_STEP_BUDGET;
-    ep.step_pacing = 1.0f; /* ITL tails: an admission at most doubles a full batch's gap (cobatch.h) */
+    /* ITL tails: an admission adds at most half a full decode step to the gap every decoding request
+     * sees (cobatch.h); measured on decode-heavy, 16 clients (BENCHMARKS.md, 'Step pacing'): p99 ITL
+     * 106 ms against 149 unpaced and 132 at 1, for a first token ~250 ms later */
+    ep.step_pacing = 0.5f;
     cb_srv_params sp = {.port = 8080, .defaults = cb_openai_default_defaults()};
     serve_trace trace = {0};
     const char *trace_path = NULL, *key_file = NULL;
@@ -131,7 +134,8 @@ int cb_cmd_serve(int argc, char **argv) {
                             "otherwise: temperature 1, top_p 1, a fresh seed per request).\n"
                             "The server's step budget defaults to 128 tokens, not 512: a step's length is the gap "
                             "every\nrunning stream waits between two tokens (about 0.5 s for 128 prompt tokens on 2 "
-                            "cores).\n",
+                            "cores);\nstep pacing (0.5 here) bounds a step's prompt tokens by time while requests "
+                            "decode.\n",
                   .groups = {{"serve", own, sizeof(own) / sizeof(own[0])},
                              cb_flags_sampling(smp, &sp.defaults.sampling),
                              cb_flags_engine(eng, &ep)},

@@ -255,7 +255,7 @@ int32_t cb_lane_step(cobatch_engine *e, int32_t used, int64_t *us) {
     int32_t allow = L->budget - used > least ? L->budget - used : least;
     /* the streams' step was paced (step_pacing): the lane's prompt shares what its pace left */
     int32_t paced = cb_sched_prompt_left(e->sched);
-    if (paced != INT32_MAX && allow > L->n_run + paced) allow = L->n_run + paced > least ? L->n_run + paced : least;
+    if (paced < allow - L->n_run) allow = L->n_run + paced > least ? L->n_run + paced : least;
     /* and in time, while anything else is running (a stream, another lane request): the tokens that
      * take, at the lane's own measured cost a token (its rows attend over the whole pool), the time
      * `allow` prompt tokens take in the streams (swap.h measures it) */

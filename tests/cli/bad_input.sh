@@ -35,6 +35,7 @@ check "run: no AMX by default" '"$bin" run -m "$model" -p hi -n 2 2>&1 >/dev/nul
 expect "flag without value" 2 "needs a value" "$bin" run -m "$model" -p hi --top-k
 expect "flag=value, bad value" 2 "--temp takes a number" "$bin" run -m "$model" -p hi --temp=-1
 expect "flag=value on a switch" 2 "takes no value" "$bin" run -m "$model" -p hi --stats=1
+expect "pacing out of range" 2 "--step-pacing takes a share from 0.05 to 16 or 'off' (got '0')" "$bin" serve -m "$model" --step-pacing 0
 expect "serve: empty api key" 2 "--api-key needs a value that is not empty" "$bin" serve -m "$model" --api-key=
 expect "serve: empty model name" 2 "--served-model-name needs a value" "$bin" serve -m "$model" --served-model-name ""
 expect "unknown command" 2 "unknown command" "$bin" frobnicate

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 #include <string.h>
 
 #include "../../src/engine/sizes.h"
@@ -120,6 +121,16 @@ static void bad_parameters_are_named(void **state) {
     p.max_queue = 0;
     assert_int_equal(cb_engine_resolve(&p, &z, err, sizeof(err)), -1);
     assert_non_null(strstr(err, "max_queue"));
+    /* a pace is off or a share in range; NaN is neither */
+    p = cobatch_engine_default_params();
+    float shares[] = {0.5f, 0.05f, 16, 0}, bad[] = {-1, 0.01f, 17, NAN};
+    for (int i = 0; i < 4; i++) {
+        p.step_pacing = shares[i];
+        assert_int_equal(cb_engine_resolve(&p, &z, err, sizeof(err)), 0);
+        p.step_pacing = bad[i];
+        assert_int_equal(cb_engine_resolve(&p, &z, err, sizeof(err)), -1);
+        assert_non_null(strstr(err, "step_pacing"));
+    }
     /* the host tier holds the split layout's streams: refused where there are none */
     p = cobatch_engine_default_params();
     p.cache_ram = 1;
