@@ -167,10 +167,11 @@ struct cobatch_engine_params {
     int32_t grammar_max_nesting;
     int32_t grammar_max_elements;
     int32_t grammar_max_states;
-    /* Continuous mode with prefill_chunk > 0, > 0: while requests decode, a step's prompt tokens
-     * are bounded by time as well as by the budget: in sum over the decoding requests they may hold
-     * them back by step_pacing times what one decode step of max_num_seqs rows takes (both costs
-     * measured as the engine runs; a long prompt still moves a flash-attention tile a step). At 1,
+    /* Continuous mode with prefill_chunk > 0, > 0: while requests decode, a step's tokens of
+     * requests of up to a flash-attention tile (64 tokens) are bounded by time as well as by the
+     * budget: in sum over the decoding requests they may hold them back by step_pacing times what
+     * one decode step of max_num_seqs rows takes (both costs measured as the engine runs; a longer
+     * prompt keeps to the budget: cut under a tile it would cost several times more). At 1,
      * with every sequence decoding an admission at most doubles the gap they see, and with few
      * decoding a prompt goes on near the budget; smaller: shorter gaps, later first tokens. 0
      * (default): by the budget alone (throughput first); cobatch serve uses 0.5. */

@@ -18,8 +18,7 @@ struct cb_sched {
     int32_t group_size, group_left; /* static mode: the current group */
     bool forming;                   /* static mode: this step's admissions start a new group */
     int32_t step_chunk;             /* split layout: this step's prompt chunk length (split_chunk) */
-    int32_t prompt_left;            /* prompt tokens this step may still take by its pace; INT32_MAX: unpaced */
-    bool prompt_planned;            /* this step has a prompt chunk */
+    int32_t prompt_left;            /* short prompts' tokens this step may still take by its pace; INT32_MAX: unpaced */
     cb_sched_stats stats;
 };
 
@@ -233,19 +232,18 @@ static void plan_add(cb_sched *s, cb_plan *plan, cb_request *r, int32_t n) {
         return;
     }
     plan->n_prefill_tokens += n;
-    if (s->prompt_left != INT32_MAX) s->prompt_left -= n;
-    s->prompt_planned = true;
+    if (s->prompt_left != INT32_MAX && cb_request_n_tokens(r) <= s->cfg.split_tile) s->prompt_left -= n;
 }
 
-/* What the step's pace (cb_step_pace) lets r's next chunk take: its prompt tokens left, but a
- * step's first chunk of a prompt longer than a tile at least a tile (shorter, it would leave the
- * tiled kernel, plan.h, and a long prompt would crawl beside busy decodes). INT32_MAX: unpaced. */
-static int32_t paced_chunk(const cb_sched *s, const cb_request *r, int32_t pending) {
-    if (s->prompt_left == INT32_MAX) return INT32_MAX;
-    int32_t left = s->prompt_left > 0 ? s->prompt_left : 0;
-    if (!s->prompt_planned && r->n_computed + pending > s->cfg.split_tile && left < s->cfg.split_tile)
-        left = s->cfg.split_tile;
-    return left;
+/* What the step's pace (cb_step_pace) lets r's next chunk take: the paced tokens left, for a
+ * request whose tokens fit a flash-attention tile. A longer one keeps to the budget and the tile
+ * (plan.h): cut under a tile its rows would leave the tiled kernel for several times the cost,
+ * and past a few thousand cells a tile alone takes longer than the pace allows (an agent's turn:
+ * paced, sessions lost 5% of their wall time and half again of their TTFT for it). INT32_MAX:
+ * unpaced. */
+static int32_t paced_chunk(const cb_sched *s, const cb_request *r) {
+    if (s->prompt_left == INT32_MAX || cb_request_n_tokens(r) > s->cfg.split_tile) return INT32_MAX;
+    return s->prompt_left > 0 ? s->prompt_left : 0;
 }
 
 /* Tokens of r's pending prompt to put in this step, 0 for none. */
@@ -253,7 +251,7 @@ static int32_t chunk_for(cb_sched *s, const cb_plan *plan, const cb_request *r, 
     int32_t pending = cb_request_pending(r);
     int32_t n = pending < budget_left ? pending : budget_left;
     if (s->cfg.prefill_chunk > 0 && n > s->cfg.prefill_chunk) n = s->cfg.prefill_chunk;
-    int32_t paced = paced_chunk(s, r, pending);
+    int32_t paced = paced_chunk(s, r);
     if (n > paced) n = paced;
     int32_t rows_left = s->cfg.max_logit_rows - plan->n_logit_rows;
     bool logits_cut = cb_request_logit_rows(r, n) > rows_left; /* the step's logit rows bound the chunk */
@@ -427,8 +425,7 @@ static void schedule_admissions(cb_sched *s, cb_plan *plan, int32_t *budget_left
      * members wait for prompt budget in later steps, but nobody else joins until it is done. */
     if (s->cfg.mode == CB_MODE_STATIC && !s->forming && s->n_running >= s->group_left) return; /* all run */
     int32_t w = 0;
-    while (w < s->n_waiting && s->n_running < s->cfg.max_num_seqs &&
-           (((*budget_left) > 0 && s->prompt_left > 0) || s->forming)) {
+    while (w < s->n_waiting && s->n_running < s->cfg.max_num_seqs && ((*budget_left) > 0 || s->forming)) {
         cb_request *r = s->waiting[w];
         if (!may_admit(s, r)) { /* static: the group's members go first, wherever priority put them */
             w++;
@@ -481,7 +478,6 @@ int32_t cb_sched_step(cb_sched *s, cb_plan *plan, int32_t budget) {
     for (;;) {
         int32_t budget_left = full;
         s->prompt_left = INT32_MAX;
-        s->prompt_planned = false;
         schedule_decodes(s, plan, &budget_left);
         if (s->cfg.pace && s->cfg.prefill_chunk > 0 && s->cfg.mode == CB_MODE_CONTINUOUS)
             s->prompt_left = cb_step_pace_prompt(s->cfg.pace, plan->n_decode, s->cfg.max_num_seqs, s->cfg.pace_share);
@@ -587,7 +583,3 @@ cb_request *cb_sched_running_at(const cb_sched *s, int32_t i) { return i < s->n_
 cb_request *cb_sched_waiting_at(const cb_sched *s, int32_t i) { return i < s->n_waiting ? s->waiting[i] : NULL; }
 const cb_sched_stats *cb_sched_get_stats(const cb_sched *s) { return &s->stats; }
 const cb_sched_config *cb_sched_get_config(const cb_sched *s) { return &s->cfg; }
-
-int32_t cb_sched_prompt_left(const cb_sched *s) {
-    return s->prompt_left == INT32_MAX ? INT32_MAX : s->prompt_left > 0 ? s->prompt_left : 0;
-}

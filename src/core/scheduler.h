@@ -32,9 +32,9 @@ typedef struct {
     int64_t priority_aging_us;  /* > 0: a request gains a priority point per this much time since its
                                    t_submit_us (for order and for preemption victims); 0 = fixed priorities */
     cb_swap *swap;              /* swap space for preempted requests' cells (swap.h; not owned); NULL: none */
-    const cb_step_pace *pace;   /* continuous mode with prefill_chunk > 0: a step's prompt tokens beside decode
-                                   rows are bounded by time too, at pace_share (plan.h; not owned, the engine
-                                   measures it); NULL: by the budget alone */
+    const cb_step_pace *pace;   /* continuous mode with prefill_chunk > 0: a step's tokens of requests that fit
+                                   split_tile, beside decode rows, are bounded by time too, at pace_share
+                                   (plan.h; not owned, the engine measures it); NULL: by the budget alone */
     double pace_share;
 } cb_sched_config;
 
@@ -98,8 +98,5 @@ cb_request *cb_sched_running_at(const cb_sched *s, int32_t i);
 cb_request *cb_sched_waiting_at(const cb_sched *s, int32_t i);
 const cb_sched_stats *cb_sched_get_stats(const cb_sched *s);
 const cb_sched_config *cb_sched_get_config(const cb_sched *s);
-/* The prompt tokens the last planned step's pace left (cb_sched_config.pace), 0 when spent,
- * INT32_MAX when it was not paced: what a second graph run beside it (the long lane) may add. */
-int32_t cb_sched_prompt_left(const cb_sched *s);
 
 #endif

@@ -253,9 +253,6 @@ int32_t cb_lane_step(cobatch_engine *e, int32_t used, int64_t *us) {
      * that the lane goes on beside a busy step, in its tiled kernel */
     int32_t least = L->n_run + CB_RUNNER_FA_TILE < L->budget ? L->n_run + CB_RUNNER_FA_TILE : L->budget;
     int32_t allow = L->budget - used > least ? L->budget - used : least;
-    /* the streams' step was paced (step_pacing): the lane's prompt shares what its pace left */
-    int32_t paced = cb_sched_prompt_left(e->sched);
-    if (paced < allow - L->n_run) allow = L->n_run + paced > least ? L->n_run + paced : least;
     /* and in time, while anything else is running (a stream, another lane request): the tokens that
      * take, at the lane's own measured cost a token (its rows attend over the whole pool), the time
      * `allow` prompt tokens take in the streams (swap.h measures it) */

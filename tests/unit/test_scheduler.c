@@ -490,9 +490,10 @@ static int32_t prompt_in_plan(const harness *h, const cb_request *r) {
     return 0;
 }
 
-/* A paced step (cb_step_pace, share 1): beside 14 decoding requests a short prompt takes what
- * keeps them waiting about one full decode step, the rest in the next; a long prompt a tile (the
- * floor), and the prompt after it waits; without a pace the budget alone bounds both. */
+/* A paced step (cb_step_pace, share 1): beside 13 decoding requests a short prompt takes what
+ * keeps them waiting about one full decode step, the rest in the next; of two short prompts the
+ * second waits for the pace; a prompt longer than a tile keeps to the budget. Without a pace the
+ * budget alone bounds them all. */
 static void pacing_bounds_a_steps_prompt_beside_decodes(void **state) {
     (void)state;
     for (int paced = 1; paced >= 0; paced--) {
@@ -501,26 +502,30 @@ static void pacing_bounds_a_steps_prompt_beside_decodes(void **state) {
         harness h;
         h_init(&h, CB_MODE_CONTINUOUS, 16, 128, 256, 16 * 1024, true);
         g_pace = NULL;
-        for (int i = 0; i < 14; i++)
+        for (int i = 0; i < 13; i++)
             h_add(&h, 10, 1000, 0);
-        while (h.plan.n_decode < 14)
+        while (h.plan.n_decode < 13)
             h_step(&h);
         cb_request *r1 = h_add(&h, 35, 1000, 0);
         h_step(&h);
-        assert_int_equal(h.plan.n_decode, 14);
-        /* 16 x 16 x 3 ms / (14 x 2.5 ms) = 21.9 */
-        assert_int_equal(prompt_in_plan(&h, r1), paced ? 21 : 35);
+        assert_int_equal(h.plan.n_decode, 13);
+        assert_int_equal(prompt_in_plan(&h, r1), paced ? 23 : 35); /* 16 x 16 x 3 / (13 x 2.5) = 23.6 */
         if (paced) {
             h_step(&h);
-            assert_int_equal(prompt_in_plan(&h, r1), 14); /* the rest, whole */
+            assert_int_equal(prompt_in_plan(&h, r1), 12); /* the rest, whole */
         }
         h_step(&h); /* r1 decodes */
-        cb_request *r2 = h_add(&h, 500, 10, 0), *r3 = h_add(&h, 35, 10, 0);
+        cb_request *r2 = h_add(&h, 30, 10, 0), *r3 = h_add(&h, 30, 10, 0);
         h_step(&h);
-        assert_int_equal(h.plan.n_decode, 15);
-        assert_int_equal(prompt_in_plan(&h, r2), paced ? 64 : 113); /* the budget after 15 decode rows */
-        assert_int_equal(prompt_in_plan(&h, r3), 0);
-        assert_int_equal(cb_sched_prompt_left(h.s), paced ? 0 : INT32_MAX);
+        assert_int_equal(h.plan.n_decode, 14);
+        assert_int_equal(prompt_in_plan(&h, r2), paced ? 21 : 30); /* 256 x 3 / (14 x 2.5) = 21.9 */
+        assert_int_equal(prompt_in_plan(&h, r3), paced ? 0 : 30);
+        h_finish(&h, r2, CB_FINISHED_CANCELLED);
+        h_finish(&h, r3, CB_FINISHED_CANCELLED);
+        cb_request *r4 = h_add(&h, 500, 10, 0);
+        h_step(&h);
+        assert_int_equal(h.plan.n_decode, 14);
+        assert_int_equal(prompt_in_plan(&h, r4), 114); /* the budget after 14 decode rows */
         h_drain(&h, 100000);
         h_check_outputs(&h);
         h_free(&h);
