@@ -27,6 +27,7 @@ typedef struct {
     int32_t n_tokens;         /* batch rows */
     int32_t n_decode;         /* items of one generated token (decode rows); a prompt token is prefill */
     int32_t n_prefill_tokens; /* the other rows */
+    int32_t n_paced_tokens;   /* of them, rows of requests a step pace cuts (scheduler.h: those that fit a tile) */
     int32_t n_logit_rows;     /* prompt rows wanting logits besides the items' last (cb_request.all_logits_to) */
     cb_kv_ops ops;            /* changes to the cells to apply, in order, before the batch (releases, shares,
                                  publications, evictions); owned by the plan */
@@ -92,8 +93,9 @@ int32_t cb_pace_tokens(const cb_pace *p, double us, int32_t lo, int32_t hi);
 /* How long a step's prompt may hold the decoding requests back. Every prompt row of a step
  * lengthens the gap each decoding request sees by its time; a fixed token budget lets one
  * admission triple a full batch's gap. A cb_step_pace measures, in steps with at least half the
- * sequences decoding, a decode row (decode-only steps) and a prompt token (the other steps, their
- * decode rows taken off: what a chunk of the size paced costs, a second graph run included), and
+ * sequences decoding, a decode row (decode-only steps) and a prompt token (steps whose prompt rows
+ * are all paced ones, their decode rows taken off: what a chunk of the size paced costs, a second
+ * graph run included), and
  * gives a step with d decode rows the prompt tokens that take, in sum over those d requests, a
  * share of what one full decode step (max_seqs rows) takes them: at share 1 with every sequence
  * decoding the gap at most doubles, with few decoding a prompt goes on nearly at the budget (time

@@ -232,7 +232,9 @@ static void plan_add(cb_sched *s, cb_plan *plan, cb_request *r, int32_t n) {
         return;
     }
     plan->n_prefill_tokens += n;
-    if (s->prompt_left != INT32_MAX && cb_request_n_tokens(r) <= s->cfg.split_tile) s->prompt_left -= n;
+    if (cb_request_n_tokens(r) > s->cfg.split_tile) return;
+    plan->n_paced_tokens += n;
+    if (s->prompt_left != INT32_MAX) s->prompt_left -= n;
 }
 
 /* What the step's pace (cb_step_pace) lets r's next chunk take: the paced tokens left, for a
@@ -458,7 +460,7 @@ static void schedule_admissions(cb_sched *s, cb_plan *plan, int32_t *budget_left
 }
 
 int32_t cb_sched_step(cb_sched *s, cb_plan *plan, int32_t budget) {
-    plan->n_items = plan->n_tokens = plan->n_decode = plan->n_prefill_tokens = 0;
+    plan->n_items = plan->n_tokens = plan->n_decode = plan->n_prefill_tokens = plan->n_paced_tokens = 0;
     plan->n_preempted = plan->n_failed = 0;
     plan->n_logit_rows = 0;
     /* the plan starts with the changes made since the last one; this step's follow them */

@@ -457,8 +457,11 @@ static bool postprocess(cobatch_engine *e, cb_plan *plan, int rc, int64_t run_us
     info->graph_runs = e->runner.n_runs;
     /* the cost of a token computed again, against which a preemption weighs a copy (swap.h) */
     if (plan->n_prefill_tokens >= 32) cb_swap_note_prefill(&e->swap, plan->n_tokens, run_us);
-    cb_step_pace_note(&e->pace, plan->n_decode, plan->n_prefill_tokens, run_us,
-                      cb_sched_get_config(e->sched)->max_num_seqs);
+    /* what the pace cuts: steps of decode rows and short prompts only (a long prompt's row at an
+     * agent's context costs several times a short one's) */
+    if (plan->n_paced_tokens == plan->n_prefill_tokens)
+        cb_step_pace_note(&e->pace, plan->n_decode, plan->n_prefill_tokens, run_us,
+                          cb_sched_get_config(e->sched)->max_num_seqs);
     cb_engine_record_prompt_logprobs(e, &e->runner, &e->model, plan);
     sample_and_emit(e, plan);
     return true;

@@ -204,7 +204,7 @@ static void make_room(cobatch_engine *e) {
 static void plan(cobatch_engine *e, int32_t budget, bool strict) {
     cb_lane *L = &e->lane;
     cb_plan *p = &L->plan;
-    p->n_items = p->n_tokens = p->n_decode = p->n_prefill_tokens = p->n_logit_rows = 0;
+    p->n_items = p->n_tokens = p->n_decode = p->n_prefill_tokens = p->n_paced_tokens = p->n_logit_rows = 0;
     for (int pass = 0; pass < 2; pass++) {
         for (int32_t s = 0; s < L->max_seqs; s++) {
             cb_request *r = L->run[s];

@@ -222,8 +222,12 @@ static int32_t h_step(harness *h) {
     assert_true(p->n_tokens <= h->cfg.max_batched_tokens);
     assert_true(cb_kv_check(&h->kv));
     /* decode rows first: the requests that were decoding lead the batch */
-    int lead = 0;
+    int lead = 0, paced_rows = 0;
     for (int32_t i = 0; i < p->n_items; i++) {
+        /* a prompt piece of a request that fits a tile: what a pace cuts and measures */
+        const cb_request *q = p->items[i].req;
+        if (!(p->items[i].n_tokens == 1 && q->n_computed >= q->n_prompt) && cb_request_n_tokens(q) <= 64)
+            paced_rows += p->items[i].n_tokens;
         bool was_decoding = false;
         for (int k = 0; k < n_dec; k++)
             was_decoding |= decoders[k] == p->items[i].req;
@@ -240,6 +244,7 @@ static int32_t h_step(harness *h) {
         if (h->cfg.prefill_chunk == 0) /* no chunking: a prompt goes in whole */
             assert_int_equal(p->items[i].pos0 + p->items[i].n_tokens, cb_request_n_tokens(p->items[i].req));
     }
+    assert_int_equal(paced_rows, p->n_paced_tokens);
     /* split layout: the cut prompt chunks of a step share one length, under 64 rows (or the chunk
      * cap, or the budget beyond a full set of decode rows, if smaller) only as the plan's first
      * item (split_chunk), or when a pace cuts a prompt no longer than a tile */
