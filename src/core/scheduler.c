@@ -81,6 +81,7 @@ cb_sched *cb_sched_new(const cb_sched_config *cfg, cb_kv *kv, cb_cache *cache) {
     cb_sched *s = calloc(1, sizeof(*s));
     if (!s) return NULL;
     s->cfg = *cfg;
+    if (cfg->prefill_chunk == 0 || cfg->mode != CB_MODE_CONTINUOUS) s->cfg.pace = NULL; /* a pace cuts chunks */
     s->prompt_left = INT32_MAX;
     s->kv = kv;
     s->cache = cache;
@@ -216,6 +217,15 @@ static void preempt(cb_sched *s, int32_t i, cb_plan *plan, bool may_swap) {
     }
 }
 
+/* Whether a step's pace (cb_step_pace) cuts r's prompt: r's tokens fit a flash-attention tile. A
+ * longer one keeps to the budget and the tile (plan.h): cut under a tile its rows would leave the
+ * tiled kernel for several times the cost, and past a few thousand cells a tile alone takes longer
+ * than the pace allows (an agent's turn: paced, sessions lost 5% of their wall time and half again
+ * of their TTFT for it). */
+static bool paced_request(const cb_sched *s, const cb_request *r) {
+    return cb_request_n_tokens(r) <= s->cfg.split_tile;
+}
+
 static void plan_add(cb_sched *s, cb_plan *plan, cb_request *r, int32_t n) {
     bool ok = cb_kv_grow(s->kv, r->seq_id, n);
     (void)ok; /* callers checked cb_kv_room */
@@ -232,19 +242,14 @@ static void plan_add(cb_sched *s, cb_plan *plan, cb_request *r, int32_t n) {
         return;
     }
     plan->n_prefill_tokens += n;
-    if (cb_request_n_tokens(r) > s->cfg.split_tile) return;
+    if (!paced_request(s, r)) return;
     plan->n_paced_tokens += n;
     if (s->prompt_left != INT32_MAX) s->prompt_left -= n;
 }
 
-/* What the step's pace (cb_step_pace) lets r's next chunk take: the paced tokens left, for a
- * request whose tokens fit a flash-attention tile. A longer one keeps to the budget and the tile
- * (plan.h): cut under a tile its rows would leave the tiled kernel for several times the cost,
- * and past a few thousand cells a tile alone takes longer than the pace allows (an agent's turn:
- * paced, sessions lost 5% of their wall time and half again of their TTFT for it). INT32_MAX:
- * unpaced. */
+/* What the step's pace lets r's next chunk take: the paced tokens left; INT32_MAX: unpaced. */
 static int32_t paced_chunk(const cb_sched *s, const cb_request *r) {
-    if (s->prompt_left == INT32_MAX || cb_request_n_tokens(r) > s->cfg.split_tile) return INT32_MAX;
+    if (s->prompt_left == INT32_MAX || !paced_request(s, r)) return INT32_MAX;
     return s->prompt_left > 0 ? s->prompt_left : 0;
 }
 
@@ -481,7 +486,7 @@ int32_t cb_sched_step(cb_sched *s, cb_plan *plan, int32_t budget) {
         int32_t budget_left = full;
         s->prompt_left = INT32_MAX;
         schedule_decodes(s, plan, &budget_left);
-        if (s->cfg.pace && s->cfg.prefill_chunk > 0 && s->cfg.mode == CB_MODE_CONTINUOUS)
+        if (s->cfg.pace)
             s->prompt_left = cb_step_pace_prompt(s->cfg.pace, plan->n_decode, s->cfg.max_num_seqs, s->cfg.pace_share);
         schedule_prefills(s, plan, &budget_left);
         schedule_admissions(s, plan, &budget_left);
