@@ -75,6 +75,9 @@ struct cobatch_step_info {
                                      unified: 1) */
     int32_t lane_tokens;          /* rows of the long lane's graph in this step (0: it had none) */
     int64_t lane_us;              /* its llama_decode time */
+    int32_t context_cells;        /* cells of the batch's own sequences, to its last row, summed over the
+                                     requests in it: what attention visits in the split layout (the
+                                     unified layout visits kv_used for every row) */
 };
 typedef void (*cobatch_step_fn)(const struct cobatch_step_info *info, void *user);
 

@@ -180,12 +180,14 @@ int cb_cmd_serve(int argc, char **argv) {
     cb_say_weights("serve", e);
     struct cobatch_kv_info kv;
     cobatch_kv_info(e, &kv);
-    if (kv.split)
+    if (kv.split) {
+        char lane[48] = "";
+        if (kv.lane_cells > 0) snprintf(lane, sizeof lane, ", long lane %d cells", kv.lane_cells);
         fprintf(stderr,
-                "cobatch serve: KV: %d streams of %d cells, %d more for the prefix cache, long lane %d cells "
-                "(%.2f GB); host tier up to %.2f GB\n",
-                kv.seqs, kv.seq_cells, kv.cache_streams, kv.lane_cells, kv.kv_bytes / 1e9, kv.host_cache_bytes / 1e9);
-    else
+                "cobatch serve: KV: %d streams of %d cells, %d more for the prefix cache%s (%.2f GB); host tier up to "
+                "%.2f GB\n",
+                kv.seqs, kv.seq_cells, kv.cache_streams, lane, kv.kv_bytes / 1e9, kv.host_cache_bytes / 1e9);
+    } else
         fprintf(stderr, "cobatch serve: KV: one pool of %d cells for %d requests (%.2f GB)\n", kv.seq_cells, kv.seqs,
                 kv.kv_bytes / 1e9);
     cb_bounds.ctx_tokens = cobatch_n_ctx_seq(e); /* what an answer can reach, for the request checks */

@@ -455,6 +455,8 @@ static bool postprocess(cobatch_engine *e, cb_plan *plan, int rc, int64_t run_us
     info->preempted = plan->n_preempted;
     info->swapped = (int32_t)swapped;
     info->graph_runs = e->runner.n_runs;
+    for (int32_t i = 0; i < plan->n_items; i++)
+        info->context_cells += plan->items[i].pos0 + plan->items[i].n_tokens;
     /* the cost of a token computed again, against which a preemption weighs a copy (swap.h) */
     if (plan->n_prefill_tokens >= 32) cb_swap_note_prefill(&e->swap, plan->n_tokens, run_us);
     /* what the pace cuts: steps of decode rows and short prompts only (a long prompt's row at an
