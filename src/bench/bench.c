@@ -174,7 +174,14 @@ int cb_bench_run(const cb_bench_config *cfg, const cb_workload *w, int concurren
             p.ignore_eos = true; /* exact output lengths */
             p.priority = it->priority;
             p.user_data = &r->tl[i];
-            if (cobatch_submit(e, &p, err, errlen) <= 0) {
+            cobatch_req_id id = cobatch_submit(e, &p, err, errlen);
+            if (id == COBATCH_ERR_TOO_LONG && w->n_sessions > 0) { /* the conversation outgrew the context: */
+                sent[i] = true; /* it ends here, failed, as a client's would (its later turns with it) */
+                r->tl[i].t_submit_us = r->tl[i].t_finish_us = cobatch_time_us();
+                done++;
+                continue;
+            }
+            if (id <= 0) {
                 rc = -1;
                 goto out;
             }

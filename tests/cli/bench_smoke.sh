@@ -73,6 +73,16 @@ check "sessions: later turns read most of their prompt from the cache" \
     'grep "^| [23] | 6 |" "$dir/s.md" | awk -F"|" "{n++; if (\$8+0 < 70) bad=1} END {exit bad || n != 2}"'
 check "sessions: the host tier loaded conversations back, none failed" \
     'grep -Eq "host tier [1-9][0-9]*: [1-9][0-9]* loads, [0-9]+ saves, 0 failed" "$dir/s.md"'
+# a conversation that outgrows a request's context ends there, failed, as a client's would: its
+# turn is refused (too long), its later turns are not sent, the run goes on
+"$bin" bench -m "$dir/tiny.gguf" --workload sessions --sessions 3 --turns 3 --system-len 40 --task-len 20 \
+    --turn-len 100 --output-len 8 --modes continuous --no-ceiling --max-num-seqs 2 --max-model-len 256 \
+    --long-lane 0 >"$dir/o.md" 2>"$dir/o.err"
+rc=$?
+cat "$dir/o.md"
+check "sessions outgrowing the context: exits 0" '[ $rc -eq 0 ]'
+check "sessions outgrowing the context: turns 1-2 answered, turn 3 failed" \
+    'grep -q "^| 1 | 3 | 0 |" "$dir/o.md" && grep -q "^| 2 | 3 | 0 |" "$dir/o.md" && grep -q "^| 3 | 3 | 3 |" "$dir/o.md"'
 "$bin" bench -m "$dir/tiny.gguf" --max-num-batched-tokens 64,x >/dev/null 2>"$dir/e4"; rc=$?
 check "bad budget refused" '[ $rc -eq 2 ] && grep -q "max-num-batched-tokens takes" "$dir/e4"'
 "$bin" bench -m "$dir/tiny.gguf" --workload nope >/dev/null 2>"$dir/e1"; rc=$?
