@@ -88,9 +88,9 @@ struct cobatch_engine_params {
     int32_t n_ctx;                  /* total KV cells; 0 = max_model_len x max_num_seqs (split), 4096 (unified) */
     int32_t max_model_len;          /* cells one request may use, prompt + output, when n_ctx is 0; 0 =
                                        split: by memory at init, 4096 when the running streams and a
-                                       quarter more fit an eighth of the host's memory (at most 8 GiB),
-                                       else 2048, else 1024 (never past the trained context); unified:
-                                       n_ctx */
+                                       quarter more fit an eighth of the host's memory (at most 8 GiB;
+                                       with a GPU: of its free memory, where the cells go), else 2048,
+                                       else 1024 (never past the trained context); unified: n_ctx */
     int32_t n_threads;              /* llama_decode threads; 0 = number of cores */
     int32_t max_num_seqs;           /* requests running at once (sequence ids); default 16; 0 = memory-centric:
                                        as many as the KV cells hold (cobatch_params_max_num_seqs), unified
@@ -114,7 +114,8 @@ struct cobatch_engine_params {
     /* Split layout with prefix caching: streams that keep finished requests' tokens for later
      * ones (each as large as a running stream's n_ctx / max_num_seqs cells, on top of n_ctx).
      * -1 (default) = 2 x max_num_seqs within what the running streams leave of an eighth of the
-     * host's memory (at most 8 GiB, at the model file's bytes a cell), at least max_num_seqs / 4 and
+     * host's memory (with a GPU: of its free memory; at most 8 GiB, at the model file's bytes a
+     * cell), at least max_num_seqs / 4 and
      * 1; 0 = none (idle running streams still serve). */
     int32_t prefix_cache_streams;
     /* Idle cached cells kept (held by no running request); beyond it the least recently used

@@ -182,10 +182,11 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
     if (p.kv_layout == COBATCH_KV_SPLIT && p.max_num_seqs > 0) {
         int32_t n_ctx_train = 0;
         double cell_bytes = cb_model_file_cell_bytes(p.model_path, &n_ctx_train);
-        if (default_streams) p.max_model_len = cb_default_stream_cells(p.max_num_seqs, n_ctx_train, cell_bytes, mem);
+        int64_t gpu = cb_gpu_free_bytes(), kv_mem = gpu > 0 ? gpu : mem; /* where the cells go */
+        if (default_streams) p.max_model_len = cb_default_stream_cells(p.max_num_seqs, n_ctx_train, cell_bytes, kv_mem);
         if (p.prefix_caching && p.prefix_cache_streams < 0)
             p.prefix_cache_streams =
-                cb_default_cache_streams(p.max_num_seqs, cobatch_params_n_ctx(&p) / p.max_num_seqs, cell_bytes, mem);
+                cb_default_cache_streams(p.max_num_seqs, cobatch_params_n_ctx(&p) / p.max_num_seqs, cell_bytes, kv_mem);
     }
     if (p.cache_ram < 0) /* (a value of whole bytes in GiB: exact in a float to 2^24 GiB) */
         p.cache_ram = p.kv_layout == COBATCH_KV_SPLIT && p.prefix_caching

@@ -234,6 +234,18 @@ double cb_model_file_cell_bytes(const char *path, int32_t *n_ctx_train) {
     return bytes;
 }
 
+int64_t cb_gpu_free_bytes(void) {
+    int64_t sum = 0;
+    for (size_t i = 0; i < ggml_backend_dev_count(); i++) {
+        ggml_backend_dev_t d = ggml_backend_dev_get(i);
+        if (ggml_backend_dev_type(d) != GGML_BACKEND_DEVICE_TYPE_GPU) continue;
+        size_t free_b = 0, total_b = 0;
+        ggml_backend_dev_memory(d, &free_b, &total_b);
+        sum += (int64_t)free_b;
+    }
+    return sum;
+}
+
 int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errlen) {
     memset(m, 0, sizeof(*m));
     if (!p->path || !p->path[0]) {

@@ -64,6 +64,9 @@ void cb_model_free(cb_model *m);
  * load (sizes chosen by memory); 0 when the file or its keys cannot be read. *n_ctx_train (may be
  * NULL): the trained context the header names, 0 when it names none. */
 double cb_model_file_cell_bytes(const char *path, int32_t *n_ctx_train);
+/* Free memory of the GPU devices llama.cpp has, summed, in bytes: where a GPU build puts the KV
+ * cells (every layer offloaded); 0 without a GPU (a CPU build: the cells are in host memory). */
+int64_t cb_gpu_free_bytes(void);
 /* A second context on m's weights (p's sizes; path and template unused): *out shares m's model,
  * vocabulary and template and owns only its context (cb_model_free_context). Returns 0 or -1. */
 int cb_model_new_context(const cb_model *m, const cb_model_params *p, cb_model *out, char *err, size_t errlen);
