@@ -34,16 +34,3 @@ bool cb_request_append(cb_request *r, int32_t token) {
     r->tokens[r->n_prompt + r->n_generated++] = token;
     return true;
 }
-
-const char *cb_state_name(cb_state s) {
-    switch (s) {
-    case CB_WAITING: return "waiting";
-    case CB_RUNNING: return "running";
-    case CB_PREEMPTED: return "preempted";
-    case CB_FINISHED_STOP: return "stop";
-    case CB_FINISHED_LENGTH: return "length";
-    case CB_FINISHED_CANCELLED: return "cancelled";
-    case CB_FINISHED_ERROR: return "error";
-    }
-    return "?";
-}

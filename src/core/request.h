@@ -91,6 +91,4 @@ static inline int32_t cb_request_logit_rows(const cb_request *r, int32_t n) {
 /* Appends a sampled token. Returns false (and appends nothing) when max_tokens is reached. */
 bool cb_request_append(cb_request *r, int32_t token);
 
-const char *cb_state_name(cb_state s);
-
 #endif

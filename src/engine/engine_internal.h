@@ -68,7 +68,6 @@ void cb_lane_remove(struct cobatch_engine *e, cb_request *r);
  * the budget (it used `used` tokens), in tokens and in time (the time those tokens take in the
  * streams). Returns the tokens it ran (0: none), their decode's time in *us. */
 int32_t cb_lane_step(struct cobatch_engine *e, int32_t used, int64_t *us);
-int32_t cb_lane_n_waiting(const struct cobatch_engine *e);
 
 /* Prompt rows of one step that may ask for logits (prompt log-probabilities) beyond the one row per
  * running request: sizes llama.cpp's output buffers (n_vocab floats a row; 12 MB for a 49k
@@ -114,7 +113,7 @@ typedef struct {
     int32_t n_run;
     cb_request **wait; /* (wait_cap) in order */
     int32_t n_wait, wait_cap;
-    int64_t migrations, preemptions;
+    int64_t preemptions;
     int64_t query_tokens, hit_tokens; /* with the host tier: prompt tokens of admissions, and those it loaded */
 } cb_lane;
 
@@ -167,7 +166,6 @@ struct cobatch_engine {
     int64_t arrivals;
     int64_t n_prompt_computed, n_generated, n_retries; /* copied into stats by update_stats */
     int64_t n_decode_failures;
-    engine_fault fault_now;
 
     pthread_mutex_t ev_mu;
     pthread_cond_t ev_cond;

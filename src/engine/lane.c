@@ -40,8 +40,6 @@ void cb_lane_free(cobatch_engine *e) {
     memset(L, 0, sizeof(*L));
 }
 
-int32_t cb_lane_n_waiting(const cobatch_engine *e) { return e->lane.n_wait; }
-
 /* Room for one more waiting request; false when out of memory. */
 static bool grow_wait(cb_lane *L) {
     if (L->n_wait < L->wait_cap) return true;
@@ -77,7 +75,6 @@ bool cb_lane_migrate(cobatch_engine *e, cb_request *r) {
     cb_sched_remove(e->sched, r); /* its cells go to the prefix cache, as a finish's do */
     cb_lane_add(e, r, true);      /* cannot fail now: first, it has run longest */
     r->n_preemptions++;
-    e->lane.migrations++;
     return true;
 }
 

@@ -44,8 +44,6 @@ void cb_sampler_free(struct llama_sampler *smpl) {
     if (smpl) llama_sampler_free(smpl);
 }
 
-void cb_sampler_accept(struct llama_sampler *smpl, int32_t token) { llama_sampler_accept(smpl, token); }
-
 struct llama_sampler *cb_grammar_new(const cb_model *m, const char *gbnf, const cb_grammar_limits *lim, char *err,
                                      size_t errlen) {
     return cb_common_grammar_new(m->vocab, gbnf, false, NULL, 0, NULL, 0, lim, err, errlen);

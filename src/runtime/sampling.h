@@ -36,7 +36,4 @@ int32_t cb_sampler_sample(struct llama_sampler *smpl, struct llama_sampler *gram
  * lower id first). Reads the row in place, twice; copies nothing. */
 void cb_logprobs(const cb_model *m, int32_t row, int32_t token, int32_t k, struct cobatch_logprob *out);
 
-/* Tells the chain about a token it did not sample (e.g. the prompt, for penalties). */
-void cb_sampler_accept(struct llama_sampler *smpl, int32_t token);
-
 #endif

@@ -316,8 +316,6 @@ void cb_conn_stream_end(cb_conn *c) {
     answered(c);
 }
 
-bool cb_conn_streaming(const cb_conn *c) { return c->state == C_STREAMING; }
-
 void cb_conn_set_user(cb_conn *c, void *req_user) { c->req_user = req_user; }
 
 /* ---------------------------------------------------------------- accepting ----------------- */

@@ -76,7 +76,6 @@ void cb_conn_reply(cb_conn *c, int status, const char *content_type, const char 
 void cb_conn_stream_start(cb_conn *c, int status, const char *content_type, const char *extra_headers);
 bool cb_conn_stream_write(cb_conn *c, const char *data, size_t n);
 void cb_conn_stream_end(cb_conn *c);
-bool cb_conn_streaming(const cb_conn *c);
 /* Closes now with a reset, dropping unsent output: a client must not take a cut response for a whole
  * one. No on_gone follows. */
 void cb_conn_abort(cb_conn *c);
