@@ -75,9 +75,9 @@ struct cobatch_step_info {
                                      unified: 1) */
     int32_t lane_tokens;          /* rows of the long lane's graph in this step (0: it had none) */
     int64_t lane_us;              /* its llama_decode time */
-    int32_t context_cells;        /* cells of the batch's own sequences, to its last row, summed over the
-                                     requests in it: what attention visits in the split layout (the
-                                     unified layout visits kv_used for every row) */
+    int32_t context_cells;        /* the batch's sequences' cells up to their last row in it, summed
+                                     over its requests: the contexts its rows attend over (split
+                                     layout: what attention spans; unified: every row spans kv_used) */
 };
 typedef void (*cobatch_step_fn)(const struct cobatch_step_info *info, void *user);
 
@@ -115,8 +115,7 @@ struct cobatch_engine_params {
      * ones (each as large as a running stream's n_ctx / max_num_seqs cells, on top of n_ctx).
      * -1 (default) = 2 x max_num_seqs within what the running streams leave of an eighth of the
      * host's memory (with a GPU: of its free memory; at most 8 GiB, at the model file's bytes a
-     * cell), at least max_num_seqs / 4 and
-     * 1; 0 = none (idle running streams still serve). */
+     * cell), at least max_num_seqs / 4 and 1; 0 = none (idle running streams still serve). */
     int32_t prefix_cache_streams;
     /* Idle cached cells kept (held by no running request); beyond it the least recently used
      * leaves go at the next step, the last one only in part. 0 = no limit (default). At one
