@@ -238,6 +238,7 @@ static cb_cache_hit streams_match(const cb_cache *c, const cb_request *r, cb_req
         h.len = m.len;
         h.src = m.src;
         h.host = m.host;
+        h.src_len = m.src_len;
     }
     return h;
 }
@@ -246,7 +247,8 @@ static cb_cache_hit streams_match(const cb_cache *c, const cb_request *r, cb_req
 static int32_t streams_admit(cb_cache *c, cb_request *r, cb_cache_hit *hit, int32_t need, int32_t outstanding,
                              cb_kv_ops *ops) {
     (void)need, (void)outstanding;
-    cb_stream_match m = {.src = hit->src, .len = hit->len, .agree = hit->match, .host = hit->host};
+    cb_stream_match m = {
+        .src = hit->src, .len = hit->len, .agree = hit->match, .host = hit->host, .src_len = hit->src_len};
     bool loaded;
     cb_host_entry *e = m.host; /* locked first: stashing the target's tokens must not evict it */
     if (e) cb_host_lock(e->owner, e);

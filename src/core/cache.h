@@ -31,7 +31,9 @@ typedef struct {
     int32_t len, match;
     void *node;  /* radix: the tree node the match ends in */
     int32_t src; /* streams: the stream holding the tokens, running or parked */
-    void *host;  /* streams: else the host-tier entry holding them (hostcache.h) */
+    void *host;  /* streams: else the host-tier entry holding them (hostcache.h); then src holds
+                    src_len of them, or is -1 */
+    int32_t src_len;
 } cb_cache_hit;
 
 typedef struct {

@@ -68,7 +68,7 @@ void cb_streams_match(const cb_streams *sc, const int32_t *toks, int32_t n, cb_s
     int32_t l;
     cb_host_entry *e = cb_host_match(sc->host, CB_HOST_STREAMS, toks, n, &l);
     if (e && l >= sc->min_share && l > m->len && cb_host_worth(sc->host, e, l - m->len))
-        *m = (cb_stream_match){.src = -1, .len = l, .host = e};
+        *m = (cb_stream_match){.src = m->src, .len = l, .host = e, .src_len = m->len};
 }
 
 void cb_streams_settled(cb_streams *sc) { memset(sc->busy, 0, (size_t)sc->kv->n_seq); }
@@ -181,7 +181,11 @@ int32_t cb_streams_admit(cb_streams *sc, cb_stream_match m, int32_t *shared, boo
             *loaded = true;
             return t;
         }
-        m = (cb_stream_match){.src = -1, .len = 0};
+        /* every stream it could load into has a copy pending: the stream's match, if one is worth it
+         * (len may have been lowered to compute some of it again: no more than that) */
+        int32_t l = m.src_len < m.len ? m.src_len : m.len;
+        m = m.src >= 0 && l >= sc->min_share ? (cb_stream_match){.src = m.src, .len = l}
+                                             : (cb_stream_match){.src = -1, .len = 0};
     }
     int32_t agree = m.agree > m.len ? m.agree : m.len;
     bool in_place = m.src >= 0 && m.src < sc->n_run && parked(sc, m.src);

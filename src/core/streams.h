@@ -56,12 +56,13 @@ typedef struct {
 } cb_streams;
 
 /* Where a request's prefix comes from: stream src holds its first len tokens (src -1: none), or
- * the host-tier entry host does (then src is -1); the source agrees with the request up to agree
- * tokens (0: len; more when the request computes some of them again: a taken-over stream's tail up
- * to there is no loss). */
+ * the host-tier entry host does (then src, if not -1, holds the first src_len: the way back when no
+ * stream can take the load); the source agrees with the request up to agree tokens (0: len; more
+ * when the request computes some of them again: a taken-over stream's tail up to there is no loss). */
 typedef struct {
     int32_t src, len, agree;
     cb_host_entry *host;
+    int32_t src_len;
 } cb_stream_match;
 
 /* kv must be split with n_run <= kv->n_seq; host may be NULL (no host tier; not owned). Returns 0,

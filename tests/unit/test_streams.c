@@ -385,6 +385,53 @@ static void host_load_taken_back(void **state) {
     cb_kv_free(&kv);
 }
 
+/* The host tier holds a conversation longer than any stream does, but every stream the load could
+ * go to has a copy pending this step: the admission copies the holder's shorter match instead of
+ * computing the whole prompt. */
+static void host_match_falls_back_to_a_stream(void **state) {
+    (void)state;
+    cb_kv kv;
+    assert_int_equal(cb_kv_init(&kv, 3 * 256, 3, true), 0);
+    cb_host_cache host;
+    assert_int_equal(cb_host_init(&host, 1 << 20, 8, 32, NULL), 0);
+    cb_streams sc;
+    assert_int_equal(cb_streams_init(&sc, &kv, 2, 3, &host), 0); /* 2 running streams, 1 holder */
+    int32_t t[100];
+    for (int32_t k = 0; k < 100; k++)
+        t[k] = 5000 + k;
+    cb_kv_seq_take(&kv, 2); /* the holder keeps the first 40 tokens */
+    assert_true(cb_kv_grow(&kv, 2, 40));
+    cb_streams_park(&sc, 2, t);
+    cb_host_entry *e = cb_host_stash(&host, CB_HOST_STREAMS, t, 80); /* the host tier, 80 */
+    assert_non_null(e);
+    cb_host_saved(&host, e, malloc(640), 640, 80, 1);
+    cb_host_unlock(&host, e);
+    cb_stream_match m = {.src = -1, .len = 0};
+    cb_streams_match(&sc, t, 99, &m);
+    assert_ptr_equal(m.host, e);
+    assert_int_equal(m.len, 80);
+    assert_int_equal(m.src, 2);
+    assert_int_equal(m.src_len, 40);
+    sc.busy[0] = sc.busy[1] = 1; /* copies queued this step into both running streams */
+    int32_t shared = -1;
+    bool loaded = true;
+    cb_kv_ops ops = {0};
+    int32_t seq = cb_streams_admit(&sc, m, &shared, &loaded, &ops);
+    assert_true(seq == 0 || seq == 1);
+    assert_false(loaded);
+    assert_int_equal(shared, 40);
+    assert_int_equal(kv.used[seq], 40);
+    bool copied = false;
+    for (int32_t i = 0; i < ops.n; i++)
+        copied |= ops.v[i].seq == seq && ops.v[i].src == 2;
+    assert_true(copied);
+    assert_int_equal(e->locks, 0);
+    cb_kv_ops_free(&ops);
+    cb_streams_free(&sc);
+    cb_host_free(&host);
+    cb_kv_free(&kv);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(streams_share_a_running_prefix),
@@ -395,6 +442,7 @@ int main(void) {
         cmocka_unit_test(split_admission_extends_the_block),
         cmocka_unit_test(host_tier_records),
         cmocka_unit_test(host_load_taken_back),
+        cmocka_unit_test(host_match_falls_back_to_a_stream),
         cmocka_unit_test(host_tier_keeps_sessions),
     };
     return cmocka_run_group_tests_name("streams", tests, NULL, NULL);
