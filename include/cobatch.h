@@ -334,7 +334,8 @@ struct cobatch_stats {
                                            shared cell counts once per request); 0 when nothing runs */
     int32_t kv_mismatches;              /* sequences whose cells in llama.cpp differ from cobatch's accounting
                                            after the last step: 0, or a bug */
-    int64_t steps, preemptions, decode_retries;
+    int64_t steps;                      /* steps that decoded a graph: the main pool's, the long lane's or both */
+    int64_t preemptions, decode_retries;
     int32_t events_queued;   /* events not yet polled (bounded: the engine waits past 4096) */
     int64_t decode_failures; /* llama_decode calls that failed (other than "no KV slot", which is retried); the
                                 requests of such a step end with an error, the others go on */
@@ -371,7 +372,8 @@ struct cobatch_request_params cobatch_request_default_params(void);
 
 /* The total KV cells these parameters ask for (n_ctx, or what its default resolves to; the split
  * layout's prefix-cache streams come on top). Without the model and the host's memory: a split
- * layout's max_model_len 0 counts 1024 cells a stream here, where init sizes it by memory. */
+ * layout's max_model_len 0 counts 1024 cells a stream here, where init sizes it by memory
+ * (cobatch_params_resolve first gives init's figure). */
 int32_t cobatch_params_n_ctx(const struct cobatch_engine_params *p);
 /* The requests these parameters run at once: max_num_seqs, or for 0 (memory-centric) as many as
  * the step budget and llama.cpp's sequence ids allow (COBATCH_MEMORY_SEQS, less with a smaller
@@ -380,6 +382,16 @@ int32_t cobatch_params_n_ctx(const struct cobatch_engine_params *p);
 int32_t cobatch_params_max_num_seqs(const struct cobatch_engine_params *p);
 /* Whether these parameters run flash attention (flash_attn, with auto resolved by the layout). */
 bool cobatch_params_flash_attn(const struct cobatch_engine_params *p);
+/* Fills in what p leaves to defaults that need the model file (its KV cell size and trained
+ * context: the GGUF header alone is read) and the host's memory, as cobatch_engine_init does: the
+ * requests run at once (max_num_seqs 0), and in the split layout a running stream's cells
+ * (max_model_len, when n_ctx and max_model_len are 0), the holder streams, the long lane and the
+ * host tier. A second call changes nothing. */
+void cobatch_params_resolve(struct cobatch_engine_params *p);
+/* The longest request (prompt and output tokens) an engine made from p accepts: a sequence's cells,
+ * or the long lane's where it has one (p resolved as cobatch_params_resolve does; p is not
+ * changed). */
+int32_t cobatch_params_max_request_len(const struct cobatch_engine_params *p);
 
 /* Loads the model and starts the engine thread. Returns NULL on failure and, if err is not NULL,
  * writes a message into err (errlen bytes at most). The caller owns the engine. */

@@ -273,6 +273,13 @@ void cb_bench_write_trace(FILE *f, const char *label, const cb_bench_result *r) 
         cb_trace_write_step(f, label, r->steps[0].t_start_us, &r->steps[i]);
 }
 
+int cb_bench_lane_steps(const cb_bench_result *r) {
+    int n = 0;
+    for (int i = 0; i < r->n_steps; i++)
+        n += r->steps[i].lane_tokens > 0;
+    return n;
+}
+
 void cb_bench_print_table(FILE *f, const cb_bench_config *cfgs, const cb_bench_result *res, int n, int base) {
     fprintf(
         f,
@@ -285,16 +292,20 @@ void cb_bench_print_table(FILE *f, const cb_bench_config *cfgs, const cb_bench_r
         const cb_metrics *m = &r->m;
         char eff[16] = "-";
         if (r->efficiency >= 0) snprintf(eff, sizeof(eff), "%.0f%%", r->efficiency * 100);
+        char steps[48]; /* the steps, and of them those that ran the long lane's graph */
+        int lane = cb_bench_lane_steps(r);
+        int at = snprintf(steps, sizeof(steps), "%lld", (long long)r->stats.steps);
+        if (lane) snprintf(steps + at, sizeof(steps) - (size_t)at, " (lane %d)", lane);
         char hit[16] = "-"; /* share of the admitted prompt tokens the prefix cache supplied */
         if (r->stats.prefix_query_tokens > 0)
             snprintf(hit, sizeof(hit), "%.0f%%",
                      100.0 * (double)r->stats.prefix_hit_tokens / r->stats.prefix_query_tokens);
         fprintf(f,
                 "| %s | %.2f | %.2f | %.2fx | %.2f | %.1f | %.1f | %.0f / %.0f | %.1f | %.1f / %.1f | %.0f / %.0f | "
-                "%s | %lld | %lld / %lld | %d | %lld | %s | %lld |\n",
+                "%s | %s | %lld / %lld | %d | %lld | %s | %lld |\n",
                 cfgs[i].label, r->wall_s, r->cpu_s, res[base].wall_s / r->wall_s, m->req_per_s, m->out_tok_per_s,
                 m->total_tok_per_s, m->ttft_ms.p50, m->ttft_ms.p99, m->tpot_ms.mean, m->itl_ms.p50, m->itl_ms.p99,
-                m->e2el_ms.p50, m->e2el_ms.p99, eff, (long long)r->stats.steps, (long long)r->stats.preemptions,
+                m->e2el_ms.p50, m->e2el_ms.p99, eff, steps, (long long)r->stats.preemptions,
                 (long long)r->stats.swapped_out, r->stats.kv_peak, (long long)r->stats.wasted_decode_slots, hit,
                 (long long)r->stats.prompt_tokens);
     }

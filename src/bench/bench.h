@@ -27,6 +27,9 @@ typedef struct {
     int32_t *prompt, *cached; /* (n) each request's prompt tokens, and those the prefix cache supplied */
 } cb_bench_result;
 
+/* The steps of r's trace that ran the long lane's graph. */
+int cb_bench_lane_steps(const cb_bench_result *r);
+
 /* What a run was, for the JSON report. */
 typedef struct {
     const char *workload, *model_name, *model_path;

@@ -82,6 +82,7 @@ static cJSON *result(const cb_bench_result *r) {
         cJSON_AddNumberToObject(o, "scheduling_efficiency", r->efficiency);
     }
     cJSON_AddNumberToObject(o, "steps", (double)r->stats.steps);
+    cJSON_AddNumberToObject(o, "lane_steps", cb_bench_lane_steps(r));
     cJSON_AddNumberToObject(o, "preemptions", (double)r->stats.preemptions);
     cJSON_AddNumberToObject(o, "preemptions_swapped", (double)r->stats.swapped_out);
     cJSON_AddNumberToObject(o, "preemptions_recomputed", (double)r->stats.recomputed);

@@ -239,14 +239,11 @@ int cb_cmd_bench(int argc, char **argv) {
             conv += w.items[i].n_in + w.items[i].n_out;
         if (conv > longest) longest = conv;
     }
-    /* a configuration that leaves the context to its default gets one its longest request fits in */
+    /* a configuration that leaves the context to its default (as init sizes it, by the model and
+     * the host's memory) gets one its longest request fits in */
     for (int i = 0; i < n; i++) {
         struct cobatch_engine_params *e = &cfgs[i].engine;
-        struct cobatch_engine_params probe = *e;
-        probe.n_ctx = 0;
-        int32_t per_seq =
-            cobatch_params_n_ctx(&probe) / (e->kv_layout == COBATCH_KV_SPLIT ? cobatch_params_max_num_seqs(e) : 1);
-        if (e->n_ctx == 0 && e->max_model_len == 0 && longest > per_seq) {
+        if (e->n_ctx == 0 && e->max_model_len == 0 && longest > cobatch_params_max_request_len(e)) {
             e->max_model_len = (longest + 255) / 256 * 256;
             fprintf(stderr, "cobatch bench: %s: --max-model-len %d (the workload's longest request has %d tokens)\n",
                     cfgs[i].label, e->max_model_len, longest);
@@ -311,8 +308,10 @@ int cb_cmd_bench(int argc, char **argv) {
                    (long long)tin, (long long)tout, rate > 0 ? "" : "all at once");
         if (rate > 0) printf("%.2f req/s (burstiness %.2f)", rate, burstiness);
         if (concurrency > 0) printf(", at most %lld in flight", (long long)concurrency);
+        struct cobatch_engine_params shown = ep; /* (the context as init sizes it) */
+        cobatch_params_resolve(&shown);
         printf("\nmodel %s (%s); max_num_seqs %d, max_num_batched_tokens %d, n_ctx %d\n\n", model_name, ep.model_path,
-               cobatch_params_max_num_seqs(&ep), ep.max_num_batched_tokens, cobatch_params_n_ctx(&ep));
+               cobatch_params_max_num_seqs(&shown), ep.max_num_batched_tokens, cobatch_params_n_ctx(&shown));
         cb_bench_print_table(stdout, cfgs, res, n, base);
         for (int i = 0; i < n && w.n_sessions > 0; i++) {
             const struct cobatch_stats *st = &res[i].stats;

@@ -159,6 +159,39 @@ static char *read_text_file(const char *path, char *err, size_t errlen) {
     return t;
 }
 
+void cobatch_params_resolve(struct cobatch_engine_params *p) {
+    if (p->max_num_seqs == 0 && p->kv_layout != COBATCH_KV_UNIFIED) return; /* (refused by init) */
+    p->max_num_seqs = cobatch_params_max_num_seqs(p); /* memory-centric: KV memory limits the batch */
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    int64_t mem = pages > 0 && page > 0 ? (int64_t)pages * page : 0;
+    bool default_streams = p->n_ctx == 0 && p->max_model_len == 0;
+    int32_t n_ctx_train = 0;
+    if (p->kv_layout == COBATCH_KV_SPLIT && p->max_num_seqs > 0) {
+        double cell_bytes = cb_model_file_cell_bytes(p->model_path, &n_ctx_train);
+        int64_t gpu = cb_gpu_free_bytes(), kv_mem = gpu > 0 ? gpu : mem; /* where the cells go */
+        if (default_streams)
+            p->max_model_len = cb_default_stream_cells(p->max_num_seqs, n_ctx_train, cell_bytes, kv_mem);
+        if (p->prefix_caching && p->prefix_cache_streams < 0)
+            p->prefix_cache_streams = cb_default_cache_streams(
+                p->max_num_seqs, cobatch_params_n_ctx(p) / p->max_num_seqs, cell_bytes, kv_mem);
+    }
+    if (p->long_lane < 0) p->long_lane = default_streams ? n_ctx_train : 0; /* (0: no model file, no lane) */
+    if (p->cache_ram < 0) /* (a value of whole bytes in GiB: exact in a float to 2^24 GiB) */
+        p->cache_ram = p->kv_layout == COBATCH_KV_SPLIT && p->prefix_caching
+                           ? (float)((double)cb_default_cache_ram(mem) / (1 << 30))
+                           : 0.0f;
+}
+
+int32_t cobatch_params_max_request_len(const struct cobatch_engine_params *params) {
+    struct cobatch_engine_params p = *params;
+    cobatch_params_resolve(&p);
+    int32_t n_ctx = cobatch_params_n_ctx(&p);
+    bool split = p.kv_layout == COBATCH_KV_SPLIT;
+    int32_t seq = split && p.max_num_seqs > 0 ? n_ctx / p.max_num_seqs : n_ctx;
+    bool lane = split && p.mode == COBATCH_MODE_CONTINUOUS && p.long_lane > seq;
+    return lane ? p.long_lane : seq;
+}
+
 cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, char *err, size_t errlen) {
     struct cobatch_engine_params p = params ? *params : cobatch_engine_default_params();
     if (p.max_num_seqs == 0 && p.kv_layout != COBATCH_KV_UNIFIED) {
@@ -175,23 +208,7 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
         cb_set_err(err, errlen, "grammar_max_nesting, grammar_max_elements and grammar_max_states must be at least 1");
         return NULL;
     }
-    p.max_num_seqs = cobatch_params_max_num_seqs(&p); /* memory-centric: KV memory limits the batch */
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    int64_t mem = pages > 0 && page > 0 ? (int64_t)pages * page : 0;
-    bool default_streams = p.n_ctx == 0 && p.max_model_len == 0;
-    if (p.kv_layout == COBATCH_KV_SPLIT && p.max_num_seqs > 0) {
-        int32_t n_ctx_train = 0;
-        double cell_bytes = cb_model_file_cell_bytes(p.model_path, &n_ctx_train);
-        int64_t gpu = cb_gpu_free_bytes(), kv_mem = gpu > 0 ? gpu : mem; /* where the cells go */
-        if (default_streams) p.max_model_len = cb_default_stream_cells(p.max_num_seqs, n_ctx_train, cell_bytes, kv_mem);
-        if (p.prefix_caching && p.prefix_cache_streams < 0)
-            p.prefix_cache_streams =
-                cb_default_cache_streams(p.max_num_seqs, cobatch_params_n_ctx(&p) / p.max_num_seqs, cell_bytes, kv_mem);
-    }
-    if (p.cache_ram < 0) /* (a value of whole bytes in GiB: exact in a float to 2^24 GiB) */
-        p.cache_ram = p.kv_layout == COBATCH_KV_SPLIT && p.prefix_caching
-                          ? (float)((double)cb_default_cache_ram(mem) / (1 << 30))
-                          : 0.0f;
+    cobatch_params_resolve(&p);
     cb_engine_sizes z;
     if (cb_engine_resolve(&p, &z, err, errlen) != 0) return NULL;
     p.n_ctx = cobatch_params_n_ctx(&p);
@@ -240,7 +257,7 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
                    e->model.n_ctx_seq);
         goto fail;
     }
-    int32_t lane = p.long_lane < 0 ? (default_streams ? e->model.n_ctx_train : 0) : p.long_lane;
+    int32_t lane = p.long_lane;
     if (e->model.n_ctx_train > 0 && lane > e->model.n_ctx_train) lane = e->model.n_ctx_train;
     if (lane > e->kv.per_seq_cap && z.split && p.mode == COBATCH_MODE_CONTINUOUS) {
         if (cb_lane_init(e, &mp, lane, p.max_num_seqs < 4 ? p.max_num_seqs : 4, budget, err, errlen) != 0) goto fail;

@@ -347,7 +347,7 @@ static void update_stats(cobatch_engine *e) {
     e->stats.decode_failures = e->n_decode_failures;
 
     e->nodes_seen = e->runner.last_nodes;
-    e->stats.steps = ss->steps;
+    e->stats.steps = ss->steps + e->lane.alone_steps; /* a step running both graphs counts once */
     e->stats.preemptions = ss->preemptions + e->lane.preemptions;
     e->stats.swapped_out = e->swap.swapped_out;
     e->stats.swapped_in = e->swap.swapped_in;
@@ -472,7 +472,7 @@ static bool postprocess(cobatch_engine *e, cb_plan *plan, int rc, int64_t run_us
 /* One step. With nothing to run it still applies the cell changes made since the last one (a
  * cancel's release). */
 static void step(cobatch_engine *e) {
-    int64_t t0 = cobatch_time_us(), swapped = e->swap.swapped_out;
+    int64_t t0 = cobatch_time_us(), swapped = e->swap.swapped_out, steps = cb_sched_get_stats(e->sched)->steps;
     cb_plan *plan = schedule(e, 0);
     int64_t t_run = cobatch_time_us(), copy_us = e->swap.copy_us + e->host.copy_us;
     int rc = run_plan(e, &plan);
@@ -481,6 +481,7 @@ static void step(cobatch_engine *e) {
     struct cobatch_step_info info = {.t_start_us = t0};
     bool ran = postprocess(e, plan, rc, run_us, e->swap.swapped_out - swapped, &info);
     info.lane_tokens = cb_lane_step(e, used, &info.lane_us); /* a second graph, only while the lane has work */
+    if (info.lane_tokens > 0 && cb_sched_get_stats(e->sched)->steps == steps) e->lane.alone_steps++;
     if (ran || info.lane_tokens > 0) report_step(e, &info);
 }
 

@@ -114,6 +114,7 @@ typedef struct {
     cb_request **wait; /* (wait_cap) in order */
     int32_t n_wait, wait_cap;
     int64_t preemptions;
+    int64_t alone_steps;              /* steps that ran the lane's graph and not the main pool's */
     int64_t query_tokens, hit_tokens; /* with the host tier: prompt tokens of admissions, and those it loaded */
 } cb_lane;
 

@@ -1038,6 +1038,21 @@ static void long_lane_takes_long_requests(void **state) {
     cobatch_engine *e = it_engine(lp);
     assert_non_null(e);
     assert_int_equal(cobatch_n_ctx_seq(e), 2048);
+    lp.model_path = it_model(); /* what a caller learns before init: the lane's cells */
+    assert_int_equal(cobatch_params_max_request_len(&lp), 2048);
+    lp.mode = COBATCH_MODE_STATIC; /* (no lane outside continuous mode) */
+    assert_int_equal(cobatch_params_max_request_len(&lp), 256);
+    lp.mode = COBATCH_MODE_CONTINUOUS;
+    /* by default a stream holds an agent's prompt, and the lane the model's trained context */
+    struct cobatch_engine_params dp = cobatch_engine_default_params(), rp;
+    dp.model_path = it_model();
+    rp = dp;
+    cobatch_params_resolve(&rp);
+    assert_true(rp.max_model_len >= 1024 && rp.long_lane == 8192 && rp.prefix_cache_streams >= 4);
+    assert_int_equal(cobatch_params_max_request_len(&dp), 8192);
+    struct cobatch_engine_params again = rp;
+    cobatch_params_resolve(&again);
+    assert_memory_equal(&again, &rp, sizeof(rp)); /* a second call changes nothing */
     struct cobatch_engine_params up = cobatch_engine_default_params();
     up.kv_layout = COBATCH_KV_UNIFIED;
     up.n_ctx = 4096;
@@ -1081,6 +1096,7 @@ static void long_lane_takes_long_requests(void **state) {
     cobatch_engine_stats(e, &st);
     assert_int_equal(st.running, 0);
     assert_int_equal(st.waiting, 0);
+    assert_int_equal(st.steps, lane_trace.n); /* the steps only the lane's graph ran count too */
 
     /* the prompt's log-probabilities from the lane's rows: those of the unified engine's */
     struct cobatch_request_params q = ps[0];
