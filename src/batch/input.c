@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/textout.h"
+#include "../util/utf8.h"
 #include "../util/util.h"
 
 /* A line's envelope, checked before its body: custom_id, method, url. Returns the error code to

@@ -1,6 +1,7 @@
 #include "hostcache.h"
 
 #include "streams.h"
+#include "../util/util.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -130,7 +131,7 @@ cb_host_entry *cb_host_stash(cb_host_cache *h, int32_t kind, const int32_t *toks
 static void note_copy(cb_host_cache *h, size_t bytes, int64_t us) {
     h->copied_bytes += (int64_t)bytes;
     h->copy_us += us;
-    if (bytes > 0) h->byte_us = 0.8 * h->byte_us + 0.2 * (double)(us > 0 ? us : 1) / (double)bytes;
+    if (bytes > 0) h->byte_us = cb_ewma(h->byte_us, (double)(us > 0 ? us : 1) / (double)bytes, 0.2);
 }
 
 void cb_host_saved(cb_host_cache *h, cb_host_entry *e, uint8_t *data, size_t size, int32_t cells, int64_t us) {

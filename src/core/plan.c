@@ -1,4 +1,5 @@
 #include "plan.h"
+#include "../util/util.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -140,7 +141,7 @@ int32_t cb_plan_graph_runs(const cb_plan *p, const cb_row_piece *v, int32_t n) {
 void cb_pace_note(cb_pace *p, int32_t tokens, int64_t us) {
     if (tokens <= 0 || us <= 0) return;
     double t = (double)us / tokens;
-    p->token_us = p->token_us > 0 ? 0.5 * p->token_us + 0.5 * t : t;
+    p->token_us = cb_ewma(p->token_us, t, 0.5);
 }
 
 int32_t cb_pace_tokens(const cb_pace *p, double us, int32_t lo, int32_t hi) {
@@ -153,11 +154,11 @@ void cb_step_pace_note(cb_step_pace *p, int32_t decode_rows, int32_t prompt_toke
     if (us <= 0 || decode_rows <= 0 || 2 * decode_rows < max_seqs) return;
     if (prompt_tokens == 0) {
         double t = (double)us / decode_rows;
-        p->row_us = p->row_us > 0 ? 0.8 * p->row_us + 0.2 * t : t;
+        p->row_us = cb_ewma(p->row_us, t, 0.2);
     } else if (p->row_us > 0) {
         double t = ((double)us - decode_rows * p->row_us) / prompt_tokens;
         if (t <= 0) return; /* a step shorter than its decode rows' share: noise */
-        p->token_us = p->token_us > 0 ? 0.8 * p->token_us + 0.2 * t : t;
+        p->token_us = cb_ewma(p->token_us, t, 0.2);
     }
 }
 

@@ -1,4 +1,5 @@
 #include "swap.h"
+#include "../util/util.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -47,17 +48,15 @@ void cb_swap_end(cb_swap *sw, cb_request *r, bool restored) {
     memset(&r->swap, 0, sizeof(r->swap));
 }
 
-static double ewma(double old, double x) { return 0.8 * old + 0.2 * x; }
-
 void cb_swap_note_copy(cb_swap *sw, size_t bytes, int32_t cells, int64_t us) {
     if (!sw || bytes == 0) return;
     sw->copied_bytes += (int64_t)bytes;
     sw->copy_us += us;
-    sw->byte_us = ewma(sw->byte_us, (double)(us > 0 ? us : 1) / (double)bytes);
+    sw->byte_us = cb_ewma(sw->byte_us, (double)(us > 0 ? us : 1) / (double)bytes, 0.2);
     if (cells > 0) sw->cell_bytes = (double)bytes / cells;
 }
 
 void cb_swap_note_prefill(cb_swap *sw, int32_t tokens, int64_t us) {
     if (!sw || tokens <= 0 || us <= 0) return;
-    sw->token_us = ewma(sw->token_us, (double)us / tokens);
+    sw->token_us = cb_ewma(sw->token_us, (double)us / tokens, 0.2);
 }

@@ -48,13 +48,4 @@ void cb_textout_flush(cb_textout *t, const char **out, size_t *out_len);
  * the release buffer changes hands (t is left without one). NULL only if init failed. */
 char *cb_textout_take_final(cb_textout *t, bool flush, size_t *len);
 
-/* Length of the longest prefix of s[0, n) that is valid UTF-8 and does not end inside a character
- * that could still be completed. Bytes after it are either an unfinished character (when
- * *incomplete is set) or invalid. */
-size_t cb_utf8_valid_prefix(const char *s, size_t n, bool *incomplete);
-
-/* Copies s[0, n) to out (room for 3n + 1 bytes) with every byte that is not part of valid UTF-8
- * replaced by U+FFFD, NUL-terminated. Returns the bytes written. */
-size_t cb_utf8_sanitize(const char *s, size_t n, char *out);
-
 #endif

@@ -283,7 +283,7 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
                           .pace_share = p.step_pacing};
     /* llama.cpp saves a sliding-window model's sequence without the cells its window has passed,
      * so a load trimmed to a shorter match would lack cells the window needs: no host tier there */
-    bool swa = llama_model_n_swa(e->model.model) > 0;
+    bool swa = cb_model_has_swa(&e->model);
     if (swa && params && params->cache_ram > 0) {
         cb_set_err(err, errlen, "cache_ram: the prefix cache's host tier does not hold sliding-window models");
         goto fail;
@@ -297,7 +297,7 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
     else
         e->cache = cb_cache_new_none(&e->kv);
     e->sched = e->cache ? cb_sched_new(&sc, &e->kv, e->cache) : NULL;
-    e->cand = malloc(sizeof(*e->cand) * (size_t)e->model.n_vocab);
+    e->cand = cb_sampler_scratch_new(&e->model);
     if (!e->sched || !e->cand || cb_plan_init(&e->plan, p.max_num_seqs) != 0 ||
         cb_runner_init(&e->runner, &e->model, p.max_num_seqs) != 0) {
         cb_set_err(err, errlen, "out of memory");
@@ -812,7 +812,7 @@ cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_pa
     bool ok = er && (!p->prompt_logprobs || prompt_logprobs_new(er, r, toks));
     free(toks);
     const struct llama_sampler *shared = chat && chat->grammar ? chat->grammar : (const void *)p->parsed_grammar;
-    if (ok && shared && !(er->grammar = llama_sampler_clone(shared))) {
+    if (ok && shared && !(er->grammar = cb_sampler_clone(shared))) {
         cb_engine_free_request(r);
         cb_set_err(err, errlen, "out of memory");
         return COBATCH_ERR_NOMEM;

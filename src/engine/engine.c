@@ -326,7 +326,7 @@ static int32_t kv_mismatches(cobatch_engine *e) {
 
 /* Cells llama.cpp shows the running requests, summed over them (a cell shared by k of them is
  * counted k times): a check that their sequences hold what the scheduler thinks. O(running). */
-static int32_t llama_cells(cobatch_engine *e) {
+static int32_t cells_in_llama(cobatch_engine *e) {
     int32_t n = 0;
     for (int32_t i = 0; i < cb_sched_n_running(e->sched); i++)
         n += cb_runner_seq_len(&e->runner, cb_sched_running_at(e->sched, i)->seq_id);
@@ -342,7 +342,7 @@ static void update_stats(cobatch_engine *e) {
     e->stats.kv_used = e->kv.total_used;
     e->stats.kv_total = e->kv.capacity;
     e->stats.kv_peak = e->kv.peak_used;
-    e->stats.kv_cells_llama = llama_cells(e);
+    e->stats.kv_cells_llama = cells_in_llama(e);
     e->stats.kv_mismatches = kv_mismatches(e);
     e->stats.decode_failures = e->n_decode_failures;
 

@@ -136,11 +136,11 @@ struct cobatch_engine {
     cb_cache *cache; /* the prefix cache the scheduler shares prefixes through (cache.h) */
     cb_plan plan;
     cb_lane lane;
-    cb_swap swap;           /* host memory for preempted requests' cells, the scheduler's and the lane's (swap.h) */
-    cb_step_pace pace;      /* what a decode row and a prompt token of a step cost (plan.h), for step_pacing */
-    cb_host_cache host;     /* the prefix cache's host tier (hostcache.h; cap 0: none) */
-    int32_t n_ctx_seq;      /* a request's limit: its stream, or the long lane's pool */
-    llama_token_data *cand; /* (n_vocab) engine thread: candidates of a constrained request's row */
+    cb_swap swap;       /* host memory for preempted requests' cells, the scheduler's and the lane's (swap.h) */
+    cb_step_pace pace;  /* what a decode row and a prompt token of a step cost (plan.h), for step_pacing */
+    cb_host_cache host; /* the prefix cache's host tier (hostcache.h; cap 0: none) */
+    int32_t n_ctx_seq;  /* a request's limit: its stream, or the long lane's pool */
+    struct llama_token_data *cand; /* (n_vocab) engine thread: candidates of a constrained request's row */
 
     pthread_t thread;
     bool thread_started;

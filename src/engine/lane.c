@@ -107,7 +107,7 @@ void cb_lane_remove(cobatch_engine *e, cb_request *r) {
     cb_lane *L = &e->lane;
     if (r->seq_id >= 0 && r->seq_id < L->max_seqs && L->run[r->seq_id] == r) {
         stash(e, r);
-        llama_memory_seq_rm(llama_get_memory(L->model.ctx), r->seq_id, -1, -1);
+        cb_runner_trim(&L->runner, r->seq_id, 0);
         L->run[r->seq_id] = NULL;
         L->n_run--;
         r->seq_id = -1;
@@ -184,7 +184,7 @@ static void make_room(cobatch_engine *e) {
             r->swap.to = r->n_computed;
             cb_runner_save(&L->runner, r, y, 0, r->n_computed); /* a failure: it is recomputed */
         }
-        llama_memory_seq_rm(llama_get_memory(L->model.ctx), y, -1, -1);
+        cb_runner_trim(&L->runner, y, 0);
         L->run[y] = NULL;
         L->n_run--;
         r->n_preemptions++;
@@ -265,8 +265,7 @@ int32_t cb_lane_step(cobatch_engine *e, int32_t used, int64_t *us) {
         rc = cb_runner_run(&L->runner, &L->plan);
         if (rc == 0) break;
         for (int32_t i = 0; i < L->plan.n_items; i++) /* what the failed decode may have kept */
-            llama_memory_seq_rm(llama_get_memory(L->model.ctx), L->plan.items[i].req->seq_id, L->plan.items[i].pos0,
-                                -1);
+            cb_runner_trim(&L->runner, L->plan.items[i].req->seq_id, L->plan.items[i].pos0);
         if (rc != 1 || L->plan.n_tokens <= L->plan.n_items) { /* not a full pool, or nothing smaller to try */
             fail(e, rc);
             return 0;

@@ -15,7 +15,7 @@
 #include <cjson/cJSON.h>
 #include <stddef.h>
 
-#include "../core/gbnf.h"
+#include "../util/gbnf.h"
 
 #define CB_GRAMMAR_MAX_REPEAT CB_GBNF_MAX_REPEAT
 /* The end of a 400's message for such a bound ("... above 2000, the most " CB_BOUNDS_DROPPED). */

@@ -1,6 +1,6 @@
 #include "openai.h"
 #include "bounds.h"
-#include "../core/textout.h"
+#include "../util/utf8.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

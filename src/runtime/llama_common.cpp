@@ -1,6 +1,6 @@
 // llama_common.cpp — see llama_common.h. C++ stays inside this file: exceptions end here as errors.
 #include "llama_common.h"
-#include "../core/gbnf.h"
+#include "../util/gbnf.h"
 
 #include "chat.h"
 #include "json-schema-to-grammar.h"

@@ -87,7 +87,7 @@ struct llama_sampler *cb_common_grammar_sampler(const struct llama_vocab *vocab,
                                                 const cb_grammar_limits *lim, char *err, size_t errlen);
 
 /* A grammar sampler for gbnf (root rule "root"), checked first under lim: its groups' nesting and
- * elements (core/gbnf.h), its largest repetition count (2000: llama.cpp drops a larger bound), then,
+ * elements (util/gbnf.h), its largest repetition count (2000: llama.cpp drops a larger bound), then,
  * parsed, its rules' nesting at a position and the parse states any rule can begin with; each
  * refusal names the --limit that sets it. Then llama.cpp's grammar (lazy with its
  * patterns and tokens, like llama_sampler_init_grammar_lazy_patterns) that takes a token as llama.cpp

@@ -234,6 +234,8 @@ double cb_model_file_cell_bytes(const char *path, int32_t *n_ctx_train) {
     return bytes;
 }
 
+bool cb_model_has_swa(const cb_model *m) { return m->model && llama_model_n_swa(m->model) > 0; }
+
 int64_t cb_gpu_free_bytes(void) {
     int64_t sum = 0;
     for (size_t i = 0; i < ggml_backend_dev_count(); i++) {

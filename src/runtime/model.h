@@ -64,6 +64,10 @@ void cb_model_free(cb_model *m);
  * load (sizes chosen by memory); 0 when the file or its keys cannot be read. *n_ctx_train (may be
  * NULL): the trained context the header names, 0 when it names none. */
 double cb_model_file_cell_bytes(const char *path, int32_t *n_ctx_train);
+
+/* Whether the loaded model attends through a sliding window (llama.cpp then saves a sequence without
+ * the cells its window has passed). */
+bool cb_model_has_swa(const cb_model *m);
 /* Free memory of the GPU devices llama.cpp has, summed, in bytes: where a GPU build puts the KV
  * cells (every layer offloaded); 0 without a GPU (a CPU build: the cells are in host memory). */
 int64_t cb_gpu_free_bytes(void);

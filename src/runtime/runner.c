@@ -1,5 +1,7 @@
 #include "runner.h"
 
+#include <llama.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,7 +10,8 @@
 int cb_runner_init(cb_runner *r, cb_model *m, int32_t max_items) {
     r->model = m;
     r->n_batch = m->n_batch;
-    r->batch = llama_batch_init(m->n_batch, 0, 1);
+    r->batch = malloc(sizeof(*r->batch));
+    if (r->batch) *r->batch = llama_batch_init(m->n_batch, 0, 1);
     r->logit_row = calloc((size_t)max_items, sizeof(int32_t));
     r->order = calloc(2 * (size_t)max_items, sizeof(cb_row_piece));
     r->lp = calloc((size_t)m->n_batch, sizeof(cb_lp_row));
@@ -16,7 +19,7 @@ int cb_runner_init(cb_runner *r, cb_model *m, int32_t max_items) {
     r->max_restore_failed = max_items;
     r->n_pending = m->n_seq_max > 0 ? m->n_seq_max : 1;
     r->pending = calloc((size_t)r->n_pending, 1);
-    if (!r->logit_row || !r->order || !r->lp || !r->restore_failed || !r->pending || !r->batch.token) {
+    if (!r->logit_row || !r->order || !r->lp || !r->restore_failed || !r->pending || !r->batch || !r->batch->token) {
         cb_runner_free(r);
         return -1;
     }
@@ -24,8 +27,9 @@ int cb_runner_init(cb_runner *r, cb_model *m, int32_t max_items) {
 }
 
 void cb_runner_free(cb_runner *r) {
-    if (r->batch.token) llama_batch_free(r->batch);
-    r->batch.token = NULL;
+    if (r->batch && r->batch->token) llama_batch_free(*r->batch);
+    free(r->batch);
+    r->batch = NULL;
     free(r->logit_row);
     free(r->order);
     free(r->lp);
@@ -202,7 +206,7 @@ static int decode(cb_runner *r) {
         r->fault_left--;
         return r->fault_rc;
     }
-    int rc = llama_decode(r->model->ctx, r->batch);
+    int rc = llama_decode(r->model->ctx, *r->batch);
     if (rc == 0) memset(r->pending, 0, (size_t)r->n_pending); /* its first act made the stream copies */
     if (r->abort_after > 0) {                                 /* one armed decode, then decode normally */
         r->last_nodes = r->nodes_seen;
@@ -217,7 +221,7 @@ int cb_runner_run(cb_runner *r, const cb_plan *plan) {
     if (r->n_restore_failed > 0) return CB_RUNNER_RESTORE_FAILED;
     if (plan->n_tokens > r->n_batch) return -100;
     if (plan->n_items == 0) return 0;
-    struct llama_batch *b = &r->batch;
+    struct llama_batch *b = r->batch;
     b->n_tokens = 0;
     r->n_lp = 0;
     if (r->model->split_kv) { /* the split layout's graph runs: see cb_plan_row_order */

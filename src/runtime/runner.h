@@ -8,7 +8,7 @@
 #include "../core/swap.h"
 #include "model.h"
 
-#include <llama.h>
+struct llama_batch;
 
 /* Rows under which ggml's CPU flash attention leaves its tiled kernel for a stream (GGML_FA_TILE_Q
  * of the pinned ggml): the split layout's chunks are shaped around it (plan.h). */
@@ -21,7 +21,7 @@ typedef struct {
 
 typedef struct {
     cb_model *model;
-    struct llama_batch batch; /* (n_batch rows) reused every step */
+    struct llama_batch *batch; /* (n_batch rows) reused every step */
     int32_t n_batch;
     int32_t *logit_row;  /* (max items) batch row whose logits item i gets, or -1 */
     cb_row_piece *order; /* (2 x max items) the order the items' rows go in the batch */

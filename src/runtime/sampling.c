@@ -44,6 +44,14 @@ void cb_sampler_free(struct llama_sampler *smpl) {
     if (smpl) llama_sampler_free(smpl);
 }
 
+struct llama_sampler *cb_sampler_clone(const struct llama_sampler *smpl) {
+    return llama_sampler_clone(smpl);
+}
+
+struct llama_token_data *cb_sampler_scratch_new(const cb_model *m) {
+    return malloc(sizeof(llama_token_data) * (size_t)(m->n_vocab > 0 ? m->n_vocab : 1));
+}
+
 struct llama_sampler *cb_grammar_new(const cb_model *m, const char *gbnf, const cb_grammar_limits *lim, char *err,
                                      size_t errlen) {
     return cb_common_grammar_new(m->vocab, gbnf, false, NULL, 0, NULL, 0, lim, err, errlen);

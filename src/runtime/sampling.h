@@ -7,7 +7,8 @@
 
 #include <cobatch.h>
 
-#include <llama.h>
+struct llama_sampler;
+struct llama_token_data;
 
 /* Builds the chain: the logit biases (ids checked by the caller), penalties, then greedy at
  * temperature <= 0, else top_k, top_p, min_p, temperature and a seeded draw. Returns NULL on
@@ -15,6 +16,12 @@
 struct llama_sampler *cb_sampler_new(const cb_model *m, const struct cobatch_sampling *s,
                                      const struct cobatch_logit_bias *bias, size_t n_bias);
 void cb_sampler_free(struct llama_sampler *smpl);
+/* A copy of a sampler in its current state (a chat's grammar, for each of its requests), or NULL
+ * when memory runs out. */
+struct llama_sampler *cb_sampler_clone(const struct llama_sampler *smpl);
+/* Room for the model's n_vocab candidates (cb_sampler_sample's scratch); free() it. NULL when memory
+ * runs out. */
+struct llama_token_data *cb_sampler_scratch_new(const cb_model *m);
 
 /* A grammar sampler for GBNF text (root rule "root") held to lim (llama_common.h), or NULL with the
  * reason in err (it does not parse, or a bound refuses it). */
@@ -29,7 +36,7 @@ struct llama_sampler *cb_grammar_new(const cb_model *m, const char *gbnf, const 
  * for n_vocab candidates, used with a grammar. Returns -1 when the grammar allows no token at all, -2
  * when the token sampled blew the grammar (cb_common_grammar_blown says why). */
 int32_t cb_sampler_sample(struct llama_sampler *smpl, struct llama_sampler *grammar, const cb_model *m, int32_t row,
-                          float *margin, llama_token_data *scratch);
+                          float *margin, struct llama_token_data *scratch);
 
 /* Log-probabilities at logits row `row` of the last decode (the log-softmax of the raw logits):
  * out[0] = token and its log-probability, out[1..k] the k most likely tokens, most likely first (ties:

@@ -1,7 +1,7 @@
 /* intake.c — the worker thread (see intake.h). */
 #include "intake.h"
 #include "../openai/dialect.h"
-#include "../core/textout.h"
+#include "../util/utf8.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

@@ -6,7 +6,7 @@
  * error body (a stream that has begun ends with an error event instead), or nothing when its
  * client has gone. */
 #include "server.h"
-#include "../core/faultalloc.h"
+#include "../util/faultalloc.h"
 #include "httpd.h"
 #include "intake.h"
 #include "metrics.h"

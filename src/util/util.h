@@ -8,4 +8,8 @@
  * when err is NULL or errlen is 0. */
 void cb_set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* A moving average of measured costs: x when avg is 0 (nothing measured yet), else avg moved a
+ * share w (0 < w <= 1) of the way to x. */
+static inline double cb_ewma(double avg, double x, double w) { return avg > 0 ? (1 - w) * avg + w * x : x; }
+
 #endif

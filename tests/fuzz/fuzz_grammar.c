@@ -1,5 +1,5 @@
 /* libFuzzer: a GBNF grammar from a request, through the bounds in front of llama.cpp's grammar
- * (core/gbnf.c's scan, the parse, the start-state estimate: cb_common_grammar_new) and then, with
+ * (util/gbnf.c's scan, the parse, the start-state estimate: cb_common_grammar_new) and then, with
  * the default model's vocabulary, fed an output token by token as the engine feeds it (the
  * per-character state count, the work bounds), each token checked against llama.cpp's own grammar
  * code on a copy (the same candidates allowed, the same parse states after). Input: the grammar, a

@@ -4,6 +4,7 @@
  * exactly the text up to where a stop was seen: after each piece, the earliest start of a stop
  * wholly arrived ends the output there. */
 #include "../../src/core/textout.h"
+#include "../../src/util/utf8.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
 #ifndef CB_FUZZ_VOCAB_H
 #define CB_FUZZ_VOCAB_H
 
-#include "../../src/core/textout.h"
+#include "../../src/util/utf8.h"
 #include "../../src/runtime/llama_common.h"
 
 #include <llama.h>

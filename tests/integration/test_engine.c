@@ -7,7 +7,7 @@
 #include <math.h>
 #include <unistd.h>
 
-#include "../../src/core/textout.h"
+#include "../../src/util/utf8.h"
 #include "../../src/runtime/llama_common.h"
 #include <llama.h>
 #include "harness.h"

@@ -11,7 +11,7 @@
 #include <cmocka.h>
 #include <unistd.h>
 
-#include "../../src/core/textout.h"
+#include "../../src/util/utf8.h"
 #include "../../src/engine/testing.h"
 #include "harness.h"
 

@@ -9,8 +9,8 @@
 #include <cmocka.h>
 #include <unistd.h>
 
-#include "../../src/core/faultalloc.h"
-#include "../../src/core/textout.h"
+#include "../../src/util/faultalloc.h"
+#include "../../src/util/utf8.h"
 #include "harness.h"
 
 bool cb_utf8_check(const char *s, size_t n) { return cb_utf8_valid_prefix(s, n, NULL) == n; }

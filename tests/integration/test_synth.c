@@ -7,7 +7,7 @@
 #include <cmocka.h>
 #include <unistd.h>
 
-#include "../../src/core/textout.h"
+#include "../../src/util/utf8.h"
 #include "../../src/runtime/synth.h"
 #include "harness.h"
 

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/core/gbnf.h"
+#include "../../src/util/gbnf.h"
 #include "../../src/openai/bounds.h"
 #include "../../src/openai/openai.h"
 
@@ -246,7 +246,7 @@ static void response_format_and_grammar(void **state) {
 /* Repetition bounds llama.cpp's grammars would drop (above 2000) are refused by name, in a schema
  * (however deep, in response_format and in a tool's parameters) and in a GBNF text; bounds at
  * the limit, and braces inside literals, classes and comments, are not. */
-/* The shape of a GBNF text before llama.cpp parses it (src/core/gbnf.c): nesting, the elements its
+/* The shape of a GBNF text before llama.cpp parses it (src/util/gbnf.c): nesting, the elements its
  * repetitions copy, the largest count; strings, classes, token references and comments are text. */
 static void gbnf_shape_is_read_without_parsing(void **state) {
     (void)state;

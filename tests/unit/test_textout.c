@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../../src/core/textout.h"
+#include "../../src/util/utf8.h"
 
 /* Feeds pieces; returns everything released (and flushed if not stopped) as one string. */
 static char *feed(const char *const *stops, size_t n_stops, const char *const *pieces, size_t n, bool *stopped) {

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""The layer rules of ARCHITECTURE.md ('Layers'), checked over src/: which folder may include which,
+where llama.cpp's headers and calls may appear, and what the pure layers may not do. Prints every
+broken rule with its file and line; exits 1 when there is one.
+
+    python3 tests/layers/check_layers.py [SRC_DIR]
+    python3 tests/layers/check_layers.py --self-test   (the check finds a break of each rule)
+"""
+import os
+import re
+import sys
+
+FRONT = {"openai", "anthropic", "responses", "server", "batch", "bench", "cli"}
+LAYER = {"util": "util", "core": "core", "runtime": "runtime", "engine": "engine"}
+LAYER.update({d: "front" for d in FRONT})
+
+# the folders each layer's files may include from (a front end: the other front ends and util)
+MAY_INCLUDE = {
+    "util": {"util"},
+    "core": {"core", "util"},
+    "runtime": {"runtime", "core", "util"},
+    "engine": {"engine", "runtime", "core", "util"},
+    "front": FRONT | {"util"},
+}
+# the doors below the API open to tools that measure llama.cpp or write models, with no engine between
+# (their headers see no llama.h): `cobatch mkmodel` and the bench's ceiling
+FRONT_DOORS = {"runtime/synth.h", "runtime/ceiling.h"}
+LLAMA_HEADER = re.compile(r"^(llama|ggml|gguf)[-\w]*\.h$")
+LLAMA_CALL = re.compile(r"\b(llama|ggml|gguf)_[a-z0-9_]+\s*\(")
+IMPURE_CALL = re.compile(r"\b(getenv|secure_getenv|clock_gettime|gettimeofday|time|fopen|open|printf|fprintf|puts)\s*\(")
+INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
+
+
+def strip_comments(text):
+    """The text with comments and string literals blanked, line breaks kept."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append(re.sub(r"[^\n]", " ", text[i:j]))
+            i = j
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out.append(" " * (j - i))
+            i = j
+        elif c == '"' or c == "'":
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            out.append(c + " " * (min(j, n) - i - 1) + (c if j < n else ""))
+            i = j + 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def check(src):
+    errors = []
+    for root, _, files in os.walk(src):
+        for name in sorted(files):
+            if not name.endswith((".c", ".h", ".cpp")):
+                continue
+            path = os.path.join(root, name)
+            rel = os.path.relpath(path, src)
+            folder = rel.split(os.sep)[0]
+            layer = LAYER.get(folder)
+            if layer is None:
+                errors.append(f"{rel}: the folder src/{folder} has no layer in the rules")
+                continue
+            if name.endswith(".cpp") and rel != os.path.join("runtime", "llama_common.cpp"):
+                errors.append(f"{rel}: C++ stays in src/runtime/llama_common.cpp")
+            text = open(path, encoding="utf-8").read()
+            for no, line in enumerate(text.splitlines(), 1):
+                m = INCLUDE.match(line)
+                if not m:
+                    continue
+                kind, inc = m.groups()
+                where = f"{rel}:{no}"
+                if kind == "<":
+                    if LLAMA_HEADER.match(os.path.basename(inc)) and layer != "runtime":
+                        errors.append(f"{where}: <{inc}> outside src/runtime")
+                    if layer == "runtime" and name.endswith(".h") and LLAMA_HEADER.match(os.path.basename(inc)):
+                        errors.append(f"{where}: a runtime header includes <{inc}> (forward-declare the type)")
+                    if inc == "cobatch.h" and layer in ("util", "core"):
+                        errors.append(f"{where}: src/{folder} is below the public API and includes <cobatch.h>")
+                    continue
+                target = os.path.normpath(os.path.join(os.path.dirname(rel), inc))
+                tfolder = target.split(os.sep)[0]
+                if tfolder.startswith(".."):
+                    errors.append(f"{where}: \"{inc}\" leaves src/")
+                    continue
+                if tfolder == folder or tfolder in MAY_INCLUDE[layer]:
+                    continue
+                if layer == "front" and target in FRONT_DOORS:
+                    continue
+                errors.append(f"{where}: src/{folder} ({layer}) may not include \"{inc}\" (src/{tfolder})")
+            code = strip_comments(text)
+            for no, line in enumerate(code.splitlines(), 1):
+                if layer != "runtime":
+                    for m in LLAMA_CALL.finditer(line):
+                        errors.append(f"{rel}:{no}: calls {m.group(0).rstrip('( ')} outside src/runtime")
+                if layer == "core":
+                    for m in IMPURE_CALL.finditer(line):
+                        if line[: m.start()].rstrip().endswith((".", "->")):
+                            continue  # a field or a function pointer of that name
+                        errors.append(f"{rel}:{no}: src/core calls {m.group(1)} (no I/O, no clock, no environment)")
+    return errors
+
+
+# --self-test: a tree that breaks each rule once, and what the check must say of it
+PLANTED = {
+    "util/u.c": ('#include "../core/kv.h"\n', "may not include"),
+    "core/a.c": ('#include <cobatch.h>\nstatic void f(void) { getenv("X"); }\n', "getenv"),
+    "core/b.c": ('#include "../engine/sizes.h"\n', "may not include"),
+    "runtime/r.h": ("#include <llama.h>\n", "forward-declare"),
+    "engine/e.c": ("static int f(void) { return llama_decode(0, 0); }\n", "calls llama_decode"),
+    "server/s.c": ('#include "../core/kv.h"\n#include <ggml.h>\n', "outside src/runtime"),
+    "cli/c.cpp": ("int x;\n", "C++ stays"),
+    "cli/ok.c": ('#include "../runtime/synth.h"\n#include "../util/util.h"\n/* llama_decode() */\n', None),
+}
+
+
+def self_test():
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        for rel, (text, _) in PLANTED.items():
+            os.makedirs(os.path.join(d, os.path.dirname(rel)), exist_ok=True)
+            with open(os.path.join(d, rel), "w") as f:
+                f.write(text)
+        errors = check(d)
+    bad = 0
+    for rel, (_, want) in PLANTED.items():
+        said = [e for e in errors if e.startswith(rel + ":")]
+        if want and not any(want in e for e in said):
+            print(f"self-test: nothing says '{want}' of {rel}")
+            bad += 1
+        if not want and said:
+            print(f"self-test: {rel} keeps every rule, yet: {said}")
+            bad += 1
+    print("self-test: " + ("failed" if bad else f"each planted break found ({len(errors)} in all)"))
+    return bad
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--self-test":
+        return 1 if self_test() else 0
+    src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..", "src")
+    errors = check(os.path.normpath(src))
+    for e in errors:
+        print(e)
+    print(f"layers: {len(errors)} broken rule(s)" if errors else "layers: every rule holds")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
