@@ -12,7 +12,8 @@ int main(int argc, char **argv) {
                                           {.role = "user", .content = "What is the capital of France?"}};
     struct cobatch_request_params rp = cobatch_request_default_params();
     rp.messages = msgs, rp.n_messages = 2, rp.max_tokens = 32;
-    if (cobatch_submit(e, &rp, err, sizeof(err)) < 0) return fprintf(stderr, "%s\n", err), 1; /* any thread */
+    struct cobatch_error refused;
+    if (cobatch_submit(e, &rp, &refused) < 0) return fprintf(stderr, "%s\n", refused.message), 1; /* any thread */
     for (struct cobatch_event ev = {0}; ev.type != COBATCH_EVENT_FINISHED; cobatch_event_clear(&ev))
         if (cobatch_poll(e, &ev, 1, -1) == 1) fwrite(ev.text, 1, ev.text_len, stdout); /* TOKEN..., FINISHED */
     cobatch_engine_free(e);

@@ -60,6 +60,18 @@ enum cobatch_status {
     COBATCH_ERR_NOMEM = -6,
 };
 
+/* Why cobatch_submit, cobatch_prompt_tokens or cobatch_chat_new refused a request: the code (a
+ * cobatch_status < 0); the field of cobatch_request_params at fault, a static string named as the
+ * field is ("prompt", "prompt_tokens", "messages", "tools", "tool_choice", "chat", "grammar",
+ * "logit_bias", "max_tokens", "top_logprobs", "priority", a sampling field as "temperature"), or
+ * NULL when no field is (out of memory, a full queue, shutdown); and a message for the client. A
+ * front end maps the field to its API's name (an OpenAI error's `param`). */
+struct cobatch_error {
+    int code;
+    const char *param;
+    char message[256];
+};
+
 /* One engine step, as reported to cobatch_engine_params.on_step (the scheduling trace). */
 struct cobatch_step_info {
     int64_t t_start_us, t_end_us; /* around schedule + llama_decode + postprocess, the long lane's too */
@@ -401,19 +413,19 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
  * undelivered events are dropped and everything is freed. */
 void cobatch_engine_free(cobatch_engine *engine);
 
-/* Tokenizes, validates and queues a request. Returns its id (> 0) or a cobatch_status < 0, with a
- * message in err. A request that got an id ends in exactly one FINISHED event, whatever happens
+/* Tokenizes, validates and queues a request. Returns its id (> 0) or a cobatch_status < 0, with err
+ * (may be NULL) filled. A request that got an id ends in exactly one FINISHED event, whatever happens
  * (cancel, shutdown, a failed decode, memory running out: what that event needs is reserved here,
  * and a submit that cannot reserve it fails with COBATCH_ERR_NOMEM). */
-cobatch_req_id cobatch_submit(cobatch_engine *engine, const struct cobatch_request_params *params, char *err,
-                              size_t errlen);
+cobatch_req_id cobatch_submit(cobatch_engine *engine, const struct cobatch_request_params *params,
+                              struct cobatch_error *err);
 
 /* The prompt tokens cobatch_submit would queue for params (text tokenized, token ids checked
  * against the vocabulary, or messages rendered with the chat template). Returns a malloc'd array
- * the caller frees, its length in *n; NULL with a message in err, and in *status (if not NULL)
- * COBATCH_ERR_INVALID for an invalid prompt or COBATCH_ERR_NOMEM. Thread-safe. */
+ * the caller frees, its length in *n; NULL with err (may be NULL) filled: COBATCH_ERR_INVALID for an
+ * invalid prompt, COBATCH_ERR_TOO_LONG, or COBATCH_ERR_NOMEM. Thread-safe. */
 int32_t *cobatch_prompt_tokens(cobatch_engine *engine, const struct cobatch_request_params *params, int32_t *n,
-                               int *status, char *err, size_t errlen);
+                               struct cobatch_error *err);
 
 /* Asks the engine to stop a request; its cells are freed at the next step and it finishes with
  * CANCELLED (or with its natural reason if it finished first). Returns COBATCH_OK or
@@ -525,10 +537,10 @@ cobatch_grammar *cobatch_grammar_new(const cobatch_engine *engine, const char *g
 void cobatch_grammar_free(cobatch_grammar *grammar);
 
 /* Renders a chat request (params' messages and tools) once: its prompt tokens, with tools the grammar
- * its calls are held to and the parser of its output. NULL with *status (COBATCH_ERR_INVALID,
- * COBATCH_ERR_TOO_LONG, COBATCH_ERR_NOMEM) and the reason in err. Thread-safe. */
-cobatch_chat *cobatch_chat_new(cobatch_engine *engine, const struct cobatch_request_params *params, int *status,
-                               char *err, size_t errlen);
+ * its calls are held to and the parser of its output. NULL with err (may be NULL) filled
+ * (COBATCH_ERR_INVALID, COBATCH_ERR_TOO_LONG, COBATCH_ERR_NOMEM). Thread-safe. */
+cobatch_chat *cobatch_chat_new(cobatch_engine *engine, const struct cobatch_request_params *params,
+                               struct cobatch_error *err);
 void cobatch_chat_free(cobatch_chat *chat);
 const int32_t *cobatch_chat_tokens(const cobatch_chat *chat, int32_t *n);
 /* Whether the chat's output may hold tool calls (then read it with cobatch_chat_parse). */

@@ -45,21 +45,21 @@ static int32_t tokenize_all(run *r, int32_t *idx) {
     int32_t n_ctx_seq = cobatch_n_ctx_seq(r->e), n_ok = 0;
     for (size_t i = 0; i < r->in->n; i++) {
         cb_batch_item *it = r->in->items[i];
-        char err[256] = "";
+        struct cobatch_error err = {0};
         int32_t n = 0;
         if (it->req.params.tools) { /* rendered with its tools: the grammar, the output's parser */
-            it->chat = cobatch_chat_new(r->e, &it->req.params, NULL, err, sizeof(err));
+            it->chat = cobatch_chat_new(r->e, &it->req.params, &err);
             const int32_t *t = it->chat ? cobatch_chat_tokens(it->chat, &n) : NULL;
             if (t && (it->tokens = malloc(sizeof(int32_t) * (size_t)n)))
                 memcpy(it->tokens, t, sizeof(int32_t) * (size_t)n);
             else if (t)
-                snprintf(err, sizeof(err), "out of memory");
+                snprintf(err.message, sizeof(err.message), "out of memory");
         } else {
-            it->tokens = cobatch_prompt_tokens(r->e, &it->req.params, &n, NULL, err, sizeof(err));
+            it->tokens = cobatch_prompt_tokens(r->e, &it->req.params, &n, &err);
         }
         if (!it->tokens || n >= n_ctx_seq) {
             if (!it->tokens)
-                cb_batch_out_error(r->out, it->line, it->custom_id, "invalid_request", "%s", err);
+                cb_batch_out_error(r->out, it->line, it->custom_id, "invalid_request", "%s", err.message);
             else
                 cb_batch_out_error(r->out, it->line, it->custom_id, "context_length_exceeded",
                                    "the prompt has %d tokens; the context holds %d per sequence (prompt plus at "
@@ -145,14 +145,14 @@ static int submit_one(run *r, cb_batch_item *it) {
     p.n_prompt_tokens = it->chat ? 0 : it->n_tokens;
     p.max_tokens = it->max_tokens;
     p.user_data = it;
-    char err[256] = "";
-    cobatch_req_id id = cobatch_submit(r->e, &p, err, sizeof(err));
+    struct cobatch_error err = {0};
+    cobatch_req_id id = cobatch_submit(r->e, &p, &err);
     if (id == COBATCH_ERR_QUEUE_FULL) return 1;
     if (id < 0) {
         const char *code = id == COBATCH_ERR_TOO_LONG  ? "context_length_exceeded"
                            : id == COBATCH_ERR_INVALID ? "invalid_request"
                                                        : "engine_error";
-        cb_batch_out_error(r->out, it->line, it->custom_id, code, "%s", err);
+        cb_batch_out_error(r->out, it->line, it->custom_id, code, "%s", err.message);
         r->rep->refused++;
         r->done++;
         item_done(r, it);

@@ -102,137 +102,175 @@ static int session_prompt(sessions *ss, const cb_workload *w, const cb_bench_res
     return conv_add(ss, s, it->tokens, it->n_in);
 }
 
-int cb_bench_run(const cb_bench_config *cfg, const cb_workload *w, int concurrency, bool progress, cb_bench_result *r,
-                 char *err, size_t errlen) {
+/* One run of a workload: its items' state between their submissions and their events. */
+typedef struct {
+    const cb_workload *w;
+    cb_bench_result *r;
+    cobatch_engine *e;
+    bool *sent; /* (n) submitted, or given up as failed */
+    sessions ss;
+    int64_t t0;
+    int first, done, in_flight; /* first: the first item not yet sent */
+} bench_run;
+
+/* Zeroes the result and makes room for its timelines and (of a session workload) the conversations.
+ * 0, or -1 with a message. */
+static int run_alloc(bench_run *run, char *err, size_t errlen) {
+    const cb_workload *w = run->w;
+    cb_bench_result *r = run->r;
     memset(r, 0, sizeof(*r));
     r->ideal_s = r->efficiency = -1;
     r->n = w->n;
     r->tl = calloc((size_t)w->n, sizeof(*r->tl));
     r->prompt = calloc((size_t)w->n, sizeof(int32_t));
     r->cached = calloc((size_t)w->n, sizeof(int32_t));
-    bool *sent = calloc((size_t)w->n, sizeof(bool));
-    sessions ss;
-    int rc = sessions_init(&ss, w);
-    if (!r->tl || !r->prompt || !r->cached || !sent || rc != 0) {
+    run->sent = calloc((size_t)w->n, sizeof(bool));
+    int rc = sessions_init(&run->ss, w);
+    if (!r->tl || !r->prompt || !r->cached || !run->sent || rc != 0) {
         cb_set_err(err, errlen, "out of memory");
-        rc = -1;
-        goto early;
+        return -1;
     }
     for (int i = 0; i < w->n; i++) {
         r->tl[i].t_tokens_us = calloc((size_t)w->items[i].n_out + 1, sizeof(int64_t));
         r->tl[i].n_in = w->items[i].n_in;
         if (!r->tl[i].t_tokens_us) {
             cb_set_err(err, errlen, "out of memory");
-            rc = -1;
-            goto early;
+            return -1;
         }
     }
+    return 0;
+}
+
+/* Submits the items that are due at now_s, while concurrency allows; lowers *wait_s to the time
+ * until the next one is. 0, or -1 with a message. */
+static int submit_ready(bench_run *run, int concurrency, double now_s, double *wait_s, char *err, size_t errlen) {
+    const cb_workload *w = run->w;
+    cb_bench_result *r = run->r;
+    /* in arrival order; a session's turns each when the turn before is answered */
+    for (int i = run->first; i < w->n && (concurrency <= 0 || run->in_flight < concurrency); i++) {
+        if (run->sent[i]) continue;
+        double at = ready_at(w, r, i, run->t0);
+        if (at == -2) { /* the turn before failed: this one counts as failed, unsent (and so the next) */
+            run->sent[i] = true;
+            r->tl[i].t_finish_us = cobatch_time_us();
+            run->done++;
+            continue;
+        }
+        if (at < 0 || at > now_s) {
+            if (at > now_s && at - now_s < *wait_s) *wait_s = at - now_s;
+            if (w->n_sessions == 0) break;
+            continue;
+        }
+        const cb_work_item *it = &w->items[i];
+        struct cobatch_request_params p = cobatch_request_default_params();
+        p.prompt_tokens = it->tokens;
+        p.n_prompt_tokens = it->n_in;
+        if (w->n_sessions > 0) {
+            if (session_prompt(&run->ss, w, r, i) != 0) {
+                cb_set_err(err, errlen, "out of memory");
+                return -1;
+            }
+            p.prompt_tokens = run->ss.conv[it->session];
+            p.n_prompt_tokens = r->tl[i].n_in = run->ss.n_conv[it->session];
+        }
+        p.max_tokens = it->n_out;
+        p.ignore_eos = true; /* exact output lengths */
+        p.priority = it->priority;
+        p.user_data = &r->tl[i];
+        struct cobatch_error refused = {0};
+        cobatch_req_id id = cobatch_submit(run->e, &p, &refused);
+        if (id == COBATCH_ERR_TOO_LONG && w->n_sessions > 0) { /* the conversation outgrew the context: */
+            run->sent[i] = true; /* it ends here, failed, as a client's would (its later turns with it) */
+            r->tl[i].t_submit_us = r->tl[i].t_finish_us = cobatch_time_us();
+            run->done++;
+            continue;
+        }
+        if (id <= 0) {
+            cb_set_err(err, errlen, "%s", refused.message);
+            return -1;
+        }
+        run->sent[i] = true;
+        run->in_flight++;
+    }
+    while (run->first < w->n && run->sent[run->first])
+        run->first++;
+    return 0;
+}
+
+/* Waits up to timeout_ms for the engine's events and records them: each token's time (and token, of
+ * a session workload), each finished request's timings and prompt. */
+static void take_events(bench_run *run, int timeout_ms) {
+    const cb_workload *w = run->w;
+    cb_bench_result *r = run->r;
+    struct cobatch_event ev[64];
+    int k = cobatch_poll(run->e, ev, 64, timeout_ms);
+    for (int j = 0; j < k; j++) {
+        cb_req_timeline *q = ev[j].user_data;
+        int i = (int)(q - r->tl);
+        if (ev[j].type == COBATCH_EVENT_TOKEN) {
+            if (q->n_out < w->items[i].n_out + 1) {
+                q->t_tokens_us[q->n_out] = ev[j].t_us;
+                if (run->ss.answer) run->ss.answer[i][q->n_out] = ev[j].token;
+            }
+            q->n_out++;
+        } else {
+            q->t_submit_us = ev[j].timings.t_submit_us;
+            q->t_first_us = ev[j].timings.t_first_token_us;
+            q->t_finish_us = ev[j].timings.t_finish_us;
+            q->ok = ev[j].reason == COBATCH_FINISH_STOP || ev[j].reason == COBATCH_FINISH_LENGTH;
+            r->prompt[i] = ev[j].n_prompt;
+            r->cached[i] = ev[j].n_cached;
+            run->done++;
+            run->in_flight--;
+        }
+        cobatch_event_clear(&ev[j]);
+    }
+}
+
+int cb_bench_run(const cb_bench_config *cfg, const cb_workload *w, int concurrency, bool progress, cb_bench_result *r,
+                 char *err, size_t errlen) {
+    bench_run run = {.w = w, .r = r};
+    int rc = run_alloc(&run, err, errlen);
+    if (rc != 0) goto early;
     struct cobatch_engine_params ep = cfg->engine;
     ep.on_step = on_step;
     ep.on_step_user = r;
-    cobatch_engine *e = cobatch_engine_init(&ep, err, errlen);
-    if (!e) {
+    run.e = cobatch_engine_init(&ep, err, errlen);
+    if (!run.e) {
         rc = -1;
         goto early;
     }
 
     progress = progress && isatty(STDERR_FILENO);
     double cpu0 = cpu_seconds();
-    int64_t t0 = cobatch_time_us(), last_progress = 0;
-    int first = 0, done = 0, in_flight = 0;
-    while (done < w->n) {
-        double now_s = (double)(cobatch_time_us() - t0) / 1e6, wait_s = 0.1;
-        /* in arrival order; a session's turns each when the turn before is answered */
-        for (int i = first; i < w->n && (concurrency <= 0 || in_flight < concurrency); i++) {
-            if (sent[i]) continue;
-            double at = ready_at(w, r, i, t0);
-            if (at == -2) { /* the turn before failed: this one counts as failed, unsent (and so the next) */
-                sent[i] = true;
-                r->tl[i].t_finish_us = cobatch_time_us();
-                done++;
-                continue;
-            }
-            if (at < 0 || at > now_s) {
-                if (at > now_s && at - now_s < wait_s) wait_s = at - now_s;
-                if (w->n_sessions == 0) break;
-                continue;
-            }
-            const cb_work_item *it = &w->items[i];
-            struct cobatch_request_params p = cobatch_request_default_params();
-            p.prompt_tokens = it->tokens;
-            p.n_prompt_tokens = it->n_in;
-            if (w->n_sessions > 0) {
-                if (session_prompt(&ss, w, r, i) != 0) {
-                    cb_set_err(err, errlen, "out of memory");
-                    rc = -1;
-                    goto out;
-                }
-                p.prompt_tokens = ss.conv[it->session];
-                p.n_prompt_tokens = r->tl[i].n_in = ss.n_conv[it->session];
-            }
-            p.max_tokens = it->n_out;
-            p.ignore_eos = true; /* exact output lengths */
-            p.priority = it->priority;
-            p.user_data = &r->tl[i];
-            cobatch_req_id id = cobatch_submit(e, &p, err, errlen);
-            if (id == COBATCH_ERR_TOO_LONG && w->n_sessions > 0) { /* the conversation outgrew the context: */
-                sent[i] = true; /* it ends here, failed, as a client's would (its later turns with it) */
-                r->tl[i].t_submit_us = r->tl[i].t_finish_us = cobatch_time_us();
-                done++;
-                continue;
-            }
-            if (id <= 0) {
-                rc = -1;
-                goto out;
-            }
-            sent[i] = true;
-            in_flight++;
+    run.t0 = cobatch_time_us();
+    int64_t last_progress = 0;
+    while (run.done < w->n) {
+        double now_s = (double)(cobatch_time_us() - run.t0) / 1e6, wait_s = 0.1;
+        if (submit_ready(&run, concurrency, now_s, &wait_s, err, errlen) != 0) {
+            rc = -1;
+            break;
         }
-        while (first < w->n && sent[first])
-            first++;
         int timeout_ms = wait_s * 1e3 < 1 ? 1 : (int)(wait_s * 1e3);
-        struct cobatch_event ev[64];
-        int k = cobatch_poll(e, ev, 64, timeout_ms);
-        for (int j = 0; j < k; j++) {
-            cb_req_timeline *q = ev[j].user_data;
-            int i = (int)(q - r->tl);
-            if (ev[j].type == COBATCH_EVENT_TOKEN) {
-                if (q->n_out < w->items[i].n_out + 1) {
-                    q->t_tokens_us[q->n_out] = ev[j].t_us;
-                    if (ss.answer) ss.answer[i][q->n_out] = ev[j].token;
-                }
-                q->n_out++;
-            } else {
-                q->t_submit_us = ev[j].timings.t_submit_us;
-                q->t_first_us = ev[j].timings.t_first_token_us;
-                q->t_finish_us = ev[j].timings.t_finish_us;
-                q->ok = ev[j].reason == COBATCH_FINISH_STOP || ev[j].reason == COBATCH_FINISH_LENGTH;
-                r->prompt[i] = ev[j].n_prompt;
-                r->cached[i] = ev[j].n_cached;
-                done++;
-                in_flight--;
-            }
-            cobatch_event_clear(&ev[j]);
-        }
+        take_events(&run, timeout_ms);
         int64_t now = cobatch_time_us();
         if (progress && now - last_progress > 250000) {
-            progress_line(cfg->label, done, w->n, (double)(now - t0) / 1e6);
+            progress_line(cfg->label, run.done, w->n, (double)(now - run.t0) / 1e6);
             last_progress = now;
         }
     }
-out:
-    r->wall_s = (double)(cobatch_time_us() - t0) / 1e6;
+    r->wall_s = (double)(cobatch_time_us() - run.t0) / 1e6;
     r->cpu_s = cpu_seconds() - cpu0;
-    cobatch_engine_stats(e, &r->stats);
-    cobatch_engine_free(e);
+    cobatch_engine_stats(run.e, &r->stats);
+    cobatch_engine_free(run.e);
     if (progress) fprintf(stderr, "\r%*s\r", 70, "");
     if (rc == 0 && cb_metrics_compute(r->tl, (size_t)r->n, r->wall_s, &r->m) != 0) {
         cb_set_err(err, errlen, "out of memory");
         rc = -1;
     }
 early:
-    sessions_free(&ss, w->n_sessions, w->n);
-    free(sent);
+    sessions_free(&run.ss, w->n_sessions, w->n);
+    free(run.sent);
     return rc;
 }
 

@@ -66,9 +66,10 @@ int cb_cmd_run(int argc, char **argv) {
         return 1;
     }
     cb_say_weights("run", e);
-    cobatch_req_id id = cobatch_submit(e, &rp, err, sizeof(err));
+    struct cobatch_error refused;
+    cobatch_req_id id = cobatch_submit(e, &rp, &refused);
     if (id < 0) {
-        fprintf(stderr, "cobatch run: %s\n", err);
+        fprintf(stderr, "cobatch run: %s\n", refused.message);
         cobatch_engine_free(e);
         return 1;
     }

@@ -68,63 +68,56 @@ static int fit_connections(int want) {
     return want;
 }
 
-int cb_cmd_serve(int argc, char **argv) {
-    struct cobatch_engine_params ep = cobatch_engine_default_params();
-    ep.max_num_batched_tokens = SERVE_STEP_BUDGET;
-    /* ITL tails: an admission adds at most half a full decode step to the gap every decoding request
-     * sees (cobatch.h); measured on decode-heavy, 16 clients (BENCHMARKS.md, 'Step pacing'): p99 ITL
-     * 106 ms against 149 unpaced and 132 at 1, for a first token ~250 ms later */
-    ep.step_pacing = 0.5f;
-    cb_srv_params sp = {.port = 8080, .defaults = cb_openai_default_defaults()};
-    serve_trace trace = {0};
-    const char *trace_path = NULL, *key_file = NULL;
-    char *key = NULL;
+/* Parses the flags into ep and sp (with the trace and key files' paths) and refuses empty values.
+ * Returns -1 to go on, or the exit code (0 after --help, 2 on a bad flag). */
+static int parse_serve_flags(int argc, char **argv, struct cobatch_engine_params *ep, cb_srv_params *sp,
+                             const char **trace_path, const char **key_file) {
     static const int POLICIES[] = {COBATCH_SCHED_FCFS, COBATCH_SCHED_PRIORITY};
     const cb_flag own[] = {
-        {"--host", "H", CB_FLAG_STR, &sp.host, .help = "address to listen on (default 127.0.0.1)"},
-        {"--port", "P", CB_FLAG_INT, &sp.port, 0, 65535, .help = "port (default 8080; 0 = any free port)"},
-        {"--api-key", "KEY", CB_FLAG_STR, &sp.api_key,
+        {"--host", "H", CB_FLAG_STR, &sp->host, .help = "address to listen on (default 127.0.0.1)"},
+        {"--port", "P", CB_FLAG_INT, &sp->port, 0, 65535, .help = "port (default 8080; 0 = any free port)"},
+        {"--api-key", "KEY", CB_FLAG_STR, &sp->api_key,
          .help = "require 'Authorization: Bearer KEY' on /v1 and tokenize routes\n(also from $COBATCH_API_KEY, or "
                  "--api-key-file: a key on the\ncommand line is visible to other local users)"},
-        {"--api-key-file", "FILE", CB_FLAG_STR, &key_file, .help = "the API key is this file's first line"},
-        {"--served-model-name", "NAME", CB_FLAG_STR, &sp.model_name,
+        {"--api-key-file", "FILE", CB_FLAG_STR, key_file, .help = "the API key is this file's first line"},
+        {"--served-model-name", "NAME", CB_FLAG_STR, &sp->model_name,
          .help = "the model's name in responses (default: from the GGUF)"},
-        {"--max-body-bytes", "N", CB_FLAG_SIZE, &sp.max_body, 1024, 1 << 30,
+        {"--max-body-bytes", "N", CB_FLAG_SIZE, &sp->max_body, 1024, 1 << 30,
          .help = "largest request body (default 1048576)"},
-        {"--max-header-bytes", "N", CB_FLAG_SIZE, &sp.max_head, 1024, 1 << 20,
+        {"--max-header-bytes", "N", CB_FLAG_SIZE, &sp->max_head, 1024, 1 << 20,
          .help = "largest request line + headers (default 16384)"},
-        {"--max-connections", "N", CB_FLAG_INT, &sp.max_connections, 1, 1 << 20,
+        {"--max-connections", "N", CB_FLAG_INT, &sp->max_connections, 1, 1 << 20,
          .help = "open connections; beyond, 503 at once (default 1024)"},
-        {"--request-timeout", "S", CB_FLAG_INT, &sp.request_timeout_s, 1, 86400,
+        {"--request-timeout", "S", CB_FLAG_INT, &sp->request_timeout_s, 1, 86400,
          .help = "a request must arrive whole in S seconds (default 30)"},
-        {"--idle-timeout", "S", CB_FLAG_INT, &sp.idle_timeout_s, 1, 86400,
+        {"--idle-timeout", "S", CB_FLAG_INT, &sp->idle_timeout_s, 1, 86400,
          .help = "an idle keep-alive connection closes after S seconds (default 60)"},
-        {"--write-timeout", "S", CB_FLAG_INT, &sp.write_timeout_s, 1, 86400,
+        {"--write-timeout", "S", CB_FLAG_INT, &sp->write_timeout_s, 1, 86400,
          .help = "a client that reads nothing for S seconds is dropped (default 60)"},
-        {"--max-stream-backlog", "N", CB_FLAG_SIZE, &sp.max_stream_backlog, 4096, 4294967296.0,
+        {"--max-stream-backlog", "N", CB_FLAG_SIZE, &sp->max_stream_backlog, 4096, 4294967296.0,
          .help = "streamed bytes a client may leave unread before it is dropped\n(default 4194304; the kernel's "
                  "send buffer holds more before it)"},
-        {"--sndbuf", "N", CB_FLAG_INT, &sp.sndbuf, 1024, 1 << 30,
+        {"--sndbuf", "N", CB_FLAG_INT, &sp->sndbuf, 1024, 1 << 30,
          .help = "each connection's kernel send buffer in bytes (default: the\nsystem's autotuning, up to 4 MiB on "
                  "Linux)"},
-        {"--scheduling-policy", "fcfs|priority", CB_FLAG_ENUM, &ep.sched_policy, .choices = "fcfs|priority",
+        {"--scheduling-policy", "fcfs|priority", CB_FLAG_ENUM, &ep->sched_policy, .choices = "fcfs|priority",
          .values = POLICIES,
          .help = "fcfs (default) refuses a request's 'priority'; priority serves\nlower values first, as vLLM, "
                  "with aging"},
-        {"--priority-aging-ms", "N", CB_FLAG_I32, &ep.priority_aging_ms, 0, 1 << 30,
+        {"--priority-aging-ms", "N", CB_FLAG_I32, &ep->priority_aging_ms, 0, 1 << 30,
          .help = "priority: waiting N ms is worth one priority step (default 1000;\n0 = none, a steady stream of "
                  "urgent requests starves the others)"},
-        {"--drain-timeout", "S", CB_FLAG_INT, &sp.drain_timeout_s, 1, 3600,
+        {"--drain-timeout", "S", CB_FLAG_INT, &sp->drain_timeout_s, 1, 3600,
          .help = "after SIGTERM, seconds running requests may finish (default 30);\nqueued ones get 503 at once, a "
                  "second signal cuts at once\n(with --drain-grace: the second ends the grace, a third cuts)"},
-        {"--drain-grace", "S", CB_FLAG_INT, &sp.drain_grace_s, 0, 600,
+        {"--drain-grace", "S", CB_FLAG_INT, &sp->drain_grace_s, 0, 600,
          .help = "after SIGTERM, first S seconds in which /health answers 503 and\nrequests are still served "
                  "(a router's health checks take the\nreplica out), then the drain; default 0"},
-        {"-n, --max-tokens", "N", CB_FLAG_I32, &sp.defaults.max_tokens, 1, 1 << 24,
+        {"-n, --max-tokens", "N", CB_FLAG_I32, &sp->defaults.max_tokens, 1, 1 << 24,
          .help = "the output limit of a request that names none (llama-server's\n-n; default: OpenAI's, the rest of "
                  "the context for a chat or\nresponse, 16 tokens for a completion); a request's own limit\nstands"},
-        {"--port-file", "FILE", CB_FLAG_STR, &sp.port_file, .help = "write the port there once listening"},
-        {"--trace", "FILE", CB_FLAG_STR, &trace_path,
+        {"--port-file", "FILE", CB_FLAG_STR, &sp->port_file, .help = "write the port there once listening"},
+        {"--trace", "FILE", CB_FLAG_STR, trace_path,
          .help = "one line per engine step, as `cobatch bench --trace` writes"},
     };
     cb_flag eng[CB_ENGINE_FLAGS], smp[CB_SAMPLING_FLAGS];
@@ -137,21 +130,53 @@ int cb_cmd_serve(int argc, char **argv) {
                             "cores);\nstep pacing (0.5 here) bounds a step's prompt tokens by time while requests "
                             "decode.\n",
                   .groups = {{"serve", own, sizeof(own) / sizeof(own[0])},
-                             cb_flags_sampling(smp, &sp.defaults.sampling),
-                             cb_flags_engine(eng, &ep)},
+                             cb_flags_sampling(smp, &sp->defaults.sampling),
+                             cb_flags_engine(eng, ep)},
                   .n_groups = 3};
     int pr = cb_flags_parse(&cli, argc, argv, stdout, stderr);
     if (pr != 0) return pr == 1 ? 0 : 2;
     /* an empty key would refuse every request, an empty name answer as "" */
-    const char *empty = sp.api_key && !sp.api_key[0]         ? "--api-key"
-                        : sp.model_name && !sp.model_name[0] ? "--served-model-name"
-                        : sp.port_file && !sp.port_file[0]   ? "--port-file"
-                        : ep.model_path && !ep.model_path[0] ? "--model"
-                                                             : NULL;
+    const char *empty = sp->api_key && !sp->api_key[0]         ? "--api-key"
+                        : sp->model_name && !sp->model_name[0] ? "--served-model-name"
+                        : sp->port_file && !sp->port_file[0]   ? "--port-file"
+                        : ep->model_path && !ep->model_path[0] ? "--model"
+                                                               : NULL;
     if (empty) {
         fprintf(stderr, "cobatch serve: %s needs a value that is not empty\n", empty);
         return 2;
     }
+    return -1;
+}
+
+/* Says how the engine laid out its KV cache (and the host tier) on stderr. */
+static void say_kv(cobatch_engine *e) {
+    struct cobatch_kv_info kv;
+    cobatch_kv_info(e, &kv);
+    if (kv.split) {
+        char lane[48] = "";
+        if (kv.lane_cells > 0) snprintf(lane, sizeof lane, ", long lane %d cells", kv.lane_cells);
+        fprintf(stderr,
+                "cobatch serve: KV: %d streams of %d cells, %d more for the prefix cache%s (%.2f GB); host tier up to "
+                "%.2f GB\n",
+                kv.seqs, kv.seq_cells, kv.cache_streams, lane, kv.kv_bytes / 1e9, kv.host_cache_bytes / 1e9);
+    } else
+        fprintf(stderr, "cobatch serve: KV: one pool of %d cells for %d requests (%.2f GB)\n", kv.seq_cells, kv.seqs,
+                kv.kv_bytes / 1e9);
+}
+
+int cb_cmd_serve(int argc, char **argv) {
+    struct cobatch_engine_params ep = cobatch_engine_default_params();
+    ep.max_num_batched_tokens = SERVE_STEP_BUDGET;
+    /* ITL tails: an admission adds at most half a full decode step to the gap every decoding request
+     * sees (cobatch.h); measured on decode-heavy, 16 clients (BENCHMARKS.md, 'Step pacing'): p99 ITL
+     * 106 ms against 149 unpaced and 132 at 1, for a first token ~250 ms later */
+    ep.step_pacing = 0.5f;
+    cb_srv_params sp = {.port = 8080, .defaults = cb_openai_default_defaults()};
+    serve_trace trace = {0};
+    const char *trace_path = NULL, *key_file = NULL;
+    char *key = NULL;
+    int pr = parse_serve_flags(argc, argv, &ep, &sp, &trace_path, &key_file);
+    if (pr >= 0) return pr;
     if (!ep.model_path) ep.model_path = cb_default_model();
     sp.model_path = ep.model_path;
     sp.sched_policy = ep.sched_policy;
@@ -178,18 +203,7 @@ int cb_cmd_serve(int argc, char **argv) {
         return 1;
     }
     cb_say_weights("serve", e);
-    struct cobatch_kv_info kv;
-    cobatch_kv_info(e, &kv);
-    if (kv.split) {
-        char lane[48] = "";
-        if (kv.lane_cells > 0) snprintf(lane, sizeof lane, ", long lane %d cells", kv.lane_cells);
-        fprintf(stderr,
-                "cobatch serve: KV: %d streams of %d cells, %d more for the prefix cache%s (%.2f GB); host tier up to "
-                "%.2f GB\n",
-                kv.seqs, kv.seq_cells, kv.cache_streams, lane, kv.kv_bytes / 1e9, kv.host_cache_bytes / 1e9);
-    } else
-        fprintf(stderr, "cobatch serve: KV: one pool of %d cells for %d requests (%.2f GB)\n", kv.seq_cells, kv.seqs,
-                kv.kv_bytes / 1e9);
+    say_kv(e);
     cb_bounds.ctx_tokens = cobatch_n_ctx_seq(e); /* what an answer can reach, for the request checks */
     cb_bounds.token_bytes = (int)(cobatch_max_prompt_bytes(e) / (size_t)cb_bounds.ctx_tokens);
     int rc = cb_srv_run(e, &sp);

@@ -8,6 +8,7 @@
 #include "../util/util.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,31 +193,31 @@ int32_t cobatch_params_max_request_len(const struct cobatch_engine_params *param
     return lane ? p.long_lane : seq;
 }
 
-cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, char *err, size_t errlen) {
-    struct cobatch_engine_params p = params ? *params : cobatch_engine_default_params();
-    if (p.max_num_seqs == 0 && p.kv_layout != COBATCH_KV_UNIFIED) {
+/* The checks of init's parameters that the sizes leave out (sizes.h checks the counts): 0, or -1
+ * with the message. */
+static int check_params(const struct cobatch_engine_params *p, char *err, size_t errlen) {
+    if (p->max_num_seqs == 0 && p->kv_layout != COBATCH_KV_UNIFIED) {
         cb_set_err(err, errlen,
                    "max_num_seqs auto (as many as KV memory holds) needs the unified KV layout: the split layout "
                    "divides its cells by the sequence count");
-        return NULL;
+        return -1;
     }
-    if (p.repack < COBATCH_REPACK_AUTO || p.repack > COBATCH_REPACK_OFF) {
+    if (p->repack < COBATCH_REPACK_AUTO || p->repack > COBATCH_REPACK_OFF) {
         cb_set_err(err, errlen, "repack must be auto, on or off");
-        return NULL;
+        return -1;
     }
-    if (p.grammar_max_nesting < 1 || p.grammar_max_elements < 1 || p.grammar_max_states < 1) {
+    if (p->grammar_max_nesting < 1 || p->grammar_max_elements < 1 || p->grammar_max_states < 1) {
         cb_set_err(err, errlen, "grammar_max_nesting, grammar_max_elements and grammar_max_states must be at least 1");
-        return NULL;
+        return -1;
     }
-    cobatch_params_resolve(&p);
-    cb_engine_sizes z;
-    if (cb_engine_resolve(&p, &z, err, errlen) != 0) return NULL;
-    p.n_ctx = cobatch_params_n_ctx(&p);
-    int32_t budget = z.budget;
+    return 0;
+}
 
+/* A new engine holding p, with its locks and its own copies of p's strings; nothing loaded. */
+static cobatch_engine *engine_alloc(const struct cobatch_engine_params *p) {
     cobatch_engine *e = calloc(1, sizeof(*e));
     if (!e) return NULL;
-    e->params = p;
+    e->params = *p;
     e->event_fd = -1;
     e->next_id = 1;
     e->event_backlog = CB_EVENT_BACKLOG;
@@ -225,10 +226,67 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
     pthread_mutex_init(&e->ev_mu, NULL);
     pthread_cond_init(&e->ev_cond, NULL);
     pthread_cond_init(&e->ev_space, NULL);
-    e->model_path = p.model_path ? strdup(p.model_path) : NULL;
+    e->model_path = p->model_path ? strdup(p->model_path) : NULL;
     e->params.model_path = e->model_path;
-    e->rpc_servers = p.rpc_servers ? strdup(p.rpc_servers) : NULL;
+    e->rpc_servers = p->rpc_servers ? strdup(p->rpc_servers) : NULL;
     e->params.rpc_servers = e->rpc_servers;
+    return e;
+}
+
+/* The engine's swap space, host tier, prefix cache, scheduler, plan and runner, once the model is
+ * loaded: 0, or -1 with the message. */
+static int make_scheduler(cobatch_engine *e, const cb_engine_sizes *z, int32_t budget, bool host_tier_asked, char *err,
+                          size_t errlen) {
+    const struct cobatch_engine_params *p = &e->params;
+    cb_swap_init(&e->swap, (int64_t)((double)p->swap_space * (1 << 30)), e->model.kv_cell_bytes);
+    cb_sched_config sc = {.mode = p->mode == COBATCH_MODE_CONTINUOUS ? CB_MODE_CONTINUOUS : CB_MODE_STATIC,
+                          .max_num_seqs = z->sched_seqs,
+                          .max_batched_tokens = budget,
+                          .prefill_chunk = p->prefill_chunk,
+                          .kv_reserve = p->kv_reserve,
+                          .split_tile = CB_RUNNER_FA_TILE,
+                          .max_logit_rows = CB_PROMPT_LOGIT_ROWS,
+                          .priority_aging_us = z->aging_us,
+                          .swap = &e->swap,
+                          .pace = p->step_pacing > 0 ? &e->pace : NULL,
+                          .pace_share = p->step_pacing};
+    /* llama.cpp saves a sliding-window model's sequence without the cells its window has passed,
+     * so a load trimmed to a shorter match would lack cells the window needs: no host tier there */
+    bool swa = cb_model_has_swa(&e->model);
+    if (swa && host_tier_asked) {
+        cb_set_err(err, errlen, "cache_ram: the prefix cache's host tier does not hold sliding-window models");
+        return -1;
+    }
+    cb_host_init(&e->host, z->cache == CB_CACHE_STREAMS && !swa ? (int64_t)((double)p->cache_ram * (1 << 30)) : 0,
+                 e->model.kv_cell_bytes, CB_HOST_MIN_LEN, &e->swap);
+    if (z->cache == CB_CACHE_STREAMS)
+        e->cache =
+            cb_cache_new_streams(&e->kv, p->max_num_seqs, CB_STREAM_MIN_SHARE, e->host.cap > 0 ? &e->host : NULL);
+    else if (z->cache == CB_CACHE_RADIX)
+        e->cache = cb_cache_new_radix(&e->kv, z->holders, p->prefix_cache_max_idle);
+    else
+        e->cache = cb_cache_new_none(&e->kv);
+    e->sched = e->cache ? cb_sched_new(&sc, &e->kv, e->cache) : NULL;
+    e->cand = cb_sampler_scratch_new(&e->model);
+    if (!e->sched || !e->cand || cb_plan_init(&e->plan, p->max_num_seqs) != 0 ||
+        cb_runner_init(&e->runner, &e->model, p->max_num_seqs) != 0) {
+        cb_set_err(err, errlen, "out of memory");
+        return -1;
+    }
+    e->runner.swap = e->lane.runner.swap = &e->swap;
+    return 0;
+}
+
+cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, char *err, size_t errlen) {
+    struct cobatch_engine_params p = params ? *params : cobatch_engine_default_params();
+    if (check_params(&p, err, errlen) != 0) return NULL;
+    cobatch_params_resolve(&p);
+    cb_engine_sizes z;
+    if (cb_engine_resolve(&p, &z, err, errlen) != 0) return NULL;
+    p.n_ctx = cobatch_params_n_ctx(&p);
+    int32_t budget = z.budget;
+    cobatch_engine *e = engine_alloc(&p);
+    if (!e) return NULL;
 
     char *tmpl = NULL; /* the operator's chat template, read for the model's load */
     if (!p.chat_template && p.chat_template_file && !(tmpl = read_text_file(p.chat_template_file, err, errlen)))
@@ -269,41 +327,7 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
                    p.max_num_seqs);
         goto fail;
     }
-    cb_swap_init(&e->swap, (int64_t)((double)p.swap_space * (1 << 30)), e->model.kv_cell_bytes);
-    cb_sched_config sc = {.mode = p.mode == COBATCH_MODE_CONTINUOUS ? CB_MODE_CONTINUOUS : CB_MODE_STATIC,
-                          .max_num_seqs = z.sched_seqs,
-                          .max_batched_tokens = budget,
-                          .prefill_chunk = p.prefill_chunk,
-                          .kv_reserve = p.kv_reserve,
-                          .split_tile = CB_RUNNER_FA_TILE,
-                          .max_logit_rows = CB_PROMPT_LOGIT_ROWS,
-                          .priority_aging_us = z.aging_us,
-                          .swap = &e->swap,
-                          .pace = p.step_pacing > 0 ? &e->pace : NULL,
-                          .pace_share = p.step_pacing};
-    /* llama.cpp saves a sliding-window model's sequence without the cells its window has passed,
-     * so a load trimmed to a shorter match would lack cells the window needs: no host tier there */
-    bool swa = cb_model_has_swa(&e->model);
-    if (swa && params && params->cache_ram > 0) {
-        cb_set_err(err, errlen, "cache_ram: the prefix cache's host tier does not hold sliding-window models");
-        goto fail;
-    }
-    cb_host_init(&e->host, z.cache == CB_CACHE_STREAMS && !swa ? (int64_t)((double)p.cache_ram * (1 << 30)) : 0,
-                 e->model.kv_cell_bytes, CB_HOST_MIN_LEN, &e->swap);
-    if (z.cache == CB_CACHE_STREAMS)
-        e->cache = cb_cache_new_streams(&e->kv, p.max_num_seqs, CB_STREAM_MIN_SHARE, e->host.cap > 0 ? &e->host : NULL);
-    else if (z.cache == CB_CACHE_RADIX)
-        e->cache = cb_cache_new_radix(&e->kv, z.holders, p.prefix_cache_max_idle);
-    else
-        e->cache = cb_cache_new_none(&e->kv);
-    e->sched = e->cache ? cb_sched_new(&sc, &e->kv, e->cache) : NULL;
-    e->cand = cb_sampler_scratch_new(&e->model);
-    if (!e->sched || !e->cand || cb_plan_init(&e->plan, p.max_num_seqs) != 0 ||
-        cb_runner_init(&e->runner, &e->model, p.max_num_seqs) != 0) {
-        cb_set_err(err, errlen, "out of memory");
-        goto fail;
-    }
-    e->runner.swap = e->lane.runner.swap = &e->swap;
+    if (make_scheduler(e, &z, budget, params && params->cache_ram > 0, err, errlen) != 0) goto fail;
     e->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (e->event_fd < 0) {
         cb_set_err(err, errlen, "eventfd: %s", strerror(errno));
@@ -376,31 +400,45 @@ static bool grow(void **v, int *cap, int need, size_t elem) {
     return true;
 }
 
-static const char *check_sampling(const struct cobatch_sampling *s) {
-    if (!(s->temperature >= 0.0f) || !isfinite(s->temperature)) return "temperature must be >= 0";
-    if (s->top_k < 0) return "top_k must be >= 0";
-    if (!(s->top_p > 0.0f && s->top_p <= 1.0f)) return "top_p must be in (0, 1]";
-    if (!(s->min_p >= 0.0f && s->min_p <= 1.0f)) return "min_p must be in [0, 1]";
-    if (!(s->repetition_penalty > 0.0f) || !isfinite(s->repetition_penalty)) return "repetition_penalty must be > 0";
+/* Refuses a request: err (may be NULL) gets the code, the field at fault and the message. Returns
+ * the code. */
+__attribute__((format(printf, 4, 5))) static int refuse(struct cobatch_error *err, int code, const char *param,
+                                                        const char *fmt, ...) {
+    if (!err) return code;
+    err->code = code;
+    err->param = param;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+/* The sampling field out of its range, with the range in *why; NULL when all are in range. */
+static const char *check_sampling(const struct cobatch_sampling *s, const char **why) {
+    if (!(s->temperature >= 0.0f) || !isfinite(s->temperature)) return *why = ">= 0", "temperature";
+    if (s->top_k < 0) return *why = ">= 0", "top_k";
+    if (!(s->top_p > 0.0f && s->top_p <= 1.0f)) return *why = "in (0, 1]", "top_p";
+    if (!(s->min_p >= 0.0f && s->min_p <= 1.0f)) return *why = "in [0, 1]", "min_p";
+    if (!(s->repetition_penalty > 0.0f) || !isfinite(s->repetition_penalty)) return *why = "> 0", "repetition_penalty";
     if (!isfinite(s->presence_penalty) || s->presence_penalty < -2 || s->presence_penalty > 2)
-        return "presence_penalty must be in [-2, 2]";
+        return *why = "in [-2, 2]", "presence_penalty";
     if (!isfinite(s->frequency_penalty) || s->frequency_penalty < -2 || s->frequency_penalty > 2)
-        return "frequency_penalty must be in [-2, 2]";
-    if (s->penalty_last_n < -1) return "penalty_last_n must be >= -1";
+        return *why = "in [-2, 2]", "frequency_penalty";
+    if (s->penalty_last_n < -1) return *why = ">= -1", "penalty_last_n";
     return NULL;
 }
 
 /* The tokens of p's messages rendered with the chat template and its tools; *extra (may be NULL)
  * gets the rest of the rendering (cb_model_chat_tokens). */
 static int32_t *chat_tokens(cobatch_engine *e, const struct cobatch_request_params *p, cb_common_rendered *extra,
-                            int32_t *n, int *status, char *err, size_t errlen) {
-    *status = COBATCH_ERR_INVALID;
+                            int32_t *n, struct cobatch_error *err) {
     if (p->n_messages == 0) {
-        cb_set_err(err, errlen, "messages is empty");
+        refuse(err, COBATCH_ERR_INVALID, "messages", "messages is empty");
         return NULL;
     }
     if ((unsigned)p->tool_choice > COBATCH_TOOL_CHOICE_NONE) {
-        cb_set_err(err, errlen, "tool_choice: not a choice");
+        refuse(err, COBATCH_ERR_INVALID, "tool_choice", "tool_choice: not a choice");
         return NULL;
     }
     cb_common_msg *msgs = calloc(p->n_messages, sizeof(*msgs));
@@ -422,26 +460,33 @@ static int32_t *chat_tokens(cobatch_engine *e, const struct cobatch_request_para
                              .function = p->tool_choice == COBATCH_TOOL_CHOICE_REQUIRED ? p->tool_function : NULL,
                              .single = p->single_tool_call};
     char why[256] = "";
+    bool tools_at_fault = false;
     if (msgs && any)
         t = cb_model_chat_tokens(&e->model, msgs, p->n_messages, p->tools ? &tools : NULL, extra, n, why, sizeof(why));
+    if (!t && why[0] && p->tools && !strstr(why, "out of memory")) { /* the messages alone render: the tools failed */
+        char none[8];
+        int32_t k = 0,
+                *alone = cb_model_chat_tokens(&e->model, msgs, p->n_messages, NULL, NULL, &k, none, sizeof(none));
+        tools_at_fault = alone != NULL;
+        free(alone);
+    }
     bool oom = !msgs;
     free(msgs);
     if (!any && !oom) {
-        cb_set_err(err, errlen, "the prompt is empty");
+        refuse(err, COBATCH_ERR_INVALID, "messages", "the prompt is empty");
     } else if (!t && why[0] && !strstr(why, "out of memory")) { /* the template refused them */
-        cb_set_err(err, errlen, "%s", why);
+        refuse(err, COBATCH_ERR_INVALID, tools_at_fault && p->tools ? "tools" : "messages", "%s", why);
     } else if (!t && (oom || cb_model_has_chat_template(&e->model))) {
-        *status = COBATCH_ERR_NOMEM;
-        cb_set_err(err, errlen, "out of memory rendering the chat template");
+        refuse(err, COBATCH_ERR_NOMEM, NULL, "out of memory rendering the chat template");
     } else if (!t) {
-        cb_set_err(err, errlen, "the model has no built-in chat template this engine can apply");
+        refuse(err, COBATCH_ERR_INVALID, "messages", "the model has no built-in chat template this engine can apply");
     }
     return t;
 }
 
 /* Whether p's text could never fit: refused before it is tokenized (llama.cpp's tokenizer is
  * quadratic in the number of special-token texts, and a megabyte of them takes half a minute). */
-static bool too_long(cobatch_engine *e, const struct cobatch_request_params *p, int *status, char *err, size_t errlen) {
+static bool too_long(cobatch_engine *e, const struct cobatch_request_params *p, struct cobatch_error *err) {
     size_t bytes = 0, most = cobatch_max_prompt_bytes(e);
     for (size_t i = 0; p->messages && i < p->n_messages; i++)
         bytes += (p->messages[i].content ? strlen(p->messages[i].content) : 0) +
@@ -449,67 +494,65 @@ static bool too_long(cobatch_engine *e, const struct cobatch_request_params *p, 
     if (p->messages && p->tools) bytes += strlen(p->tools);
     if (p->prompt) bytes = strlen(p->prompt);
     if (bytes > most) {
-        *status = COBATCH_ERR_TOO_LONG;
-        cb_set_err(err, errlen,
-                   "the prompt has %zu bytes; no prompt of more than %zu fits this engine's context (%d tokens of at "
-                   "most %d bytes)",
-                   bytes, most, e->n_ctx_seq, e->model.max_piece);
+        refuse(err, COBATCH_ERR_TOO_LONG, p->prompt ? "prompt" : "messages",
+               "the prompt has %zu bytes; no prompt of more than %zu fits this engine's context (%d tokens of at most "
+               "%d bytes)",
+               bytes, most, e->n_ctx_seq, e->model.max_piece);
         return true;
     }
     return false;
 }
 
 /* Produces the prompt tokens of p (malloc'd) or NULL with a message. */
-static int32_t *prompt_tokens(cobatch_engine *e, const struct cobatch_request_params *p, int32_t *n, int *status,
-                              char *err, size_t errlen) {
-    *status = COBATCH_ERR_INVALID;
+static int32_t *prompt_tokens(cobatch_engine *e, const struct cobatch_request_params *p, int32_t *n,
+                              struct cobatch_error *err) {
     int given = (p->prompt != NULL) + (p->prompt_tokens != NULL) + (p->messages != NULL);
     if (given != 1) {
-        cb_set_err(err, errlen, "give exactly one of prompt, prompt tokens or messages");
+        refuse(err, COBATCH_ERR_INVALID, "prompt", "give exactly one of prompt, prompt tokens or messages");
         return NULL;
     }
     if (p->prompt_tokens) {
         if (p->n_prompt_tokens < 1) {
-            cb_set_err(err, errlen, "the prompt is empty");
+            refuse(err, COBATCH_ERR_INVALID, "prompt_tokens", "the prompt is empty");
             return NULL;
         }
         for (int32_t i = 0; i < p->n_prompt_tokens; i++) {
             if (p->prompt_tokens[i] < 0 || p->prompt_tokens[i] >= e->model.n_vocab) {
-                cb_set_err(err, errlen, "prompt token %d at index %d is outside the vocabulary (0..%d)",
-                           p->prompt_tokens[i], i, e->model.n_vocab - 1);
+                refuse(err, COBATCH_ERR_INVALID, "prompt_tokens",
+                       "prompt token %d at index %d is outside the vocabulary (0..%d)", p->prompt_tokens[i], i,
+                       e->model.n_vocab - 1);
                 return NULL;
             }
         }
         int32_t *t = malloc(sizeof(int32_t) * (size_t)p->n_prompt_tokens);
         if (!t) {
-            *status = COBATCH_ERR_NOMEM;
-            cb_set_err(err, errlen, "out of memory");
+            refuse(err, COBATCH_ERR_NOMEM, NULL, "out of memory");
             return NULL;
         }
         memcpy(t, p->prompt_tokens, sizeof(int32_t) * (size_t)p->n_prompt_tokens);
         *n = p->n_prompt_tokens;
         return t;
     }
-    if (too_long(e, p, status, err, errlen)) return NULL;
-    if (p->messages) return chat_tokens(e, p, NULL, n, status, err, errlen);
+    if (too_long(e, p, err)) return NULL;
+    if (p->messages) return chat_tokens(e, p, NULL, n, err);
     if (p->prompt[0] == '\0') {
-        cb_set_err(err, errlen, "the prompt is empty");
+        refuse(err, COBATCH_ERR_INVALID, "prompt", "the prompt is empty");
         return NULL;
     }
     /* a text prompt is the client's own: special tokens in it are parsed, as llama-server does */
     int32_t *t = cb_model_tokenize(&e->model, p->prompt, strlen(p->prompt), true, true, n);
-    if (!t) {
-        *status = COBATCH_ERR_NOMEM;
-        cb_set_err(err, errlen, "out of memory tokenizing the prompt");
-    }
+    if (!t) refuse(err, COBATCH_ERR_NOMEM, NULL, "out of memory tokenizing the prompt");
     return t;
 }
 
-int32_t *cobatch_prompt_tokens(cobatch_engine *e, const struct cobatch_request_params *p, int32_t *n, int *status,
-                               char *err, size_t errlen) {
-    int st;
-    if (!e || !p || !n) return NULL;
-    return prompt_tokens(e, p, n, status ? status : &st, err, errlen);
+int32_t *cobatch_prompt_tokens(cobatch_engine *e, const struct cobatch_request_params *p, int32_t *n,
+                               struct cobatch_error *err) {
+    struct cobatch_error mine;
+    if (!e || !p || !n) {
+        refuse(err, COBATCH_ERR_INVALID, NULL, "no engine, parameters or count");
+        return NULL;
+    }
+    return prompt_tokens(e, p, n, err ? err : &mine);
 }
 
 /* A fresh seed for a request that asked for none: from the kernel's generator, never
@@ -618,29 +661,27 @@ static cb_grammar_limits grammar_limits(const cobatch_engine *e, int32_t max_tok
                                .reach = (unsigned long long)n * (unsigned long long)e->model.max_piece};
 }
 
-cobatch_chat *cobatch_chat_new(cobatch_engine *e, const struct cobatch_request_params *p, int *status, char *err,
-                               size_t errlen) {
-    int st;
-    if (!status) status = &st;
-    *status = COBATCH_ERR_INVALID;
+cobatch_chat *cobatch_chat_new(cobatch_engine *e, const struct cobatch_request_params *p, struct cobatch_error *err) {
+    struct cobatch_error mine;
+    if (!err) err = &mine;
     if (!e || !p || !p->messages || p->prompt || p->prompt_tokens || p->chat) {
-        cb_set_err(err, errlen, "a chat is rendered from messages alone");
+        refuse(err, COBATCH_ERR_INVALID, "messages", "a chat is rendered from messages alone");
         return NULL;
     }
     bool calls = p->tools && p->tool_choice != COBATCH_TOOL_CHOICE_NONE;
     if (calls && (p->grammar || p->parsed_grammar)) {
-        cb_set_err(err, errlen, "grammar: a request that may call tools has the tool-call grammar; give no other");
+        refuse(err, COBATCH_ERR_INVALID, "grammar",
+               "grammar: a request that may call tools has the tool-call grammar; give no other");
         return NULL;
     }
     cobatch_chat *c = calloc(1, sizeof(*c));
     cb_common_rendered x = {0};
     if (!c) {
-        *status = COBATCH_ERR_NOMEM;
-        cb_set_err(err, errlen, "out of memory");
+        refuse(err, COBATCH_ERR_NOMEM, NULL, "out of memory");
         return NULL;
     }
     int32_t n = 0;
-    int32_t *t = too_long(e, p, status, err, errlen) ? NULL : chat_tokens(e, p, &x, &n, status, err, errlen);
+    int32_t *t = too_long(e, p, err) ? NULL : chat_tokens(e, p, &x, &n, err);
     if (!t) {
         free(c);
         return NULL;
@@ -648,8 +689,12 @@ cobatch_chat *cobatch_chat_new(cobatch_engine *e, const struct cobatch_request_p
     c->tokens = t;
     c->n_tokens = n;
     cb_grammar_limits lim = grammar_limits(e, p->max_tokens);
-    bool ok = !x.grammar || (c->grammar = cb_common_grammar_sampler(e->model.vocab, &x, &lim, err, errlen)) != NULL;
-    if (!ok) *status = strstr(err, "out of memory") ? COBATCH_ERR_NOMEM : COBATCH_ERR_INVALID;
+    bool ok = !x.grammar || (c->grammar = cb_common_grammar_sampler(e->model.vocab, &x, &lim, err->message,
+                                                                    sizeof(err->message))) != NULL;
+    if (!ok) { /* (the tools' grammar; the message is in place) */
+        err->code = strstr(err->message, "out of memory") ? COBATCH_ERR_NOMEM : COBATCH_ERR_INVALID;
+        err->param = "tools";
+    }
     c->stops = x.stops; /* taken over */
     c->n_stops = x.n_stops;
     x.stops = NULL;
@@ -658,8 +703,7 @@ cobatch_chat *cobatch_chat_new(cobatch_engine *e, const struct cobatch_request_p
     x.parser = NULL;
     if (ok && x.n_preserved && !(c->shown = malloc(sizeof(int32_t) * x.n_preserved))) {
         ok = false;
-        *status = COBATCH_ERR_NOMEM;
-        cb_set_err(err, errlen, "out of memory");
+        refuse(err, COBATCH_ERR_NOMEM, NULL, "out of memory");
     }
     for (size_t i = 0; ok && i < x.n_preserved; i++) { /* those that are one control token */
         int32_t one[2];
@@ -672,7 +716,6 @@ cobatch_chat *cobatch_chat_new(cobatch_engine *e, const struct cobatch_request_p
         cobatch_chat_free(c);
         return NULL;
     }
-    *status = COBATCH_OK;
     return c;
 }
 
@@ -722,87 +765,64 @@ void cobatch_chat_output_clear(struct cobatch_chat_output *out) {
 
 /* ---------------------------------------------------------------- submit --------------------- */
 
-cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_params *p, char *err, size_t errlen) {
-    if (!e || !p) return COBATCH_ERR_INVALID;
-    if (p->max_tokens < 0) {
-        cb_set_err(err, errlen, "max_tokens must be at least 0 (got %d)", p->max_tokens);
-        return COBATCH_ERR_INVALID;
-    }
-    if (p->top_logprobs < 0 || p->top_logprobs > COBATCH_MAX_LOGPROBS) {
-        cb_set_err(err, errlen, "top_logprobs is from 0 to %d (got %d)", COBATCH_MAX_LOGPROBS, p->top_logprobs);
-        return COBATCH_ERR_INVALID;
-    }
-    const char *bad = check_sampling(&p->sampling);
-    if (bad) {
-        cb_set_err(err, errlen, "%s", bad);
-        return COBATCH_ERR_INVALID;
-    }
-    if (p->n_logit_bias > 0 && (!p->logit_bias || p->n_logit_bias > (size_t)e->model.n_vocab)) {
-        cb_set_err(err, errlen, "logit_bias: %s", p->logit_bias ? "more entries than tokens" : "no list given");
-        return COBATCH_ERR_INVALID;
-    }
+/* The checks of p's own fields (not its prompt): COBATCH_OK, or the code with err filled. */
+static int check_request(const cobatch_engine *e, const struct cobatch_request_params *p, struct cobatch_error *err) {
+    if (p->max_tokens < 0)
+        return refuse(err, COBATCH_ERR_INVALID, "max_tokens", "max_tokens must be at least 0 (got %d)", p->max_tokens);
+    if (p->top_logprobs < 0 || p->top_logprobs > COBATCH_MAX_LOGPROBS)
+        return refuse(err, COBATCH_ERR_INVALID, "top_logprobs", "top_logprobs is from 0 to %d (got %d)",
+                      COBATCH_MAX_LOGPROBS, p->top_logprobs);
+    const char *range = NULL, *field = check_sampling(&p->sampling, &range);
+    if (field) return refuse(err, COBATCH_ERR_INVALID, field, "%s must be %s", field, range);
+    if (p->n_logit_bias > 0 && (!p->logit_bias || p->n_logit_bias > (size_t)e->model.n_vocab))
+        return refuse(err, COBATCH_ERR_INVALID, "logit_bias", "logit_bias: %s",
+                      p->logit_bias ? "more entries than tokens" : "no list given");
     for (size_t i = 0; i < p->n_logit_bias; i++) {
         const struct cobatch_logit_bias *b = &p->logit_bias[i];
-        if (b->token < 0 || b->token >= e->model.n_vocab) {
-            cb_set_err(err, errlen, "logit_bias: token %d is not in the vocabulary (0 to %d)", b->token,
-                       e->model.n_vocab - 1);
-            return COBATCH_ERR_INVALID;
-        }
-        if (!(b->bias >= -100.0f && b->bias <= 100.0f)) {
-            cb_set_err(err, errlen, "logit_bias: biases are from -100 to 100");
-            return COBATCH_ERR_INVALID;
-        }
+        if (b->token < 0 || b->token >= e->model.n_vocab)
+            return refuse(err, COBATCH_ERR_INVALID, "logit_bias",
+                          "logit_bias: token %d is not in the vocabulary (0 to %d)", b->token, e->model.n_vocab - 1);
+        if (!(b->bias >= -100.0f && b->bias <= 100.0f))
+            return refuse(err, COBATCH_ERR_INVALID, "logit_bias", "logit_bias: biases are from -100 to 100");
     }
-    if (p->priority != 0 && e->params.sched_policy != COBATCH_SCHED_PRIORITY) {
-        cb_set_err(err, errlen,
-                   "priority needs the priority scheduling policy (the engine runs first come, first served)");
-        return COBATCH_ERR_INVALID;
-    }
-    if (p->messages && p->tools && !p->chat) { /* rendered here, for this request alone */
-        int st = COBATCH_OK;
-        cobatch_chat *c = cobatch_chat_new(e, p, &st, err, errlen);
-        if (!c) return st;
-        struct cobatch_request_params q = *p;
-        q.messages = NULL;
-        q.n_messages = 0;
-        q.tools = NULL;
-        q.chat = c;
-        cobatch_req_id id = cobatch_submit(e, &q, err, errlen);
-        cobatch_chat_free(c);
-        return id;
-    }
+    if (p->priority != 0 && e->params.sched_policy != COBATCH_SCHED_PRIORITY)
+        return refuse(err, COBATCH_ERR_INVALID, "priority",
+                      "priority needs the priority scheduling policy (the engine runs first come, first served)");
     const cobatch_chat *chat = p->chat;
-    if (chat && (p->prompt || p->prompt_tokens || p->messages || p->tools)) {
-        cb_set_err(err, errlen, "a chat comes instead of a prompt, prompt tokens, messages or tools");
-        return COBATCH_ERR_INVALID;
-    }
-    if (chat && chat->grammar && (p->grammar || p->parsed_grammar)) {
-        cb_set_err(err, errlen, "grammar: a request that may call tools has the tool-call grammar; give no other");
-        return COBATCH_ERR_INVALID;
-    }
-    int32_t n = 0;
-    int status = COBATCH_OK;
-    int32_t *toks = NULL;
+    if (chat && (p->prompt || p->prompt_tokens || p->messages || p->tools))
+        return refuse(err, COBATCH_ERR_INVALID, "chat",
+                      "a chat comes instead of a prompt, prompt tokens, messages or tools");
+    if (chat && chat->grammar && (p->grammar || p->parsed_grammar))
+        return refuse(err, COBATCH_ERR_INVALID, "grammar",
+                      "grammar: a request that may call tools has the tool-call grammar; give no other");
+    return COBATCH_OK;
+}
+
+/* The request p asks for, its prompt tokens taken from its chat or made from its prompt, its
+ * grammar and log-probability rows ready; NULL with err filled. */
+static cb_request *request_new(cobatch_engine *e, const struct cobatch_request_params *p, struct cobatch_error *err) {
+    const cobatch_chat *chat = p->chat;
+    int32_t n = 0, *toks = NULL;
     if (chat) {
-        toks = malloc(sizeof(int32_t) * (size_t)chat->n_tokens);
         n = chat->n_tokens;
-        if (toks) {
-            memcpy(toks, chat->tokens, sizeof(int32_t) * (size_t)n);
-        } else {
-            cb_set_err(err, errlen, "out of memory");
-            return COBATCH_ERR_NOMEM;
+        if (!(toks = malloc(sizeof(int32_t) * (size_t)n))) {
+            refuse(err, COBATCH_ERR_NOMEM, NULL, "out of memory");
+            return NULL;
         }
-    } else {
-        toks = prompt_tokens(e, p, &n, &status, err, errlen);
+        memcpy(toks, chat->tokens, sizeof(int32_t) * (size_t)n);
+    } else if (!(toks = prompt_tokens(e, p, &n, err))) {
+        return NULL;
     }
-    if (!toks) return status;
     if (n >= e->n_ctx_seq || !(cb_sched_fits(e->sched, n) || e->lane.on)) {
-        cb_set_err(err, errlen,
-                   "the prompt has %d tokens; this engine's context holds %d per sequence (prompt plus "
-                   "at least one generated token)",
-                   n, e->n_ctx_seq);
+        refuse(err, COBATCH_ERR_TOO_LONG,
+               chat || p->messages ? "messages"
+               : p->prompt         ? "prompt"
+                                   : "prompt_tokens",
+               "the prompt has %d tokens; this engine's context holds %d per sequence (prompt plus at least one "
+               "generated token)",
+               n, e->n_ctx_seq);
         free(toks);
-        return COBATCH_ERR_TOO_LONG;
+        return NULL;
     }
     /* Never allocate more than the context can hold, whatever max_tokens says. */
     int32_t max_tokens = p->max_tokens < e->n_ctx_seq - n ? p->max_tokens : e->n_ctx_seq - n;
@@ -812,49 +832,50 @@ cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_pa
     bool ok = er && (!p->prompt_logprobs || prompt_logprobs_new(er, r, toks));
     free(toks);
     const struct llama_sampler *shared = chat && chat->grammar ? chat->grammar : (const void *)p->parsed_grammar;
-    if (ok && shared && !(er->grammar = cb_sampler_clone(shared))) {
-        cb_engine_free_request(r);
-        cb_set_err(err, errlen, "out of memory");
-        return COBATCH_ERR_NOMEM;
-    }
     char why[240] = "";
     cb_grammar_limits lim = grammar_limits(e, p->max_tokens);
-    if (ok && !shared && p->grammar && !(er->grammar = cb_grammar_new(&e->model, p->grammar, &lim, why, sizeof(why)))) {
+    if (ok && shared && !(er->grammar = cb_sampler_clone(shared))) {
+        ok = false;
+    } else if (ok && !shared && p->grammar &&
+               !(er->grammar = cb_grammar_new(&e->model, p->grammar, &lim, why, sizeof(why)))) {
         cb_engine_free_request(r);
-        cb_set_err(err, errlen, "grammar: %s", why);
-        return strstr(why, "out of memory") ? COBATCH_ERR_NOMEM : COBATCH_ERR_INVALID;
+        refuse(err, strstr(why, "out of memory") ? COBATCH_ERR_NOMEM : COBATCH_ERR_INVALID, "grammar", "grammar: %s",
+               why);
+        return NULL;
     }
     if (!ok) {
-        cb_engine_free_request(r);
-        cb_set_err(err, errlen, "out of memory");
-        return COBATCH_ERR_NOMEM;
+        if (r) cb_engine_free_request(r);
+        refuse(err, COBATCH_ERR_NOMEM, NULL, "out of memory");
+        return NULL;
     }
     r->priority = p->priority;
     r->t_submit_us = cobatch_time_us();
+    return r;
+}
 
+/* Puts r in the mailbox with its final event reserved; returns its id, or the code with err filled
+ * (r is then freed). */
+static cobatch_req_id enqueue(cobatch_engine *e, cb_request *r, struct cobatch_error *err) {
     pthread_mutex_lock(&e->mu);
-    status = COBATCH_OK;
+    int status = COBATCH_OK;
     bool reserved = false;
     if (e->stop) {
-        status = COBATCH_ERR_SHUTDOWN;
-        cb_set_err(err, errlen, "the engine is shutting down");
+        status = refuse(err, COBATCH_ERR_SHUTDOWN, NULL, "the engine is shutting down");
     } else if (e->n_queued >= e->params.max_queue) {
-        status = COBATCH_ERR_QUEUE_FULL;
-        cb_set_err(err, errlen, "too many requests waiting (%d); retry later", e->params.max_queue);
+        status = refuse(err, COBATCH_ERR_QUEUE_FULL, NULL, "too many requests waiting (%d); retry later",
+                        e->params.max_queue);
     } else {
         pthread_mutex_lock(&e->ev_mu);
         reserved = reserve_event_slot(e);
         pthread_mutex_unlock(&e->ev_mu);
         if (!reserved || !grow((void **)&e->inbox, &e->inbox_cap, e->inbox_len + 1, sizeof(*e->inbox)) ||
-            !grow((void **)&e->live, &e->live_cap, e->n_live + 1, sizeof(*e->live))) {
-            status = COBATCH_ERR_NOMEM;
-            cb_set_err(err, errlen, "out of memory");
-        }
+            !grow((void **)&e->live, &e->live_cap, e->n_live + 1, sizeof(*e->live)))
+            status = refuse(err, COBATCH_ERR_NOMEM, NULL, "out of memory");
     }
     if (status == COBATCH_OK) {
         r->id = e->next_id++;
         e->inbox[e->inbox_len++] = r;
-        e->live[e->n_live++] = (live_req){.id = r->id, .er = er};
+        e->live[e->n_live++] = (live_req){.id = r->id, .er = r->rt};
         e->n_queued++;
         pthread_cond_signal(&e->cond);
     } else if (reserved) {
@@ -869,6 +890,28 @@ cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_pa
         return status;
     }
     return id;
+}
+
+cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_params *p, struct cobatch_error *err) {
+    struct cobatch_error mine;
+    if (!err) err = &mine;
+    if (!e || !p) return refuse(err, COBATCH_ERR_INVALID, NULL, "no engine or parameters");
+    int rc = check_request(e, p, err);
+    if (rc != COBATCH_OK) return rc;
+    if (p->messages && p->tools && !p->chat) { /* rendered here, for this request alone */
+        cobatch_chat *c = cobatch_chat_new(e, p, err);
+        if (!c) return err->code;
+        struct cobatch_request_params q = *p;
+        q.messages = NULL;
+        q.n_messages = 0;
+        q.tools = NULL;
+        q.chat = c;
+        cobatch_req_id id = cobatch_submit(e, &q, err);
+        cobatch_chat_free(c);
+        return id;
+    }
+    cb_request *r = request_new(e, p, err);
+    return r ? enqueue(e, r, err) : err->code;
 }
 
 void cobatch_drop_cached_prefixes(cobatch_engine *e) {

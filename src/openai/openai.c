@@ -798,6 +798,13 @@ static int parse_format(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
     return r->json_schema ? 0 : oom(e);
 }
 
+const char *cb_openai_param(const cb_openai_request *r, const char *f) {
+    const char *whole = r->kind == CB_OPENAI_CHAT ? "messages" : "prompt";
+    if (!f || !strcmp(f, "prompt") || !strcmp(f, "prompt_tokens") || !strcmp(f, "chat")) return whole;
+    if (!strcmp(f, "grammar")) return r->json_schema ? "response_format" : "grammar";
+    return f;
+}
+
 int cb_openai_resolve_schema(cb_openai_request *r, cb_openai_schema_fn convert, cb_openai_error *e) {
     memset(e, 0, sizeof(*e));
     if (!r->json_schema) return 0;

@@ -84,6 +84,11 @@ void cb_openai_request_free(cb_openai_request *r);
  * Returns 0, or -1 with e set: 400 naming response_format for a schema convert refuses. */
 typedef char *(*cb_openai_schema_fn)(const char *schema, char *err, size_t errlen);
 int cb_openai_resolve_schema(cb_openai_request *r, cb_openai_schema_fn convert, cb_openai_error *e);
+
+/* The field of r that an engine refusal names (struct cobatch_error's param), as the OpenAI request
+ * names it: a prompt's tokens are its prompt (a chat's, its messages); a grammar made from a JSON
+ * schema is response_format; no field at all is the prompt (a chat's messages). */
+const char *cb_openai_param(const cb_openai_request *r, const char *engine_param);
 /* Parses JSON text s[0, len) (cJSON), which must be one well-formed value (RFC 8259) and nothing
  * else. NULL with e set when it fails: 400 for text that is not JSON, 503 when it is (the parse
  * ran out of memory). The caller deletes the result. */

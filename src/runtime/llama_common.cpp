@@ -840,35 +840,41 @@ bool class_may_have(const llama_grammar_element *pos, llama_partial_utf8 p) {
     return negated;
 }
 
-/* The tokens the grammar allows among cur, as llama.cpp's llama_grammar_apply_impl decides, found
- * character by character for all the tokens at once: after k characters, each stack reached is kept
- * once with the tokens that reached it. llama.cpp recurses per stack instead, and a grammar whose
- * stacks branch at every character makes that exponential (a 60-byte grammar of nested repetitions
- * ran past fuzz_grammar's 15 s on one 10-character token). The work (elements built, tokens looked
- * at) is counted; past lim.max_states * CB_GRAMMAR_WORK_PER_STATE elements built or
- * lim.max_states * CB_GRAMMAR_APPLY_WORK_PER_STATE candidates looked at, the grammar is blown and
- * allows nothing. */
-void bg_apply(llama_sampler *s, llama_token_data_array *cur) {
-    auto *b = static_cast<bounded_grammar *>(s->ctx);
+/* A candidate token of bg_apply that may be text the grammar takes: its place in the candidates and
+ * its characters (the table's, or read again after a character the last token cut). */
+struct candidate {
+    size_t index;
+    llama_token id;
+    const uint32_t *chars;
+    size_t n_chars;
+    llama_partial_utf8 partial;
+};
+
+/* The stacks reached after k characters, each with the tokens (indexes into the candidates) that
+ * reached it. */
+using stack_level = std::vector<std::pair<llama_grammar_stack, std::vector<uint32_t>>>;
+
+/* bg_apply's walk over the candidates' characters: the candidates, which of them the grammar allows,
+ * and the work so far. */
+struct apply_walk {
+    bounded_grammar *b;
+    std::vector<candidate> toks;
+    std::vector<char> allowed;
+    std::vector<uint32_t> mark; /* per candidate: the last stack that looked at it */
+    uint32_t uid = 0;
+    token_work w;
+    size_t max_visits = 0;
+};
+
+/* Reads cur's candidates into toks (their characters into reread when not the table's; live indexes
+ * them): a token that is no text, or an end the grammar may not take here, is masked at once. */
+void read_candidates(bounded_grammar *b, llama_token_data_array *cur, bool may_end, std::vector<candidate> &toks,
+                     std::vector<uint32_t> &live, std::vector<std::vector<uint32_t>> &reread) {
     const llama_grammar &g = *b->g;
-    if (!b->blown && g.awaiting_trigger) return;
-    bool may_end = false;
-    for (const auto &st : g.stacks)
-        may_end = may_end || st.empty();
     /* the table pays from about a thousand candidates; the engine checks its sampled token alone first */
     if (!b->pieces && cur->size >= 1024) b->pieces = std::make_shared<piece_table>(b->vocab);
     const piece_table *pt = b->pieces.get();
     /* the candidates' characters: the table's, or read again after a character the last token cut */
-    struct token {
-        size_t index;
-        llama_token id;
-        const uint32_t *chars;
-        size_t n_chars;
-        llama_partial_utf8 partial;
-    };
-    std::vector<token> toks;
-    std::vector<uint32_t> live; /* indexes into toks */
-    std::vector<std::vector<uint32_t>> reread;
     bool reread_all = !pt || g.partial_utf8.n_remain > 0;
     if (reread_all) reread.reserve(cur->size);
     toks.reserve(cur->size);
@@ -902,14 +908,119 @@ void bg_apply(llama_sampler *s, llama_token_data_array *cur) {
         reread.push_back(read_utf8(pt ? piece_table::text(b->vocab, id) : text, p));
         toks.push_back({i, id, reread.back().data(), reread.back().size(), p});
     }
-    std::vector<char> allowed(toks.size(), 0);
-    std::vector<uint32_t> mark(toks.size(), 0);
-    uint32_t uid = 0;
-    token_work w;
-    w.budget = (size_t)b->lim.max_states * CB_GRAMMAR_WORK_PER_STATE;
-    size_t max_visits = (size_t)b->lim.max_states * CB_GRAMMAR_APPLY_WORK_PER_STATE;
+}
+
+/* Decides the tokens that reached a stack whose top is pos, at their k-th character: one that ends
+ * there is allowed or not; one whose character the class at pos takes goes on (into going). */
+void decide_tokens(apply_walk &a, size_t k, const llama_grammar_element *pos, const std::vector<uint32_t> &tokens,
+                   std::vector<uint32_t> &going) {
+    const llama_grammar_element *after = nullptr;
+    a.uid++;
+    for (uint32_t t : tokens) {
+        if (a.allowed[t] || a.mark[t] == a.uid) continue; /* a token that came by several ways: once */
+        a.mark[t] = a.uid;
+        const candidate &tk = a.toks[t];
+        bool at_end = k >= tk.n_chars;
+        if (!pos) {
+            a.allowed[t] = at_end && tk.partial.n_remain == 0;
+        } else if (pos->type == LLAMA_GRETYPE_TOKEN || pos->type == LLAMA_GRETYPE_TOKEN_NOT) {
+            a.allowed[t] = at_end ? tk.partial.n_remain == 0
+                                  : (pos->type == LLAMA_GRETYPE_TOKEN) == (pos->value == (uint32_t)tk.id);
+        } else if (at_end) {
+            a.allowed[t] = tk.partial.n_remain == 0 || class_may_have(pos, tk.partial);
+        } else if (class_has(pos, tk.chars[k], &after)) {
+            going.push_back(t);
+        }
+    }
+}
+
+/* Moves the walk one character on, from level (each stack reached ways[i] ways) to next: the stacks
+ * each stack's going tokens reach, with their tokens and ways. Adds llama.cpp's cost to
+ * b->last_cost; sets a.w.over past the budgets. */
+void walk_level(apply_walk &a, size_t k, const stack_level &level, const std::vector<double> &ways, stack_level &next,
+                std::vector<double> &next_ways) {
+    bounded_grammar *b = a.b;
+    token_work &w = a.w;
+    std::unordered_map<llama_grammar_stack, size_t, stack_hash> at; /* a stack of the next level: its place */
+    std::unordered_map<llama_grammar_stack, std::vector<size_t>, stack_hash> unfolded; /* memo */
+    for (size_t i = 0; i < level.size(); i++) {
+        auto &item = level[i];
+        const llama_grammar_stack &st = item.first;
+        const llama_grammar_element *pos = st.empty() ? nullptr : st.back(), *after = nullptr;
+        std::vector<uint32_t> going;
+        w.visits += item.second.size();
+        decide_tokens(a, k, pos, item.second, going);
+        if (going.empty() &&
+            !(b->twin && pos && pos->type != LLAMA_GRETYPE_TOKEN && pos->type != LLAMA_GRETYPE_TOKEN_NOT))
+            continue;
+        class_has(pos, 0, &after);
+        llama_grammar_stack popped(st.begin(), st.end() - 1);
+        if (!is_end(after)) popped.push_back(after);
+        if (going.empty()) { /* llama.cpp unfolds a stack that no token goes through too */
+            token_work tw;
+            tw.budget = 1000000;
+            stack_set seen;
+            llama_grammar_stacks reached;
+            double n = unfold(b->g->rules, popped, tw, seen, reached) ? (double)reached.size() : 1e9;
+            b->last_cost += ways[i] * n * n;
+            continue;
+        }
+        auto memo = unfolded.find(popped);
+        if (memo == unfolded.end()) {
+            llama_grammar_stacks reached;
+            stack_set seen;
+            w.elements += popped.size();
+            if (!unfold(b->g->rules, popped, w, seen, reached)) return;
+            std::vector<size_t> places;
+            for (auto &r : reached) {
+                auto ins = at.insert({r, next.size()});
+                if (ins.second) {
+                    next.push_back({std::move(r), {}});
+                    next_ways.push_back(0);
+                }
+                places.push_back(ins.first->second);
+            }
+            memo = unfolded.emplace(std::move(popped), std::move(places)).first;
+        }
+        double n_reached = (double)memo->second.size();
+        b->last_cost += ways[i] * (n_reached * n_reached + (double)going.size());
+        for (size_t place : memo->second) {
+            next_ways[place] += ways[i];
+            auto &into = next[place].second;
+            w.visits += going.size();
+            into.insert(into.end(), going.begin(), going.end());
+        }
+        if (w.visits > a.max_visits) w.over = true;
+        if (w.over) return;
+    }
+}
+
+/* The tokens the grammar allows among cur, as llama.cpp's llama_grammar_apply_impl decides, found
+ * character by character for all the tokens at once: after k characters, each stack reached is kept
+ * once with the tokens that reached it. llama.cpp recurses per stack instead, and a grammar whose
+ * stacks branch at every character makes that exponential (a 60-byte grammar of nested repetitions
+ * ran past fuzz_grammar's 15 s on one 10-character token). The work (elements built, tokens looked
+ * at) is counted; past lim.max_states * CB_GRAMMAR_WORK_PER_STATE elements built or
+ * lim.max_states * CB_GRAMMAR_APPLY_WORK_PER_STATE candidates looked at, the grammar is blown and
+ * allows nothing. */
+void bg_apply(llama_sampler *s, llama_token_data_array *cur) {
+    auto *b = static_cast<bounded_grammar *>(s->ctx);
+    const llama_grammar &g = *b->g;
+    if (!b->blown && g.awaiting_trigger) return;
+    bool may_end = false;
+    for (const auto &st : g.stacks)
+        may_end = may_end || st.empty();
+    apply_walk a;
+    a.b = b;
+    std::vector<uint32_t> live; /* indexes into a.toks */
+    std::vector<std::vector<uint32_t>> reread;
+    read_candidates(b, cur, may_end, a.toks, live, reread);
+    a.allowed.assign(a.toks.size(), 0);
+    a.mark.assign(a.toks.size(), 0);
+    a.w.budget = (size_t)b->lim.max_states * CB_GRAMMAR_WORK_PER_STATE;
+    a.max_visits = (size_t)b->lim.max_states * CB_GRAMMAR_APPLY_WORK_PER_STATE;
     /* the stacks reached after k characters, each with the tokens that reached it */
-    std::vector<std::pair<llama_grammar_stack, std::vector<uint32_t>>> level;
+    stack_level level;
     std::vector<double> ways; /* per stack of the level: the ways llama.cpp's recursion reaches it */
     for (const auto &st : g.stacks) {
         level.push_back({st, live});
@@ -917,82 +1028,15 @@ void bg_apply(llama_sampler *s, llama_token_data_array *cur) {
     }
     b->last_cost = (double)g.stacks.size() * (double)live.size();
     for (size_t k = 0; !level.empty() && !b->blown; k++) {
-        std::unordered_map<llama_grammar_stack, size_t, stack_hash> at; /* a stack of the next level: its place */
-        std::unordered_map<llama_grammar_stack, std::vector<size_t>, stack_hash> unfolded; /* memo */
-        std::vector<std::pair<llama_grammar_stack, std::vector<uint32_t>>> next;
+        stack_level next;
         std::vector<double> next_ways;
-        for (size_t i = 0; i < level.size(); i++) {
-            auto &item = level[i];
-            const llama_grammar_stack &st = item.first;
-            const llama_grammar_element *pos = st.empty() ? nullptr : st.back(), *after = nullptr;
-            std::vector<uint32_t> going;
-            w.visits += item.second.size();
-            uid++;
-            for (uint32_t t : item.second) {
-                if (allowed[t] || mark[t] == uid) continue; /* a token that came by several ways: once */
-                mark[t] = uid;
-                const token &tk = toks[t];
-                bool at_end = k >= tk.n_chars;
-                if (!pos) {
-                    allowed[t] = at_end && tk.partial.n_remain == 0;
-                } else if (pos->type == LLAMA_GRETYPE_TOKEN || pos->type == LLAMA_GRETYPE_TOKEN_NOT) {
-                    allowed[t] = at_end ? tk.partial.n_remain == 0
-                                        : (pos->type == LLAMA_GRETYPE_TOKEN) == (pos->value == (uint32_t)tk.id);
-                } else if (at_end) {
-                    allowed[t] = tk.partial.n_remain == 0 || class_may_have(pos, tk.partial);
-                } else if (class_has(pos, tk.chars[k], &after)) {
-                    going.push_back(t);
-                }
-            }
-            if (going.empty() &&
-                !(b->twin && pos && pos->type != LLAMA_GRETYPE_TOKEN && pos->type != LLAMA_GRETYPE_TOKEN_NOT))
-                continue;
-            class_has(pos, 0, &after);
-            llama_grammar_stack popped(st.begin(), st.end() - 1);
-            if (!is_end(after)) popped.push_back(after);
-            if (going.empty()) { /* llama.cpp unfolds a stack that no token goes through too */
-                token_work tw;
-                tw.budget = 1000000;
-                stack_set seen;
-                llama_grammar_stacks reached;
-                double n = unfold(b->g->rules, popped, tw, seen, reached) ? (double)reached.size() : 1e9;
-                b->last_cost += ways[i] * n * n;
-                continue;
-            }
-            auto memo = unfolded.find(popped);
-            if (memo == unfolded.end()) {
-                llama_grammar_stacks reached;
-                stack_set seen;
-                w.elements += popped.size();
-                if (!unfold(b->g->rules, popped, w, seen, reached)) break;
-                std::vector<size_t> places;
-                for (auto &r : reached) {
-                    auto ins = at.insert({r, next.size()});
-                    if (ins.second) {
-                        next.push_back({std::move(r), {}});
-                        next_ways.push_back(0);
-                    }
-                    places.push_back(ins.first->second);
-                }
-                memo = unfolded.emplace(std::move(popped), std::move(places)).first;
-            }
-            double n_reached = (double)memo->second.size();
-            b->last_cost += ways[i] * (n_reached * n_reached + (double)going.size());
-            for (size_t place : memo->second) {
-                next_ways[place] += ways[i];
-                auto &into = next[place].second;
-                w.visits += going.size();
-                into.insert(into.end(), going.begin(), going.end());
-            }
-            if (w.visits > max_visits) w.over = true;
-            if (w.over) break;
-        }
-        if (w.over) {
+        walk_level(a, k, level, ways, next, next_ways);
+        if (a.w.over) {
             b->blown = true;
             std::snprintf(b->why, sizeof(b->why),
                           "the grammar's check of the next token ran past %zu parse-stack elements or %zu candidate "
                           "looks (an ambiguous grammar; --limit grammar-states)",
-                          w.budget, max_visits);
+                          a.w.budget, a.max_visits);
             break;
         }
         level = std::move(next);
@@ -1003,8 +1047,8 @@ void bg_apply(llama_sampler *s, llama_token_data_array *cur) {
             cur->data[i].logit = -INFINITY;
         return;
     }
-    for (size_t t = 0; t < toks.size(); t++)
-        if (!allowed[t]) cur->data[toks[t].index].logit = -INFINITY;
+    for (size_t t = 0; t < a.toks.size(); t++)
+        if (!a.allowed[t]) cur->data[a.toks[t].index].logit = -INFINITY;
 }
 
 llama_sampler *bg_clone(const llama_sampler *s);

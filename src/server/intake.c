@@ -116,28 +116,27 @@ static void do_completion(intake *q, cb_intake_job *j) {
             p.prompt_tokens = j->req.prompts[i].tokens;
             p.n_prompt_tokens = j->req.prompts[i].n_tokens;
         }
-        char err[256] = "", msg[300];
-        int status = 0;
+        struct cobatch_error err = {0};
+        char msg[300];
         cb_intake_prompt *out = &j->prompts[i];
         if (j->req.kind == CB_OPENAI_CHAT) { /* rendered once, with its tools' grammar and parser */
-            j->chat = cobatch_chat_new(q->engine, &p, &status, err, sizeof(err));
+            j->chat = cobatch_chat_new(q->engine, &p, &err);
             if (j->chat) continue;
-            const char *param = !strncmp(err, "grammar", 7)                  ? "grammar"
-                                : strstr(err, "tool") && j->req.params.tools ? "tools"
-                                                                             : "messages";
-            set_error(j, status == COBATCH_ERR_NOMEM ? 503 : 400, param,
-                      status == COBATCH_ERR_NOMEM ? "out of memory" : err);
+            bool oom = err.code == COBATCH_ERR_NOMEM;
+            set_error(j, oom ? 503 : 400, oom ? NULL : cb_openai_param(&j->req, err.param),
+                      oom ? "out of memory" : err.message);
             return;
         }
-        out->tokens = cobatch_prompt_tokens(q->engine, &p, &out->n_tokens, &status, err, sizeof(err));
-        if (out->tokens && j->req.echo && !(out->text = echo_text(q, &j->req.prompts[i]))) status = COBATCH_ERR_NOMEM;
-        if (out->tokens && status != COBATCH_ERR_NOMEM) continue;
-        const char *why = status == COBATCH_ERR_NOMEM ? "out of memory" : err;
+        out->tokens = cobatch_prompt_tokens(q->engine, &p, &out->n_tokens, &err);
+        if (out->tokens && j->req.echo && !(out->text = echo_text(q, &j->req.prompts[i]))) err.code = COBATCH_ERR_NOMEM;
+        bool oom = err.code == COBATCH_ERR_NOMEM;
+        if (out->tokens && !oom) continue;
+        const char *why = oom ? "out of memory" : err.message;
         if (n > 1)
             snprintf(msg, sizeof(msg), "prompt %d: %s", i, why);
         else
             snprintf(msg, sizeof(msg), "%s", why);
-        set_error(j, status == COBATCH_ERR_NOMEM ? 503 : 400, j->api == CB_OPENAI_CHAT ? "messages" : "prompt", msg);
+        set_error(j, oom ? 503 : 400, oom ? NULL : cb_openai_param(&j->req, err.param), msg);
         return;
     }
     if (left(j)) return;
@@ -175,12 +174,12 @@ static cJSON *parse_body(cb_intake_job *j) {
 static void do_count(intake *q, cb_intake_job *j) {
     cb_openai_error e;
     if (parse_dialect(q, j, true, &e) != 0 || left(j)) return;
-    char err[256] = "";
-    int status = 0;
-    cobatch_chat *chat = cobatch_chat_new(q->engine, &j->req.params, &status, err, sizeof(err));
+    struct cobatch_error err = {0};
+    cobatch_chat *chat = cobatch_chat_new(q->engine, &j->req.params, &err);
     if (!chat) {
-        set_error(j, status == COBATCH_ERR_NOMEM ? 503 : 400, strstr(err, "tool") ? "tools" : "messages",
-                  status == COBATCH_ERR_NOMEM ? "out of memory" : err);
+        bool oom = err.code == COBATCH_ERR_NOMEM;
+        set_error(j, oom ? 503 : 400, oom ? NULL : cb_openai_param(&j->req, err.param),
+                  oom ? "out of memory" : err.message);
         return;
     }
     int32_t n = 0;

@@ -883,7 +883,7 @@ static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
         return;
     }
     r->n = n;
-    char err[256] = "";
+    struct cobatch_error err = {0};
     cobatch_req_id id = 0;
     for (int i = 0; i < r->n; i++) { /* the choices of a prompt share its cells through the prefix cache */
         int k = i % r->per_prompt;
@@ -896,7 +896,7 @@ static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
             uint32_t seed = j->req.params.sampling.seed + (uint32_t)k;
             p.sampling.seed = seed == COBATCH_SEED_RANDOM ? 0 : seed;
         }
-        id = cobatch_submit(s->engine, &p, err, sizeof(err));
+        id = cobatch_submit(s->engine, &p, &err);
         if (id <= 0) break;
         r->ch[i].id = id;
         r->live++;
@@ -908,17 +908,12 @@ static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
     }
     if (id == COBATCH_ERR_QUEUE_FULL) {
         s->m.rejected_queue_full++;
-        dreply_error(s, r->conn, r->dialect, 429, "rate_limit_error", NULL, "%s", err);
-    } else if (id == COBATCH_ERR_SHUTDOWN) {
-        dreply_error(s, r->conn, r->dialect, 503, "service_unavailable", NULL, "%s", err);
-    } else if (id == COBATCH_ERR_NOMEM) {
-        dreply_error(s, r->conn, r->dialect, 503, "service_unavailable", NULL, "%s", err);
+        dreply_error(s, r->conn, r->dialect, 429, "rate_limit_error", NULL, "%s", err.message);
+    } else if (id == COBATCH_ERR_SHUTDOWN || id == COBATCH_ERR_NOMEM) {
+        dreply_error(s, r->conn, r->dialect, 503, "service_unavailable", NULL, "%s", err.message);
     } else {
-        const char *param = !strncmp(err, "logit_bias", 10) ? "logit_bias"
-                            : !strncmp(err, "grammar", 7)   ? (j->req.json_schema ? "response_format" : "grammar")
-                            : r->kind == CB_OPENAI_CHAT     ? "messages"
-                                                            : "prompt";
-        dreply_error(s, r->conn, r->dialect, 400, "invalid_request_error", param, "%s", err);
+        dreply_error(s, r->conn, r->dialect, 400, "invalid_request_error", cb_openai_param(&j->req, err.param), "%s",
+                     err.message);
     }
     r->conn = NULL;
 }

@@ -94,6 +94,7 @@ static inline int it_take(struct cobatch_event *ev) {
 
 /* Submits every request, then polls until each has finished. Returns false on a submit error. */
 static inline bool it_run(cobatch_engine *e, const struct cobatch_request_params *ps, it_result *out, int n) {
+    struct cobatch_error ce;
     for (int i = 0; i < n; i++) {
         memset(&out[i], 0, sizeof(out[i]));
         out[i].pieces_valid_utf8 = true;
@@ -101,10 +102,9 @@ static inline bool it_run(cobatch_engine *e, const struct cobatch_request_params
         out[i].text = calloc(1, 1);
         struct cobatch_request_params p = ps[i];
         p.user_data = &out[i];
-        char err[256];
-        out[i].id = cobatch_submit(e, &p, err, sizeof(err));
+        out[i].id = cobatch_submit(e, &p, &ce);
         if (out[i].id <= 0) {
-            fprintf(stderr, "submit %d failed: %s\n", i, err);
+            fprintf(stderr, "submit %d failed: %s\n", i, ce.message);
             return false;
         }
     }

@@ -486,24 +486,38 @@ static void output_is_valid_utf8(void **state) {
 }
 
 static void bad_requests_are_refused(void **state) {
+    struct cobatch_error ce;
     (void)state;
-    char err[256];
     struct cobatch_request_params p = cobatch_request_default_params();
     p.prompt = "";
-    assert_int_equal(cobatch_submit(shared_engine, &p, err, sizeof(err)), COBATCH_ERR_INVALID);
-    assert_non_null(strstr(err, "empty"));
+    assert_int_equal(cobatch_submit(shared_engine, &p, &ce), COBATCH_ERR_INVALID);
+    assert_non_null(strstr(ce.message, "empty"));
+    assert_string_equal(ce.param, "prompt"); /* the field at fault, as a client's API names it */
+    assert_int_equal(ce.code, COBATCH_ERR_INVALID);
     p.prompt = "hi";
     p.max_tokens = -1;
-    assert_int_equal(cobatch_submit(shared_engine, &p, err, sizeof(err)), COBATCH_ERR_INVALID);
+    assert_int_equal(cobatch_submit(shared_engine, &p, &ce), COBATCH_ERR_INVALID);
+    assert_string_equal(ce.param, "max_tokens");
     p.max_tokens = 4;
     p.sampling.top_p = 0.0f;
-    assert_int_equal(cobatch_submit(shared_engine, &p, err, sizeof(err)), COBATCH_ERR_INVALID);
+    assert_int_equal(cobatch_submit(shared_engine, &p, &ce), COBATCH_ERR_INVALID);
+    assert_string_equal(ce.param, "top_p");
+    assert_string_equal(ce.message, "top_p must be in (0, 1]");
     p.sampling.top_p = 1.0f;
+    struct cobatch_logit_bias lb = {.token = 1, .bias = 500.0f};
+    p.logit_bias = &lb;
+    p.n_logit_bias = 1;
+    assert_int_equal(cobatch_submit(shared_engine, &p, &ce), COBATCH_ERR_INVALID);
+    assert_string_equal(ce.param, "logit_bias");
+    p.logit_bias = NULL;
+    p.n_logit_bias = 0;
     int32_t bad_tok[] = {1, 2, 999999};
     p.prompt = NULL;
     p.prompt_tokens = bad_tok;
     p.n_prompt_tokens = 3;
-    assert_int_equal(cobatch_submit(shared_engine, &p, err, sizeof(err)), COBATCH_ERR_INVALID);
+    assert_int_equal(cobatch_submit(shared_engine, &p, &ce), COBATCH_ERR_INVALID);
+    assert_string_equal(ce.param, "prompt_tokens");
+    assert_null(cobatch_prompt_tokens(shared_engine, &p, &(int32_t){0}, NULL)); /* err may be NULL */
     /* longer than the context */
     size_t n = 5000 * 6;
     char *big = malloc(n + 1);
@@ -512,20 +526,21 @@ static void bad_requests_are_refused(void **state) {
     big[n] = '\0';
     p.prompt_tokens = NULL;
     p.prompt = big;
-    assert_int_equal(cobatch_submit(shared_engine, &p, err, sizeof(err)), COBATCH_ERR_TOO_LONG);
-    assert_non_null(strstr(err, "context"));
+    assert_int_equal(cobatch_submit(shared_engine, &p, &ce), COBATCH_ERR_TOO_LONG);
+    assert_non_null(strstr(ce.message, "context"));
+    assert_string_equal(ce.param, "prompt");
     free(big);
 }
 
 /* Cancelling mid-stream ends the request once, as cancelled, and its cells go back. */
 static void cancel_frees_cells(void **state) {
+    struct cobatch_error ce;
     (void)state;
     struct cobatch_request_params p = cobatch_request_default_params();
     p.prompt = "Write a very long story about the sea.";
     p.max_tokens = 2000;
     p.ignore_eos = true;
-    char err[256];
-    cobatch_req_id id = cobatch_submit(shared_engine, &p, err, sizeof(err));
+    cobatch_req_id id = cobatch_submit(shared_engine, &p, &ce);
     assert_true(id > 0);
     int tokens = 0, finished = 0;
     enum cobatch_finish_reason reason = COBATCH_FINISH_NONE;
@@ -561,6 +576,7 @@ static void cancel_frees_cells(void **state) {
 /* Log-probabilities: greedy picks the most likely token, so its log-probability is the top
  * alternative's; the alternatives come most likely first and are a part of one distribution. */
 static void logprobs_describe_the_distribution(void **state) {
+    struct cobatch_error ce;
     (void)state;
     struct cobatch_request_params p = cobatch_request_default_params();
     p.prompt = "The three primary colors are";
@@ -578,13 +594,14 @@ static void logprobs_describe_the_distribution(void **state) {
     assert_null(r.prompt_lp); /* not asked for */
     it_free(&r, 1);
     p.top_logprobs = COBATCH_MAX_LOGPROBS + 1;
-    char err[256];
-    assert_int_equal(cobatch_submit(shared_engine, &p, err, sizeof(err)), COBATCH_ERR_INVALID);
+    assert_int_equal(cobatch_submit(shared_engine, &p, &ce), COBATCH_ERR_INVALID);
+    assert_string_equal(ce.param, "top_logprobs");
 }
 
 /* A grammar decides what may come out, sampled or greedy; one that does not parse is refused, and so
  * is a schema the converter cannot read. */
 static void grammar_constrains_the_output(void **state) {
+    struct cobatch_error ce;
     (void)state;
     struct cobatch_request_params p = cobatch_request_default_params();
     p.prompt = "Is the sky green? Answer:";
@@ -621,8 +638,9 @@ static void grammar_constrains_the_output(void **state) {
                                             sizeof(err)));
     printf("# bad schema: %s\n", err);
     p.grammar = "root ::= (";
-    assert_int_equal(cobatch_submit(shared_engine, &p, err, sizeof(err)), COBATCH_ERR_INVALID);
-    assert_non_null(strstr(err, "grammar"));
+    assert_int_equal(cobatch_submit(shared_engine, &p, &ce), COBATCH_ERR_INVALID);
+    assert_non_null(strstr(ce.message, "grammar"));
+    assert_string_equal(ce.param, "grammar");
     assert_null(cobatch_grammar_new(shared_engine, "root ::= (", 0, err, sizeof(err)));
     /* parsed once, shared by two sampled requests: each runs its own copy from the start */
     cobatch_grammar *shared =
@@ -815,8 +833,12 @@ static char *rendered(cobatch_engine *e, const struct cobatch_chat_message *m, s
     p.messages = m;
     p.n_messages = n;
     int32_t k = 0;
-    int32_t *t = cobatch_prompt_tokens(e, &p, &k, NULL, err, errlen);
-    if (!t) return NULL;
+    struct cobatch_error ce;
+    int32_t *t = cobatch_prompt_tokens(e, &p, &k, &ce);
+    if (!t) {
+        snprintf(err, errlen, "%s", ce.message);
+        return NULL;
+    }
     char *s = calloc(1, 4096);
     cobatch_detokenize(e, t, k, s, 4095);
     free(t);
@@ -827,6 +849,7 @@ static char *rendered(cobatch_engine *e, const struct cobatch_chat_message *m, s
  * none is given), or through the operator's; a template that raises refuses the request with its
  * message; one that does not parse fails init. */
 static void chat_templates_render_with_jinja(void **state) {
+    struct cobatch_error ce;
     (void)state;
     char err[256] = "";
     struct cobatch_chat_message user = {.role = "user", .content = "Hi <|im_start|>"};
@@ -859,7 +882,8 @@ static void chat_templates_render_with_jinja(void **state) {
     struct cobatch_request_params p = cobatch_request_default_params();
     p.messages = &tool;
     p.n_messages = 1;
-    assert_int_equal(cobatch_submit(e, &p, err, sizeof(err)), COBATCH_ERR_INVALID);
+    assert_int_equal(cobatch_submit(e, &p, &ce), COBATCH_ERR_INVALID);
+    assert_string_equal(ce.param, "messages");
     cobatch_engine_free(e);
 
     ep.chat_template = "{% for m in messages %}";
@@ -877,6 +901,7 @@ static void chat_templates_render_with_jinja(void **state) {
  * read part by part, the call only grows (what a stream sends is never taken back); content that
  * spells a control token stays text with tools too; a template without a call format refuses. */
 static void tool_calls_are_held_and_read(void **state) {
+    struct cobatch_error ce;
     (void)state;
     struct cobatch_engine_params ep = engine_params(COBATCH_MODE_CONTINUOUS, 2, 0);
     ep.chat_template_file = COBATCH_TEST_TOOL_TEMPLATE;
@@ -897,8 +922,7 @@ static void tool_calls_are_held_and_read(void **state) {
     p.single_tool_call = true;
     p.max_tokens = 60;
     char err[256] = "";
-    int st = 0;
-    cobatch_chat *chat = cobatch_chat_new(e, &p, &st, err, sizeof(err));
+    cobatch_chat *chat = cobatch_chat_new(e, &p, &ce);
     assert_non_null(chat);
     assert_true(cobatch_chat_calls_tools(chat));
     int32_t n = 0, starts = 0, im_start = -1;
@@ -940,19 +964,21 @@ static void tool_calls_are_held_and_read(void **state) {
     it_free(r, 2);
     /* a grammar of the request's own beside the tools' is refused */
     q.grammar = "root ::= \"x\"";
-    assert_int_equal(cobatch_submit(e, &q, err, sizeof(err)), COBATCH_ERR_INVALID);
-    assert_non_null(strstr(err, "grammar"));
+    assert_int_equal(cobatch_submit(e, &q, &ce), COBATCH_ERR_INVALID);
+    assert_non_null(strstr(ce.message, "grammar"));
+    assert_string_equal(ce.param, "grammar");
     cobatch_chat_free(chat);
     cobatch_engine_free(e);
 
     /* SmolLM2's own template has no call format: refused, not ignored; with tool_choice none fine */
     p.tool_function = NULL;
-    assert_null(cobatch_chat_new(shared_engine, &p, &st, err, sizeof(err)));
-    assert_int_equal(st, COBATCH_ERR_INVALID);
-    printf("# refused: %s\n", err);
-    assert_non_null(strstr(err, "tool-call format"));
+    assert_null(cobatch_chat_new(shared_engine, &p, &ce));
+    assert_int_equal(ce.code, COBATCH_ERR_INVALID);
+    printf("# refused: %s\n", ce.message);
+    assert_non_null(strstr(ce.message, "tool-call format"));
+    assert_string_equal(ce.param, "tools"); /* the messages alone render: the tools are at fault */
     p.tool_choice = COBATCH_TOOL_CHOICE_NONE;
-    chat = cobatch_chat_new(shared_engine, &p, &st, err, sizeof(err));
+    chat = cobatch_chat_new(shared_engine, &p, &ce);
     assert_non_null(chat);
     assert_false(cobatch_chat_calls_tools(chat));
     cobatch_chat_free(chat);
@@ -1026,6 +1052,7 @@ static void note_lane_step(const struct cobatch_step_info *info, void *user) {
  * prompt rows give the prompt's log-probabilities; a prompt beyond the lane is refused; cancelling a
  * lane request ends it. */
 static void long_lane_takes_long_requests(void **state) {
+    struct cobatch_error ce;
     (void)state;
     static int32_t budget = 256;
     struct cobatch_engine_params lp = cobatch_engine_default_params();
@@ -1183,15 +1210,14 @@ static void long_lane_takes_long_requests(void **state) {
     q = cobatch_request_default_params();
     q.prompt_tokens = huge;
     q.n_prompt_tokens = 2048;
-    char err[256];
-    assert_int_equal(cobatch_submit(e, &q, err, sizeof(err)), COBATCH_ERR_TOO_LONG);
+    assert_int_equal(cobatch_submit(e, &q, &ce), COBATCH_ERR_TOO_LONG);
     q.n_prompt_tokens = 1500;
     q.max_tokens = 200;
     it_result c;
     memset(&c, 0, sizeof(c));
     c.text = calloc(1, 1);
     q.user_data = &c;
-    cobatch_req_id id = cobatch_submit(e, &q, err, sizeof(err));
+    cobatch_req_id id = cobatch_submit(e, &q, &ce);
     assert_true(id > 0);
     assert_int_equal(cobatch_cancel(e, id), COBATCH_OK);
     while (!c.n_finished) {
@@ -1214,6 +1240,7 @@ static void long_lane_takes_long_requests(void **state) {
 /* A pool larger than the model's trained context (8192) still gives a request at most that much:
  * positions past it are not what the model learned. */
 static void requests_stop_at_the_trained_context(void **state) {
+    struct cobatch_error ce;
     (void)state;
     struct cobatch_engine_params ep = engine_params(COBATCH_MODE_CONTINUOUS, 2, 0);
     ep.kv_layout = COBATCH_KV_UNIFIED;
@@ -1227,8 +1254,7 @@ static void requests_stop_at_the_trained_context(void **state) {
     struct cobatch_request_params p = cobatch_request_default_params();
     p.prompt_tokens = many;
     p.n_prompt_tokens = 8192;
-    char err[256];
-    assert_int_equal(cobatch_submit(e, &p, err, sizeof(err)), COBATCH_ERR_TOO_LONG);
+    assert_int_equal(cobatch_submit(e, &p, &ce), COBATCH_ERR_TOO_LONG);
     free(many);
     cobatch_engine_free(e);
 }
@@ -1253,7 +1279,7 @@ static void prompt_logprobs_match_generated(void **state) {
         it_result gen;
         assert_true(it_run(e, &g, &gen, 1));
         int32_t n_prompt = gen.n_prompt, n = n_prompt + gen.n_tokens;
-        int32_t *all = cobatch_prompt_tokens(e, &g, &n_prompt, NULL, NULL, 0);
+        int32_t *all = cobatch_prompt_tokens(e, &g, &n_prompt, NULL);
         assert_non_null(all);
         all = realloc(all, sizeof(int32_t) * (size_t)n);
         memcpy(all + n_prompt, gen.tokens, sizeof(int32_t) * (size_t)gen.n_tokens);

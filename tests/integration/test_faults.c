@@ -84,15 +84,15 @@ static struct cobatch_engine_params small_params(int seqs) {
 }
 
 static cobatch_req_id submit(cobatch_engine *e, const char *prompt, int max_tokens, void *user) {
+    struct cobatch_error ce;
     struct cobatch_request_params p = cobatch_request_default_params();
     p.prompt = prompt;
     p.max_tokens = max_tokens;
     p.ignore_eos = true;
     p.logit_margins = true;
     p.user_data = user;
-    char err[256] = "";
-    cobatch_req_id id = cobatch_submit(e, &p, err, sizeof(err));
-    if (id <= 0) fprintf(stderr, "submit failed: %s\n", err);
+    cobatch_req_id id = cobatch_submit(e, &p, &ce);
+    if (id <= 0) fprintf(stderr, "submit failed: %s\n", ce.message);
     return id;
 }
 
@@ -147,6 +147,7 @@ static it_result reference(struct cobatch_engine_params p, const char *prompt, i
 
 /* No seed (or COBATCH_SEED_RANDOM) draws a fresh seed per request; a given seed repeats. */
 static void unseeded_requests_differ(void **state) {
+    struct cobatch_error ce;
     (void)state;
     cobatch_engine *e = it_engine(small_params(4));
     assert_non_null(e);
@@ -160,8 +161,7 @@ static void unseeded_requests_differ(void **state) {
         p.sampling.temperature = 1.0f;
         if (i >= 4) p.sampling.seed = 4242; /* two seeded: must match */
         p.user_data = &rs[i];
-        char err[128];
-        assert_true(cobatch_submit(e, &p, err, sizeof(err)) > 0);
+        assert_true(cobatch_submit(e, &p, &ce) > 0);
     }
     collect(e, rs, N);
     int distinct = 0;
@@ -184,6 +184,7 @@ static void unseeded_requests_differ(void **state) {
 /* max_queue counts requests not yet running, exactly: while the engine sits between two steps
  * (gated), no more than max_queue wait, also right after the engine took its inbox. */
 static void queue_limit_is_exact(void **state) {
+    struct cobatch_error ce;
     (void)state;
     gate g;
     gate_init(&g);
@@ -204,11 +205,10 @@ static void queue_limit_is_exact(void **state) {
     assert_int_equal(accepted, 3);
     gate_pass(&g, 1, false); /* the engine takes the three into its waiting queue, steps, waits */
     gate_wait(&g, 2);
-    char err[128];
     struct cobatch_request_params q = cobatch_request_default_params();
     q.prompt = "One more";
     q.user_data = &rs[n];
-    assert_int_equal(cobatch_submit(e, &q, err, sizeof(err)), COBATCH_ERR_QUEUE_FULL);
+    assert_int_equal(cobatch_submit(e, &q, &ce), COBATCH_ERR_QUEUE_FULL);
     gate_pass(&g, 0, true);
     collect(e, rs, n);
     for (int i = 0; i < n; i++)
@@ -398,15 +398,16 @@ static void cancel_waiting_spares_the_running(void **state) {
 
 /* A priority without the priority policy is refused, not ignored. */
 static void priority_needs_its_policy(void **state) {
+    struct cobatch_error ce;
     (void)state;
     cobatch_engine *e = it_engine(small_params(1));
     assert_non_null(e);
     struct cobatch_request_params p = cobatch_request_default_params();
     p.prompt = "Hi";
     p.priority = 3;
-    char err[256] = "";
-    assert_int_equal(cobatch_submit(e, &p, err, sizeof(err)), COBATCH_ERR_INVALID);
-    assert_non_null(strstr(err, "priority"));
+    assert_int_equal(cobatch_submit(e, &p, &ce), COBATCH_ERR_INVALID);
+    assert_non_null(strstr(ce.message, "priority"));
+    assert_string_equal(ce.param, "priority");
     cobatch_engine_free(e);
 }
 

@@ -40,6 +40,7 @@ static struct cobatch_request_params request(int i, it_result *r) {
 }
 
 static void allocation_failures_lose_no_request(void **state) {
+    struct cobatch_error ce;
     (void)state;
     assert_true(cb_fault_alloc_available());
     struct cobatch_engine_params ep = cobatch_engine_default_params();
@@ -74,8 +75,7 @@ static void allocation_failures_lose_no_request(void **state) {
             memset(&rs[i], 0, sizeof(rs[i]));
             rs[i].text = calloc(1, 1);
             struct cobatch_request_params p = request(i, &rs[i]);
-            char err[128];
-            cobatch_req_id id = cobatch_submit(e, &p, err, sizeof(err));
+            cobatch_req_id id = cobatch_submit(e, &p, &ce);
             accepted[i] = id > 0;
             if (id <= 0) assert_int_equal(id, COBATCH_ERR_NOMEM); /* never a wrong verdict on a good request */
             n_acc += accepted[i];

@@ -41,6 +41,7 @@ typedef struct {
 static slot_ref refs[MAX_REQ];
 
 static void *submitter(void *arg) {
+    struct cobatch_error ce;
     stress *st = ((void **)arg)[0];
     int t = (int)(intptr_t)((void **)arg)[1];
     for (int k = 0; k < PER_THREAD; k++) {
@@ -53,16 +54,15 @@ static void *submitter(void *arg) {
         p.max_tokens = 1 + (k * 7 + t) % 8;
         p.ignore_eos = k % 2 == 0;
         p.user_data = &refs[slot];
-        char err[128];
         for (;;) {
-            cobatch_req_id id = cobatch_submit(st->e, &p, err, sizeof(err));
+            cobatch_req_id id = cobatch_submit(st->e, &p, &ce);
             if (id > 0) {
                 pthread_mutex_lock(&st->mu);
                 st->ids[st->n_ids++] = id;
                 pthread_mutex_unlock(&st->mu);
                 break;
             }
-            if (id != COBATCH_ERR_QUEUE_FULL) fail_msg("submit: %s", err);
+            if (id != COBATCH_ERR_QUEUE_FULL) fail_msg("submit: %s", ce.message);
             pthread_mutex_lock(&st->mu);
             st->refused_full++;
             pthread_mutex_unlock(&st->mu);
@@ -169,6 +169,7 @@ static void races_end_every_request_once(void **state) {
 /* Freeing the engine with requests in flight and events unpolled: everything is released (the
  * sanitizers check), nothing blocks. */
 static void free_with_requests_in_flight(void **state) {
+    struct cobatch_error ce;
     (void)state;
     struct cobatch_engine_params p = cobatch_engine_default_params();
     p.max_num_seqs = 4;
@@ -179,8 +180,7 @@ static void free_with_requests_in_flight(void **state) {
         struct cobatch_request_params q = cobatch_request_default_params();
         q.prompt = "Tell a long story:";
         q.max_tokens = 100;
-        char err[128];
-        assert_true(cobatch_submit(e, &q, err, sizeof(err)) > 0);
+        assert_true(cobatch_submit(e, &q, &ce) > 0);
     }
     usleep(300000);
     cobatch_engine_free(e);

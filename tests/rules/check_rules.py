@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""The layer rules of ARCHITECTURE.md ('Layers'), checked over src/: which folder may include which,
-where llama.cpp's headers and calls may appear, and what the pure layers may not do. Prints every
-broken rule with its file and line; exits 1 when there is one.
+"""The house rules of ARCHITECTURE.md ('Layers', 'Rules'), checked over src/: which folder may
+include which, where llama.cpp's headers and calls may appear, what the pure layers may not do, and
+that no function is longer than 120 lines. Prints every broken rule with its file and line; exits 1
+when there is one.
 
-    python3 tests/layers/check_layers.py [SRC_DIR]
-    python3 tests/layers/check_layers.py --self-test   (the check finds a break of each rule)
+    python3 tests/rules/check_rules.py [SRC_DIR]
+    python3 tests/rules/check_rules.py --self-test   (the check finds a break of each rule)
 """
 import os
 import re
@@ -29,6 +30,10 @@ LLAMA_HEADER = re.compile(r"^(llama|ggml|gguf)[-\w]*\.h$")
 LLAMA_CALL = re.compile(r"\b(llama|ggml|gguf)_[a-z0-9_]+\s*\(")
 IMPURE_CALL = re.compile(r"\b(getenv|secure_getenv|clock_gettime|gettimeofday|time|fopen|open|printf|fprintf|puts)\s*\(")
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
+# a function's definition as clang-format lays it out: its signature from column 0, its body closed
+# by a "}" at column 0
+FUNCTION_START = re.compile(r"^[A-Za-z_][^;=]*[(,]$|^[A-Za-z_][^;=]*\)\s*(const\s*)?\{$")
+MAX_FUNCTION_LINES = 120
 
 
 def strip_comments(text):
@@ -99,6 +104,14 @@ def check(src):
                     continue
                 errors.append(f"{where}: src/{folder} ({layer}) may not include \"{inc}\" (src/{tfolder})")
             code = strip_comments(text)
+            start = None
+            for no, line in enumerate(code.splitlines(), 1):
+                if start is None and FUNCTION_START.match(line) and not line.startswith(("typedef", "struct ")):
+                    start = no
+                elif start is not None and line.rstrip() == "}":
+                    if no - start + 1 > MAX_FUNCTION_LINES:
+                        errors.append(f"{rel}:{start}: a function of {no - start + 1} lines (at most {MAX_FUNCTION_LINES})")
+                    start = None
             for no, line in enumerate(code.splitlines(), 1):
                 if layer != "runtime":
                     for m in LLAMA_CALL.finditer(line):
@@ -120,6 +133,9 @@ PLANTED = {
     "engine/e.c": ("static int f(void) { return llama_decode(0, 0); }\n", "calls llama_decode"),
     "server/s.c": ('#include "../core/kv.h"\n#include <ggml.h>\n', "outside src/runtime"),
     "cli/c.cpp": ("int x;\n", "C++ stays"),
+    "cli/long.c": ("static int f(int x) {\n" + "    x++;\n" * 119 + "    return x;\n}\n", "a function of 122 lines"),
+    "cli/long2.c": ("int f(int x,\n      int y) {\n" + "    x++;\n" * 119 + "    return x + y;\n}\n", "a function of 123"),
+    "cli/short.c": ("static int f(int x) {\n" + "    x++;\n" * 117 + "    return x;\n}\n", None),
     "cli/ok.c": ('#include "../runtime/synth.h"\n#include "../util/util.h"\n/* llama_decode() */\n', None),
 }
 
@@ -153,7 +169,7 @@ def main():
     errors = check(os.path.normpath(src))
     for e in errors:
         print(e)
-    print(f"layers: {len(errors)} broken rule(s)" if errors else "layers: every rule holds")
+    print(f"rules: {len(errors)} broken" if errors else "rules: every rule holds")
     return 1 if errors else 0
 
 
