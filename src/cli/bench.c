@@ -14,11 +14,14 @@
 
 static const char *MODE_NAMES[] = {"continuous", "static", "sequential"};
 
-/* Splits a comma list into at most max items (pointers into s, which is modified). */
+/* Splits a comma list into its items (pointers into s, which is modified); -1 when it has more
+ * than max. */
 static int split_list(char *s, char **out, int max) {
     int n = 0;
-    for (char *tok = strtok(s, ","); tok && n < max; tok = strtok(NULL, ","))
+    for (char *tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) {
+        if (n == max) return -1;
         out[n++] = tok;
+    }
     return n;
 }
 
@@ -157,6 +160,16 @@ static int split_config_lists(bench_opts *o, config_lists *cl) {
     cl->n_layouts = split_list(o->layouts_s, cl->layouts, 4);
     cl->n_caching = split_list(o->caching_s, cl->caching, 2);
     cl->n_budgets = o->budgets_s[0] ? split_list(o->budgets_s, budget_items, 8) : 0;
+    const char *too_many = cl->n_modes < 0     ? "--modes takes at most 8"
+                           : cl->n_chunks < 0  ? "--prefill-chunks takes at most 8"
+                           : cl->n_layouts < 0 ? "--kv-layouts takes at most 4"
+                           : cl->n_caching < 0 ? "--prefix-caching takes at most 2"
+                           : cl->n_budgets < 0 ? "--max-num-batched-tokens takes at most 8"
+                                               : NULL;
+    if (too_many) {
+        fprintf(stderr, "cobatch bench: %s items\n", too_many);
+        return 2;
+    }
     for (int b = 0; b < cl->n_budgets; b++) {
         if (!cb_parse_int(budget_items[b], 1, 1 << 20, &x)) {
             fprintf(stderr, "cobatch bench: --max-num-batched-tokens takes token counts (got '%s')\n", budget_items[b]);
@@ -236,13 +249,19 @@ static int build_configs(bench_opts *o, cb_bench_config *cfgs, int *n_out, int *
         for (int l = 0; l < cl.n_layouts; l++) {
             for (int m = 0; m < cl.n_modes; m++) {
                 for (int c = 0; c < cl.n_chunks * cl.n_budgets; c++) {
-                    rc = make_config(&cl, &o->ep, pc, l, m, c, &cfgs[n]);
+                    cb_bench_config one;
+                    rc = make_config(&cl, &o->ep, pc, l, m, c, &one);
                     if (rc == 2) return 2;
                     if (rc == 1) continue;
+                    if (n == MAX_CFG) {
+                        fprintf(stderr, "cobatch bench: the lists cross to more than %d configurations\n", MAX_CFG);
+                        return 2;
+                    }
+                    cfgs[n] = one;
                     if (cfgs[n].engine.mode == COBATCH_MODE_SEQUENTIAL &&
                         cfgs[base].engine.mode != COBATCH_MODE_SEQUENTIAL)
                         base = n;
-                    if (++n == MAX_CFG) break;
+                    n++;
                 }
             }
         }
@@ -289,6 +308,10 @@ static int run_configs(const bench_opts *o, const cb_bench_config *cfgs, int n, 
     int rc = 0;
     int64_t repeat = o->repeat, concurrency = o->wa.concurrency;
     cb_bench_result *runs = calloc((size_t)repeat, sizeof(*runs));
+    if (!runs) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     for (int i = 0; i < n && rc == 0; i++) {
         for (int k = 0; k < repeat && rc == 0; k++)
             rc = cb_bench_run(&cfgs[i], w, (int)concurrency, true, &runs[k], err, errlen);

@@ -220,7 +220,12 @@ int cb_cmd_loadgen(int argc, char **argv) {
         return 1;
     }
     cb_metrics m;
-    cb_metrics_compute(r.tl, (size_t)r.n, r.wall_s, &m);
+    if (cb_metrics_compute(r.tl, (size_t)r.n, r.wall_s, &m) != 0) {
+        fprintf(stderr, "cobatch loadgen: out of memory computing the metrics\n");
+        cb_loadgen_result_free(&r);
+        cb_workload_free(&w);
+        return 1;
+    }
     answer_counts a = count_answers(&o, &r, &w);
     print_row(&o, &w, model_name, &r, &m, &a);
     cJSON *turns = w.n_sessions > 0 ? cb_print_turns(stdout, &w, r.tl, r.usage_prompt, r.usage_cached) : NULL;

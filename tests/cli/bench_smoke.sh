@@ -89,6 +89,12 @@ check "bad budget refused" '[ $rc -eq 2 ] && grep -q "max-num-batched-tokens tak
 check "unknown workload refused" '[ $rc -eq 2 ] && grep -q "unknown workload" "$dir/e1"'
 "$bin" bench -m "$dir/tiny.gguf" --modes fast >/dev/null 2>"$dir/e2"; rc=$?
 check "unknown mode refused" '[ $rc -eq 2 ] && grep -q "unknown mode" "$dir/e2"'
+"$bin" bench -m "$dir/tiny.gguf" --modes static,static,static,static,static,static,static,static,static >/dev/null \
+    2>"$dir/e5"; rc=$?
+check "a list past its items refused" '[ $rc -eq 2 ] && grep -q "modes takes at most 8 items" "$dir/e5"'
+"$bin" bench -m "$dir/tiny.gguf" --prefill-chunks 1,2,3,4,5,6,7,8 --max-num-batched-tokens 16,32,64,128,256,512,1024,2048 \
+    >/dev/null 2>"$dir/e6"; rc=$?
+check "more than 64 configurations refused" '[ $rc -eq 2 ] && grep -q "more than 64 configurations" "$dir/e6"'
 "$bin" mkmodel --preset huge -o "$dir/x.gguf" 2>"$dir/e3"; rc=$?
 check "unknown preset refused" '[ $rc -eq 2 ] && grep -q "preset is one of" "$dir/e3"'
 finish
