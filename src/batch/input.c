@@ -36,13 +36,7 @@ static const char *check_envelope(cJSON *root, cb_openai_kind *kind, char *msg, 
 }
 
 static int push(cb_batch_input *in, cb_batch_item *it) {
-    if (in->n == in->cap) {
-        size_t cap = in->cap ? in->cap * 2 : 256;
-        cb_batch_item **v = realloc(in->items, cap * sizeof(*v));
-        if (!v) return -1;
-        in->items = v;
-        in->cap = cap;
-    }
+    if (!cb_grow((void **)&in->items, &in->cap, in->n + 1, sizeof(*in->items), 256)) return -1;
     in->items[in->n++] = it;
     return 0;
 }
@@ -224,7 +218,7 @@ void cb_batch_input_free(cb_batch_input *in) {
     for (size_t i = 0; i < in->n; i++) {
         cb_batch_item_release(in->items[i]);
         free(in->items[i]->custom_id);
-        free(in->items[i]->text);
+        cb_buf_free(&in->items[i]->text);
         free(in->items[i]);
     }
     free(in->items);

@@ -7,6 +7,7 @@
 #define CB_BATCH_INPUT_H
 
 #include "../openai/openai.h"
+#include "../util/buf.h"
 #include "idset.h"
 #include "output.h"
 
@@ -30,8 +31,7 @@ typedef struct {
     cobatch_req_id id;  /* > 0 once submitted */
     int32_t group;      /* its prefix group in the plan, -1 without grouping */
     bool finished;
-    char *text; /* (cap) the output so far */
-    size_t len, cap;
+    cb_buf text;    /* the output so far */
     bool text_lost; /* a piece could not be kept (out of memory): the request fails */
 } cb_batch_item;
 

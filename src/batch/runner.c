@@ -171,20 +171,6 @@ static void submit_more(run *r) {
     }
 }
 
-static bool append(cb_batch_item *it, const char *s, size_t n) {
-    if (it->len + n + 1 > it->cap) {
-        size_t cap = (it->cap + n) * 2 + 64;
-        char *t = realloc(it->text, cap);
-        if (!t) return false;
-        it->text = t;
-        it->cap = cap;
-    }
-    memcpy(it->text + it->len, s, n);
-    it->len += n;
-    it->text[it->len] = '\0';
-    return true;
-}
-
 static void finish(run *r, cb_batch_item *it, const struct cobatch_event *ev) {
     cb_batch_report *rep = r->rep;
     bool ok = ev->reason == COBATCH_FINISH_STOP || ev->reason == COBATCH_FINISH_LENGTH;
@@ -195,11 +181,11 @@ static void finish(run *r, cb_batch_item *it, const struct cobatch_event *ev) {
     struct cobatch_chat_output calls = {0};
     char why[160];
     if (ok && !it->text_lost && cobatch_chat_calls_tools(it->chat) &&
-        cobatch_chat_parse(it->chat, it->text ? it->text : "", it->len, false, &calls, why, sizeof(why)) != 0)
+        cobatch_chat_parse(it->chat, cb_buf_str(&it->text), it->text.len, false, &calls, why, sizeof(why)) != 0)
         it->text_lost = strstr(why, "out of memory") != NULL; /* else unreadable: answered as text */
     if (ok && !it->text_lost) {
         const char *finish = ev->reason == COBATCH_FINISH_LENGTH ? "length" : calls.n_calls ? "tool_calls" : "stop";
-        const char *text = calls.content ? calls.content : it->text ? it->text : "";
+        const char *text = calls.content ? calls.content : cb_buf_str(&it->text);
         if (cb_batch_out_result(r->out, it->custom_id, it->kind, text, calls.n_calls ? &calls : NULL, finish,
                                 ev->n_prompt, ev->n_generated, ev->n_cached) == 0)
             rep->ok++;
@@ -219,16 +205,14 @@ static void finish(run *r, cb_batch_item *it, const struct cobatch_event *ev) {
     cobatch_chat_free(it->chat);
     it->chat = NULL;
     item_done(r, it);
-    free(it->text);
-    it->text = NULL;
-    it->len = it->cap = 0;
+    cb_buf_free(&it->text);
     r->inflight--;
     r->done++;
 }
 
 static void on_event(run *r, const struct cobatch_event *ev) {
     cb_batch_item *it = ev->user_data;
-    if (ev->text_len && !it->text_lost && !append(it, ev->text, ev->text_len)) {
+    if (ev->text_len && !it->text_lost && !cb_buf_append(&it->text, ev->text, ev->text_len)) {
         it->text_lost = true;
         cobatch_cancel(r->e, it->id);
     }

@@ -1,5 +1,6 @@
 #include "openai.h"
 #include "bounds.h"
+#include "../util/buf.h"
 #include "../util/utf8.h"
 
 #include <cjson/cJSON.h>
@@ -45,13 +46,8 @@ char *cb_openai_error_json(const cb_openai_error *e) {
 /* ---------------------------------------------------------------- parsing ------------------- */
 
 static char *keep(cb_openai_request *r, const char *s) {
-    if (r->n_strings == r->strings_cap) { /* doubling: a request of many messages stays linear */
-        size_t cap = r->strings_cap ? r->strings_cap * 2 : 16;
-        char **v = realloc(r->strings, sizeof(char *) * cap);
-        if (!v) return NULL;
-        r->strings = v;
-        r->strings_cap = cap;
-    }
+    /* doubling: a request of many messages stays linear */
+    if (!cb_grow((void **)&r->strings, &r->strings_cap, r->n_strings + 1, sizeof(char *), 16)) return NULL;
     char *c = strdup(s);
     if (c) r->strings[r->n_strings++] = c;
     return c;

@@ -1,4 +1,5 @@
 #include "metrics.h"
+#include "../util/buf.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -29,65 +30,34 @@ void cb_srv_hist_observe(cb_srv_hist *h, double v) {
     h->count++;
 }
 
-typedef struct {
-    char *s;
-    size_t len, cap;
-    int failed;
-} sbuf;
-
-static void put(sbuf *b, const char *fmt, ...) {
-    if (b->failed) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->failed = 1;
-            return;
-        }
-        if ((size_t)n < b->cap - b->len) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap * 2 + (size_t)n;
-        char *s = realloc(b->s, cap);
-        if (!s) {
-            b->failed = 1;
-            return;
-        }
-        b->s = s;
-        b->cap = cap;
-    }
+static void gauge(cb_buf *b, const char *name, const char *help, const char *model, double v) {
+    cb_buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n%s{model_name=\"%s\"} %.17g\n", name, help, name, name, model, v);
 }
 
-static void gauge(sbuf *b, const char *name, const char *help, const char *model, double v) {
-    put(b, "# HELP %s %s\n# TYPE %s gauge\n%s{model_name=\"%s\"} %.17g\n", name, help, name, name, model, v);
+static void counter(cb_buf *b, const char *name, const char *help, const char *model, double v) {
+    cb_buf_printf(b, "# HELP %s %s\n# TYPE %s counter\n%s{model_name=\"%s\"} %.17g\n", name, help, name, name, model,
+                  v);
 }
 
-static void counter(sbuf *b, const char *name, const char *help, const char *model, double v) {
-    put(b, "# HELP %s %s\n# TYPE %s counter\n%s{model_name=\"%s\"} %.17g\n", name, help, name, name, model, v);
-}
-
-static void hist(sbuf *b, const char *name, const char *help, const char *model, const cb_srv_hist *h) {
-    put(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+static void hist(cb_buf *b, const char *name, const char *help, const char *model, const cb_srv_hist *h) {
+    cb_buf_printf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
     uint64_t cum = 0;
     for (int i = 0; i < h->n; i++) {
         cum += h->counts[i];
-        put(b, "%s_bucket{model_name=\"%s\",le=\"%g\"} %llu\n", name, model, h->bounds[i], (unsigned long long)cum);
+        cb_buf_printf(b, "%s_bucket{model_name=\"%s\",le=\"%g\"} %llu\n", name, model, h->bounds[i],
+                      (unsigned long long)cum);
     }
     cum += h->counts[h->n];
-    put(b, "%s_bucket{model_name=\"%s\",le=\"+Inf\"} %llu\n", name, model, (unsigned long long)cum);
-    put(b, "%s_sum{model_name=\"%s\"} %.17g\n%s_count{model_name=\"%s\"} %llu\n", name, model, h->sum, name, model,
-        (unsigned long long)h->count);
+    cb_buf_printf(b, "%s_bucket{model_name=\"%s\",le=\"+Inf\"} %llu\n", name, model, (unsigned long long)cum);
+    cb_buf_printf(b, "%s_sum{model_name=\"%s\"} %.17g\n%s_count{model_name=\"%s\"} %llu\n", name, model, h->sum, name,
+                  model, (unsigned long long)h->count);
 }
 
 char *cb_srv_metrics_render(const cb_srv_metrics *m, const cb_srv_gauges *g, const struct cobatch_stats *st,
                             const struct cobatch_weights_info *w, const char *model) {
-    sbuf b = {malloc(8192), 0, 8192, 0};
-    if (!b.s) return NULL;
-    b.s[0] = '\0';
-    put(&b,
+    cb_buf b = {0};
+    cb_buf_printf(
+        &b,
         "# HELP cobatch:weights_info Where the weights live on the CPU backend (buffer types) and the --repack "
         "mode.\n# TYPE cobatch:weights_info gauge\n"
         "cobatch:weights_info{model_name=\"%s\",buffer_types=\"%s\",repack=\"%s\",amx=\"%s\"} 1\n",
@@ -141,13 +111,13 @@ char *cb_srv_metrics_render(const cb_srv_metrics *m, const cb_srv_gauges *g, con
             "Prompt tokens the engine computed (not taken from the prefix cache; recomputes too).", model,
             (double)st->prompt_tokens);
     counter(&b, "cobatch:generation_tokens_total", "Generated tokens.", model, (double)m->generation_tokens);
-    put(&b, "# HELP cobatch:request_success_total Finished requests by reason.\n"
-            "# TYPE cobatch:request_success_total counter\n");
+    cb_buf_printf(&b, "# HELP cobatch:request_success_total Finished requests by reason.\n"
+                      "# TYPE cobatch:request_success_total counter\n");
     const char *names[] = {"stop", "length", "abort", "error"};
     uint64_t vals[] = {m->finished_stop, m->finished_length, m->finished_cancelled, m->finished_error};
     for (int i = 0; i < 4; i++)
-        put(&b, "cobatch:request_success_total{model_name=\"%s\",finished_reason=\"%s\"} %llu\n", model, names[i],
-            (unsigned long long)vals[i]);
+        cb_buf_printf(&b, "cobatch:request_success_total{model_name=\"%s\",finished_reason=\"%s\"} %llu\n", model,
+                      names[i], (unsigned long long)vals[i]);
     counter(&b, "cobatch:http_requests_total", "HTTP requests received.", model, (double)m->http_requests);
     counter(&b, "cobatch:http_client_errors_total", "HTTP 4xx answers.", model, (double)m->http_errors_4xx);
     counter(&b, "cobatch:http_server_errors_total", "HTTP 5xx answers.", model, (double)m->http_errors_5xx);
@@ -187,7 +157,7 @@ char *cb_srv_metrics_render(const cb_srv_metrics *m, const cb_srv_gauges *g, con
     hist(&b, "cobatch:e2e_request_latency_seconds", "Submit to finish.", model, &m->e2e);
     hist(&b, "cobatch:request_queue_time_seconds", "Submit to first scheduled step.", model, &m->queue);
     if (b.failed) {
-        free(b.s);
+        cb_buf_free(&b);
         return NULL;
     }
     return b.s;

@@ -6,6 +6,7 @@
  * error body (a stream that has begun ends with an error event instead), or nothing when its
  * client has gone. */
 #include "server.h"
+#include "../util/buf.h"
 #include "../util/faultalloc.h"
 #include "httpd.h"
 #include "intake.h"
@@ -42,10 +43,9 @@ struct cb_srv_req;
  * request of its own. */
 typedef struct {
     struct cb_srv_req *r;
-    int index;         /* prompt x n + sample */
-    cobatch_req_id id; /* > 0 while the engine has it */
-    char *text;        /* (cap) the whole output, for non-streaming answers */
-    size_t len, cap;
+    int index;          /* prompt x n + sample */
+    cobatch_req_id id;  /* > 0 while the engine has it */
+    cb_buf text;        /* the whole output, for non-streaming answers and tool calls */
     const char *finish; /* once it ended well: "stop" or "length" */
     int64_t t_last_token_us;
     bool echo_due;              /* echo: the prompt's text (and log-probabilities) go out before the output */
@@ -203,7 +203,7 @@ static void req_free(cb_srv_req *r) {
     if (r->next) r->next->prev = r->prev;
     s->n_reqs--;
     for (int i = 0; i < r->n; i++) {
-        free(r->ch[i].text);
+        cb_buf_free(&r->ch[i].text);
         free(r->ch[i].lp);
         cobatch_chat_output_clear(&r->ch[i].out);
         free(r->ch[i].sent_args);
@@ -299,19 +299,7 @@ static void start_stream(srv *s, cb_srv_req *r, const struct cobatch_event *ev) 
 static const char *finish_name(enum cobatch_finish_reason f) { return f == COBATCH_FINISH_LENGTH ? "length" : "stop"; }
 
 /* Output for a non-streaming answer; bounded by the request's max_tokens. */
-static bool append(cb_srv_choice *r, const char *text, size_t n) {
-    if (r->len + n + 1 > r->cap) {
-        size_t cap = (r->cap + n) * 2 + 64;
-        char *t = realloc(r->text, cap);
-        if (!t) return false;
-        r->text = t;
-        r->cap = cap;
-    }
-    memcpy(r->text + r->len, text, n);
-    r->len += n;
-    r->text[r->len] = '\0';
-    return true;
-}
+static bool append(cb_srv_choice *c, const char *text, size_t n) { return cb_buf_append(&c->text, text, n); }
 
 static int32_t token_piece(void *user, int32_t token, char *buf, int32_t cap) {
     return cobatch_token_piece(((srv *)user)->engine, token, buf, cap);
@@ -385,11 +373,11 @@ static void call_id(char out[32]) {
 static bool read_output(cb_srv_choice *c, bool partial) {
     char err[160];
     struct cobatch_chat_output o;
-    if (cobatch_chat_parse(c->r->chat, c->text ? c->text : "", c->len, partial, &o, err, sizeof(err)) != 0) {
+    if (cobatch_chat_parse(c->r->chat, cb_buf_str(&c->text), c->text.len, partial, &o, err, sizeof(err)) != 0) {
         if (strstr(err, "out of memory")) return false;
         if (partial) return true; /* read again with more text */
         memset(&o, 0, sizeof(o));
-        if (!(o.content = strndup(c->text ? c->text : "", c->len))) return false;
+        if (!(o.content = strndup(cb_buf_str(&c->text), c->text.len))) return false;
     }
     if (o.n_calls > c->n_ids) {
         char(*ids)[32] = realloc(c->ids, sizeof(*ids) * o.n_calls);
@@ -514,7 +502,7 @@ static void fail_too_deep(srv *s, cb_srv_choice *c) {
  * generated however long the output (llama.cpp's parsers read ~7 ns a byte here: ~8 us), and what a
  * client waits for is len / CB_READ_SPAN bytes (256 at 256 KB). The last read, at its end, is whole. */
 #define CB_READ_SPAN 1024
-static bool read_due(const cb_srv_choice *c) { return c->len - c->read_len >= c->len / CB_READ_SPAN; }
+static bool read_due(const cb_srv_choice *c) { return c->text.len - c->read_len >= c->text.len / CB_READ_SPAN; }
 
 static void on_token(srv *s, cb_srv_choice *c, const struct cobatch_event *ev) {
     cb_srv_req *r = c->r;
@@ -534,7 +522,7 @@ static void on_token(srv *s, cb_srv_choice *c, const struct cobatch_event *ev) {
             fail_too_deep(s, c);
         } else if (r->stream && ev->text_len && read_due(c)) {
             if (!r->started) start_stream(s, r, ev);
-            c->read_len = c->len;
+            c->read_len = c->text.len;
             if (!read_output(c, true))
                 lost_output(s, r);
             else if (r->conn)
@@ -582,8 +570,7 @@ static int failure(const srv *s, const struct cobatch_event *ev, const char **ty
 /* A dialect's answer of the request's one choice (its text and calls as read); ids: (n_calls) or NULL. */
 static cb_dialect_answer dialect_answer(const cb_srv_req *r, const char *const *ids) {
     const cb_srv_choice *c = &r->ch[0];
-    return (cb_dialect_answer){.text =
-                                   r->calls_tools ? (c->out.content ? c->out.content : "") : (c->text ? c->text : ""),
+    return (cb_dialect_answer){.text = r->calls_tools ? (c->out.content ? c->out.content : "") : cb_buf_str(&c->text),
                                .calls = c->out.calls,
                                .n_calls = c->out.n_calls,
                                .call_ids = ids,
@@ -634,7 +621,7 @@ static char *whole_answer(srv *s, cb_srv_req *r) {
     if (ok) {
         for (int i = 0; i < r->n; i++) {
             cb_srv_choice *c = &r->ch[i];
-            cs[i] = (cb_openai_choice){.text = c->text ? c->text : "",
+            cs[i] = (cb_openai_choice){.text = cb_buf_str(&c->text),
                                        .finish = c->finish,
                                        .lp = rows_of(s, c, &lps[i]),
                                        .calls = c->out.calls,
