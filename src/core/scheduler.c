@@ -1,32 +1,15 @@
 #include "scheduler.h"
+#include "preempt.h"
+#include "sched_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-#define CB_OPS_RESERVE 1024 /* cb_kv_op: 24 bytes each */
-
-struct cb_sched {
-    cb_sched_config cfg;
-    cb_kv *kv;
-    cb_request **running; /* (max_num_seqs) in admission order */
-    int32_t n_running;
-    cb_request **waiting; /* (waiting_cap) in run order: see ranks_before */
-    int32_t n_waiting, waiting_cap;
-    cb_cache *cache;                /* not owned */
-    cb_kv_ops pending;              /* cell changes made between steps (finish, commit), for the next plan */
-    cb_kv_ops *cur;                 /* where changes go now: the plan's ops while planning, else pending */
-    int32_t group_size, group_left; /* static mode: the current group */
-    bool forming;                   /* static mode: this step's admissions start a new group */
-    int32_t step_chunk;             /* split layout: this step's prompt chunk length (split_chunk) */
-    int32_t prompt_left;            /* short prompts' tokens this step may still take by its pace; INT32_MAX: unpaced */
-    cb_sched_stats stats;
-};
 
 /* ---------------------------------------------------------------- queue order ---------------- */
 
 /* With aging, priority + (now - t_submit) / aging ranks requests; two requests age alike, so their
  * order never changes and this key, fixed at submit, gives it (no re-sorting as time passes). */
-static int64_t aged_key(const cb_sched *s, const cb_request *r) {
+int64_t cb_sched_aged_key(const cb_sched *s, const cb_request *r) {
     return (int64_t)r->priority * s->cfg.priority_aging_us - r->t_submit_us;
 }
 
@@ -34,7 +17,7 @@ static int64_t aged_key(const cb_sched *s, const cb_request *r) {
  * requests first (they were running: put back at the front), then oldest first. */
 static bool ranks_before(const cb_sched *s, const cb_request *a, const cb_request *b) {
     if (s->cfg.priority_aging_us > 0) {
-        int64_t ka = aged_key(s, a), kb = aged_key(s, b);
+        int64_t ka = cb_sched_aged_key(s, a), kb = cb_sched_aged_key(s, b);
         if (ka != kb) return ka > kb;
     }
     if (a->priority != b->priority) return a->priority > b->priority;
@@ -44,7 +27,7 @@ static bool ranks_before(const cb_sched *s, const cb_request *a, const cb_reques
 }
 
 /* O(n) insert, fine: the engine bounds the queue (max_queue) and admissions are per step. */
-static bool waiting_insert(cb_sched *s, cb_request *r) {
+bool cb_sched_requeue(cb_sched *s, cb_request *r) {
     if (s->n_waiting == s->waiting_cap) {
         int32_t cap = s->waiting_cap ? s->waiting_cap * 2 : 64;
         cb_request **w = realloc(s->waiting, sizeof(*w) * (size_t)cap);
@@ -61,7 +44,7 @@ static bool waiting_insert(cb_sched *s, cb_request *r) {
     return true;
 }
 
-static void remove_at(cb_request **arr, int32_t *n, int32_t i) {
+void cb_sched_remove_at(cb_request **arr, int32_t *n, int32_t i) {
     memmove(&arr[i], &arr[i + 1], sizeof(*arr) * (size_t)(*n - i - 1));
     (*n)--;
 }
@@ -116,7 +99,7 @@ void cb_sched_add(cb_sched *s, cb_request *r, int64_t arrival) {
     r->cache.host = NULL;
     r->cache.load_failed = false;
     r->static_member = false;
-    if (!waiting_insert(s, r)) {
+    if (!cb_sched_requeue(s, r)) {
         /* Out of memory for the queue: the request ends at once rather than being lost. */
         r->state = CB_FINISHED_ERROR;
     }
@@ -130,91 +113,10 @@ bool cb_sched_fits(const cb_sched *s, int32_t n_prompt) {
 
 /* ---------------------------------------------------------------- one step ------------------- */
 
-static void release_seq(cb_sched *s, cb_request *r) {
+void cb_sched_release_seq(cb_sched *s, cb_request *r) {
     if (r->seq_id < 0) return;
     cb_cache_release(s->cache, r, s->cur);
     r->seq_id = -1;
-}
-
-/* Lowest (aged) priority first, then youngest: the request that loses least fairness by waiting. */
-static int32_t pick_victim(const cb_sched *s) {
-    int32_t v = -1;
-    for (int32_t i = 0; i < s->n_running; i++) {
-        const cb_request *r = s->running[i], *w = v >= 0 ? s->running[v] : NULL;
-        int64_t kr = s->cfg.priority_aging_us > 0 ? aged_key(s, r) : r->priority;
-        int64_t kw = w && s->cfg.priority_aging_us > 0 ? aged_key(s, w) : w ? w->priority : 0;
-        if (!w || kr < kw || (kr == kw && r->arrival > w->arrival)) v = i;
-    }
-    return v;
-}
-
-/* r gives up its swap (restored from the cache instead, or ended): the hold and the bytes go; a
- * save still queued is taken back. */
-static void drop_swap(cb_sched *s, cb_request *r) {
-    if (r->swap.state == CB_SWAP_NONE) return;
-    if (r->swap.state == CB_SWAP_SAVING || r->swap.state == CB_SWAP_RESTORING)
-        for (int32_t i = s->cur->n - 1; i >= 0; i--)
-            if (s->cur->v[i].ref == r) s->cur->v[i].src = CB_KV_OP_NONE;
-    cb_cache_unpin(s->cache, r);
-    cb_swap_end(s->cfg.swap, r, false);
-}
-
-/* Before r leaves its sequence: its cells are saved to host memory (a SAVE op ahead of the
- * release's) when swapping costs less than recomputing and the swap space has room. */
-static void swap_out(cb_sched *s, cb_request *r) {
-    if (!s->cfg.swap || r->seq_id < 0) return;
-    if (r->swap.state == CB_SWAP_RESTORING) { /* restored and preempted in one step: the restore is */
-        r->n_computed = r->swap.from;         /* taken back, the release keeps only the shared part */
-        drop_swap(s, r);
-        s->cfg.swap->recomputed++;
-        return;
-    }
-    /* What it computed goes to the cache now, while its sequence still holds all of it: the save
-     * drops the shared part from the sequence, and a new holder copies the whole path from it. */
-    cb_cache_publish(s->cache, r, r->n_computed, s->cur);
-    int32_t from = cb_cache_pin(s->cache, r);
-    if (from < 0) {
-        s->cfg.swap->recomputed++;
-        return;
-    }
-    if (!cb_swap_choose(s->cfg.swap, r, r->n_computed - from)) {
-        cb_cache_unpin(s->cache, r);
-        return;
-    }
-    r->swap.from = from;
-    r->swap.to = r->n_computed;
-    cb_kv_ops_push_ref(s->cur, r->seq_id, CB_KV_OP_SAVE, from, r->n_computed, r);
-    s->stats.swaps++;
-}
-
-/* may_swap: false when nothing could move (the victim may be admitted again in this very step, and
- * a save still queued would keep it waiting): it recomputes from what the cache keeps of it. */
-static void preempt(cb_sched *s, int32_t i, cb_plan *plan, bool may_swap) {
-    cb_request *r = s->running[i];
-    remove_at(s->running, &s->n_running, i);
-    if (may_swap) {
-        swap_out(s, r);
-    } else if (s->cfg.swap && r->swap.state == CB_SWAP_RESTORING) {
-        r->n_computed = r->swap.from;
-        drop_swap(s, r);
-        s->cfg.swap->recomputed++;
-    } else if (s->cfg.swap) {
-        s->cfg.swap->recomputed++;
-    }
-    release_seq(s, r);
-    r->n_computed = 0;
-    r->n_preemptions++;
-    r->state = CB_PREEMPTED;
-    s->stats.preemptions++;
-    plan->preempted[plan->n_preempted++] = r;
-    if (!waiting_insert(s, r)) { /* cannot grow the queue: the request ends, and says so */
-        if (r->static_member && s->group_left > 0) s->group_left--; /* as cb_sched_finish would */
-        r->static_member = false;
-        drop_swap(s, r);
-        r->state = CB_FINISHED_ERROR;
-        s->stats.finished++;
-        plan->failed[plan->n_failed++] = r;
-    }
 }
 
 /* Whether a step's pace (cb_step_pace) cuts r's prompt: r's tokens fit a flash-attention tile. A
@@ -292,7 +194,7 @@ static void schedule_decodes(cb_sched *s, cb_plan *plan, int32_t *budget_left) {
         cb_cache_make_room(s->cache, need, s->cur);
         if (need <= cb_kv_free_cells(s->kv) || s->n_running == 0) break;
         /* the last one running recomputes: saved, it would leave an idle engine nothing to run */
-        preempt(s, pick_victim(s), plan, s->n_running > 1);
+        cb_preempt_one(s, plan, s->n_running > 1);
     }
     for (int32_t i = 0; i < s->n_running && (*budget_left) > 0; i++) {
         cb_request *r = s->running[i];
@@ -396,7 +298,7 @@ static bool admit_swapped(cb_sched *s, cb_plan *plan, cb_request *r, int32_t w, 
     if (need > s->kv->per_seq_cap) need = s->kv->per_seq_cap;
     int32_t seq = cb_cache_admit_swapped(s->cache, r, need, outstanding_cells(s), s->cur);
     if (seq < 0) return false;
-    remove_at(s->waiting, &s->n_waiting, w);
+    cb_sched_remove_at(s->waiting, &s->n_waiting, w);
     start_request(s, r, seq, r->swap.from);
     r->n_computed = r->swap.to;
     /* the bytes are free once the restore runs (the runner frees the data then) */
@@ -409,20 +311,6 @@ static bool admit_swapped(cb_sched *s, cb_plan *plan, cb_request *r, int32_t w, 
         *budget_left -= n;
     }
     return true;
-}
-
-/* Swapped requests' pinned prefixes hold cells nobody runs on: their swaps are given up (counted as
- * lost: they recompute) so the cache may evict those cells. true if any was. */
-static bool unpin_waiting(cb_sched *s) {
-    bool any = false;
-    for (int32_t i = 0; i < s->n_waiting; i++) {
-        cb_request *r = s->waiting[i];
-        if (r->swap.state != CB_SWAP_SAVED || !r->swap.pin) continue;
-        r->swap.state = CB_SWAP_FAILED;
-        drop_swap(s, r);
-        any = true;
-    }
-    return any;
 }
 
 static void schedule_admissions(cb_sched *s, cb_plan *plan, int32_t *budget_left) {
@@ -442,7 +330,7 @@ static void schedule_admissions(cb_sched *s, cb_plan *plan, int32_t *budget_left
         cb_cache_hit hit = cb_cache_match(s->cache, r, s->running, s->n_running);
         /* a failed save, or the cache still holds all of it: no restore */
         if (r->swap.state == CB_SWAP_FAILED || (r->swap.state == CB_SWAP_SAVED && hit.len >= r->swap.to))
-            drop_swap(s, r);
+            cb_preempt_drop_swap(s, r);
         if (r->swap.state == CB_SWAP_SAVED) {
             if (!admit_swapped(s, plan, r, w, budget_left)) break;
             continue;
@@ -454,7 +342,7 @@ static void schedule_admissions(cb_sched *s, cb_plan *plan, int32_t *budget_left
         pad_to_tile(s, r, &hit);
         int32_t seq = admit_seq(s, r, &hit, *budget_left);
         if (seq < 0) break; /* the first that does not fit waits, nobody overtakes it */
-        remove_at(s->waiting, &s->n_waiting, w);
+        cb_sched_remove_at(s->waiting, &s->n_waiting, w);
         start_request(s, r, seq, hit.len);
         int32_t n = chunk_for(s, plan, r, *budget_left);
         if (n > 0) {
@@ -499,11 +387,11 @@ int32_t cb_sched_step(cb_sched *s, cb_plan *plan, int32_t budget) {
             if (cb_sched_saving(s)) break;
             /* the queue head does not fit an idle engine: swapped requests' pinned prefixes give
              * way (they recompute) */
-            if (unpin_waiting(s)) continue;
+            if (cb_preempt_unpin_waiting(s)) continue;
             break;
         }
         if (plan->n_preempted >= s->cfg.max_num_seqs) break; /* no livelock: try again next step */
-        preempt(s, pick_victim(s), plan, false);
+        cb_preempt_one(s, plan, false);
     }
     s->cur = &s->pending;
     return plan->n_items;
@@ -534,44 +422,21 @@ void cb_sched_rollback(cb_sched *s, cb_plan *plan) {
     }
 }
 
-void cb_sched_restore_failed(cb_sched *s, cb_request *r) {
-    if (r->cache.load_failed && r->seq_id >= 0) { /* a host-tier load: its stream holds nothing */
-        r->cache.load_failed = false;
-        cb_cache_load_failed(s->cache, r->n_computed);
-        cb_kv_grow(s->kv, r->seq_id, -r->n_computed);
-        r->n_computed = r->n_cached = 0;
-        return;
-    }
-    if (r->swap.state != CB_SWAP_FAILED || r->seq_id < 0) return;
-    cb_kv_grow(s->kv, r->seq_id, -(r->n_computed - r->swap.from));
-    r->n_computed = r->swap.from;
-    cb_swap_end(s->cfg.swap, r, false);
-}
-
 void cb_sched_remove(cb_sched *s, cb_request *r) {
     int32_t i = index_of(s->running, s->n_running, r);
     if (i >= 0)
-        remove_at(s->running, &s->n_running, i);
+        cb_sched_remove_at(s->running, &s->n_running, i);
     else if ((i = index_of(s->waiting, s->n_waiting, r)) >= 0)
-        remove_at(s->waiting, &s->n_waiting, i);
-    release_seq(s, r);
-    drop_swap(s, r);
+        cb_sched_remove_at(s->waiting, &s->n_waiting, i);
+    cb_sched_release_seq(s, r);
+    cb_preempt_drop_swap(s, r);
     if (r->static_member && s->group_left > 0) s->group_left--;
     r->static_member = false;
 }
 
 int32_t cb_sched_finish(cb_sched *s, cb_request *r, cb_state final_state) {
-    int32_t i = index_of(s->running, s->n_running, r);
-    if (i >= 0) {
-        remove_at(s->running, &s->n_running, i);
-    } else if ((i = index_of(s->waiting, s->n_waiting, r)) >= 0) {
-        remove_at(s->waiting, &s->n_waiting, i);
-    }
     int32_t seq = r->seq_id;
-    release_seq(s, r);
-    drop_swap(s, r);
-    if (r->static_member && s->group_left > 0) s->group_left--;
-    r->static_member = false;
+    cb_sched_remove(s, r);
     r->state = final_state;
     s->stats.finished++;
     return seq;
