@@ -38,7 +38,7 @@ struct cobatch_chat {
 
 void cb_engine_push_event(cobatch_engine *e, struct cobatch_event *ev) {
     pthread_mutex_lock(&e->ev_mu);
-    event_queue *q = &e->events;
+    cb_event_queue *q = &e->events;
     if (ev->type == COBATCH_EVENT_FINISHED) q->reserved--;
     if (q->len == q->cap) { /* unreachable while the reservation holds (engine_internal.h) */
         pthread_mutex_unlock(&e->ev_mu);
@@ -54,7 +54,7 @@ void cb_engine_push_event(cobatch_engine *e, struct cobatch_event *ev) {
 /* Makes room for one more live request's events: its FINISHED slot, and a step's worth of tokens
  * above the backlog. Called with ev_mu held. Returns false when out of memory. */
 static bool reserve_event_slot(cobatch_engine *e) {
-    event_queue *q = &e->events;
+    cb_event_queue *q = &e->events;
     int need = e->event_backlog + 2 * e->params.max_num_seqs + q->reserved + 1;
     if (q->cap < need) {
         int cap = q->cap ? q->cap : 1024;
@@ -112,7 +112,7 @@ int cobatch_poll(cobatch_engine *e, struct cobatch_event *out, int max, int time
         }
     }
     int n = 0;
-    event_queue *q = &e->events;
+    cb_event_queue *q = &e->events;
     while (n < max && q->len > 0) {
         out[n++] = q->v[q->head];
         q->head = (q->head + 1) % q->cap;
@@ -570,8 +570,8 @@ static uint32_t random_seed(void) {
 }
 
 /* The request's engine-side state, with what its FINISHED event needs allocated now. */
-static engine_req *cb_engine_req_new(const struct cobatch_request_params *p) {
-    engine_req *er = calloc(1, sizeof(*er));
+static cb_engine_req *cb_engine_req_new(const struct cobatch_request_params *p) {
+    cb_engine_req *er = calloc(1, sizeof(*er));
     if (!er) return NULL;
     er->err_buf = malloc(CB_ERR_BUF);
     const cobatch_chat *c = p->chat;
@@ -627,7 +627,7 @@ static engine_req *cb_engine_req_new(const struct cobatch_request_params *p) {
 
 /* The prompt's log-probabilities, to be filled as its rows are computed: row 0 (nothing before it)
  * is NAN now. */
-static bool prompt_logprobs_new(engine_req *er, cb_request *r, const int32_t *toks) {
+static bool prompt_logprobs_new(cb_engine_req *er, cb_request *r, const int32_t *toks) {
     int32_t w = 1 + er->n_top;
     er->plp = malloc(sizeof(*er->plp) * (size_t)w * (size_t)r->n_prompt);
     if (!er->plp) return false;
@@ -827,7 +827,7 @@ static cb_request *request_new(cobatch_engine *e, const struct cobatch_request_p
     /* Never allocate more than the context can hold, whatever max_tokens says. */
     int32_t max_tokens = p->max_tokens < e->n_ctx_seq - n ? p->max_tokens : e->n_ctx_seq - n;
     cb_request *r = cb_request_new(0, toks, n, max_tokens > 0 ? max_tokens : 1); /* 0: ends before sampling */
-    engine_req *er = r ? cb_engine_req_new(p) : NULL;
+    cb_engine_req *er = r ? cb_engine_req_new(p) : NULL;
     if (r) r->rt = er;
     bool ok = er && (!p->prompt_logprobs || prompt_logprobs_new(er, r, toks));
     free(toks);
@@ -875,7 +875,7 @@ static cobatch_req_id enqueue(cobatch_engine *e, cb_request *r, struct cobatch_e
     if (status == COBATCH_OK) {
         r->id = e->next_id++;
         e->inbox[e->inbox_len++] = r;
-        e->live[e->n_live++] = (live_req){.id = r->id, .er = r->rt};
+        e->live[e->n_live++] = (cb_live_req){.id = r->id, .er = r->rt};
         e->n_queued++;
         pthread_cond_signal(&e->cond);
     } else if (reserved) {
@@ -925,7 +925,7 @@ int cobatch_cancel(cobatch_engine *e, cobatch_req_id id) {
     int rc = COBATCH_ERR_NOT_FOUND;
     pthread_mutex_lock(&e->mu);
     for (int i = 0; i < e->n_live; i++) {
-        if (e->live[i].id == id) { /* live: its engine_req is not freed before this entry goes */
+        if (e->live[i].id == id) { /* live: its cb_engine_req is not freed before this entry goes */
             atomic_store(&e->live[i].er->cancel, true);
             e->n_cancels++;
             pthread_cond_signal(&e->cond);
@@ -1024,7 +1024,7 @@ int32_t cobatch_detokenize(const cobatch_engine *e, const int32_t *tokens, int32
 
 void cobatch_test_fault(cobatch_engine *e, int decode_rc, int count, int64_t abort_after_nodes) {
     pthread_mutex_lock(&e->mu);
-    e->fault = (engine_fault){.decode_rc = decode_rc, .decode_count = count, .abort_after_nodes = abort_after_nodes};
+    e->fault = (cb_engine_fault){.decode_rc = decode_rc, .decode_count = count, .abort_after_nodes = abort_after_nodes};
     e->fault_set = true;
     pthread_cond_signal(&e->cond);
     pthread_mutex_unlock(&e->mu);

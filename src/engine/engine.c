@@ -12,7 +12,7 @@
 
 void cb_engine_free_request(cb_request *r) {
     if (!r) return;
-    engine_req *er = r->rt;
+    cb_engine_req *er = r->rt;
     if (er) {
         cb_sampler_free(er->smpl);
         cb_sampler_free(er->grammar);
@@ -27,7 +27,7 @@ void cb_engine_free_request(cb_request *r) {
 }
 
 /* Whether the request's output shows tok's text although it is a control token. */
-static bool shown(const engine_req *er, int32_t tok) {
+static bool shown(const cb_engine_req *er, int32_t tok) {
     for (size_t i = 0; i < er->n_shown; i++)
         if (er->shown[i] == tok) return true;
     return false;
@@ -66,7 +66,7 @@ static enum cobatch_finish_reason reason_of(cb_state s) {
  * and is freed. Allocates nothing: the event's strings and its queue slot were reserved at submit,
  * so a request ends with its event even when memory has run out. */
 static void finish(cobatch_engine *e, cb_request *r, cb_state st, const char *error) {
-    engine_req *er = r->rt;
+    cb_engine_req *er = r->rt;
     if (er->in_lane)
         cb_lane_remove(e, r);
     else if (!CB_STATE_FINISHED(r->state))
@@ -115,7 +115,7 @@ void cb_engine_finish(cobatch_engine *e, cb_request *r, cb_state st, const char 
 static void intake(cobatch_engine *e, cb_request **in, int n) {
     for (int i = 0; i < n; i++) {
         cb_request *r = in[i];
-        engine_req *er = r->rt;
+        cb_engine_req *er = r->rt;
         er->smpl = cb_sampler_new(&e->model, &er->sampling, er->logit_bias, er->n_logit_bias);
         if (e->n_reqs == e->reqs_cap) {
             int cap = e->reqs_cap ? e->reqs_cap * 2 : 64;
@@ -147,7 +147,7 @@ static void intake(cobatch_engine *e, cb_request **in, int n) {
  * request, and every live request is in reqs once its intake ran). */
 static void apply_cancels(cobatch_engine *e) {
     for (int k = 0; k < e->n_reqs;) {
-        engine_req *er = e->reqs[k]->rt;
+        cb_engine_req *er = e->reqs[k]->rt;
         if (atomic_load(&er->cancel))
             finish(e, e->reqs[k], CB_FINISHED_CANCELLED, NULL); /* moves the last request into slot k */
         else
@@ -180,7 +180,7 @@ static void cancel_never_scheduled(cobatch_engine *e) {
  * the caller ends the request with an error instead. */
 static bool emit_token(cobatch_engine *e, cb_request *r, int32_t tok, float margin, struct cobatch_logprob *lp,
                        const char *text, size_t len, int64_t now) {
-    engine_req *er = r->rt;
+    cb_engine_req *er = r->rt;
     struct cobatch_event ev = {0};
     ev.type = COBATCH_EVENT_TOKEN;
     ev.id = r->id;
@@ -215,13 +215,13 @@ void cb_engine_record_prompt_logprobs(cobatch_engine *e, const cb_runner *runner
     for (int32_t i = 0; i < runner->n_lp; i++) {
         const cb_lp_row *x = &runner->lp[i];
         cb_request *r = plan->items[x->item].req;
-        engine_req *er = r->rt;
+        cb_engine_req *er = r->rt;
         int32_t w = 1 + er->n_top;
         cb_logprobs(m, x->row, r->tokens[x->pos + 1], w - 1, er->plp + (size_t)(x->pos + 1) * (size_t)w);
     }
     for (int32_t i = 0; i < plan->n_items; i++) {
         cb_request *r = plan->items[i].req;
-        engine_req *er = r->rt;
+        cb_engine_req *er = r->rt;
         if (r->all_logits_to > 0 && r->n_computed > r->all_logits_from) /* rows are filled in order */
             r->all_logits_from = r->n_computed < r->all_logits_to ? r->n_computed : r->all_logits_to;
         if (er->plp && !er->plp_ready && r->n_computed >= r->n_prompt) {
@@ -232,7 +232,7 @@ void cb_engine_record_prompt_logprobs(cobatch_engine *e, const cb_runner *runner
 }
 
 void cb_engine_sample_one(cobatch_engine *e, cb_request *r, const cb_model *m, int32_t row, int64_t now) {
-    engine_req *er = r->rt;
+    cb_engine_req *er = r->rt;
     char piece[CB_TEXTOUT_PIECE_MAX];
     if (er->prompt_only) {
         finish(e, r, CB_FINISHED_LENGTH, NULL);

@@ -42,7 +42,7 @@ typedef struct {
     bool plp_ready;              /* plp is whole: the next event takes it */
     bool in_lane;                /* runs in the long lane (lane.c), not in the scheduler */
     atomic_bool cancel;          /* cobatch_cancel asked for it (set under mu while the request is live) */
-} engine_req;
+} cb_engine_req;
 
 #define CB_ERR_BUF 160
 
@@ -83,13 +83,13 @@ typedef struct {
                                 never allocates (a step pushes at most max_num_seqs TOKEN events) */
     int head, len, cap;
     int reserved; /* live requests whose FINISHED event is not queued yet */
-} event_queue;
+} cb_event_queue;
 
 /* A live request: its id and the engine-side state cobatch_cancel flags. */
 typedef struct {
     cobatch_req_id id;
-    engine_req *er;
-} live_req;
+    cb_engine_req *er;
+} cb_live_req;
 
 /* The long lane (lane.c): a second llama.cpp context on the same weights, one unified pool of the
  * model's trained context, for requests longer than a stream of the split layout: prompts beyond a
@@ -123,7 +123,7 @@ typedef struct {
     int decode_rc;             /* != 0: the next decodes return this without running */
     int decode_count;          /* how many decodes fail that way (then the hook clears) */
     int64_t abort_after_nodes; /* > 0: the next decode aborts after this many graph nodes */
-} engine_fault;
+} cb_engine_fault;
 
 struct cobatch_engine {
     struct cobatch_engine_params params;
@@ -148,14 +148,14 @@ struct cobatch_engine {
     pthread_cond_t cond;
     cb_request **inbox; /* (inbox_cap) submitted, not yet seen by the engine thread */
     int inbox_len, inbox_cap;
-    int n_cancels;  /* cobatch_cancel calls since the engine last looked (the flags are on engine_req) */
-    live_req *live; /* (live_cap) requests with no FINISHED event queued yet */
+    int n_cancels;     /* cobatch_cancel calls since the engine last looked (the flags are on cb_engine_req) */
+    cb_live_req *live; /* (live_cap) requests with no FINISHED event queued yet */
     int n_live, live_cap;
     int n_queued; /* requests not yet running (inbox + waiting): what max_queue bounds; exact */
     bool stop;
-    bool drop_cache;     /* cobatch_drop_cached_prefixes was called */
-    bool cancel_waiting; /* cobatch_cancel_waiting was called */
-    engine_fault fault;  /* set by the test hook, taken by the engine thread at its next iteration */
+    bool drop_cache;       /* cobatch_drop_cached_prefixes was called */
+    bool cancel_waiting;   /* cobatch_cancel_waiting was called */
+    cb_engine_fault fault; /* set by the test hook, taken by the engine thread at its next iteration */
     bool fault_set;
     int64_t nodes_seen; /* testing.h: graph nodes of the last decode with an abort count armed */
     int64_t next_id;
@@ -173,7 +173,7 @@ struct cobatch_engine {
     pthread_cond_t ev_space; /* signalled when a poll leaves the queue under CB_EVENT_BACKLOG */
     bool ev_stop;            /* under ev_mu: the engine stops, do not wait for space */
     int event_backlog;       /* CB_EVENT_BACKLOG unless a test lowers it */
-    event_queue events;
+    cb_event_queue events;
     int event_fd;
     bool ev_unsignalled; /* engine thread only: events queued since the last cb_engine_wake_pollers */
 };

@@ -54,7 +54,7 @@ static bool grow_wait(cb_lane *L) {
 bool cb_lane_add(cobatch_engine *e, cb_request *r, bool first) {
     cb_lane *L = &e->lane;
     if (!grow_wait(L)) return false;
-    engine_req *er = r->rt;
+    cb_engine_req *er = r->rt;
     if (!er->in_lane && !first) r->arrival = e->arrivals++; /* new: its place in the order */
     er->in_lane = true;
     r->seq_id = -1;

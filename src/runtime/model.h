@@ -100,6 +100,9 @@ int32_t *cb_model_chat_tokens(const cb_model *m, const cb_common_msg *msgs, size
                               cb_common_rendered *extra, int32_t *n_out, char *err, size_t errlen);
 
 bool cb_model_has_chat_template(const cb_model *m);
+/* Indexes the vocabulary's special-token texts for tokenizing in pieces (vocab.c); at load. false
+ * when memory runs out. */
+bool cb_model_index_specials(cb_model *m);
 /* The vocabulary's special tokens, their texts and the chat template (strings are the model's). */
 void cb_model_vocab_info(const cb_model *m, struct cobatch_vocab_info *out);
 

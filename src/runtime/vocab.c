@@ -1,0 +1,352 @@
+/* vocab.c — text to tokens and back for a loaded model: tokenizing in pieces (special-token texts
+ * bounded per piece), a chat rendered with its template into tokens, pieces and detokenizing. */
+#include "model.h"
+#include "llama_common.h"
+#include "../util/util.h"
+
+#include <llama.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Texts longer than this with special tokens parsed are tokenized in pieces of at most
+ * CB_TOKENIZE_SPECIALS special-token texts. */
+#define CB_TOKENIZE_PIECE_BYTES 16384
+#define CB_TOKENIZE_SPECIALS 64
+
+/* Where the piece of text[start, len) ends: right after its CB_TOKENIZE_SPECIALS-th special-token
+ * text that may end a piece (leftmost, longest matches), or at len. */
+static size_t piece_end(const cb_model *m, const char *text, size_t start, size_t len) {
+    int32_t seen = 0;
+    for (size_t i = start; i < len;) {
+        unsigned char b = (unsigned char)text[i];
+        int32_t hit = -1;
+        for (int32_t k = m->first[b]; k < m->first[b + 1] && hit < 0; k++)
+            if ((size_t)m->special_len[k] <= len - i && !memcmp(text + i, m->special[k], (size_t)m->special_len[k]))
+                hit = k;
+        if (hit < 0) {
+            i++;
+            continue;
+        }
+        i += (size_t)m->special_len[hit];
+        if (m->special_cut[hit] && ++seen == CB_TOKENIZE_SPECIALS) return i;
+    }
+    return len;
+}
+
+int32_t cb_model_tokenize_into(const cb_model *m, const char *text, size_t len, bool add_special, bool parse_special,
+                               int32_t *out, int32_t max) {
+    if (len > INT32_MAX / 2) return INT32_MIN;
+    bool pieces = parse_special && len > CB_TOKENIZE_PIECE_BYTES && m->special &&
+                  !(add_special && llama_vocab_get_add_eos(m->vocab)); /* an added eos belongs to the last piece */
+    if (!pieces) return llama_tokenize(m->vocab, text, (int32_t)len, out, max, add_special, parse_special);
+    int32_t n = 0;
+    bool short_of_room = false;
+    for (size_t start = 0; start < len;) {
+        size_t end = piece_end(m, text, start, len);
+        int32_t k = llama_tokenize(m->vocab, text + start, (int32_t)(end - start), short_of_room ? NULL : out + n,
+                                   short_of_room ? 0 : max - n, add_special && start == 0, true);
+        if (k == INT32_MIN) return INT32_MIN;
+        if (k < 0) { /* counted, not written: from here on only the size needed */
+            short_of_room = true;
+            k = -k;
+        }
+        if (n > INT32_MAX - k) return INT32_MIN;
+        n += k;
+        start = end;
+    }
+    return short_of_room ? -n : n;
+}
+
+static int by_first_then_longest(const void *a, const void *b, void *arg) {
+    const cb_model *m = arg;
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    unsigned char fx = (unsigned char)m->special[x][0], fy = (unsigned char)m->special[y][0];
+    if (fx != fy) return fx < fy ? -1 : 1;
+    return m->special_len[y] - m->special_len[x];
+}
+
+/* The special-token texts, indexed for piece_end. Returns false when out of memory. */
+bool cb_model_index_specials(cb_model *m) {
+    int32_t n = 0;
+    for (int32_t t = 0; t < m->n_vocab; t++) {
+        enum llama_token_attr a = llama_vocab_get_attr(m->vocab, t);
+        const char *s = llama_vocab_get_text(m->vocab, t);
+        n += (a & (LLAMA_TOKEN_ATTR_CONTROL | LLAMA_TOKEN_ATTR_USER_DEFINED)) && s && s[0];
+    }
+    if (n == 0) return true;
+    const char **text = malloc(sizeof(char *) * (size_t)n);
+    int32_t *len = malloc(sizeof(int32_t) * (size_t)n), *ord = malloc(sizeof(int32_t) * (size_t)n);
+    bool *cut = malloc(sizeof(bool) * (size_t)n), *cut2 = malloc(sizeof(bool) * (size_t)n);
+    const char **text2 = malloc(sizeof(char *) * (size_t)n);
+    int32_t *len2 = malloc(sizeof(int32_t) * (size_t)n);
+    bool ok = text && len && ord && cut && cut2 && text2 && len2;
+    for (int32_t t = 0, k = 0; ok && t < m->n_vocab; t++) {
+        enum llama_token_attr a = llama_vocab_get_attr(m->vocab, t);
+        const char *s = llama_vocab_get_text(m->vocab, t);
+        if (!((a & (LLAMA_TOKEN_ATTR_CONTROL | LLAMA_TOKEN_ATTR_USER_DEFINED)) && s && s[0])) continue;
+        text[k] = s;
+        len[k] = (int32_t)strlen(s);
+        cut[k] = !(a & LLAMA_TOKEN_ATTR_RSTRIP);
+        ord[k] = k;
+        k++;
+    }
+    if (ok) {
+        m->special = text;
+        m->special_len = len;
+        qsort_r(ord, (size_t)n, sizeof(int32_t), by_first_then_longest, m);
+        for (int32_t i = 0; i < n; i++) {
+            text2[i] = text[ord[i]];
+            len2[i] = len[ord[i]];
+            cut2[i] = cut[ord[i]];
+        }
+        m->special = text2;
+        m->special_len = len2;
+        m->special_cut = cut2;
+        for (int b = 0, i = 0; b <= 256; b++) { /* first[b]: the first text starting with a byte >= b */
+            while (i < n && (unsigned char)text2[i][0] < b)
+                i++;
+            m->first[b] = i;
+        }
+        text2 = NULL;
+        len2 = NULL;
+        cut2 = NULL;
+    }
+    free(text);
+    free(len);
+    free(ord);
+    free(cut);
+    free(text2);
+    free(len2);
+    free(cut2);
+    return ok;
+}
+
+int32_t *cb_model_tokenize(const cb_model *m, const char *text, size_t len, bool add_special, bool parse_special,
+                           int32_t *n_out) {
+    int32_t cap = (int32_t)(len < 1000000 ? len + 8 : 1000008);
+    int32_t *t = malloc(sizeof(int32_t) * (size_t)cap);
+    if (!t) return NULL;
+    int32_t n = cb_model_tokenize_into(m, text, len, add_special, parse_special, t, cap);
+    if (n < 0 && n != INT32_MIN) {
+        int32_t *t2 = realloc(t, sizeof(int32_t) * (size_t)-n);
+        if (!t2) {
+            free(t);
+            return NULL;
+        }
+        t = t2;
+        n = cb_model_tokenize_into(m, text, len, add_special, parse_special, t, -n);
+    }
+    if (n < 0) {
+        free(t);
+        return NULL;
+    }
+    *n_out = n;
+    return t;
+}
+
+/* The template applied to these messages (the Jinja one, else the built-in, which knows no tools):
+ * 0 with out->prompt set (and with tools, the rest of out), or -1 with the reason in err. */
+static int render(const cb_model *m, const cb_common_msg *msgs, size_t n, const cb_common_tools *tools,
+                  cb_common_rendered *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof(*out));
+    if (m->tmpls) return cb_common_render(m->tmpls, msgs, n, tools, out, err, errlen);
+    if (tools && tools->tools && tools->choice != CB_TOOLS_NONE) {
+        if (err && errlen)
+            snprintf(err, errlen,
+                     "the model has no chat template that offers tools; give the server one "
+                     "(--chat-template)");
+        return -1;
+    }
+    const char *tmpl = llama_model_chat_template(m->model, NULL);
+    struct llama_chat_message *lm = calloc(n ? n : 1, sizeof(*lm));
+    if (!lm) return -1;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        lm[i].role = msgs[i].role;
+        lm[i].content = msgs[i].content;
+        total += strlen(msgs[i].role) + strlen(msgs[i].content);
+    }
+    int32_t cap = total < INT32_MAX / 4 ? (int32_t)(total * 2 + 256) : -1;
+    char *buf = cap > 0 ? malloc((size_t)cap) : NULL;
+    int32_t len = buf ? llama_chat_apply_template(tmpl, lm, n, true, buf, cap) : -1;
+    if (len >= cap) {
+        char *b2 = realloc(buf, (size_t)len + 1);
+        if (b2) {
+            buf = b2;
+            len = llama_chat_apply_template(tmpl, lm, n, true, buf, len + 1);
+        } else {
+            len = -1;
+        }
+    }
+    free(lm);
+    if (len < 0) {
+        free(buf);
+        return -1;
+    }
+    buf[len] = '\0';
+    out->prompt = buf;
+    return 0;
+}
+
+/* Appends the tokens of text[0, len) to *v (cap grown as needed). Returns false on failure. */
+static bool append_tokens(const cb_model *m, const char *text, size_t len, bool add_special, bool parse_special,
+                          int32_t **v, int32_t *n, int32_t *cap) {
+    if (len == 0 && !add_special) return true;
+    int32_t k = 0;
+    int32_t *t = cb_model_tokenize(m, text, len, add_special, parse_special, &k);
+    if (!t) return false;
+    if (*n + k > *cap) {
+        int32_t c = (*n + k) * 2 + 64;
+        int32_t *w = realloc(*v, sizeof(int32_t) * (size_t)c);
+        if (!w) {
+            free(t);
+            return false;
+        }
+        *v = w;
+        *cap = c;
+    }
+    memcpy(*v + *n, t, sizeof(int32_t) * (size_t)k);
+    *n += k;
+    free(t);
+    return true;
+}
+
+/* Marks where message i's content goes in a rendering: a character no template adds and no
+ * template changes, the index, another one. */
+#define MARK '\x1e'
+
+/* Walks the skeleton (the rendering around marks): template text up to a mark, the mark's content,
+ * and so on, checking each piece against the real rendering. Fills *v with the template's text
+ * tokenized with special tokens and the contents without. False when the pieces do not give the
+ * real rendering (the template changed a content) or on allocation failure. */
+static bool split_tokens(const cb_model *m, const char *skel, const char *real, const char *const *contents, size_t n,
+                         int32_t **v, int32_t *nv) {
+    int32_t cap = 0;
+    size_t at = 0;
+    bool first = true;
+    *nv = 0;
+    for (const char *p = skel; *p;) {
+        const char *q = strchr(p, MARK), *after = NULL;
+        size_t idx = 0;
+        if (q) {
+            char *endp = NULL;
+            idx = strtoul(q + 1, &endp, 10);
+            if (endp == q + 1 || *endp != MARK || idx >= n) return false;
+            after = endp + 1;
+        }
+        size_t lit = q ? (size_t)(q - p) : strlen(p);
+        if (strncmp(real + at, p, lit) != 0 || !append_tokens(m, p, lit, first, true, v, nv, &cap)) return false;
+        at += lit;
+        first = false;
+        if (!q) break;
+        size_t cl = strlen(contents[idx]);
+        if (strncmp(real + at, contents[idx], cl) != 0 ||
+            !append_tokens(m, contents[idx], cl, false, false, v, nv, &cap))
+            return false;
+        at += cl;
+        p = after;
+    }
+    return real[at] == '\0';
+}
+
+/* s without leading and trailing whitespace, malloc'd. */
+static char *trimmed(const char *s) {
+    while (*s && strchr(" \t\r\n", *s))
+        s++;
+    size_t n = strlen(s);
+    while (n > 0 && strchr(" \t\r\n", s[n - 1]))
+        n--;
+    return strndup(s, n);
+}
+
+int32_t *cb_model_chat_tokens(const cb_model *m, const cb_common_msg *msgs, size_t n, const cb_common_tools *tools,
+                              cb_common_rendered *extra, int32_t *n_out, char *err, size_t errlen) {
+    if (err && errlen) err[0] = '\0';
+    if (extra) memset(extra, 0, sizeof(*extra));
+    if (!cb_model_has_chat_template(m) || n == 0) return NULL;
+    const char **contents = calloc(n, sizeof(char *));
+    char **marks = calloc(n, sizeof(char *)), **trims = calloc(n, sizeof(char *));
+    cb_common_msg *skel_msgs = calloc(n, sizeof(*skel_msgs));
+    cb_common_rendered real = {0}, skel = {0};
+    int32_t *v = NULL, nv = 0;
+    bool ok = contents && marks && trims && skel_msgs && render(m, msgs, n, tools, &real, err, errlen) == 0;
+    for (size_t i = 0; ok && i < n; i++) {
+        contents[i] = msgs[i].content;
+        skel_msgs[i] = msgs[i];
+        trims[i] = trimmed(msgs[i].content);
+        ok = trims[i] != NULL;
+        if (!ok || !msgs[i].content[0]) continue; /* an empty content stays empty: templates test it */
+        marks[i] = malloc(24);
+        ok = marks[i] != NULL;
+        if (ok) snprintf(marks[i], 24, "%c%zu%c", MARK, i, MARK);
+        skel_msgs[i].content = marks[i];
+    }
+    /* the skeleton needs the prompt only: the tools as listed, no grammar or parser worked out */
+    cb_common_tools listed = tools ? *tools : (cb_common_tools){0};
+    listed.choice = CB_TOOLS_NONE;
+    listed.function = NULL;
+    bool have_skel = ok && render(m, skel_msgs, n, tools ? &listed : NULL, &skel, NULL, 0) == 0;
+    /* templates copy a content as it is, or trimmed (llama2-like ones); one that does something
+     * else (or fails on the marks) gets its whole rendering tokenized with special tokens, as text
+     * completions are */
+    if (ok && (!have_skel || (!split_tokens(m, skel.prompt, real.prompt, contents, n, &v, &nv) &&
+                              !split_tokens(m, skel.prompt, real.prompt, (const char *const *)trims, n, &v, &nv)))) {
+        free(v);
+        v = cb_model_tokenize(m, real.prompt, strlen(real.prompt), true, true, &nv);
+    }
+    for (size_t i = 0; i < n && marks && trims; i++) {
+        free(marks[i]);
+        free(trims[i]);
+    }
+    free(contents);
+    free(marks);
+    free(trims);
+    free(skel_msgs);
+    cb_common_rendered_clear(&skel);
+    if (!ok || !v) {
+        free(v);
+        cb_common_rendered_clear(&real);
+        return NULL;
+    }
+    free(real.prompt);
+    real.prompt = NULL;
+    if (extra)
+        *extra = real;
+    else
+        cb_common_rendered_clear(&real);
+    *n_out = nv;
+    return v;
+}
+
+bool cb_model_has_chat_template(const cb_model *m) {
+    return m->tmpls || llama_model_chat_template(m->model, NULL) != NULL;
+}
+
+void cb_model_vocab_info(const cb_model *m, struct cobatch_vocab_info *out) {
+    out->n_vocab = m->n_vocab;
+    out->bos = llama_vocab_bos(m->vocab);
+    out->eos = llama_vocab_eos(m->vocab);
+    if (out->bos >= m->n_vocab) out->bos = -1;
+    if (out->eos >= m->n_vocab) out->eos = -1;
+    out->bos_text = out->bos >= 0 ? llama_vocab_get_text(m->vocab, out->bos) : "";
+    out->eos_text = out->eos >= 0 ? llama_vocab_get_text(m->vocab, out->eos) : "";
+    out->add_bos = llama_vocab_get_add_bos(m->vocab);
+    out->chat_template = m->tmpls ? cb_common_template_source(m->tmpls) : llama_model_chat_template(m->model, NULL);
+}
+
+int32_t cb_model_piece(const cb_model *m, int32_t token, char *buf, int32_t cap) {
+    int32_t n = llama_token_to_piece(m->vocab, token, buf, cap, 0, false);
+    return n < 0 ? -1 : n;
+}
+
+int32_t cb_model_token_text(const cb_model *m, int32_t token, char *buf, int32_t cap) {
+    return llama_token_to_piece(m->vocab, token, buf, cap, 0, true); /* -size when buf is too small */
+}
+
+bool cb_model_is_eog(const cb_model *m, int32_t token) { return llama_vocab_is_eog(m->vocab, token); }
+
+int32_t cb_model_detokenize(const cb_model *m, const int32_t *tokens, int32_t n, char *out, int32_t max) {
+    return llama_detokenize(m->vocab, tokens, n, out, max, true,
+                            true); /* the added bos/eos go, other specials stay text */
+}
