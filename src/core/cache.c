@@ -36,6 +36,8 @@ struct cb_cache {
     cb_streams sc; /* streams */
     int32_t n_run; /* stream ids requests may run on ([0, n_run)); kv->n_seq but for streams */
     bool px_on, sc_on;
+    cb_host_cache *host; /* host tier only: the tier (not owned; NULL: none) and its entries' kind */
+    int32_t host_kind;
 };
 
 /* ---------------------------------------------------------------- no sharing ----------------- */
@@ -323,6 +325,84 @@ static const cache_impl streams_impl = {
     .check = streams_check,
 };
 
+/* ---------------------------------------------------------------- host tier only (unified) --- */
+
+/* A pool whose cells nobody shares (the long lane: an idle cell in a unified pool costs every row
+ * its mask scan): a request that leaves stashes what it computed in the host tier, and one that
+ * continues it loads it back (an agent's next turn), both as ops in order. */
+static cb_cache_hit host_match(const cb_cache *c, const cb_request *r, cb_request *const *running, int32_t n_running) {
+    (void)running, (void)n_running;
+    cb_cache_hit h = {.len = 0, .node = NULL, .src = -1};
+    if (!c->host || c->host->cap == 0) return h;
+    int32_t len = 0;
+    cb_host_entry *e = cb_host_match(c->host, c->host_kind, r->tokens, cb_request_n_tokens(r) - 1, &len);
+    if (e && len >= c->min_share && cb_host_worth(c->host, e, len)) {
+        h.len = len;
+        h.host = e;
+    }
+    return h;
+}
+
+static int32_t host_admit(cb_cache *c, cb_request *r, cb_cache_hit *hit, int32_t need, int32_t outstanding,
+                          cb_kv_ops *ops) {
+    if (cb_kv_free_cells(c->kv) - outstanding < need + hit->len) return -1;
+    int32_t seq = cb_kv_seq_acquire(c->kv);
+    if (seq < 0) return -1;
+    cb_host_entry *e = hit->host;
+    if (!e || hit->len == 0) {
+        hit->len = 0;
+        return seq;
+    }
+    cb_host_lock(e->owner, e); /* the load's lock (the runner drops it) */
+    r->cache.host = e;
+    r->cache.load_failed = false;
+    cb_kv_grow(c->kv, seq, hit->len);
+    cb_kv_ops_push_ref(ops, seq, CB_KV_OP_LOAD, 0, hit->len, r);
+    return seq;
+}
+
+/* What r computed goes to the host tier (not when a swap saves it: that copy is its own), its
+ * cells go; a load still queued (r leaves in the step that admitted it) is taken back. */
+static void host_release(cb_cache *c, cb_request *r, cb_kv_ops *ops) {
+    cb_host_entry *e = r->cache.host;
+    if (e) {
+        for (int32_t i = ops->n - 1; i >= 0; i--)
+            if (ops->v[i].src == CB_KV_OP_LOAD && ops->v[i].ref == r) ops->v[i].src = CB_KV_OP_NONE;
+        cb_host_unlock(e->owner, e);
+        r->cache.host = NULL;
+        c->hit_tokens -= c->kv->used[r->seq_id]; /* (counted at its admission) */
+    } else if (c->host && c->host->cap > 0 && r->swap.state != CB_SWAP_SAVING && r->n_computed > 0) {
+        cb_host_entry *x = cb_host_stash(c->host, c->host_kind, r->tokens, r->n_computed);
+        if (x) cb_kv_ops_push_ref(ops, r->seq_id, CB_KV_OP_STASH, 0, r->n_computed, x);
+    }
+    plain_release(c, r, ops);
+}
+
+static int32_t host_admit_swapped(cb_cache *c, cb_request *r, int32_t need, int32_t outstanding, cb_kv_ops *ops) {
+    cb_cache_hit hit = {.len = 0, .node = NULL, .src = -1};
+    int32_t seq = host_admit(c, r, &hit, need, outstanding, ops);
+    if (seq >= 0) cb_kv_ops_push_ref(ops, seq, CB_KV_OP_RESTORE, 0, r->swap.to, r);
+    return seq;
+}
+
+static int32_t host_drop(cb_cache *c, cb_kv_ops *ops) {
+    (void)ops;
+    if (c->host) cb_host_drop(c->host);
+    return 0; /* no cells of the pool */
+}
+
+static bool host_check(const cb_cache *c) { return cb_kv_check(c->kv) && (!c->host || cb_host_check(c->host)); }
+
+static const cache_impl host_impl = {
+    .match = host_match,
+    .admit = host_admit,
+    .release = host_release,
+    .pin = plain_pin,
+    .admit_swapped = host_admit_swapped,
+    .drop = host_drop,
+    .check = host_check,
+};
+
 /* ---------------------------------------------------------------- lifecycle ------------------ */
 
 static cb_cache *cache_new(cb_kv *kv, const cache_impl *impl) {
@@ -361,6 +441,16 @@ cb_cache *cb_cache_new_streams(cb_kv *kv, int32_t n_run, int32_t min_share, cb_h
     c->sc_on = true;
     c->min_share = min_share;
     c->n_run = n_run;
+    return c;
+}
+
+cb_cache *cb_cache_new_host(cb_kv *kv, cb_host_cache *host, int32_t kind, int32_t min_share) {
+    if (!kv || kv->split || min_share < 1) return NULL;
+    cb_cache *c = cache_new(kv, &host_impl);
+    if (!c) return NULL;
+    c->host = host;
+    c->host_kind = kind;
+    c->min_share = host && host->cap > 0 ? min_share : 0;
     return c;
 }
 

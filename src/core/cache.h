@@ -1,10 +1,13 @@
-/* cache.h — the prefix cache as the scheduler sees it: one interface, three implementations.
+/* cache.h — the prefix cache as the scheduler sees it: one interface, four implementations.
  *
  *   cb_cache_new_radix    unified KV layout: a radix tree of published prompt prefixes whose cells
  *                         sequences share without a copy (prefix.h)
  *   cb_cache_new_streams  split layout: every stream a request leaves stays as a cache entry, and
  *                         a new request takes or copies the one sharing its longest prefix
  *                         (streams.h)
+ *   cb_cache_new_host     unified layout, no sharing in the pool: what a request computed goes to
+ *                         the host tier when it leaves, and comes back to a request that continues
+ *                         it (the long lane's pool)
  *   cb_cache_new_none     no sharing; in the split layout it still keeps running streams in one
  *                         block (cb_cache_arrange)
  *
@@ -54,6 +57,11 @@ typedef struct {
 cb_cache *cb_cache_new_radix(cb_kv *kv, int32_t max_holders, int32_t max_idle);
 cb_cache *cb_cache_new_streams(cb_kv *kv, int32_t n_run, int32_t min_share, cb_host_cache *host);
 cb_cache *cb_cache_new_none(cb_kv *kv);
+/* host: unified kv only; entries of this kind (hostcache.h) are stashed (CB_KV_OP_STASH, as a
+ * release's first op, unless a swap saves the request) and loaded (CB_KV_OP_LOAD, as streams' are);
+ * a match shorter than min_share, or that costs more to load than to compute, is not taken. With no
+ * tier (NULL or cap 0) it is cb_cache_new_none. */
+cb_cache *cb_cache_new_host(cb_kv *kv, cb_host_cache *host, int32_t kind, int32_t min_share);
 /* Frees the cache's records; queues nothing (the caller drops or clears llama.cpp's cells). */
 void cb_cache_free(cb_cache *c);
 

@@ -177,6 +177,12 @@ static int32_t chunk_for(cb_sched *s, const cb_plan *plan, const cb_request *r, 
     if (n > room) n = room;
     if (s->cfg.prefill_chunk == 0 && n < pending && !logits_cut) return 0; /* no chunking: all or nothing */
     if (logits_cut) return n > 0 ? n : 0; /* not shaped: it would cut the step's other chunks to it */
+    if (n > 0 && s->cfg.tile_chunks) {
+        int32_t cap = s->tile_cap - plan->n_tokens;
+        if (cap > room) cap = room;
+        if (cap < n) cap = n;
+        n = cb_plan_tile_chunk(pending, n, cap, s->cfg.split_tile, plan->n_items == 0);
+    }
     if (n > 0 && s->kv->split && s->cfg.prefill_chunk > 0) {
         int32_t cap = s->cfg.max_batched_tokens - s->cfg.max_num_seqs; /* after a full set of decode rows */
         if (cap > s->cfg.prefill_chunk) cap = s->cfg.prefill_chunk;
@@ -352,7 +358,7 @@ static void schedule_admissions(cb_sched *s, cb_plan *plan, int32_t *budget_left
     }
 }
 
-int32_t cb_sched_step(cb_sched *s, cb_plan *plan, int32_t budget) {
+int32_t cb_sched_step(cb_sched *s, cb_plan *plan, int32_t budget, bool strict) {
     plan->n_items = plan->n_tokens = plan->n_decode = plan->n_prefill_tokens = plan->n_paced_tokens = 0;
     plan->n_preempted = plan->n_failed = 0;
     plan->n_logit_rows = 0;
@@ -370,6 +376,7 @@ int32_t cb_sched_step(cb_sched *s, cb_plan *plan, int32_t budget) {
     bool may_move = s->cfg.mode != CB_MODE_CONTINUOUS || s->n_waiting == 0;
     s->stats.stream_moves += cb_cache_arrange(s->cache, s->running, s->n_running, may_move, s->cur);
     int32_t full = budget > 0 && budget < s->cfg.max_batched_tokens ? budget : s->cfg.max_batched_tokens;
+    s->tile_cap = strict ? full : s->cfg.max_batched_tokens;
     for (;;) {
         int32_t budget_left = full;
         s->prompt_left = INT32_MAX;

@@ -26,6 +26,9 @@ typedef struct {
     int32_t kv_reserve;         /* cells an admission leaves free for decode growth */
     int32_t split_tile;         /* split layout: rows under which a stream's attention leaves its tiled kernel
                                    (the runtime's CB_RUNNER_FA_TILE; plan.h) */
+    bool tile_chunks;           /* unified layout, one graph a step (the long lane): a cut prompt chunk is a
+                                   split_tile at least and leaves a tile at least (cb_plan_tile_chunk); one may
+                                   pass a step's budget by under a tile, within max_batched_tokens, unless strict */
     int32_t max_logit_rows;     /* prompt rows of a step that may want logits (cb_request.all_logits_to); a
                                    request wanting more is chunked, whatever prefill_chunk says (in the
                                    split layout a prompt's last piece may add up to split_tile - 1) */
@@ -61,9 +64,10 @@ void cb_sched_add(cb_sched *s, cb_request *r, int64_t arrival);
 /* Whether a request of n_total tokens (prompt + what it may generate) could ever be run. */
 bool cb_sched_fits(const cb_sched *s, int32_t n_prompt);
 
-/* Plans one step into plan, spending at most budget tokens (<= 0: the configured budget).
- * Returns the number of items (0 when there is nothing to run). */
-int32_t cb_sched_step(cb_sched *s, cb_plan *plan, int32_t budget);
+/* Plans one step into plan, spending at most budget tokens (<= 0: the configured budget); strict:
+ * not a token more, also for tile_chunks (a step planned again after llama.cpp found no room must
+ * be smaller). Returns the number of items (0 when there is nothing to run). */
+int32_t cb_sched_step(cb_sched *s, cb_plan *plan, int32_t budget, bool strict);
 /* The plan ran: every item's tokens are now in the cache. */
 void cb_sched_commit(cb_sched *s, cb_plan *plan, int64_t now_us);
 /* The plan did not run: give its cells back (requests stay where they are; plan->items stay

@@ -260,20 +260,21 @@ static int make_scheduler(cobatch_engine *e, const cb_engine_sizes *z, int32_t b
     cb_host_init(&e->host, z->cache == CB_CACHE_STREAMS && !swa ? (int64_t)((double)p->cache_ram * (1 << 30)) : 0,
                  e->model.kv_cell_bytes, CB_HOST_MIN_LEN, &e->swap);
     if (z->cache == CB_CACHE_STREAMS)
-        e->cache =
-            cb_cache_new_streams(&e->kv, p->max_num_seqs, CB_STREAM_MIN_SHARE, e->host.cap > 0 ? &e->host : NULL);
+        e->main.cache =
+            cb_cache_new_streams(&e->main.kv, p->max_num_seqs, CB_STREAM_MIN_SHARE, e->host.cap > 0 ? &e->host : NULL);
     else if (z->cache == CB_CACHE_RADIX)
-        e->cache = cb_cache_new_radix(&e->kv, z->holders, p->prefix_cache_max_idle);
+        e->main.cache = cb_cache_new_radix(&e->main.kv, z->holders, p->prefix_cache_max_idle);
     else
-        e->cache = cb_cache_new_none(&e->kv);
-    e->sched = e->cache ? cb_sched_new(&sc, &e->kv, e->cache) : NULL;
+        e->main.cache = cb_cache_new_none(&e->main.kv);
+    e->main.sched = e->main.cache ? cb_sched_new(&sc, &e->main.kv, e->main.cache) : NULL;
     e->cand = cb_sampler_scratch_new(&e->model);
-    if (!e->sched || !e->cand || cb_plan_init(&e->plan, p->max_num_seqs) != 0 ||
-        cb_runner_init(&e->runner, &e->model, p->max_num_seqs) != 0) {
+    if (!e->main.sched || !e->cand || cb_plan_init(&e->main.plan, p->max_num_seqs) != 0 ||
+        cb_runner_init(&e->main.runner, &e->model, p->max_num_seqs) != 0) {
         cb_set_err(err, errlen, "out of memory");
         return -1;
     }
-    e->runner.swap = e->lane.runner.swap = &e->swap;
+    e->main.runner.swap = &e->swap;
+    e->main.model = &e->model;
     return 0;
 }
 
@@ -309,17 +310,11 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
     if (loaded != 0) goto fail;
     e->n_ctx_seq = e->model.n_ctx_seq; /* a request's limit: the sequence, never past the trained context */
     if (e->model.n_ctx_train > 0 && e->n_ctx_seq > e->model.n_ctx_train) e->n_ctx_seq = e->model.n_ctx_train;
-    if (cb_kv_init(&e->kv, e->model.n_ctx, e->model.n_seq_max, z.split) != 0 ||
-        e->kv.per_seq_cap != e->model.n_ctx_seq) {
+    if (cb_kv_init(&e->main.kv, e->model.n_ctx, e->model.n_seq_max, z.split) != 0 ||
+        e->main.kv.per_seq_cap != e->model.n_ctx_seq) {
         cb_set_err(err, errlen, "KV accounting does not match the context (%d cells, %d per sequence)", e->model.n_ctx,
                    e->model.n_ctx_seq);
         goto fail;
-    }
-    int32_t lane = p.long_lane;
-    if (e->model.n_ctx_train > 0 && lane > e->model.n_ctx_train) lane = e->model.n_ctx_train;
-    if (lane > e->kv.per_seq_cap && z.split && p.mode == COBATCH_MODE_CONTINUOUS) {
-        if (cb_lane_init(e, &mp, lane, p.max_num_seqs < 4 ? p.max_num_seqs : 4, budget, err, errlen) != 0) goto fail;
-        e->n_ctx_seq = e->lane.cells;
     }
     if (budget > e->model.n_batch) budget = e->model.n_batch; /* llama.cpp caps a step at n_ctx */
     if (budget < p.max_num_seqs) {
@@ -328,6 +323,13 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
         goto fail;
     }
     if (make_scheduler(e, &z, budget, params && params->cache_ram > 0, err, errlen) != 0) goto fail;
+    int32_t lane = p.long_lane; /* the long lane's pool, after the host tier it shares */
+    if (e->model.n_ctx_train > 0 && lane > e->model.n_ctx_train) lane = e->model.n_ctx_train;
+    if (lane > e->main.kv.per_seq_cap && z.split && p.mode == COBATCH_MODE_CONTINUOUS) {
+        if (cb_lane_init(e, &mp, lane, p.max_num_seqs < 4 ? p.max_num_seqs : 4, z.budget, z.aging_us, err, errlen) != 0)
+            goto fail;
+        e->n_ctx_seq = e->lane.pool.kv.capacity;
+    }
     e->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (e->event_fd < 0) {
         cb_set_err(err, errlen, "eventfd: %s", strerror(errno));
@@ -366,13 +368,13 @@ void cobatch_engine_free(cobatch_engine *e) {
     free(e->inbox);
     free(e->live);
     free(e->reqs);
-    cb_runner_free(&e->runner);
+    cb_runner_free(&e->main.runner);
     free(e->cand);
-    cb_plan_free(&e->plan);
-    cb_sched_free(e->sched);
-    cb_cache_free(e->cache);
+    cb_plan_free(&e->main.plan);
+    cb_sched_free(e->main.sched);
+    cb_cache_free(e->main.cache);
     cb_host_free(&e->host);
-    cb_kv_free(&e->kv);
+    cb_kv_free(&e->main.kv);
     cb_lane_free(e);
     cb_model_free(&e->model);
     if (e->event_fd >= 0) close(e->event_fd);
@@ -813,7 +815,7 @@ static cb_request *request_new(cobatch_engine *e, const struct cobatch_request_p
     } else if (!(toks = prompt_tokens(e, p, &n, err))) {
         return NULL;
     }
-    if (n >= e->n_ctx_seq || !(cb_sched_fits(e->sched, n) || e->lane.on)) {
+    if (n >= e->n_ctx_seq || !(cb_sched_fits(e->main.sched, n) || cb_lane_on(&e->lane))) {
         refuse(err, COBATCH_ERR_TOO_LONG,
                chat || p->messages ? "messages"
                : p->prompt         ? "prompt"
@@ -971,11 +973,11 @@ void cobatch_weights_info(const cobatch_engine *e, struct cobatch_weights_info *
 }
 void cobatch_kv_info(const cobatch_engine *e, struct cobatch_kv_info *out) {
     memset(out, 0, sizeof(*out));
-    out->split = e->kv.split;
+    out->split = e->main.kv.split;
     out->seqs = e->params.max_num_seqs;
-    out->seq_cells = e->kv.per_seq_cap;
-    out->cache_streams = e->kv.split ? e->kv.n_seq - e->params.max_num_seqs : 0;
-    out->lane_cells = e->lane.on ? e->lane.cells : 0;
+    out->seq_cells = e->main.kv.per_seq_cap;
+    out->cache_streams = e->main.kv.split ? e->main.kv.n_seq - e->params.max_num_seqs : 0;
+    out->lane_cells = cb_lane_on(&e->lane) ? e->lane.pool.kv.capacity : 0;
     out->kv_bytes = (int64_t)(e->model.kv_cell_bytes * ((double)e->model.n_ctx + out->lane_cells));
     out->host_cache_bytes = e->host.cap;
 }

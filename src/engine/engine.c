@@ -1,6 +1,7 @@
-/* engine.c — the engine thread: intake, cancels, and the step
+/* engine.c — the engine thread: intake, cancels, and the step, over each pool (the main one, then
+ * the long lane's):
  *     plan = schedule; run; postprocess
- * Only this thread touches the llama_context, the scheduler and the samplers. */
+ * Only this thread touches the llama contexts, the schedulers and the samplers. */
 #include "engine_internal.h"
 #include "../runtime/sampling.h"
 
@@ -65,12 +66,13 @@ static enum cobatch_finish_reason reason_of(cb_state s) {
 /* The one way a request ends: leaves the scheduler, emits FINISHED (with any text still held),
  * and is freed. Allocates nothing: the event's strings and its queue slot were reserved at submit,
  * so a request ends with its event even when memory has run out. */
+static cb_pool *pool_of(cobatch_engine *e, const cb_request *r) {
+    return ((const cb_engine_req *)r->rt)->in_lane ? &e->lane.pool : &e->main;
+}
+
 static void finish(cobatch_engine *e, cb_request *r, cb_state st, const char *error) {
     cb_engine_req *er = r->rt;
-    if (er->in_lane)
-        cb_lane_remove(e, r);
-    else if (!CB_STATE_FINISHED(r->state))
-        cb_sched_finish(e->sched, r, st);
+    if (!CB_STATE_FINISHED(r->state)) cb_sched_finish(pool_of(e, r)->sched, r, st);
     r->state = st;
     r->t_finish_us = cobatch_time_us();
     struct cobatch_event ev = {0};
@@ -108,8 +110,6 @@ static void finish(cobatch_engine *e, cb_request *r, cb_state st, const char *er
     cb_engine_free_request(r);
 }
 
-void cb_engine_finish(cobatch_engine *e, cb_request *r, cb_state st, const char *error) { finish(e, r, st, error); }
-
 /* ---------------------------------------------------------------- intake and cancels --------- */
 
 static void intake(cobatch_engine *e, cb_request **in, int n) {
@@ -131,14 +131,10 @@ static void intake(cobatch_engine *e, cb_request **in, int n) {
             continue;
         }
         e->reqs[e->n_reqs++] = r;
-        if (e->lane.on && !cb_sched_fits(e->sched, r->n_prompt)) { /* longer than a stream */
-            if (!cb_lane_add(e, r, false)) {
-                r->state = CB_FINISHED_ERROR;
-                finish(e, r, CB_FINISHED_ERROR, "out of memory");
-            }
-            continue;
-        }
-        cb_sched_add(e->sched, r, e->arrivals++);
+        if (cb_lane_on(&e->lane) && !cb_sched_fits(e->main.sched, r->n_prompt)) /* longer than a stream */
+            cb_lane_add(e, r);
+        else
+            cb_sched_add(e->main.sched, r, e->arrivals++);
         if (r->state == CB_FINISHED_ERROR) finish(e, r, CB_FINISHED_ERROR, "out of memory");
     }
 }
@@ -157,19 +153,15 @@ static void apply_cancels(cobatch_engine *e) {
 
 /* Ends every request that is waiting and never ran (cobatch_cancel_waiting). */
 static void cancel_never_scheduled(cobatch_engine *e) {
-    for (int32_t i = 0; i < e->lane.n_wait;) {
-        cb_request *r = e->lane.wait[i];
-        if (r->t_scheduled_us == 0)
-            finish(e, r, CB_FINISHED_CANCELLED, NULL);
-        else
-            i++;
-    }
-    for (int32_t i = 0; i < cb_sched_n_waiting(e->sched);) {
-        cb_request *r = cb_sched_waiting_at(e->sched, i);
-        if (r->t_scheduled_us == 0 && r->state == CB_WAITING)
-            finish(e, r, CB_FINISHED_CANCELLED, NULL);
-        else
-            i++;
+    cb_sched *scheds[2] = {e->main.sched, e->lane.pool.sched};
+    for (int k = 0; k < 2 && scheds[k]; k++) {
+        for (int32_t i = 0; i < cb_sched_n_waiting(scheds[k]);) {
+            cb_request *r = cb_sched_waiting_at(scheds[k], i);
+            if (r->t_scheduled_us == 0 && r->state == CB_WAITING)
+                finish(e, r, CB_FINISHED_CANCELLED, NULL);
+            else
+                i++;
+        }
     }
 }
 
@@ -209,9 +201,7 @@ static bool emit_token(cobatch_engine *e, cb_request *r, int32_t tok, float marg
 
 /* Fills the prompt log-probabilities of this step's rows that wanted them (the logprob of token
  * pos + 1 is in row pos); a prompt computed whole has them all, and its next event takes them. */
-void cb_engine_record_prompt_logprobs(cobatch_engine *e, const cb_runner *runner, const cb_model *m,
-                                      const cb_plan *plan) {
-    (void)e;
+static void record_prompt_logprobs(const cb_runner *runner, const cb_model *m, const cb_plan *plan) {
     for (int32_t i = 0; i < runner->n_lp; i++) {
         const cb_lp_row *x = &runner->lp[i];
         cb_request *r = plan->items[x->item].req;
@@ -231,7 +221,7 @@ void cb_engine_record_prompt_logprobs(cobatch_engine *e, const cb_runner *runner
     }
 }
 
-void cb_engine_sample_one(cobatch_engine *e, cb_request *r, const cb_model *m, int32_t row, int64_t now) {
+static void sample_one(cobatch_engine *e, cb_request *r, const cb_model *m, int32_t row, int64_t now) {
     cb_engine_req *er = r->rt;
     char piece[CB_TEXTOUT_PIECE_MAX];
     if (er->prompt_only) {
@@ -278,77 +268,90 @@ void cb_engine_sample_one(cobatch_engine *e, cb_request *r, const cb_model *m, i
         end = CB_FINISHED_LENGTH;
     if (end != CB_RUNNING) {
         finish(e, r, end, NULL);
-    } else if (!er->in_lane && e->lane.on && cb_request_n_tokens(r) >= e->kv.per_seq_cap &&
+    } else if (!er->in_lane && cb_lane_on(&e->lane) && cb_request_n_tokens(r) >= e->main.kv.per_seq_cap &&
                !cb_lane_migrate(e, r)) { /* its stream is full: on in the long lane */
         finish(e, r, CB_FINISHED_ERROR, "out of memory: the request could not move to the long lane");
     }
 }
 
 /* Samples every item that asked for logits, appends, checks stops, emits, retires. */
-static void sample_and_emit(cobatch_engine *e, cb_plan *plan) {
+static void sample_and_emit(cobatch_engine *e, cb_pool *pool, cb_plan *plan) {
     int64_t now = cobatch_time_us();
     for (int32_t i = 0; i < plan->n_items; i++)
-        if (plan->items[i].logits) cb_engine_sample_one(e, plan->items[i].req, &e->model, e->runner.logit_row[i], now);
+        if (plan->items[i].logits) sample_one(e, plan->items[i].req, pool->model, pool->runner.logit_row[i], now);
 }
 
 /* A decode that failed (aborted, or an error) may have kept some of the step's cells: llama.cpp
  * takes back those of the graph run that failed, not those of earlier runs of the same batch.
  * Every sequence of the step is trimmed to the tokens it had before the step (what the accounting
  * believes after the rollback), then the step's requests end; the others go on. */
-static void fail_plan(cobatch_engine *e, cb_plan *plan, int rc) {
+static void fail_plan(cobatch_engine *e, cb_pool *pool, cb_plan *plan, int rc) {
     char msg[96];
     snprintf(msg, sizeof(msg), "llama_decode failed with code %d", rc);
     e->n_decode_failures++;
     for (int32_t i = 0; i < plan->n_items; i++)
-        cb_runner_trim(&e->runner, plan->items[i].req->seq_id, plan->items[i].pos0);
+        cb_runner_trim(&pool->runner, plan->items[i].req->seq_id, plan->items[i].pos0);
     for (int32_t i = 0; i < plan->n_items; i++)
         finish(e, plan->items[i].req, CB_FINISHED_ERROR, msg);
 }
 
-/* Sequences whose cells in llama.cpp are not what the accounting says: a running request holds
- * its computed tokens, a parked stream (split layout) its recorded tokens, any other id of the
- * split layout nothing. The unified layout's prefix-cache holders are not checked. Called between
- * steps, when every queued cell change has been applied. O(sequences). */
-static int32_t kv_mismatches(cobatch_engine *e) {
+/* Sequences of a pool whose cells in llama.cpp are not what the accounting says: a running
+ * request holds its computed tokens, a parked stream (split layout) its recorded tokens, any other
+ * id nothing. The unified layout's prefix-cache holders are not checked. Called between steps, when
+ * every queued cell change has been applied. O(sequences). */
+static int32_t kv_mismatches(cb_pool *pool) {
+    if (!pool->sched) return 0;
     int32_t bad = 0;
-    for (int32_t i = 0; i < cb_sched_n_running(e->sched); i++) {
-        const cb_request *r = cb_sched_running_at(e->sched, i);
-        bad += cb_runner_seq_len(&e->runner, r->seq_id) != r->n_computed;
+    for (int32_t i = 0; i < cb_sched_n_running(pool->sched); i++) {
+        const cb_request *r = cb_sched_running_at(pool->sched, i);
+        bad += cb_runner_seq_len(&pool->runner, r->seq_id) != r->n_computed;
     }
-    if (!e->kv.split) return bad;
-    for (int32_t s = 0; s < e->kv.n_seq; s++) {
-        if (e->kv.taken[s]) continue;
-        int32_t want = cb_cache_parked_len(e->cache, s);
-        bad += cb_runner_seq_len(&e->runner, s) != want;
-    }
+    if (cb_cache_prefix(pool->cache)) return bad;
+    for (int32_t s = 0; s < pool->kv.n_seq; s++)
+        if (!pool->kv.taken[s]) bad += cb_runner_seq_len(&pool->runner, s) != cb_cache_parked_len(pool->cache, s);
     return bad;
 }
 
-/* Cells llama.cpp shows the running requests, summed over them (a cell shared by k of them is
- * counted k times): a check that their sequences hold what the scheduler thinks. O(running). */
+/* Cells llama.cpp shows the main pool's running requests, summed over them (a cell shared by k of
+ * them is counted k times): a check that their sequences hold what the scheduler thinks. */
 static int32_t cells_in_llama(cobatch_engine *e) {
     int32_t n = 0;
-    for (int32_t i = 0; i < cb_sched_n_running(e->sched); i++)
-        n += cb_runner_seq_len(&e->runner, cb_sched_running_at(e->sched, i)->seq_id);
+    for (int32_t i = 0; i < cb_sched_n_running(e->main.sched); i++)
+        n += cb_runner_seq_len(&e->main.runner, cb_sched_running_at(e->main.sched, i)->seq_id);
     return n;
 }
 
+/* Running and waiting requests of both pools. */
+static int32_t n_running(const cobatch_engine *e) {
+    return cb_sched_n_running(e->main.sched) + (e->lane.pool.sched ? cb_sched_n_running(e->lane.pool.sched) : 0);
+}
+static int32_t n_waiting(const cobatch_engine *e) {
+    return cb_sched_n_waiting(e->main.sched) + (e->lane.pool.sched ? cb_sched_n_waiting(e->lane.pool.sched) : 0);
+}
+
 static void update_stats(cobatch_engine *e) {
-    const cb_sched_stats *ss = cb_sched_get_stats(e->sched);
+    const cb_sched_stats *ss = cb_sched_get_stats(e->main.sched);
+    cb_sched_stats ls = {0};
+    cb_cache_stats cs, lcs = {0};
+    if (cb_lane_on(&e->lane)) {
+        ls = *cb_sched_get_stats(e->lane.pool.sched);
+        cb_cache_get_stats(e->lane.pool.cache, &lcs);
+    }
+    cb_cache_get_stats(e->main.cache, &cs);
     pthread_mutex_lock(&e->mu);
-    e->stats.running = cb_sched_n_running(e->sched) + e->lane.n_run;
-    e->stats.waiting = cb_sched_n_waiting(e->sched) + e->lane.n_wait;
+    e->stats.running = n_running(e);
+    e->stats.waiting = n_waiting(e);
     e->n_queued = e->inbox_len + e->stats.waiting;
-    e->stats.kv_used = e->kv.total_used;
-    e->stats.kv_total = e->kv.capacity;
-    e->stats.kv_peak = e->kv.peak_used;
+    e->stats.kv_used = e->main.kv.total_used;
+    e->stats.kv_total = e->main.kv.capacity;
+    e->stats.kv_peak = e->main.kv.peak_used;
     e->stats.kv_cells_llama = cells_in_llama(e);
-    e->stats.kv_mismatches = kv_mismatches(e);
+    e->stats.kv_mismatches = kv_mismatches(&e->main) + kv_mismatches(&e->lane.pool);
     e->stats.decode_failures = e->n_decode_failures;
 
-    e->nodes_seen = e->runner.last_nodes;
+    e->nodes_seen = e->main.runner.last_nodes;
     e->stats.steps = ss->steps + e->lane.alone_steps; /* a step running both graphs counts once */
-    e->stats.preemptions = ss->preemptions + e->lane.preemptions;
+    e->stats.preemptions = ss->preemptions + ls.preemptions;
     e->stats.swapped_out = e->swap.swapped_out;
     e->stats.swapped_in = e->swap.swapped_in;
     e->stats.recomputed = e->swap.recomputed;
@@ -368,25 +371,23 @@ static void update_stats(cobatch_engine *e) {
     e->stats.host_cache_copied_bytes = e->host.copied_bytes;
     e->stats.host_cache_copy_us = e->host.copy_us;
     e->stats.wasted_decode_slots = ss->wasted_decode_slots;
-    e->stats.requests_finished = ss->finished;
+    e->stats.requests_finished = ss->finished + ls.finished;
     e->stats.stream_moves = ss->stream_moves;
     e->stats.prompt_tokens = e->n_prompt_computed;
     e->stats.generated_tokens = e->n_generated;
     e->stats.decode_retries = e->n_retries;
-    cb_cache_stats cs;
-    cb_cache_get_stats(e->cache, &cs);
     e->stats.kv_cached = cs.idle;
-    e->stats.prefix_query_tokens = cs.query_tokens + e->lane.query_tokens; /* the lane's from the host tier */
-    e->stats.prefix_hit_tokens = cs.hit_tokens + e->lane.hit_tokens;
+    e->stats.prefix_query_tokens = cs.query_tokens + lcs.query_tokens; /* the lane's from the host tier */
+    e->stats.prefix_hit_tokens = cs.hit_tokens + lcs.hit_tokens;
     pthread_mutex_unlock(&e->mu);
 }
 
 static void report_step(cobatch_engine *e, struct cobatch_step_info *info) {
     if (!e->params.on_step) return;
     info->t_end_us = cobatch_time_us();
-    info->running = cb_sched_n_running(e->sched);
-    info->waiting = cb_sched_n_waiting(e->sched);
-    info->kv_used = e->kv.total_used;
+    info->running = cb_sched_n_running(e->main.sched);
+    info->waiting = cb_sched_n_waiting(e->main.sched);
+    info->kv_used = e->main.kv.total_used;
     e->params.on_step(info, e->params.on_step_user);
 }
 
@@ -394,15 +395,15 @@ static void report_step(cobatch_engine *e, struct cobatch_step_info *info) {
  * adds to it meanwhile). */
 static void note_queue(cobatch_engine *e) {
     pthread_mutex_lock(&e->mu);
-    e->n_queued = e->inbox_len + cb_sched_n_waiting(e->sched) + e->lane.n_wait;
+    e->n_queued = e->inbox_len + n_waiting(e);
     pthread_mutex_unlock(&e->mu);
 }
 
-/* Plans a step of at most budget tokens (0: the configured one), and ends the requests the
- * scheduler could not keep (out of memory for its queue). */
-static cb_plan *schedule(cobatch_engine *e, int32_t budget) {
-    cb_plan *plan = &e->plan;
-    cb_sched_step(e->sched, plan, budget);
+/* Plans a pool's step of at most budget tokens (0: the configured one; strict: see
+ * cb_sched_step), and ends the requests the scheduler could not keep (out of memory for its queue). */
+static cb_plan *schedule(cobatch_engine *e, cb_pool *pool, int32_t budget, bool strict) {
+    cb_plan *plan = &pool->plan;
+    cb_sched_step(pool->sched, plan, budget, strict);
     note_queue(e);
     for (int32_t i = 0; i < plan->n_failed; i++)
         finish(e, plan->failed[i], CB_FINISHED_ERROR, "out of memory");
@@ -413,48 +414,33 @@ static cb_plan *schedule(cobatch_engine *e, int32_t budget) {
  * llama.cpp finds no KV slot (code 1) the step is rolled back and planned again at half the
  * tokens; any other failure is rolled back and returned, the plan's items kept for the failure
  * path. Returns 0 or llama_decode's code. */
-static int run_plan(cobatch_engine *e, cb_plan **plan) {
+static int run_plan(cobatch_engine *e, cb_pool *pool, cb_plan **plan, int32_t budget) {
     for (;;) {
-        int rc = cb_runner_run(&e->runner, *plan);
+        int rc = cb_runner_run(&pool->runner, *plan);
         if (rc == 0) return 0;
-        cb_sched_rollback(e->sched, *plan);
+        cb_sched_rollback(pool->sched, *plan);
         if (rc == CB_RUNNER_RESTORE_FAILED) { /* those requests compute their cells again */
-            for (int32_t i = 0; i < e->runner.n_restore_failed; i++)
-                cb_sched_restore_failed(e->sched, e->runner.restore_failed[i]);
-            *plan = schedule(e, 0);
+            for (int32_t i = 0; i < pool->runner.n_restore_failed; i++)
+                cb_sched_restore_failed(pool->sched, pool->runner.restore_failed[i]);
+            *plan = schedule(e, pool, budget, false);
             continue;
         }
         if (rc != 1 || (*plan)->n_tokens <= 1) return rc; /* aborted, an error, or not even one token fits */
         e->n_retries++;
-        *plan = schedule(e, (*plan)->n_tokens / 2);
+        *plan = schedule(e, pool, (*plan)->n_tokens / 2, true);
     }
 }
 
-/* The plan ran (rc 0): its tokens are committed, sampled and emitted. Or it failed: its requests
- * end, the rest go on. run_us: the plan's decode time, without its cell copies to and from swap (the
- * prefill cost the swap choice weighs against them). Returns whether the plan ran and had requests
- * (then *info is filled for the step's report); false for a failed or empty plan. */
-static bool postprocess(cobatch_engine *e, cb_plan *plan, int rc, int64_t run_us, int64_t swapped,
-                        struct cobatch_step_info *info) {
-    if (rc != 0) {
-        fail_plan(e, plan, rc);
-        return false;
-    }
-    if (plan->n_items == 0) {
-        /* Nothing runnable with nobody running: the queue head can never fit. End it rather than
-         * spin (cb_sched_fits at submit should make this unreachable). */
-        if (cb_sched_n_running(e->sched) == 0 && cb_sched_n_waiting(e->sched) > 0 && !cb_sched_saving(e->sched))
-            finish(e, cb_sched_waiting_at(e->sched, 0), CB_FINISHED_ERROR, "request cannot be scheduled");
-        return false;
-    }
-    cb_sched_commit(e->sched, plan, cobatch_time_us());
-    e->n_prompt_computed += plan->n_prefill_tokens;
+/* What a step of the main pool tells: its report's fields, and the costs the next steps weigh (a
+ * prompt token against a swap, decode rows and short prompts for the pace). */
+static void note_main(cobatch_engine *e, const cb_plan *plan, int64_t run_us, int64_t swapped,
+                      struct cobatch_step_info *info) {
     info->decode_rows = plan->n_decode;
     info->prefill_tokens = plan->n_prefill_tokens;
     info->n_requests = plan->n_items;
     info->preempted = plan->n_preempted;
     info->swapped = (int32_t)swapped;
-    info->graph_runs = e->runner.n_runs;
+    info->graph_runs = e->main.runner.n_runs;
     for (int32_t i = 0; i < plan->n_items; i++)
         info->context_cells += plan->items[i].pos0 + plan->items[i].n_tokens;
     /* the cost of a token computed again, against which a preemption weighs a copy (swap.h) */
@@ -463,26 +449,69 @@ static bool postprocess(cobatch_engine *e, cb_plan *plan, int rc, int64_t run_us
      * agent's context costs several times a short one's) */
     if (plan->n_paced_tokens == plan->n_prefill_tokens)
         cb_step_pace_note(&e->pace, plan->n_decode, plan->n_prefill_tokens, run_us,
-                          cb_sched_get_config(e->sched)->max_num_seqs);
-    cb_engine_record_prompt_logprobs(e, &e->runner, &e->model, plan);
-    sample_and_emit(e, plan);
+                          cb_sched_get_config(e->main.sched)->max_num_seqs);
+}
+
+/* What a step of the lane tells: its tokens and time, and (a tile of rows or more) a token's cost;
+ * a few decode rows alone are a pass over the weights for little, and rows under the tile leave the
+ * tiled kernel: either would make a chunk's token look dearer than it is. */
+static void note_lane(cobatch_engine *e, const cb_plan *plan, int64_t run_us, struct cobatch_step_info *info) {
+    info->lane_tokens = plan->n_tokens;
+    info->lane_us = run_us;
+    if (plan->n_tokens >= CB_RUNNER_FA_TILE) cb_pace_note(&e->lane.pace, plan->n_tokens, run_us);
+}
+
+/* The plan ran (rc 0): its tokens are committed, sampled and emitted. Or it failed: its requests
+ * end, the rest go on. run_us: the plan's decode time, without its cell copies to and from host
+ * memory. Returns whether the plan ran and had requests (then *info has the pool's part of the
+ * step's report); false for a failed or empty plan. */
+static bool postprocess(cobatch_engine *e, cb_pool *pool, cb_plan *plan, int rc, int64_t run_us, int64_t swapped,
+                        struct cobatch_step_info *info) {
+    if (rc != 0) {
+        fail_plan(e, pool, plan, rc);
+        return false;
+    }
+    if (plan->n_items == 0) {
+        /* Nothing runnable with nobody running: the queue head can never fit. End it rather than
+         * spin (cb_sched_fits at submit should make this unreachable). */
+        cb_sched *s = pool->sched;
+        if (cb_sched_n_running(s) == 0 && cb_sched_n_waiting(s) > 0 && !cb_sched_saving(s))
+            finish(e, cb_sched_waiting_at(s, 0), CB_FINISHED_ERROR, "request cannot be scheduled");
+        return false;
+    }
+    cb_sched_commit(pool->sched, plan, cobatch_time_us());
+    e->n_prompt_computed += plan->n_prefill_tokens;
+    if (pool == &e->main)
+        note_main(e, plan, run_us, swapped, info);
+    else
+        note_lane(e, plan, run_us, info);
+    record_prompt_logprobs(&pool->runner, pool->model, plan);
+    sample_and_emit(e, pool, plan);
     return true;
 }
 
-/* One step. With nothing to run it still applies the cell changes made since the last one (a
- * cancel's release). */
-static void step(cobatch_engine *e) {
-    int64_t t0 = cobatch_time_us(), swapped = e->swap.swapped_out, steps = cb_sched_get_stats(e->sched)->steps;
-    cb_plan *plan = schedule(e, 0);
+/* schedule -> run -> postprocess over one pool, at most budget tokens (0: its configured budget).
+ * Returns the tokens it ran (0: none, or it failed). */
+static int32_t pool_step(cobatch_engine *e, cb_pool *pool, int32_t budget, struct cobatch_step_info *info) {
+    int64_t swapped = e->swap.swapped_out;
+    cb_plan *plan = schedule(e, pool, budget, false);
     int64_t t_run = cobatch_time_us(), copy_us = e->swap.copy_us + e->host.copy_us;
-    int rc = run_plan(e, &plan);
+    int rc = run_plan(e, pool, &plan, budget);
     int64_t run_us = cobatch_time_us() - t_run - (e->swap.copy_us + e->host.copy_us - copy_us);
-    int32_t used = rc == 0 ? plan->n_tokens : 0;
-    struct cobatch_step_info info = {.t_start_us = t0};
-    bool ran = postprocess(e, plan, rc, run_us, e->swap.swapped_out - swapped, &info);
-    info.lane_tokens = cb_lane_step(e, used, &info.lane_us); /* a second graph, only while the lane has work */
-    if (info.lane_tokens > 0 && cb_sched_get_stats(e->sched)->steps == steps) e->lane.alone_steps++;
-    if (ran || info.lane_tokens > 0) report_step(e, &info);
+    return postprocess(e, pool, plan, rc, run_us, e->swap.swapped_out - swapped, info) ? plan->n_tokens : 0;
+}
+
+/* One step: the main pool, then the lane in what the main pool's step left (a second graph, only
+ * while the lane has work). With nothing to run it still applies the cell changes made since the
+ * last one (a cancel's release). */
+static void step(cobatch_engine *e) {
+    struct cobatch_step_info info = {.t_start_us = cobatch_time_us()};
+    int64_t steps = cb_sched_get_stats(e->main.sched)->steps;
+    int32_t used = pool_step(e, &e->main, 0, &info);
+    if (cb_lane_on(&e->lane) && pool_step(e, &e->lane.pool, cb_lane_budget(e, used), &info) > 0 &&
+        cb_sched_get_stats(e->main.sched)->steps == steps)
+        e->lane.alone_steps++;
+    if (used > 0 || info.lane_tokens > 0) report_step(e, &info);
 }
 
 /* ---------------------------------------------------------------- the thread ----------------- */
@@ -513,7 +542,7 @@ static bool take_mail(cobatch_engine *e, cb_request ***in, int *in_cap, int *n_i
     *cancel_waiting = e->cancel_waiting;
     e->cancel_waiting = false;
     if (e->fault_set) {
-        cb_runner_set_fault(&e->runner, e->fault.decode_rc, e->fault.decode_count, e->fault.abort_after_nodes);
+        cb_runner_set_fault(&e->main.runner, e->fault.decode_rc, e->fault.decode_count, e->fault.abort_after_nodes);
         e->fault_set = false;
     }
     pthread_mutex_unlock(&e->mu);
@@ -529,7 +558,7 @@ static bool take_and_apply_mail(cobatch_engine *e, cb_request ***in, int *in_cap
     intake(e, *in, n_in);
     if (cancels) apply_cancels(e);
     if (cancel_waiting) cancel_never_scheduled(e);
-    if (drop) cb_sched_drop_cache(e->sched); /* the removals run with this step's plan */
+    if (drop) cb_sched_drop_cache(e->main.sched); /* the removals run with this step's plan */
     return true;
 }
 
@@ -541,7 +570,8 @@ void *cb_engine_main(void *arg) {
         cb_engine_wait_for_event_space(e); /* a poller that does not keep up holds the engine here */
         if (!take_and_apply_mail(e, &in, &in_cap)) break;
         step(e);
-        cb_runner_apply_ops(&e->runner, cb_sched_pending_ops(e->sched)); /* what this step's ends freed */
+        cb_runner_apply_ops(&e->main.runner, cb_sched_pending_ops(e->main.sched)); /* what this step's ends freed */
+        if (cb_lane_on(&e->lane)) cb_runner_apply_ops(&e->lane.pool.runner, cb_sched_pending_ops(e->lane.pool.sched));
         update_stats(e);
         cb_engine_wake_pollers(e);
     }

@@ -40,34 +40,40 @@ typedef struct {
     struct cobatch_logprob *plp; /* (n_prompt x (1 + n_top)) prompt log-probabilities being
                                     filled (prompt_logprobs), handed to the first event after the prompt */
     bool plp_ready;              /* plp is whole: the next event takes it */
-    bool in_lane;                /* runs in the long lane (lane.c), not in the scheduler */
+    bool in_lane;                /* runs in the long lane's pool (lane.c), not the main one */
     atomic_bool cancel;          /* cobatch_cancel asked for it (set under mu while the request is live) */
 } cb_engine_req;
 
 #define CB_ERR_BUF 160
 
 struct cobatch_engine;
-/* engine.c, for the lane: samples r's token from row `row` of m's logits, emits it, ends or moves
- * the request as its output says; records the prompt log-probabilities of a plan's rows. */
-void cb_engine_sample_one(struct cobatch_engine *e, cb_request *r, const cb_model *m, int32_t row, int64_t now);
-void cb_engine_record_prompt_logprobs(struct cobatch_engine *e, const cb_runner *runner, const cb_model *m,
-                                      const cb_plan *plan);
-void cb_engine_finish(struct cobatch_engine *e, cb_request *r, cb_state st, const char *error);
 
-/* lane.c */
+/* A KV pool and what runs on it: a llama.cpp context's cells, their accounting, the prefix cache,
+ * the scheduler and its plan, and the runner that turns a plan into a decode. The engine has two,
+ * the main pool and the long lane's; a step runs schedule -> run -> postprocess over each
+ * (engine.c). */
+typedef struct {
+    cb_model *model; /* the context its runner decodes in: the engine's, or the lane's own */
+    cb_runner runner;
+    cb_kv kv;
+    cb_cache *cache;
+    cb_sched *sched; /* NULL: no such pool (the lane, off) */
+    cb_plan plan;
+} cb_pool;
+
+/* lane.c. cb_lane_init: the lane's context, pool and scheduler, once the main pool is made. */
 int cb_lane_init(struct cobatch_engine *e, const cb_model_params *mp, int32_t cells, int32_t max_seqs, int32_t budget,
-                 char *err, size_t errlen);
+                 int64_t aging_us, char *err, size_t errlen);
 void cb_lane_free(struct cobatch_engine *e);
-/* Queues r (not in the scheduler) for the lane; false when out of memory. */
-bool cb_lane_add(struct cobatch_engine *e, cb_request *r, bool first);
-/* Takes r out of the scheduler into the lane, to be recomputed there; false when out of memory. */
+/* Queues r (not in the main pool) in the lane. */
+void cb_lane_add(struct cobatch_engine *e, cb_request *r);
+/* Takes r out of the main pool into the lane, to be recomputed there; false when out of memory
+ * (then r is in neither, state CB_FINISHED_ERROR). */
 bool cb_lane_migrate(struct cobatch_engine *e, cb_request *r);
-/* r ends: its sequence and reservation go. */
-void cb_lane_remove(struct cobatch_engine *e, cb_request *r);
-/* Admits what fits, plans, decodes and samples one lane step, in what the scheduler's step left of
- * the budget (it used `used` tokens), in tokens and in time (the time those tokens take in the
- * streams). Returns the tokens it ran (0: none), their decode's time in *us. */
-int32_t cb_lane_step(struct cobatch_engine *e, int32_t used, int64_t *us);
+/* The tokens of the lane's next step: what the main pool's step left of the batch (it ran `used`
+ * tokens), at least a row for each running request and a flash-attention tile of prompt, and in
+ * time, while anything else runs, what `allow` prompt tokens take in the main pool. */
+int32_t cb_lane_budget(struct cobatch_engine *e, int32_t used);
 
 /* Prompt rows of one step that may ask for logits (prompt log-probabilities) beyond the one row per
  * running request: sizes llama.cpp's output buffers (n_vocab floats a row; 12 MB for a 49k
@@ -91,32 +97,25 @@ typedef struct {
     cb_engine_req *er;
 } cb_live_req;
 
-/* The long lane (lane.c): a second llama.cpp context on the same weights, one unified pool of the
- * model's trained context, for requests longer than a stream of the split layout: prompts beyond a
- * stream, and requests that outgrow theirs (recomputed here from their tokens, as a preemption
- * would be). It decodes as a second graph in a step only while it has work. A request starts when
- * its tokens fit the pool with CB_LANE_ROOM cells to grow; when the running ones outgrow the pool
- * the youngest goes back to the queue's head to be recomputed. Requests wait in arrival order (a
- * migrated or preempted one first). Engine thread only. */
+/* The long lane (lane.c): a second pool on the same weights, a llama.cpp context of its own with one
+ * unified pool of the model's trained context, for requests longer than a stream of the split
+ * layout: prompts beyond a stream, and requests that outgrow theirs (recomputed here from their
+ * tokens, as a preemption would be). Its scheduler runs a few requests at once, its chunks shaped to
+ * flash attention's tile, its steps bounded in time (cb_lane_budget); its prefix cache keeps what a
+ * request computed in the host tier only (cb_cache_new_host): an idle cell in a unified pool costs
+ * every row. It decodes as a second graph in a step only while it has work. An admission leaves
+ * CB_LANE_ROOM cells to grow. */
 #define CB_LANE_ROOM 64
 
 typedef struct {
-    bool on;
-    cb_model model; /* the engine's weights and vocabulary, a context of its own */
-    cb_runner runner;
-    cb_plan plan;
-    int32_t cells;    /* the pool: also the longest request */
-    int32_t max_seqs; /* requests it runs at once */
-    int32_t budget;   /* tokens of one lane step at most (its batch) */
-    cb_pace pace;     /* what a lane token costs: a step's tokens by time (cb_lane_step) */
-    cb_request **run; /* (max_seqs) by sequence id; NULL: free */
-    int32_t n_run;
-    cb_request **wait; /* (wait_cap) in order */
-    int32_t n_wait, wait_cap;
-    int64_t preemptions;
-    int64_t alone_steps;              /* steps that ran the lane's graph and not the main pool's */
-    int64_t query_tokens, hit_tokens; /* with the host tier: prompt tokens of admissions, and those it loaded */
+    cb_pool pool;
+    cb_model model;      /* the pool's context */
+    bool model_on;       /* model holds a context */
+    cb_pace pace;        /* what a lane token costs: a step's tokens by time (cb_lane_budget) */
+    int64_t alone_steps; /* steps that ran the lane's graph and not the main pool's */
 } cb_lane;
+
+static inline bool cb_lane_on(const cb_lane *L) { return L->pool.sched != NULL; }
 
 /* Test hook (engine_testing.h): faults injected at the runtime boundary. */
 typedef struct {
@@ -129,12 +128,8 @@ struct cobatch_engine {
     struct cobatch_engine_params params;
     char *model_path;
     char *rpc_servers; /* params.rpc_servers, copied */
-    cb_model model;
-    cb_runner runner;
-    cb_kv kv;
-    cb_sched *sched;
-    cb_cache *cache; /* the prefix cache the scheduler shares prefixes through (cache.h) */
-    cb_plan plan;
+    cb_model model;    /* the weights, the vocabulary, and the main pool's context */
+    cb_pool main;      /* the main pool (split layout: a stream per request) */
     cb_lane lane;
     cb_swap swap;       /* host memory for preempted requests' cells, the scheduler's and the lane's (swap.h) */
     cb_step_pace pace;  /* what a decode row and a prompt token of a step cost (plan.h), for step_pacing */

@@ -37,6 +37,8 @@ static int64_t g_now_us;         /* t_submit_us of the requests h_add queues */
 static cb_swap *g_swap;          /* the next h_init's swap space (cb_sched_config.swap), or NULL */
 static cb_host_cache *g_host;    /* the next h_init's host tier (split layout), or NULL */
 static cb_step_pace *g_pace;     /* the next h_init's step pace (cb_sched_config.pace, share 1), or NULL */
+static int32_t g_step_budget;    /* h_step's budget (0: the configured one), and whether it is strict */
+static bool g_step_strict;
 
 /* Unified: holders > 0 turns the prefix cache on, with that many sequence ids of its own.
  * Split: holders >= 0 turns the stream cache on (streams.h), with that many holder streams. */
@@ -70,6 +72,19 @@ static void h_init_px(harness *h, cb_mode mode, int32_t seqs, int32_t budget, in
     assert_int_equal(cb_plan_init(&h->plan, seqs), 0);
     fake_init(&h->f, h->kv.n_seq, h->kv.capacity, h->kv.per_seq_cap, budget, split);
     h->f.swap = g_swap;
+}
+
+/* The long lane's pool: unified, a host-tier-only cache of entries of kind CB_HOST_LANE (host may
+ * be NULL), chunks shaped to a tile of 64. */
+static void h_init_lane(harness *h, int32_t seqs, int32_t budget, int32_t capacity, cb_host_cache *host) {
+    h_init_px(h, CB_MODE_CONTINUOUS, seqs, budget, budget, capacity, false, 0);
+    cb_sched_free(h->s);
+    cb_cache_free(h->cache);
+    h->cfg.tile_chunks = true;
+    h->cache = cb_cache_new_host(&h->kv, host, CB_HOST_LANE, 8);
+    assert_non_null(h->cache);
+    h->s = cb_sched_new(&h->cfg, &h->kv, h->cache);
+    assert_non_null(h->s);
 }
 
 static void h_init(harness *h, cb_mode mode, int32_t seqs, int32_t budget, int32_t chunk, int32_t capacity,
@@ -203,8 +218,15 @@ static int32_t h_step(harness *h) {
     }
 
     int32_t waiting_before = cb_sched_n_waiting(h->s);
-    int32_t n = cb_sched_step(h->s, &h->plan, 0);
+    int32_t n = cb_sched_step(h->s, &h->plan, g_step_budget, g_step_strict);
     cb_plan *p = &h->plan;
+    /* a step keeps to its budget; a chunk shaped to the tile may pass it by under a tile unless strict */
+    if (g_step_budget > 0) assert_true(p->n_tokens <= g_step_budget + (h->cfg.tile_chunks && !g_step_strict ? 63 : 0));
+    /* tile-shaped chunks: a cut one is a tile at least, unless it is the step's first item */
+    for (int32_t i = 1; h->cfg.tile_chunks && i < p->n_items; i++) {
+        const cb_plan_item *it = &p->items[i];
+        if (it->pos0 + it->n_tokens < cb_request_n_tokens(it->req)) assert_true(it->n_tokens >= 64);
+    }
     /* an empty plan on an idle engine ends the queue head (it can never fit), unless a waiting
      * request is being saved by this very plan (the next step admits or unpins) */
     if (n == 0 && cb_sched_n_running(h->s) == 0 && cb_sched_n_waiting(h->s) > 0) assert_true(cb_sched_saving(h->s));
@@ -312,13 +334,13 @@ static void h_drain(harness *h, int max_steps) {
         assert_true(++steps < max_steps);
     }
     /* one empty step hands the last releases to the runner: what is left is cache */
-    assert_int_equal(cb_sched_step(h->s, &h->plan, 0), 0);
+    assert_int_equal(cb_sched_step(h->s, &h->plan, 0, false), 0);
     assert_true(fake_run(&h->f, &h->plan));
     h_check_cells(h, &h->plan);
     assert_int_equal(h->kv.total_used, h->kv.shared);
     /* dropping the cache frees every cell */
     cb_sched_drop_cache(h->s);
-    assert_int_equal(cb_sched_step(h->s, &h->plan, 0), 0);
+    assert_int_equal(cb_sched_step(h->s, &h->plan, 0, false), 0);
     assert_true(fake_run(&h->f, &h->plan));
     assert_int_equal(h->kv.total_used, 0);
     assert_int_equal(h->f.total, 0);

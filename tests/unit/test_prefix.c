@@ -60,7 +60,7 @@ static void prefix_idle_cap_keeps_the_trunk(void **state) {
             assert_true(cb_prefix_idle_cells(h.px) <= 50 + 64); /* over the cap for one step at most */
         }
     }
-    assert_int_equal(cb_sched_step(h.s, &h.plan, 0), 0); /* an empty step applies the cap */
+    assert_int_equal(cb_sched_step(h.s, &h.plan, 0, false), 0); /* an empty step applies the cap */
     assert_true(fake_run(&h.f, &h.plan));
     h_check_cells(&h, &h.plan);
     assert_int_equal(cb_prefix_idle_cells(h.px), 50); /* trimmed to the cell, not a whole leaf */
