@@ -95,6 +95,20 @@ typedef void (*cobatch_step_fn)(const struct cobatch_step_info *info, void *user
 
 enum cobatch_repack { COBATCH_REPACK_AUTO = 0, COBATCH_REPACK_ON, COBATCH_REPACK_OFF };
 
+/* KV cache element types (cobatch_engine_params.cache_type_k and cache_type_v). */
+enum cobatch_kv_type {
+    COBATCH_KV_F16 = 0,
+    COBATCH_KV_F32,
+    COBATCH_KV_BF16,
+    COBATCH_KV_Q8_0,
+    COBATCH_KV_Q4_0,
+    COBATCH_KV_Q4_1,
+    COBATCH_KV_IQ4_NL,
+    COBATCH_KV_Q5_0,
+    COBATCH_KV_Q5_1,
+    COBATCH_KV_N_TYPES
+};
+
 struct cobatch_engine_params {
     const char *model_path;         /* GGUF file; required. Copied. */
     int32_t n_ctx;                  /* total KV cells; 0 = max_model_len x max_num_seqs (split), 4096 (unified) */
@@ -122,6 +136,11 @@ struct cobatch_engine_params {
      * last bits, so seeded sampling is no longer repeatable across cache hits: BENCHMARKS.md,
      * 'Flash attention in the split layout'). cobatch_params_flash_attn resolves. */
     int flash_attn;
+    /* KV cache element types (enum cobatch_kv_type; llama.cpp's type_k and type_v), f16 by default.
+     * A quantized type holds two to four times the cells in the same memory, for a small drift in
+     * the outputs (BENCHMARKS.md, 'KV cache types'). A quantized V needs flash attention (auto turns
+     * it on); a quantized type needs attention heads whose size is a multiple of its 32-value blocks. */
+    int cache_type_k, cache_type_v;
     bool prefix_caching; /* share resident prompt prefixes across requests; default true */
     /* Split layout with prefix caching: streams that keep finished requests' tokens for later
      * ones (each as large as a running stream's n_ctx / max_num_seqs cells, on top of n_ctx).
@@ -392,8 +411,14 @@ int32_t cobatch_params_n_ctx(const struct cobatch_engine_params *p);
  * max_num_batched_tokens): KV memory then limits them. */
 #define COBATCH_MEMORY_SEQS 224 /* llama.cpp's 256 sequence ids, less 32 for the prefix cache's own */
 int32_t cobatch_params_max_num_seqs(const struct cobatch_engine_params *p);
-/* Whether these parameters run flash attention (flash_attn, with auto resolved by the layout). */
+/* Whether these parameters run flash attention (flash_attn, with auto resolved by the layout, and on
+ * for a quantized V cache). */
 bool cobatch_params_flash_attn(const struct cobatch_engine_params *p);
+/* A KV cache type's name as llama.cpp spells it ("f16", "q8_0", ...), NULL for none; and back, -1
+ * for an unknown name. Whether it is quantized (stored in blocks of 32 values). */
+const char *cobatch_kv_type_name(int type);
+int cobatch_kv_type_from_name(const char *name);
+bool cobatch_kv_type_quantized(int type);
 /* Fills in what p leaves to defaults that need the model file (its KV cell size and trained
  * context: the GGUF header alone is read) and the host's memory, as cobatch_engine_init does: the
  * requests run at once (max_num_seqs 0), and in the split layout a running stream's cells
@@ -486,7 +511,7 @@ void cobatch_weights_info(const cobatch_engine *engine, struct cobatch_weights_i
 /* The KV memory the engine resolved its defaults to (what a server reports at start). split: one
  * stream of seq_cells cells per running request (seqs of them) and cache_streams more for the prefix
  * cache; unified: one pool of seq_cells cells. lane_cells: the long lane's pool (0 = none);
- * kv_bytes: the device cells of both at F16 (what llama.cpp allocates and clears at start);
+ * kv_bytes: the device cells of both at the cache's types (what llama.cpp allocates and clears at start);
  * host_cache_bytes: the prefix cache's host tier at most (0 = none). */
 struct cobatch_kv_info {
     bool split;

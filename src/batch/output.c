@@ -11,18 +11,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../util/buf.h"
 #include "../util/util.h"
 
 /* ---------------------------------------------------------------- lines --------------------- */
 
 static int put(char **buf, size_t *cap, size_t at, int c) {
-    if (at + 2 > *cap) {
-        size_t ncap = *cap ? *cap * 2 : 4096;
-        char *b = realloc(*buf, ncap);
-        if (!b) return -1;
-        *buf = b;
-        *cap = ncap;
-    }
+    if (!cb_grow((void **)buf, cap, at + 2, 1, 4096)) return -1;
     (*buf)[at] = (char)c;
     return 0;
 }

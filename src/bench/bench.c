@@ -1,4 +1,5 @@
 #include "bench.h"
+#include "../util/buf.h"
 #include "../util/util.h"
 
 #include <stdlib.h>
@@ -16,13 +17,8 @@ static double cpu_seconds(void) {
 /* Engine thread: append the step to the trace (read only after the engine is freed). */
 static void on_step(const struct cobatch_step_info *info, void *user) {
     cb_bench_result *r = user;
-    if (r->n_steps == r->steps_cap) {
-        int cap = r->steps_cap ? r->steps_cap * 2 : 1024;
-        struct cobatch_step_info *s = realloc(r->steps, sizeof(*s) * (size_t)cap);
-        if (!s) return; /* the trace loses a step; the benchmark goes on */
-        r->steps = s;
-        r->steps_cap = cap;
-    }
+    if (!cb_grow((void **)&r->steps, &r->steps_cap, (size_t)r->n_steps + 1, sizeof(*r->steps), 1024))
+        return; /* the trace loses a step; the benchmark goes on */
     r->steps[r->n_steps++] = *info;
 }
 
@@ -35,7 +31,8 @@ static void progress_line(const char *label, int done, int n, double t) {
  * request's answer as generated. */
 typedef struct {
     int32_t **conv; /* (n_sessions) growable */
-    int32_t *n_conv, *cap_conv;
+    int32_t *n_conv;
+    size_t *cap_conv;
     int32_t **answer; /* (n) each request's generated tokens, n_out + 1 room */
 } sessions;
 
@@ -55,7 +52,7 @@ static int sessions_init(sessions *ss, const cb_workload *w) {
     if (w->n_sessions == 0) return 0;
     ss->conv = calloc((size_t)w->n_sessions, sizeof(*ss->conv));
     ss->n_conv = calloc((size_t)w->n_sessions, sizeof(int32_t));
-    ss->cap_conv = calloc((size_t)w->n_sessions, sizeof(int32_t));
+    ss->cap_conv = calloc((size_t)w->n_sessions, sizeof(size_t));
     ss->answer = calloc((size_t)w->n, sizeof(*ss->answer));
     if (!ss->conv || !ss->n_conv || !ss->cap_conv || !ss->answer) return -1;
     for (int i = 0; i < w->n; i++)
@@ -64,13 +61,8 @@ static int sessions_init(sessions *ss, const cb_workload *w) {
 }
 
 static int conv_add(sessions *ss, int s, const int32_t *t, int32_t n) {
-    if (ss->n_conv[s] + n > ss->cap_conv[s]) {
-        int32_t cap = 2 * (ss->n_conv[s] + n);
-        int32_t *v = realloc(ss->conv[s], sizeof(int32_t) * (size_t)cap);
-        if (!v) return -1;
-        ss->conv[s] = v;
-        ss->cap_conv[s] = cap;
-    }
+    if (!cb_grow((void **)&ss->conv[s], &ss->cap_conv[s], (size_t)ss->n_conv[s] + (size_t)n, sizeof(int32_t), 256))
+        return -1;
     memcpy(ss->conv[s] + ss->n_conv[s], t, sizeof(int32_t) * (size_t)n);
     ss->n_conv[s] += n;
     return 0;
@@ -262,6 +254,7 @@ int cb_bench_run(const cb_bench_config *cfg, const cb_workload *w, int concurren
     r->wall_s = (double)(cobatch_time_us() - run.t0) / 1e6;
     r->cpu_s = cpu_seconds() - cpu0;
     cobatch_engine_stats(run.e, &r->stats);
+    cobatch_kv_info(run.e, &r->kv);
     cobatch_engine_free(run.e);
     if (progress) fprintf(stderr, "\r%*s\r", 70, "");
     if (rc == 0 && cb_metrics_compute(r->tl, (size_t)r->n, r->wall_s, &r->m) != 0) {

@@ -1,4 +1,5 @@
 #include "loadgen.h"
+#include "../util/buf.h"
 #include "../util/util.h"
 
 #include <cjson/cJSON.h>
@@ -49,13 +50,7 @@ static int64_t now_us(void) {
  * the rest of it). */
 static void keep_answer(lg_req *q, const char *t) {
     size_t n = strlen(t);
-    if (q->answer_len + n + 1 > q->answer_cap) {
-        size_t cap = (q->answer_len + n + 1) * 2;
-        char *a = realloc(q->answer, cap);
-        if (!a) return;
-        q->answer = a;
-        q->answer_cap = cap;
-    }
+    if (!cb_grow((void **)&q->answer, &q->answer_cap, q->answer_len + n + 1, 1, 256)) return;
     memcpy(q->answer + q->answer_len, t, n + 1);
     q->answer_len += n;
 }
@@ -98,13 +93,7 @@ static void on_chunk(struct evhttp_request *req, void *arg) {
     lg_req *q = arg;
     struct evbuffer *in = evhttp_request_get_input_buffer(req);
     size_t n = evbuffer_get_length(in);
-    if (q->len + n + 1 > q->cap) {
-        size_t cap = (q->len + n + 1) * 2;
-        char *l = realloc(q->line, cap);
-        if (!l) return;
-        q->line = l;
-        q->cap = cap;
-    }
+    if (!cb_grow((void **)&q->line, &q->cap, q->len + n + 1, 1, 256)) return;
     evbuffer_remove(in, q->line + q->len, n);
     q->len += n;
     q->line[q->len] = '\0';

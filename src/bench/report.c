@@ -58,6 +58,8 @@ static cJSON *config(const cb_bench_config *c) {
     cJSON_AddNumberToObject(o, "kv_reserve", p->kv_reserve);
     cJSON_AddStringToObject(o, "kv_layout", p->kv_layout == COBATCH_KV_SPLIT ? "split" : "unified");
     cJSON_AddBoolToObject(o, "flash_attn", cobatch_params_flash_attn(p));
+    cJSON_AddStringToObject(o, "cache_type_k", cobatch_kv_type_name(p->cache_type_k));
+    cJSON_AddStringToObject(o, "cache_type_v", cobatch_kv_type_name(p->cache_type_v));
     return o;
 }
 
@@ -66,6 +68,7 @@ static cJSON *result(const cb_bench_result *r) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "wall_s", r->wall_s);
     cJSON_AddNumberToObject(o, "cpu_s", r->cpu_s);
+    cJSON_AddNumberToObject(o, "kv_bytes", (double)r->kv.kv_bytes);
     cJSON_AddNumberToObject(o, "completed", m->completed);
     cJSON_AddNumberToObject(o, "failed", m->failed);
     cJSON_AddNumberToObject(o, "input_tokens", (double)m->input_tokens);

@@ -1,4 +1,5 @@
 /* workload_jsonl.c — a benchmark workload from a JSONL file (see workload.h). */
+#include "../util/buf.h"
 #include "../util/util.h"
 #include "workload.h"
 
@@ -94,7 +95,8 @@ int cb_workload_read_jsonl(FILE *f, const char *path, cb_tokenize_fn fn, void *c
     snprintf(w->name, sizeof(w->name), "%s", base ? base + 1 : path);
     char *line = NULL;
     size_t line_cap = 0;
-    int cap = 0, lineno = 0, rc = 0;
+    size_t cap = 0;
+    int lineno = 0, rc = 0;
     ssize_t got;
     while ((got = getline(&line, &line_cap, f)) >= 0) {
         lineno++;
@@ -110,15 +112,10 @@ int cb_workload_read_jsonl(FILE *f, const char *path, cb_tokenize_fn fn, void *c
             break;
         }
         if (strspn(line, " \t\r\n") == len) continue;
-        if (w->n == cap) {
-            cap = cap ? cap * 2 : 64;
-            cb_work_item *v = realloc(w->items, sizeof(*v) * (size_t)cap);
-            if (!v) {
-                cb_set_err(err, errlen, "out of memory");
-                rc = -1;
-                break;
-            }
-            w->items = v;
+        if (!cb_grow((void **)&w->items, &cap, (size_t)w->n + 1, sizeof(*w->items), 64)) {
+            cb_set_err(err, errlen, "out of memory");
+            rc = -1;
+            break;
         }
         cb_work_item *it = &w->items[w->n];
         memset(it, 0, sizeof(*it));

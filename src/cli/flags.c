@@ -232,6 +232,9 @@ _Static_assert(sizeof(enum cobatch_mode) == sizeof(int) && sizeof(enum cobatch_k
 static const int MODES[] = {COBATCH_MODE_CONTINUOUS, COBATCH_MODE_STATIC, COBATCH_MODE_SEQUENTIAL};
 static const int LAYOUTS[] = {COBATCH_KV_SPLIT, COBATCH_KV_UNIFIED};
 static const int FA[] = {1, 0, -1};
+#define KV_TYPES "f16|f32|bf16|q8_0|q4_0|q4_1|iq4_nl|q5_0|q5_1" /* enum cobatch_kv_type's order */
+static const int KV_TYPE[] = {COBATCH_KV_F16,  COBATCH_KV_F32,    COBATCH_KV_BF16, COBATCH_KV_Q8_0, COBATCH_KV_Q4_0,
+                              COBATCH_KV_Q4_1, COBATCH_KV_IQ4_NL, COBATCH_KV_Q5_0, COBATCH_KV_Q5_1};
 static const int REPACK[] = {COBATCH_REPACK_AUTO, COBATCH_REPACK_ON, COBATCH_REPACK_OFF};
 
 /* --limit NAME=N: the engine's grammar bounds into the params, the request bounds process-wide. */
@@ -296,6 +299,11 @@ cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
          .help = "flash attention, default on; auto: off in the split layout\n(5-14% faster on this project's CPU; "
                  "seeded sampling is then\nnot repeatable across prefix-cache hits), on in unified"},
         {"--no-flash-attn", NULL, CB_FLAG_CONST, &p->flash_attn, 0, .help = "= --flash-attn off"},
+        {"-ctk, --cache-type-k", "TYPE", CB_FLAG_ENUM, &p->cache_type_k, .choices = KV_TYPES, .values = KV_TYPE,
+         .help = "KV cache type of K: f16 (default), f32, bf16, q8_0, q4_0,\nq4_1, iq4_nl, q5_0 or q5_1 (quantized: "
+                 "2-4x the cells in the\nsame memory, for a small drift; BENCHMARKS.md)"},
+        {"-ctv, --cache-type-v", "TYPE", CB_FLAG_ENUM, &p->cache_type_v, .choices = KV_TYPES, .values = KV_TYPE,
+         .help = "KV cache type of V, as --cache-type-k; a quantized V needs\nflash attention"},
         {"--enable-prefix-caching", NULL, CB_FLAG_SET, &p->prefix_caching,
          .help = "share cached prompt prefixes across requests (the default)"},
         {"--no-prefix-caching", NULL, CB_FLAG_CLEAR, &p->prefix_caching, .help = "do not share them"},

@@ -149,19 +149,21 @@ static int parse_serve_flags(int argc, char **argv, struct cobatch_engine_params
 }
 
 /* Says how the engine laid out its KV cache (and the host tier) on stderr. */
-static void say_kv(cobatch_engine *e) {
+static void say_kv(cobatch_engine *e, const struct cobatch_engine_params *ep) {
     struct cobatch_kv_info kv;
     cobatch_kv_info(e, &kv);
+    const char *types[2] = {cobatch_kv_type_name(ep->cache_type_k), cobatch_kv_type_name(ep->cache_type_v)};
     if (kv.split) {
         char lane[48] = "";
         if (kv.lane_cells > 0) snprintf(lane, sizeof lane, ", long lane %d cells", kv.lane_cells);
         fprintf(stderr,
-                "cobatch serve: KV: %d streams of %d cells, %d more for the prefix cache%s (%.2f GB); host tier up to "
-                "%.2f GB\n",
-                kv.seqs, kv.seq_cells, kv.cache_streams, lane, kv.kv_bytes / 1e9, kv.host_cache_bytes / 1e9);
+                "cobatch serve: KV: %d streams of %d cells, %d more for the prefix cache%s (%.2f GB, %s/%s); host tier "
+                "up to %.2f GB\n",
+                kv.seqs, kv.seq_cells, kv.cache_streams, lane, kv.kv_bytes / 1e9, types[0], types[1],
+                kv.host_cache_bytes / 1e9);
     } else
-        fprintf(stderr, "cobatch serve: KV: one pool of %d cells for %d requests (%.2f GB)\n", kv.seq_cells, kv.seqs,
-                kv.kv_bytes / 1e9);
+        fprintf(stderr, "cobatch serve: KV: one pool of %d cells for %d requests (%.2f GB, %s/%s)\n", kv.seq_cells,
+                kv.seqs, kv.kv_bytes / 1e9, types[0], types[1]);
 }
 
 int cb_cmd_serve(int argc, char **argv) {
@@ -203,7 +205,7 @@ int cb_cmd_serve(int argc, char **argv) {
         return 1;
     }
     cb_say_weights("serve", e);
-    say_kv(e);
+    say_kv(e, &ep);
     cb_bounds.ctx_tokens = cobatch_n_ctx_seq(e); /* what an answer can reach, for the request checks */
     cb_bounds.token_bytes = (int)(cobatch_max_prompt_bytes(e) / (size_t)cb_bounds.ctx_tokens);
     int rc = cb_srv_run(e, &sp);

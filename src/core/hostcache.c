@@ -1,6 +1,7 @@
 #include "hostcache.h"
 
 #include "streams.h"
+#include "../util/buf.h"
 #include "../util/util.h"
 
 #include <stdlib.h>
@@ -102,13 +103,7 @@ cb_host_entry *cb_host_stash(cb_host_cache *h, int32_t kind, const int32_t *toks
         }
     }
     if (!make_room(h, bytes)) return NULL;
-    if (h->n == h->n_cap) {
-        int32_t cap = h->n_cap ? 2 * h->n_cap : 64;
-        cb_host_entry **v = realloc(h->e, sizeof(*v) * (size_t)cap);
-        if (!v) return NULL;
-        h->e = v;
-        h->n_cap = cap;
-    }
+    if (!cb_grow((void **)&h->e, &h->n_cap, (size_t)h->n + 1, sizeof(*h->e), 64)) return NULL;
     cb_host_entry *e = calloc(1, sizeof(*e));
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)n);
     if (!e || !tok) {

@@ -59,7 +59,8 @@ typedef struct cb_host_cache {
     const cb_swap *rates;    /* the measured cost of a prompt token (not owned; may be NULL) */
     double byte_us;          /* a byte stashed or loaded (measured by every copy) */
     cb_host_entry **e;       /* (n_cap) the entries, n of them */
-    int32_t n, n_cap;
+    int32_t n;
+    size_t n_cap;
     int64_t clock;
     int64_t saves, loads;          /* stashes filled, loads made */
     int64_t failed;                /* stashes or loads that could not be made */

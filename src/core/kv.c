@@ -1,4 +1,5 @@
 #include "kv.h"
+#include "../util/buf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,26 +110,15 @@ void cb_kv_ops_push(cb_kv_ops *o, int32_t seq, int32_t src, int32_t p0, int32_t 
 }
 
 void cb_kv_ops_push_ref(cb_kv_ops *o, int32_t seq, int32_t src, int32_t p0, int32_t p1, void *ref) {
-    if (o->n == o->cap) {
-        int32_t cap = o->cap ? o->cap * 2 : 64;
-        cb_kv_op *v = realloc(o->v, sizeof(*v) * (size_t)cap);
-        if (!v) {
-            fputs("cobatch: out of memory queueing a KV operation\n", stderr);
-            abort();
-        }
-        o->v = v;
-        o->cap = cap;
+    if (!cb_grow((void **)&o->v, &o->cap, (size_t)o->n + 1, sizeof(*o->v), 64)) {
+        fputs("cobatch: out of memory queueing a KV operation\n", stderr);
+        abort();
     }
     o->v[o->n++] = (cb_kv_op){.seq = seq, .src = src, .p0 = p0, .p1 = p1, .ref = ref};
 }
 
 int cb_kv_ops_reserve(cb_kv_ops *o, int32_t n) {
-    if (n <= o->cap) return 0;
-    cb_kv_op *v = realloc(o->v, sizeof(*v) * (size_t)n);
-    if (!v) return -1;
-    o->v = v;
-    o->cap = n;
-    return 0;
+    return n < 0 || cb_grow((void **)&o->v, &o->cap, (size_t)n, sizeof(*o->v), (size_t)n) ? 0 : -1;
 }
 
 void cb_kv_ops_free(cb_kv_ops *o) {

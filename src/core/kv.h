@@ -8,6 +8,7 @@
 #define CB_KV_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct cb_kv {
@@ -47,7 +48,8 @@ typedef struct {
 
 typedef struct {
     cb_kv_op *v; /* (cap) */
-    int32_t n, cap;
+    int32_t n;
+    size_t cap;
 } cb_kv_ops;
 
 /* Appends an op. The list only grows (it is reused step after step), so this allocates only

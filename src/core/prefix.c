@@ -1,4 +1,5 @@
 #include "prefix.h"
+#include "../util/buf.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -16,13 +17,7 @@ static void node_free(cb_pnode *x) {
 }
 
 static bool kids_add(cb_pnode *p, cb_pnode *k) {
-    if (p->n_kids == p->cap_kids) {
-        int32_t cap = p->cap_kids ? p->cap_kids * 2 : 2;
-        cb_pnode **v = realloc(p->kids, sizeof(*v) * (size_t)cap);
-        if (!v) return false;
-        p->kids = v;
-        p->cap_kids = cap;
-    }
+    if (!cb_grow((void **)&p->kids, &p->cap_kids, (size_t)p->n_kids + 1, sizeof(*p->kids), 2)) return false;
     p->kids[p->n_kids++] = k;
     k->parent = p;
     return true;

@@ -22,13 +22,15 @@
 #include "kv.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct cb_pnode cb_pnode;
 struct cb_pnode {
     cb_pnode *parent;
     cb_pnode **kids; /* (cap_kids) children, each starting with a different token */
-    int32_t n_kids, cap_kids;
+    int32_t n_kids;
+    size_t cap_kids;
     int32_t *tok;  /* (len) the tokens of this edge; owned */
     int32_t start; /* position of tok[0]: the tokens on the path above it */
     int32_t len;

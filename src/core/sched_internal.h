@@ -13,7 +13,8 @@ struct cb_sched {
     cb_request **running; /* (max_num_seqs) in admission order */
     int32_t n_running;
     cb_request **waiting; /* (waiting_cap) in run order: see ranks_before */
-    int32_t n_waiting, waiting_cap;
+    int32_t n_waiting;
+    size_t waiting_cap;
     cb_cache *cache;                /* not owned */
     cb_kv_ops pending;              /* cell changes made between steps (finish, commit), for the next plan */
     cb_kv_ops *cur;                 /* where changes go now: the plan's ops while planning, else pending */

@@ -1,6 +1,7 @@
 #include "scheduler.h"
 #include "preempt.h"
 #include "sched_internal.h"
+#include "../util/buf.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -28,13 +29,8 @@ static bool ranks_before(const cb_sched *s, const cb_request *a, const cb_reques
 
 /* O(n) insert, fine: the engine bounds the queue (max_queue) and admissions are per step. */
 bool cb_sched_requeue(cb_sched *s, cb_request *r) {
-    if (s->n_waiting == s->waiting_cap) {
-        int32_t cap = s->waiting_cap ? s->waiting_cap * 2 : 64;
-        cb_request **w = realloc(s->waiting, sizeof(*w) * (size_t)cap);
-        if (!w) return false;
-        s->waiting = w;
-        s->waiting_cap = cap;
-    }
+    if (!cb_grow((void **)&s->waiting, &s->waiting_cap, (size_t)s->n_waiting + 1, sizeof(*s->waiting), 64))
+        return false;
     int32_t i = s->n_waiting;
     while (i > 0 && ranks_before(s, r, s->waiting[i - 1]))
         i--;

@@ -1,4 +1,5 @@
 #include "textout.h"
+#include "../util/buf.h"
 #include "../util/utf8.h"
 
 #include <stdint.h>
@@ -50,17 +51,7 @@ void cb_textout_free(cb_textout *t) {
     memset(t, 0, sizeof(*t));
 }
 
-static bool reserve(char **p, size_t *cap, size_t need) {
-    if (need <= *cap) return true;
-    size_t c = *cap ? *cap : 64;
-    while (c < need)
-        c *= 2;
-    char *q = realloc(*p, c);
-    if (!q) return false;
-    *p = q;
-    *cap = c;
-    return true;
-}
+static bool reserve(char **p, size_t *cap, size_t need) { return cb_grow((void **)p, cap, need, 1, 64); }
 
 /* Copies buf[emitted, end) to out, replacing invalid bytes by U+FFFD, and advances emitted. */
 static void release(cb_textout *t, size_t end, const char **out, size_t *out_len) {

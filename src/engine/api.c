@@ -5,6 +5,7 @@
 #include "testing.h"
 #include "../runtime/llama_common.h"
 #include "../runtime/sampling.h"
+#include "../util/buf.h"
 #include "../util/util.h"
 
 #include <errno.h>
@@ -168,7 +169,8 @@ void cobatch_params_resolve(struct cobatch_engine_params *p) {
     bool default_streams = p->n_ctx == 0 && p->max_model_len == 0;
     int32_t n_ctx_train = 0;
     if (p->kv_layout == COBATCH_KV_SPLIT && p->max_num_seqs > 0) {
-        double cell_bytes = cb_model_file_cell_bytes(p->model_path, &n_ctx_train);
+        double cell_bytes = cb_model_file_cell_bytes(p->model_path, (enum cobatch_kv_type)p->cache_type_k,
+                                                     (enum cobatch_kv_type)p->cache_type_v, &n_ctx_train);
         int64_t gpu = cb_gpu_free_bytes(), kv_mem = gpu > 0 ? gpu : mem; /* where the cells go */
         if (default_streams)
             p->max_model_len = cb_default_stream_cells(p->max_num_seqs, n_ctx_train, cell_bytes, kv_mem);
@@ -204,6 +206,16 @@ static int check_params(const struct cobatch_engine_params *p, char *err, size_t
     }
     if (p->repack < COBATCH_REPACK_AUTO || p->repack > COBATCH_REPACK_OFF) {
         cb_set_err(err, errlen, "repack must be auto, on or off");
+        return -1;
+    }
+    if (!cobatch_kv_type_name(p->cache_type_k) || !cobatch_kv_type_name(p->cache_type_v)) {
+        cb_set_err(err, errlen, "cache_type_k and cache_type_v must be one of f16, f32, bf16, q8_0, q4_0, q4_1, "
+                                "iq4_nl, q5_0, q5_1");
+        return -1;
+    }
+    if (cobatch_kv_type_quantized(p->cache_type_v) && !cobatch_params_flash_attn(p)) {
+        cb_set_err(err, errlen, "cache_type_v %s: a quantized V cache needs flash attention (--flash-attn on)",
+                   cobatch_kv_type_name(p->cache_type_v));
         return -1;
     }
     if (p->grammar_max_nesting < 1 || p->grammar_max_elements < 1 || p->grammar_max_states < 1) {
@@ -303,6 +315,8 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
                           .n_outputs_max = z.n_seq_max + CB_PROMPT_LOGIT_ROWS + CB_RUNNER_FA_TILE,
                           .split_kv = z.split,
                           .flash_attn = cobatch_params_flash_attn(&p),
+                          .type_k = (enum cobatch_kv_type)p.cache_type_k,
+                          .type_v = (enum cobatch_kv_type)p.cache_type_v,
                           .repack = (cb_repack_mode)p.repack,
                           .verbose = p.verbose};
     int loaded = cb_model_load(&e->model, &mp, err, errlen);
@@ -389,18 +403,6 @@ void cobatch_engine_free(cobatch_engine *e) {
 }
 
 /* ---------------------------------------------------------------- submit / cancel ------------ */
-
-static bool grow(void **v, int *cap, int need, size_t elem) {
-    if (need <= *cap) return true;
-    int c = *cap ? *cap * 2 : 64;
-    while (c < need)
-        c *= 2;
-    void *n = realloc(*v, (size_t)c * elem);
-    if (!n) return false;
-    *v = n;
-    *cap = c;
-    return true;
-}
 
 /* Refuses a request: err (may be NULL) gets the code, the field at fault and the message. Returns
  * the code. */
@@ -870,8 +872,8 @@ static cobatch_req_id enqueue(cobatch_engine *e, cb_request *r, struct cobatch_e
         pthread_mutex_lock(&e->ev_mu);
         reserved = reserve_event_slot(e);
         pthread_mutex_unlock(&e->ev_mu);
-        if (!reserved || !grow((void **)&e->inbox, &e->inbox_cap, e->inbox_len + 1, sizeof(*e->inbox)) ||
-            !grow((void **)&e->live, &e->live_cap, e->n_live + 1, sizeof(*e->live)))
+        if (!reserved || !cb_grow((void **)&e->inbox, &e->inbox_cap, (size_t)e->inbox_len + 1, sizeof(*e->inbox), 64) ||
+            !cb_grow((void **)&e->live, &e->live_cap, (size_t)e->n_live + 1, sizeof(*e->live), 64))
             status = refuse(err, COBATCH_ERR_NOMEM, NULL, "out of memory");
     }
     if (status == COBATCH_OK) {

@@ -2,6 +2,7 @@
  * names. No engine state: the OpenAI schema and the fuzzers use them without a model. */
 #include <cobatch.h>
 
+#include <string.h>
 #include <time.h>
 
 int64_t cobatch_time_us(void) {
@@ -62,8 +63,24 @@ int32_t cobatch_params_max_num_seqs(const struct cobatch_engine_params *p) {
 }
 
 bool cobatch_params_flash_attn(const struct cobatch_engine_params *p) {
-    return p->flash_attn < 0 ? p->kv_layout == COBATCH_KV_UNIFIED : p->flash_attn != 0;
+    if (p->flash_attn >= 0) return p->flash_attn != 0;
+    return p->kv_layout == COBATCH_KV_UNIFIED || cobatch_kv_type_quantized(p->cache_type_v);
 }
+
+static const char *const kv_type_names[COBATCH_KV_N_TYPES] = {"f16",  "f32",    "bf16", "q8_0", "q4_0",
+                                                              "q4_1", "iq4_nl", "q5_0", "q5_1"};
+
+const char *cobatch_kv_type_name(int type) {
+    return type >= 0 && type < COBATCH_KV_N_TYPES ? kv_type_names[type] : NULL;
+}
+
+int cobatch_kv_type_from_name(const char *name) {
+    for (int t = 0; name && t < COBATCH_KV_N_TYPES; t++)
+        if (!strcmp(name, kv_type_names[t])) return t;
+    return -1;
+}
+
+bool cobatch_kv_type_quantized(int type) { return type >= COBATCH_KV_Q8_0 && type < COBATCH_KV_N_TYPES; }
 
 int32_t cobatch_params_n_ctx(const struct cobatch_engine_params *p) {
     if (p->n_ctx > 0) return p->n_ctx;

@@ -4,6 +4,7 @@
  * Only this thread touches the llama contexts, the schedulers and the samplers. */
 #include "engine_internal.h"
 #include "../runtime/sampling.h"
+#include "../util/buf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,15 +118,7 @@ static void intake(cobatch_engine *e, cb_request **in, int n) {
         cb_request *r = in[i];
         cb_engine_req *er = r->rt;
         er->smpl = cb_sampler_new(&e->model, &er->sampling, er->logit_bias, er->n_logit_bias);
-        if (e->n_reqs == e->reqs_cap) {
-            int cap = e->reqs_cap ? e->reqs_cap * 2 : 64;
-            cb_request **v = realloc(e->reqs, sizeof(*v) * (size_t)cap);
-            if (v) {
-                e->reqs = v;
-                e->reqs_cap = cap;
-            }
-        }
-        if (!er->smpl || e->n_reqs == e->reqs_cap) {
+        if (!er->smpl || !cb_grow((void **)&e->reqs, &e->reqs_cap, (size_t)e->n_reqs + 1, sizeof(*e->reqs), 64)) {
             r->state = CB_FINISHED_ERROR; /* not in the scheduler: finish() skips it */
             finish(e, r, CB_FINISHED_ERROR, "out of memory");
             continue;
@@ -518,7 +511,7 @@ static void step(cobatch_engine *e) {
 
 /* Takes what the API threads left in the mailbox: new requests (into in, swapped with the inbox so
  * the lock is held for O(1) work), and the flags. Returns false when the engine must stop. */
-static bool take_mail(cobatch_engine *e, cb_request ***in, int *in_cap, int *n_in, bool *cancels, bool *drop,
+static bool take_mail(cobatch_engine *e, cb_request ***in, size_t *in_cap, int *n_in, bool *cancels, bool *drop,
                       bool *cancel_waiting) {
     pthread_mutex_lock(&e->mu);
     while (!e->stop && e->inbox_len == 0 && e->n_cancels == 0 && e->n_reqs == 0 && !e->drop_cache && !e->cancel_waiting)
@@ -528,7 +521,7 @@ static bool take_mail(cobatch_engine *e, cb_request ***in, int *in_cap, int *n_i
         return false;
     }
     cb_request **t = *in;
-    int t_cap = *in_cap;
+    size_t t_cap = *in_cap;
     *in = e->inbox;
     *in_cap = e->inbox_cap;
     *n_in = e->inbox_len;
@@ -551,7 +544,7 @@ static bool take_mail(cobatch_engine *e, cb_request ***in, int *in_cap, int *n_i
 
 /* What the API threads asked for since the last step: new requests queued, cancels and the
  * cache drop applied. Returns false when the engine must stop. */
-static bool take_and_apply_mail(cobatch_engine *e, cb_request ***in, int *in_cap) {
+static bool take_and_apply_mail(cobatch_engine *e, cb_request ***in, size_t *in_cap) {
     int n_in = 0;
     bool cancels, drop, cancel_waiting;
     if (!take_mail(e, in, in_cap, &n_in, &cancels, &drop, &cancel_waiting)) return false;
@@ -565,7 +558,8 @@ static bool take_and_apply_mail(cobatch_engine *e, cb_request ***in, int *in_cap
 void *cb_engine_main(void *arg) {
     cobatch_engine *e = arg;
     cb_request **in = NULL;
-    int in_cap = 0, n_in = 0;
+    size_t in_cap = 0;
+    int n_in = 0;
     for (;;) {
         cb_engine_wait_for_event_space(e); /* a poller that does not keep up holds the engine here */
         if (!take_and_apply_mail(e, &in, &in_cap)) break;

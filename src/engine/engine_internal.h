@@ -142,10 +142,12 @@ struct cobatch_engine {
     pthread_mutex_t mu;
     pthread_cond_t cond;
     cb_request **inbox; /* (inbox_cap) submitted, not yet seen by the engine thread */
-    int inbox_len, inbox_cap;
+    int inbox_len;
+    size_t inbox_cap;
     int n_cancels;     /* cobatch_cancel calls since the engine last looked (the flags are on cb_engine_req) */
     cb_live_req *live; /* (live_cap) requests with no FINISHED event queued yet */
-    int n_live, live_cap;
+    int n_live;
+    size_t live_cap;
     int n_queued; /* requests not yet running (inbox + waiting): what max_queue bounds; exact */
     bool stop;
     bool drop_cache;       /* cobatch_drop_cached_prefixes was called */
@@ -158,7 +160,8 @@ struct cobatch_engine {
 
     /* engine thread only */
     cb_request **reqs; /* (reqs_cap) every request the scheduler holds */
-    int n_reqs, reqs_cap;
+    int n_reqs;
+    size_t reqs_cap;
     int64_t arrivals;
     int64_t n_prompt_computed, n_generated, n_retries; /* copied into stats by update_stats */
     int64_t n_decode_failures;

@@ -46,6 +46,8 @@ int cb_ceiling_measure(const cb_ceiling_params *p, cb_ceiling *c, char *err, siz
                           .n_outputs_max = maxb,
                           .split_kv = p->split_kv,
                           .flash_attn = p->flash_attn,
+                          .type_k = (enum cobatch_kv_type)p->type_k,
+                          .type_v = (enum cobatch_kv_type)p->type_v,
                           .rpc = p->rpc,
                           .repack = (cb_repack_mode)p->repack};
     if (cb_model_load(&m, &mp, err, errlen) != 0) return -1;
@@ -137,6 +139,8 @@ int cb_ceiling_measure_for(const struct cobatch_engine_params *p, int32_t contex
                            .max_batch = cobatch_params_max_num_seqs(p),
                            .rpc = p->rpc_servers,
                            .repack = (int)p->repack,
+                           .type_k = p->cache_type_k,
+                           .type_v = p->cache_type_v,
                            .context = context},
                      .out = out,
                      .err = err,

@@ -30,6 +30,7 @@ typedef struct {
     int32_t context;   /* tokens of context per decoding sequence */
     const char *rpc;   /* the engine's RPC servers (its layers run there), or NULL */
     int repack;        /* the engine's CPU weight layouts (enum cobatch_repack) */
+    int type_k, type_v; /* the engine's KV cache types (enum cobatch_kv_type) */
 } cb_ceiling_params;
 
 /* Measures the ceiling (a few seconds to tens of seconds) on the caller's thread. Returns 0, or -1

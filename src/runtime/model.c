@@ -32,6 +32,20 @@ void cb_backend_init(bool verbose) {
     pthread_once(&backend_once, backend_init_once);
 }
 
+/* llama.cpp's type for a KV cache type of ours. */
+static enum ggml_type kv_ggml_type(enum cobatch_kv_type t) {
+    static const enum ggml_type types[COBATCH_KV_N_TYPES] = {
+        GGML_TYPE_F16,  GGML_TYPE_F32,    GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0,
+        GGML_TYPE_Q4_1, GGML_TYPE_IQ4_NL, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1};
+    return t >= 0 && t < COBATCH_KV_N_TYPES ? types[t] : GGML_TYPE_F16;
+}
+
+/* Bytes one value takes in a cache of this type (a block's bytes over its values). */
+static double kv_value_bytes(enum cobatch_kv_type t) {
+    enum ggml_type g = kv_ggml_type(t);
+    return (double)ggml_type_size(g) / (double)ggml_blck_size(g);
+}
+
 static struct llama_context *new_context(struct llama_model *model, const cb_model_params *p) {
     struct llama_context_params cp = llama_context_default_params();
     int threads = p->n_threads > 0 ? p->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -44,6 +58,8 @@ static struct llama_context *new_context(struct llama_model *model, const cb_mod
     cp.n_threads = cp.n_threads_batch = threads;
     cp.kv_unified = !p->split_kv;
     cp.flash_attn_type = p->flash_attn ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    cp.type_k = kv_ggml_type(p->type_k);
+    cp.type_v = kv_ggml_type(p->type_v);
     cp.no_perf = true;
     return llama_init_from_model(model, cp);
 }
@@ -70,9 +86,10 @@ void cb_model_free_context(cb_model *m) {
     memset(m, 0, sizeof(*m));
 }
 
-/* One cell's K and V over all layers, F16: what the loaded model and its file's header both say. */
-static double f16_cell_bytes(double layers, double heads_kv, double k, double v) {
-    return 2.0 * layers * heads_kv * (k + v);
+/* One cell's K and V over all layers: what the loaded model and its file's header both say. */
+static double cell_bytes(double layers, double heads_kv, double k, double v, enum cobatch_kv_type tk,
+                         enum cobatch_kv_type tv) {
+    return layers * heads_kv * (k * kv_value_bytes(tk) + v * kv_value_bytes(tv));
 }
 
 /* An unsigned value of the architecture's key, the largest element of an array (per-layer counts). */
@@ -96,7 +113,8 @@ static double gguf_arch_u(const struct gguf_context *g, const char *arch, const 
     return 0;
 }
 
-double cb_model_file_cell_bytes(const char *path, int32_t *n_ctx_train) {
+double cb_model_file_cell_bytes(const char *path, enum cobatch_kv_type type_k, enum cobatch_kv_type type_v,
+                                int32_t *n_ctx_train) {
     if (n_ctx_train) *n_ctx_train = 0;
     if (!path) return 0;
     struct gguf_init_params gp = {.no_alloc = true, .ctx = NULL};
@@ -113,7 +131,7 @@ double cb_model_file_cell_bytes(const char *path, int32_t *n_ctx_train) {
         if (heads_kv <= 0) heads_kv = heads;
         if (k <= 0 && heads > 0) k = embd / heads;
         if (v <= 0) v = k;
-        bytes = f16_cell_bytes(layers, heads_kv, k, v);
+        bytes = cell_bytes(layers, heads_kv, k, v, type_k, type_v);
         double ctx = gguf_arch_u(g, arch, "context_length");
         if (n_ctx_train && ctx > 0 && ctx < INT32_MAX) *n_ctx_train = (int32_t)ctx;
     }
@@ -133,6 +151,21 @@ int64_t cb_gpu_free_bytes(void) {
         sum += (int64_t)free_b;
     }
     return sum;
+}
+
+/* A quantized cache stores a head's values in blocks (32 values): the model's heads must fill them
+ * (llama.cpp refuses otherwise, with flash attention; without it a quantized K is read whole). */
+static bool kv_types_fit(const struct llama_model *model, const cb_model_params *p, char *err, size_t errlen) {
+    int32_t n_head = llama_model_n_head(model), head = n_head > 0 ? llama_model_n_embd(model) / n_head : 0;
+    enum cobatch_kv_type types[2] = {p->type_k, p->type_v};
+    for (int i = 0; i < 2 && p->flash_attn && head > 0; i++) {
+        int64_t blck = ggml_blck_size(kv_ggml_type(types[i]));
+        if (head % blck == 0) continue;
+        cb_set_err(err, errlen, "%s %s: the model's attention heads of %d values do not fill its blocks of %lld",
+                   i ? "cache_type_v" : "cache_type_k", cobatch_kv_type_name(types[i]), (int)head, (long long)blck);
+        return false;
+    }
+    return true;
 }
 
 int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errlen) {
@@ -166,10 +199,17 @@ int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errle
         cb_set_err(err, errlen, "failed to load model '%s' (not a valid GGUF model?)", p->path);
         return -1;
     }
+    if (!kv_types_fit(m->model, p, err, errlen)) {
+        llama_model_free(m->model);
+        m->model = NULL;
+        return -1;
+    }
     m->ctx = new_context(m->model, p);
     if (!m->ctx) {
-        cb_set_err(err, errlen, "failed to create a context (n_ctx %d, n_batch %d, n_seq_max %d)", p->n_ctx, p->n_batch,
-                   p->n_seq_max);
+        cb_set_err(err, errlen,
+                   "failed to create a context (n_ctx %d, n_batch %d, n_seq_max %d, KV cache %s/%s; --verbose shows "
+                   "llama.cpp's reason)",
+                   p->n_ctx, p->n_batch, p->n_seq_max, cobatch_kv_type_name(p->type_k), cobatch_kv_type_name(p->type_v));
         llama_model_free(m->model);
         m->model = NULL;
         return -1;
@@ -195,7 +235,7 @@ int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errle
     int32_t n_head = llama_model_n_head(m->model), n_head_kv = llama_model_n_head_kv(m->model);
     if (n_head > 0) { /* K and V rows of n_embd / n_head x n_head_kv values, every layer */
         int32_t head = llama_model_n_embd(m->model) / n_head;
-        m->kv_cell_bytes = f16_cell_bytes(llama_model_n_layer(m->model), n_head_kv, head, head);
+        m->kv_cell_bytes = cell_bytes(llama_model_n_layer(m->model), n_head_kv, head, head, p->type_k, p->type_v);
     }
     char piece[1024];
     for (int32_t t = 0; t < m->n_vocab; t++) { /* O(vocabulary), once: tens of ms */

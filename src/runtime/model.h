@@ -25,6 +25,7 @@ typedef struct {
     int32_t n_outputs_max; /* logits rows one step can ask for (sizes the logits buffer) */
     bool split_kv;
     bool flash_attn;
+    enum cobatch_kv_type type_k, type_v; /* the KV cache's element types */
     bool verbose;
     const char *chat_template; /* Jinja text overriding the model's own, or NULL */
     const char *rpc;           /* "HOST:PORT,..." of RPC servers the layers go to, or NULL */
@@ -36,7 +37,8 @@ typedef struct {
     struct llama_context *ctx;
     const struct llama_vocab *vocab;
     int32_t n_ctx, n_ctx_seq, n_vocab, n_batch, n_seq_max;
-    double kv_cell_bytes;            /* one cell's K and V over all layers (F16): what a saved sequence costs a token */
+    double kv_cell_bytes;            /* one cell's K and V over all layers, at the cache's types: what a saved
+                                        sequence costs a token */
     int32_t n_ctx_train;             /* the context the model was trained for (positions beyond it are garbage) */
     bool split_kv;                   /* a stream per sequence (llama.cpp's kv_unified = false) */
     int32_t max_piece;               /* bytes of the longest token's text (special tokens rendered): a text longer than
@@ -63,7 +65,8 @@ void cb_model_free(cb_model *m);
 /* One cell's K and V over all layers (F16) as the GGUF file's header gives them, read before any
  * load (sizes chosen by memory); 0 when the file or its keys cannot be read. *n_ctx_train (may be
  * NULL): the trained context the header names, 0 when it names none. */
-double cb_model_file_cell_bytes(const char *path, int32_t *n_ctx_train);
+double cb_model_file_cell_bytes(const char *path, enum cobatch_kv_type type_k, enum cobatch_kv_type type_v,
+                                int32_t *n_ctx_train);
 
 /* Whether the loaded model attends through a sliding window (llama.cpp then saves a sequence without
  * the cells its window has passed). */

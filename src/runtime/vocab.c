@@ -2,6 +2,7 @@
  * bounded per piece), a chat rendered with its template into tokens, pieces and detokenizing. */
 #include "model.h"
 #include "llama_common.h"
+#include "../util/buf.h"
 #include "../util/util.h"
 
 #include <llama.h>
@@ -191,20 +192,14 @@ static int render(const cb_model *m, const cb_common_msg *msgs, size_t n, const 
 
 /* Appends the tokens of text[0, len) to *v (cap grown as needed). Returns false on failure. */
 static bool append_tokens(const cb_model *m, const char *text, size_t len, bool add_special, bool parse_special,
-                          int32_t **v, int32_t *n, int32_t *cap) {
+                          int32_t **v, int32_t *n, size_t *cap) {
     if (len == 0 && !add_special) return true;
     int32_t k = 0;
     int32_t *t = cb_model_tokenize(m, text, len, add_special, parse_special, &k);
     if (!t) return false;
-    if (*n + k > *cap) {
-        int32_t c = (*n + k) * 2 + 64;
-        int32_t *w = realloc(*v, sizeof(int32_t) * (size_t)c);
-        if (!w) {
-            free(t);
-            return false;
-        }
-        *v = w;
-        *cap = c;
+    if (!cb_grow((void **)v, cap, (size_t)*n + (size_t)k, sizeof(int32_t), 64)) {
+        free(t);
+        return false;
     }
     memcpy(*v + *n, t, sizeof(int32_t) * (size_t)k);
     *n += k;
@@ -222,7 +217,7 @@ static bool append_tokens(const cb_model *m, const char *text, size_t len, bool 
  * real rendering (the template changed a content) or on allocation failure. */
 static bool split_tokens(const cb_model *m, const char *skel, const char *real, const char *const *contents, size_t n,
                          int32_t **v, int32_t *nv) {
-    int32_t cap = 0;
+    size_t cap = 0;
     size_t at = 0;
     bool first = true;
     *nv = 0;

@@ -50,7 +50,8 @@ typedef struct {
     int64_t t_last_token_us;
     bool echo_due;              /* echo: the prompt's text (and log-probabilities) go out before the output */
     struct cobatch_logprob *lp; /* (lp_cap rows of the request's stride) log-probabilities not yet answered */
-    int32_t lp_n, lp_cap;
+    int32_t lp_n;
+    size_t lp_cap;
     int32_t text_offset;   /* streamed completions: characters of the choice's text already sent */
     int32_t n_prompt_rows; /* echo: rows of lp that are the prompt's */
     /* a chat that may call tools: what its output was read into so far, and of that what went out */
@@ -309,13 +310,8 @@ static int32_t token_piece(void *user, int32_t token, char *buf, int32_t cap) {
  * and generated token at most. */
 static bool keep_rows(cb_srv_choice *c, const struct cobatch_logprob *rows, int32_t n) {
     int32_t w = c->r->stride;
-    if (c->lp_n + n > c->lp_cap) {
-        int32_t cap = (c->lp_cap + n) * 2;
-        struct cobatch_logprob *v = realloc(c->lp, sizeof(*v) * (size_t)cap * (size_t)w);
-        if (!v) return false;
-        c->lp = v;
-        c->lp_cap = cap;
-    }
+    if (!cb_grow((void **)&c->lp, &c->lp_cap, (size_t)c->lp_n + (size_t)n, sizeof(*c->lp) * (size_t)w, 16))
+        return false;
     memcpy(c->lp + (size_t)c->lp_n * (size_t)w, rows, sizeof(*rows) * (size_t)n * (size_t)w);
     c->lp_n += n;
     return true;
