@@ -20,7 +20,7 @@ typedef struct {
     double wall_s, cpu_s; /* cpu: user + sys of this process over the run (engine + client) */
     struct cobatch_stats stats;
     struct cobatch_kv_info kv; /* the KV memory the engine resolved to */
-    cb_req_timeline *tl; /* (n) owned: free with cb_bench_result_free */
+    cb_req_timeline *tl;       /* (n) owned: free with cb_bench_result_free */
     int n;
     double ideal_s, efficiency;      /* against the ceiling: see cb_bench_efficiency; < 0 when not known */
     struct cobatch_step_info *steps; /* (n_steps) the scheduling trace */

@@ -358,7 +358,8 @@ static int report(const bench_opts *o, const cb_bench_info *info, const cb_bench
     cobatch_params_resolve(&shown);
     printf("\nmodel %s (%s); max_num_seqs %d, max_num_batched_tokens %d, n_ctx %d, KV cache %s/%s\n\n",
            info->model_name, o->ep.model_path, cobatch_params_max_num_seqs(&shown), o->ep.max_num_batched_tokens,
-           cobatch_params_n_ctx(&shown), cobatch_kv_type_name(shown.cache_type_k), cobatch_kv_type_name(shown.cache_type_v));
+           cobatch_params_n_ctx(&shown), cobatch_kv_type_name(shown.cache_type_k),
+           cobatch_kv_type_name(shown.cache_type_v));
     cb_bench_print_table(stdout, cfgs, res, n, base);
     for (int i = 0; i < n && w->n_sessions > 0; i++) {
         const struct cobatch_stats *st = &res[i].stats;

@@ -209,8 +209,9 @@ static int check_params(const struct cobatch_engine_params *p, char *err, size_t
         return -1;
     }
     if (!cobatch_kv_type_name(p->cache_type_k) || !cobatch_kv_type_name(p->cache_type_v)) {
-        cb_set_err(err, errlen, "cache_type_k and cache_type_v must be one of f16, f32, bf16, q8_0, q4_0, q4_1, "
-                                "iq4_nl, q5_0, q5_1");
+        cb_set_err(err, errlen,
+                   "cache_type_k and cache_type_v must be one of f16, f32, bf16, q8_0, q4_0, q4_1, "
+                   "iq4_nl, q5_0, q5_1");
         return -1;
     }
     if (cobatch_kv_type_quantized(p->cache_type_v) && !cobatch_params_flash_attn(p)) {

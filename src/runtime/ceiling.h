@@ -26,10 +26,10 @@ typedef struct {
     const char *model_path;
     int32_t n_threads;
     bool split_kv, flash_attn;
-    int32_t max_batch; /* largest decode batch to measure (max_num_seqs) */
-    int32_t context;   /* tokens of context per decoding sequence */
-    const char *rpc;   /* the engine's RPC servers (its layers run there), or NULL */
-    int repack;        /* the engine's CPU weight layouts (enum cobatch_repack) */
+    int32_t max_batch;  /* largest decode batch to measure (max_num_seqs) */
+    int32_t context;    /* tokens of context per decoding sequence */
+    const char *rpc;    /* the engine's RPC servers (its layers run there), or NULL */
+    int repack;         /* the engine's CPU weight layouts (enum cobatch_repack) */
     int type_k, type_v; /* the engine's KV cache types (enum cobatch_kv_type) */
 } cb_ceiling_params;
 

@@ -34,9 +34,9 @@ void cb_backend_init(bool verbose) {
 
 /* llama.cpp's type for a KV cache type of ours. */
 static enum ggml_type kv_ggml_type(enum cobatch_kv_type t) {
-    static const enum ggml_type types[COBATCH_KV_N_TYPES] = {
-        GGML_TYPE_F16,  GGML_TYPE_F32,    GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0,
-        GGML_TYPE_Q4_1, GGML_TYPE_IQ4_NL, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1};
+    static const enum ggml_type types[COBATCH_KV_N_TYPES] = {GGML_TYPE_F16,    GGML_TYPE_F32,  GGML_TYPE_BF16,
+                                                             GGML_TYPE_Q8_0,   GGML_TYPE_Q4_0, GGML_TYPE_Q4_1,
+                                                             GGML_TYPE_IQ4_NL, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1};
     return t >= 0 && t < COBATCH_KV_N_TYPES ? types[t] : GGML_TYPE_F16;
 }
 
@@ -209,7 +209,8 @@ int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errle
         cb_set_err(err, errlen,
                    "failed to create a context (n_ctx %d, n_batch %d, n_seq_max %d, KV cache %s/%s; --verbose shows "
                    "llama.cpp's reason)",
-                   p->n_ctx, p->n_batch, p->n_seq_max, cobatch_kv_type_name(p->type_k), cobatch_kv_type_name(p->type_v));
+                   p->n_ctx, p->n_batch, p->n_seq_max, cobatch_kv_type_name(p->type_k),
+                   cobatch_kv_type_name(p->type_v));
         llama_model_free(m->model);
         m->model = NULL;
         return -1;

@@ -1276,9 +1276,14 @@ static void run_kv_types(int type_k, int type_v, const char *text, it_result *sc
     q.max_tokens = 0;
     q.prompt_logprobs = true;
     assert_true(it_run(e, &q, scored, 1));
-    static const char *asks[8] = {"What is the capital of France?", "Name three colors.", "Why is the sky blue?",
-                                  "Write a haiku about the sea.",   "What is 12 times 7?", "List four fruits.",
-                                  "Who wrote Hamlet?",              "Explain rain to a child."};
+    static const char *asks[8] = {"What is the capital of France?",
+                                  "Name three colors.",
+                                  "Why is the sky blue?",
+                                  "Write a haiku about the sea.",
+                                  "What is 12 times 7?",
+                                  "List four fruits.",
+                                  "Who wrote Hamlet?",
+                                  "Explain rain to a child."};
     struct cobatch_request_params ps[8];
     for (int i = 0; i < 8; i++) {
         ps[i] = cobatch_request_default_params();
@@ -1332,7 +1337,7 @@ static void kv_cache_types_hold_more_cells(void **state) {
                "%d of 8 greedy answers the same, %d of 256 tokens agree before the first difference\n",
                cobatch_kv_type_name(types[t]), (double)kv_bytes[t] / (double)kv_bytes[0], sum / (n - 1), worst, same,
                agree);
-        assert_true(sum > 0);                  /* the cache really is of another type */
+        assert_true(sum > 0);                       /* the cache really is of another type */
         assert_true(sum / (n - 1) < most_drift[t]); /* and close (a cache read wrong is off by nats) */
         assert_true(agree >= least_agree[t]);
     }
