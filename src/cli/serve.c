@@ -117,6 +117,9 @@ static int parse_serve_flags(int argc, char **argv, struct cobatch_engine_params
          .help = "the output limit of a request that names none (llama-server's\n-n; default: OpenAI's, the rest of "
                  "the context for a chat or\nresponse, 16 tokens for a completion); a request's own limit\nstands"},
         {"--port-file", "FILE", CB_FLAG_STR, &sp->port_file, .help = "write the port there once listening"},
+        {"--no-webui", NULL, CB_FLAG_SET, &sp->no_webui,
+         .help = "serve no chat page: GET / answers 404 (the page is public, as\n/health; the API calls it makes need "
+                 "the key)"},
         {"--trace", "FILE", CB_FLAG_STR, trace_path,
          .help = "one line per engine step, as `cobatch bench --trace` writes"},
     };

@@ -5,13 +5,23 @@
 #include <strings.h>
 
 static const cb_srv_route ROUTES[] = {
-    {"/health", false, false, R_HEALTH},          {"/metrics", false, false, R_METRICS},
-    {"/v1/models", false, true, R_MODELS},        {"/v1/completions", true, true, R_COMPLETIONS},
-    {"/v1/chat/completions", true, true, R_CHAT}, {"/tokenize", true, true, R_TOKENIZE},
-    {"/detokenize", true, true, R_DETOKENIZE},    {"/tokenizer_info", false, true, R_TOKENIZER_INFO},
-    {"/model_info", false, true, R_MODEL_INFO},   {"/server_info", false, true, R_MODEL_INFO},
-    {"/v1/messages", true, true, R_MESSAGES},     {"/v1/messages/count_tokens", true, true, R_COUNT_TOKENS},
-    {"/v1/responses", true, true, R_RESPONSES},   {"/v1/responses/input_tokens", true, true, R_INPUT_TOKENS}};
+    {"/health", false, false, R_HEALTH},
+    {"/metrics", false, false, R_METRICS},
+    {"/v1/models", false, true, R_MODELS},
+    {"/v1/completions", true, true, R_COMPLETIONS},
+    {"/v1/chat/completions", true, true, R_CHAT},
+    {"/tokenize", true, true, R_TOKENIZE},
+    {"/detokenize", true, true, R_DETOKENIZE},
+    {"/tokenizer_info", false, true, R_TOKENIZER_INFO},
+    {"/model_info", false, true, R_MODEL_INFO},
+    {"/server_info", false, true, R_MODEL_INFO},
+    {"/v1/messages", true, true, R_MESSAGES},
+    {"/v1/messages/count_tokens", true, true, R_COUNT_TOKENS},
+    {"/v1/responses", true, true, R_RESPONSES},
+    {"/v1/responses/input_tokens", true, true, R_INPUT_TOKENS},
+    {"/", false, false, R_WEBUI},
+    {"/index.html", false, false, R_WEBUI},
+};
 
 const cb_srv_route *cb_srv_route_find(const char *target) {
     size_t plen = strcspn(target, "?");

@@ -18,7 +18,8 @@ typedef enum {
     R_MESSAGES,
     R_COUNT_TOKENS,
     R_RESPONSES,
-    R_INPUT_TOKENS
+    R_INPUT_TOKENS,
+    R_WEBUI /* the chat page: public, as /health (the API calls it makes need the key) */
 } cb_srv_route_id;
 
 typedef struct {

@@ -16,6 +16,7 @@
 #include "../openai/bounds.h"
 #include "../openai/openai.h"
 #include "routes.h"
+#include "webui.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -1029,6 +1030,16 @@ static void handle_tokenizer_info(srv *s, cb_conn *c) {
     reply_cjson(s, c, root);
 }
 
+/* The chat page. Its policy lets it reach this server's API and nothing else (no scripts, styles or
+ * fonts from elsewhere, no form posts, no framing by another site). */
+static void handle_webui(cb_conn *c) {
+    static const char headers[] =
+        "Content-Security-Policy: default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+        "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'\r\n"
+        "X-Content-Type-Options: nosniff\r\nCache-Control: no-cache\r\nReferrer-Policy: no-referrer\r\n";
+    cb_conn_reply(c, 200, "text/html; charset=utf-8", headers, (const char *)cb_webui_html, cb_webui_html_len);
+}
+
 static void handle_metrics(srv *s, cb_conn *c) {
     struct cobatch_stats st;
     cb_httpd_stats hs;
@@ -1072,6 +1083,7 @@ static const cb_dialect *dialect_of(cb_srv_route_id id) {
  * errors are in the dialect of the path (an Anthropic client's unknown /v1/messages/... too). */
 static const cb_srv_route *admit_route(srv *s, cb_conn *c, cb_http_req *hr) {
     const cb_srv_route *rt = cb_srv_route_find(hr->target);
+    if (rt && rt->id == R_WEBUI && s->p.no_webui) rt = NULL; /* --no-webui: as if there were no page */
     if (!rt) {
         size_t plen = strcspn(hr->target, "?");
         const cb_dialect *d = !strncmp(hr->target, "/v1/messages", 12) ? &cb_anthropic_dialect : NULL;
@@ -1125,6 +1137,7 @@ static void on_request(cb_conn *c, cb_http_req *hr, void *user) {
     case R_INPUT_TOKENS: to_intake(s, c, hr, INTAKE_COUNT, CB_OPENAI_CHAT, dialect_of(rt->id)); return;
     case R_TOKENIZE: to_intake(s, c, hr, INTAKE_TOKENIZE, CB_OPENAI_COMPLETION, NULL); return;
     case R_DETOKENIZE: to_intake(s, c, hr, INTAKE_DETOKENIZE, CB_OPENAI_COMPLETION, NULL); return;
+    case R_WEBUI: handle_webui(c); return;
     }
 }
 
@@ -1270,7 +1283,8 @@ int cb_srv_run(cobatch_engine *engine, const cb_srv_params *params) {
         event_add(s->ev_term, NULL) || event_add(s->ev_int, NULL) || event_add(s->ev_tick, &idle_tv))
         goto out;
     int port = cb_httpd_port(s->httpd);
-    fprintf(stderr, "cobatch serve: %s on http://%s:%d\n", s->model, s->p.host ? s->p.host : "127.0.0.1", port);
+    fprintf(stderr, "cobatch serve: %s on http://%s:%d%s\n", s->model, s->p.host ? s->p.host : "127.0.0.1", port,
+            s->p.no_webui ? "" : " (a chat page at /)");
     if (s->p.port_file) {
         FILE *f = fopen(s->p.port_file, "w");
         if (f) fprintf(f, "%d\n", port), fclose(f);

@@ -8,6 +8,7 @@
 #include "../openai/openai.h"
 
 #include <cobatch.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef struct {
@@ -29,6 +30,7 @@ typedef struct {
                                   takes the replica out) while requests are still taken and served; default 0 */
     enum cobatch_sched_policy sched_policy; /* the engine's: a request's priority needs PRIORITY */
     const char *port_file;                  /* if set, the bound port is written there once listening (tests) */
+    bool no_webui;                          /* GET / answers 404 instead of the chat page */
     cb_openai_defaults defaults;            /* for the fields a request leaves out (OpenAI's:
                                                cb_openai_default_defaults) */
 } cb_srv_params;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end tests of `cobatch serve` with real clients: curl, the official OpenAI Python SDK and
-# the official OpenAI Node SDK. Installs the pinned clients once into a cache, then runs pytest.
+# the official OpenAI Node SDK, and the chat page in headless Chromium (Selenium; Debian's chromium
+# and chromium-driver). Installs the pinned clients once into a cache, then runs pytest.
 # usage: run.sh BUILD/cobatch MODEL
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
