@@ -81,7 +81,7 @@ def bench(binary, model, t, workload):
         subprocess.run([binary, "bench", "-m", model, "--workload", workload, "--modes", "continuous",
                         "--no-ceiling", "-ctk", t, "-ctv", t, "--json", f.name],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        r = json.load(open(f.name))["results"][0]
+        r = json.load(open(f.name))["configurations"][0]["result"]
     return r["output_throughput"], r["total_token_throughput"]
 
 

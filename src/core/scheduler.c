@@ -173,11 +173,13 @@ static int32_t chunk_for(cb_sched *s, const cb_plan *plan, const cb_request *r, 
     if (n > room) n = room;
     if (s->cfg.prefill_chunk == 0 && n < pending && !logits_cut) return 0; /* no chunking: all or nothing */
     if (logits_cut) return n > 0 ? n : 0; /* not shaped: it would cut the step's other chunks to it */
-    if (n > 0 && s->cfg.tile_chunks) {
+    if (n > 0 && s->cfg.tile_chunks) {    /* within the step's cap, the chunk length and its logit rows */
         int32_t cap = s->tile_cap - plan->n_tokens;
         if (cap > room) cap = room;
+        if (s->cfg.prefill_chunk > 0 && cap > s->cfg.prefill_chunk) cap = s->cfg.prefill_chunk;
         if (cap < n) cap = n;
-        n = cb_plan_tile_chunk(pending, n, cap, s->cfg.split_tile, plan->n_items == 0);
+        int32_t shaped = cb_plan_tile_chunk(pending, n, cap, s->cfg.split_tile, plan->n_items == 0);
+        if (cb_request_logit_rows(r, shaped) <= rows_left) n = shaped;
     }
     if (n > 0 && s->kv->split && s->cfg.prefill_chunk > 0) {
         int32_t cap = s->cfg.max_batched_tokens - s->cfg.max_num_seqs; /* after a full set of decode rows */

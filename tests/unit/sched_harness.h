@@ -81,6 +81,7 @@ static void h_init_lane(harness *h, int32_t seqs, int32_t budget, int32_t capaci
     cb_sched_free(h->s);
     cb_cache_free(h->cache);
     h->cfg.tile_chunks = true;
+    h->cfg.max_logit_rows = 64;
     h->cache = cb_cache_new_host(&h->kv, host, CB_HOST_LANE, 8);
     assert_non_null(h->cache);
     h->s = cb_sched_new(&h->cfg, &h->kv, h->cache);
@@ -222,10 +223,12 @@ static int32_t h_step(harness *h) {
     cb_plan *p = &h->plan;
     /* a step keeps to its budget; a chunk shaped to the tile may pass it by under a tile unless strict */
     if (g_step_budget > 0) assert_true(p->n_tokens <= g_step_budget + (h->cfg.tile_chunks && !g_step_strict ? 63 : 0));
+    if (h->cfg.max_logit_rows > 0) assert_true(p->n_logit_rows <= h->cfg.max_logit_rows);
     /* tile-shaped chunks: a cut one is a tile at least, unless it is the step's first item */
     for (int32_t i = 1; h->cfg.tile_chunks && i < p->n_items; i++) {
         const cb_plan_item *it = &p->items[i];
-        if (it->pos0 + it->n_tokens < cb_request_n_tokens(it->req)) assert_true(it->n_tokens >= 64);
+        if (it->pos0 + it->n_tokens < cb_request_n_tokens(it->req) && it->req->all_logits_to == 0)
+            assert_true(it->n_tokens >= 64);
     }
     /* an empty plan on an idle engine ends the queue head (it can never fit), unless a waiting
      * request is being saved by this very plan (the next step admits or unpins) */

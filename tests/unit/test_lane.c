@@ -53,6 +53,29 @@ static void lane_chunks_keep_to_the_tile(void **state) {
     h_free(&h);
 }
 
+/* A prompt that wants its rows' logits keeps to the step's logit rows: the tile's shape never
+ * lengthens its chunk past them (59 rows beside a decode row under a budget of 60, not the 100 a
+ * tile-shaped chunk would take). */
+static void lane_chunks_keep_to_the_logit_rows(void **state) {
+    (void)state;
+    harness h;
+    h_init_lane(&h, 4, 256, 4096, NULL);
+    h_add(&h, 20, 30, 0);
+    h_step(&h);
+    cb_request *b = h_add(&h, 100, 3, 0);
+    b->all_logits_from = 0;
+    b->all_logits_to = 100;
+    g_step_budget = 60;
+    h_step(&h);
+    assert_int_equal(h.plan.n_items, 2);
+    assert_int_equal(h.plan.items[1].n_tokens, 59);
+    assert_int_equal(h.plan.n_logit_rows, 59);
+    g_step_budget = 0;
+    h_drain(&h, 100);
+    h_check_outputs(&h);
+    h_free(&h);
+}
+
 /* Conversations of three turns, four at a time in a pool of two sequences: each turn's request
  * continues the one before (its prompt, answer and a new message). With the host tier a later turn
  * loads what the earlier one computed and computes only what it added; without it, all of it again;
@@ -158,6 +181,7 @@ static void lane_outgrown_pool_preempts(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(lane_chunks_keep_to_the_tile),
+        cmocka_unit_test(lane_chunks_keep_to_the_logit_rows),
         cmocka_unit_test(lane_conversations_come_back_from_the_host_tier),
         cmocka_unit_test(lane_outgrown_pool_preempts),
     };
