@@ -15,8 +15,10 @@
 bool cb_utf8_check(const char *s, size_t n) { return cb_utf8_valid_prefix(s, n, NULL) == n; }
 
 /* Greedy outputs may differ across batch shapes only where the sequential run's top-2 logits were
- * this close (llama.cpp's kernels are not bit-identical across batch shapes). */
-#define NEAR_TIE_EPS 0.25f
+ * this close (llama.cpp's kernels are not bit-identical across batch shapes). The batches a
+ * continuous run forms depend on when its requests arrive; the widest margin seen to flip was 0.28
+ * (a sanitizer build's slower submits, 16 prompts of up to 92 words). */
+#define NEAR_TIE_EPS 0.35f
 
 static const char *TEXT =
     "The history of the printing press begins in the fifteenth century when movable type changed how "
