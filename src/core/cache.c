@@ -378,13 +378,6 @@ static void host_release(cb_cache *c, cb_request *r, cb_kv_ops *ops) {
     plain_release(c, r, ops);
 }
 
-static int32_t host_admit_swapped(cb_cache *c, cb_request *r, int32_t need, int32_t outstanding, cb_kv_ops *ops) {
-    cb_cache_hit hit = {.len = 0, .node = NULL, .src = -1};
-    int32_t seq = host_admit(c, r, &hit, need, outstanding, ops);
-    if (seq >= 0) cb_kv_ops_push_ref(ops, seq, CB_KV_OP_RESTORE, 0, r->swap.to, r);
-    return seq;
-}
-
 static int32_t host_drop(cb_cache *c, cb_kv_ops *ops) {
     (void)ops;
     if (c->host) cb_host_drop(c->host);
@@ -398,7 +391,7 @@ static const cache_impl host_impl = {
     .admit = host_admit,
     .release = host_release,
     .pin = plain_pin,
-    .admit_swapped = host_admit_swapped,
+    .admit_swapped = plain_admit_swapped, /* a restore takes a free id, as in no sharing */
     .drop = host_drop,
     .check = host_check,
 };

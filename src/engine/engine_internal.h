@@ -110,7 +110,6 @@ typedef struct {
 typedef struct {
     cb_pool pool;
     cb_model model;      /* the pool's context */
-    bool model_on;       /* model holds a context */
     cb_pace pace;        /* what a lane token costs: a step's tokens by time (cb_lane_budget) */
     int64_t alone_steps; /* steps that ran the lane's graph and not the main pool's */
 } cb_lane;

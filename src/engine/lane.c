@@ -19,7 +19,6 @@ int cb_lane_init(cobatch_engine *e, const cb_model_params *mp, int32_t cells, in
     p.n_outputs_max = max_seqs + CB_PROMPT_LOGIT_ROWS;
     p.split_kv = false;
     if (cb_model_new_context(&e->model, &p, &L->model, err, errlen) != 0) return -1;
-    L->model_on = true; /* from here cb_lane_free undoes it all */
     P->model = &L->model;
     if (cells > L->model.n_ctx) cells = L->model.n_ctx;
     budget = L->model.n_batch;
@@ -52,7 +51,7 @@ void cb_lane_free(cobatch_engine *e) {
     cb_sched_free(P->sched);
     cb_cache_free(P->cache);
     cb_kv_free(&P->kv);
-    if (L->model_on) cb_model_free_context(&L->model);
+    cb_model_free_context(&L->model); /* (none: a no-op) */
     memset(L, 0, sizeof(*L));
 }
 
