@@ -95,6 +95,9 @@ typedef void (*cobatch_step_fn)(const struct cobatch_step_info *info, void *user
 
 enum cobatch_repack { COBATCH_REPACK_AUTO = 0, COBATCH_REPACK_ON, COBATCH_REPACK_OFF };
 
+/* What becomes of a thinking template's reasoning (cobatch_engine_params.reasoning_format). */
+enum cobatch_reasoning_format { COBATCH_REASONING_SEPARATED = 0, COBATCH_REASONING_NONE };
+
 /* KV cache element types (cobatch_engine_params.cache_type_k and cache_type_v). */
 enum cobatch_kv_type {
     COBATCH_KV_F16 = 0,
@@ -159,6 +162,13 @@ struct cobatch_engine_params {
      * model's own (tokenizer.chat_template). One that does not parse fails init. Copied. */
     const char *chat_template;
     const char *chat_template_file;
+    /* A template that thinks (it writes reasoning between markers it knows, such as <think></think>,
+     * before the answer): SEPARATED (default) reads the reasoning out of a chat's output
+     * (cobatch_chat_parse), NONE leaves it in the text (llama-server's --reasoning-format none).
+     * reasoning_budget: the reasoning tokens a chat may write before its end marker is forced
+     * (-1 default: no bound; 0: the block ends as it opens); a request may set its own. */
+    enum cobatch_reasoning_format reasoning_format;
+    int32_t reasoning_budget;
     /* Split layout, continuous mode: cells of the long lane, a second context of one unified pool
      * for requests longer than a stream (prompts beyond max_model_len, and requests that outgrow
      * their stream, recomputed there), run as a second graph per step only while it has work; a
@@ -234,6 +244,8 @@ struct cobatch_sampling {
 struct cobatch_chat_message {
     const char *role;
     const char *content;
+    const char *reasoning;    /* an assistant's reasoning (a template that thinks may show it again), or NULL;
+                                 tokenized as plain text too */
     const char *tool_calls;   /* an assistant's tool calls, OpenAI's array as JSON text ([{"id", "type":
                                  "function", "function": {"name", "arguments"}}]), or NULL */
     const char *tool_call_id; /* a "tool" message: the call it answers, or NULL */
@@ -248,6 +260,24 @@ enum cobatch_tool_choice {
 };
 
 typedef struct cobatch_chat cobatch_chat; /* a chat request rendered once (cobatch_chat_new) */
+
+/* What a chat asks of a template that thinks (cobatch_engine_params.reasoning_format). A template
+ * that does not think refuses COBATCH_THINK_ON (COBATCH_ERR_INVALID, param "reasoning"); an effort
+ * or a budget asks nothing of it (it writes no reasoning). Zeroed: the defaults. */
+enum cobatch_think {
+    COBATCH_THINK_DEFAULT = 0, /* the template's default */
+    COBATCH_THINK_OFF,         /* the template's enable_thinking false (refused when that changes nothing) */
+    COBATCH_THINK_ON,          /* enable_thinking true */
+};
+struct cobatch_reasoning {
+    enum cobatch_think think;
+    const char *effort; /* reasoning_effort, for a template that reads it (one that thinks and does not refuses
+                           it, param "reasoning_effort"; "none" is COBATCH_THINK_OFF); NULL: none */
+    bool has_budget;    /* budget is set (else the engine's reasoning_budget) */
+    int32_t budget;     /* reasoning tokens at most, then the end marker is forced (< 0: no bound; 0: the block
+                           ends as it opens); not with a grammar of the request's own (param "reasoning_budget") */
+    bool keep;          /* the reasoning stays in the output's text (as reasoning_format NONE) */
+};
 
 /* A bias added to one token's logit before sampling (OpenAI's logit_bias: -100 in effect bans the
  * token, 100 in effect forces it). */
@@ -281,6 +311,13 @@ struct cobatch_request_params {
     enum cobatch_tool_choice tool_choice;
     const char *tool_function; /* REQUIRED: the function the call must be to, or NULL for any */
     bool single_tool_call;     /* at most one call (OpenAI's parallel_tool_calls false) */
+    /* With messages: the reasoning asked for; more variables for the chat template (a JSON object's
+     * text, such as {"enable_thinking": false}; vLLM's chat_template_kwargs), or NULL; a JSON schema
+     * the answer is held to (instead of a grammar; a template that thinks writes its reasoning first),
+     * or NULL. */
+    struct cobatch_reasoning reasoning;
+    const char *template_kwargs;
+    const char *json_schema;
     /* Instead of prompt, tokens and messages: a chat rendered once (its tools, grammar and stop
      * strings come with it), which any number of requests may share; free it after their submits. */
     const cobatch_chat *chat;
@@ -353,8 +390,10 @@ struct cobatch_event {
     int32_t n_prompt; /* also in TOKEN events */
     int32_t n_generated;
     int32_t n_preemptions;
-    int32_t n_cached; /* prompt tokens taken from the prefix cache instead of computed (last admission); also
-                         in TOKEN events */
+    int32_t n_cached;    /* prompt tokens taken from the prefix cache instead of computed (last admission); also
+                            in TOKEN events */
+    int32_t n_reasoning; /* FINISHED: generated tokens written inside a reasoning block (a chat whose output is read
+                            for reasoning), else 0 */
     struct cobatch_timings timings;
 };
 
@@ -570,13 +609,18 @@ void cobatch_chat_free(cobatch_chat *chat);
 const int32_t *cobatch_chat_tokens(const cobatch_chat *chat, int32_t *n);
 /* Whether the chat's output may hold tool calls (then read it with cobatch_chat_parse). */
 bool cobatch_chat_calls_tools(const cobatch_chat *chat);
+/* Whether its output is read for reasoning (the template thinks and the chat asked for it). */
+bool cobatch_chat_thinks(const cobatch_chat *chat);
+/* Whether cobatch_chat_parse gives more than the text as it is (tool calls or reasoning). */
+bool cobatch_chat_parses(const cobatch_chat *chat);
 
 struct cobatch_tool_call {
     char *name;
     char *arguments; /* JSON text (cut short while the output is partial) */
 };
-/* An output read into the answer's text and its tool calls. */
+/* An output read into its reasoning, the answer's text and its tool calls. */
 struct cobatch_chat_output {
+    char *reasoning; /* "" when none (or not read apart) */
     char *content;
     struct cobatch_tool_call *calls;
     size_t n_calls;

@@ -97,7 +97,6 @@ static const char *refused_block(const char *type) {
     static const char *const NO[] = {"image",
                                      "document",
                                      "search_result",
-                                     "thinking",
                                      "redacted_thinking",
                                      "server_tool_use",
                                      "web_search_tool_result",
@@ -113,6 +112,26 @@ static const char *refused_block(const char *type) {
 static bool effort_ok(const cJSON *effort) {
     return !effort || cJSON_IsNull(effort) || cb_dialect_is(effort, "low") || cb_dialect_is(effort, "medium") ||
            cb_dialect_is(effort, "high") || cb_dialect_is(effort, "max");
+}
+
+/* An assistant's tool_use block {"type", "id", "name", "input", "cache_control"?} as one of its
+ * tool_calls (appended to calls). */
+static int tool_use(const cJSON *b, const char *w, cJSON *calls, cb_openai_error *e) {
+    static const char *const TK[] = {"type", "id", "name", "input", "cache_control", NULL};
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(b, "id"), *name = cJSON_GetObjectItemCaseSensitive(b, "name");
+    const cJSON *input = cJSON_GetObjectItemCaseSensitive(b, "input");
+    if (only(b, TK, "tool_use: ", e) || cache_control(cJSON_GetObjectItemCaseSensitive(b, "cache_control"), w, e))
+        return -1;
+    if (!cJSON_IsString(id) || !cJSON_IsString(name) || !cJSON_IsObject(input))
+        return cb_openai_bad(e, "messages", "%s needs an id, a name and an input object", w);
+    char *args = cJSON_PrintUnformatted(input);
+    cJSON *c = cJSON_CreateObject(), *f = cJSON_CreateObject();
+    bool ok = args && c && f && cJSON_AddItemToArray(calls, c) && cJSON_AddStringToObject(c, "id", id->valuestring) &&
+              cJSON_AddStringToObject(c, "type", "function") && cJSON_AddItemToObject(c, "function", f) &&
+              cJSON_AddStringToObject(f, "name", name->valuestring) && cJSON_AddStringToObject(f, "arguments", args);
+    if (!ok && c && !f) cJSON_Delete(c);
+    free(args);
+    return ok ? 0 : cb_dialect_nomem(e);
 }
 
 /* One message: a user's text and tool results (each result a "tool" message, before the text, in
@@ -149,9 +168,9 @@ static int one_message(const cJSON *m, int i, cJSON *msgs, cb_openai_error *e) {
     }
     if (!cJSON_IsArray(content))
         return cb_openai_bad(e, "messages", "%s.content must be a string or an array of blocks", where);
-    char *text = strdup("");
+    char *text = strdup(""), *thought = strdup("");
     cJSON *calls = cJSON_CreateArray();
-    int rc = text && calls ? 0 : cb_dialect_nomem(e), k = 0;
+    int rc = text && thought && calls ? 0 : cb_dialect_nomem(e), k = 0;
     const cJSON *b;
     cJSON_ArrayForEach(b, content) {
         if (rc) break;
@@ -162,34 +181,25 @@ static int one_message(const cJSON *m, int i, cJSON *msgs, cb_openai_error *e) {
         if (!cJSON_IsObject(b) || !cJSON_IsString(type)) {
             rc = cb_openai_bad(e, "messages", "%s must be a block with a type", w);
         } else if (refused_block(t)) {
-            rc = cb_openai_bad(e, "messages",
-                               "%s: %s blocks are not supported (a text-only model, no extended thinking)", w, t);
+            rc = cb_openai_bad(e, "messages", "%s: %s blocks are not supported (a text-only model%s)", w, t,
+                               strcmp(t, "redacted_thinking") ? ""
+                                                              : "; this server signs no thinking it could read back");
+        } else if (!strcmp(t, "thinking") && !user) { /* handed back: the template may show it again */
+            static const char *const HK[] = {"type", "thinking", "signature", NULL};
+            const cJSON *th = cJSON_GetObjectItemCaseSensitive(b, "thinking");
+            const cJSON *sig = cJSON_GetObjectItemCaseSensitive(b, "signature");
+            if (only(b, HK, "thinking: ", e))
+                rc = -1;
+            else if (!cJSON_IsString(th) || (sig && !cJSON_IsNull(sig) && !cJSON_IsString(sig)))
+                rc = cb_openai_bad(e, "messages", "%s needs a thinking text (and a string signature)", w);
+            else if (!join(&thought, th->valuestring, *thought ? "\n\n" : ""))
+                rc = cb_dialect_nomem(e);
         } else if (!strcmp(t, "text")) {
             const char *s;
             rc = text_block(b, w, &s, e);
             if (!rc && !join(&text, s, *text ? "\n\n" : "")) rc = cb_dialect_nomem(e);
         } else if (!strcmp(t, "tool_use") && !user) {
-            static const char *const TK[] = {"type", "id", "name", "input", "cache_control", NULL};
-            const cJSON *id = cJSON_GetObjectItemCaseSensitive(b, "id"),
-                        *name = cJSON_GetObjectItemCaseSensitive(b, "name");
-            const cJSON *input = cJSON_GetObjectItemCaseSensitive(b, "input");
-            if (only(b, TK, "tool_use: ", e) ||
-                cache_control(cJSON_GetObjectItemCaseSensitive(b, "cache_control"), w, e)) {
-                rc = -1;
-            } else if (!cJSON_IsString(id) || !cJSON_IsString(name) || !cJSON_IsObject(input)) {
-                rc = cb_openai_bad(e, "messages", "%s needs an id, a name and an input object", w);
-            } else {
-                char *args = cJSON_PrintUnformatted(input);
-                cJSON *c = cJSON_CreateObject(), *f = cJSON_CreateObject();
-                bool ok = args && c && f && cJSON_AddItemToArray(calls, c) &&
-                          cJSON_AddStringToObject(c, "id", id->valuestring) &&
-                          cJSON_AddStringToObject(c, "type", "function") && cJSON_AddItemToObject(c, "function", f) &&
-                          cJSON_AddStringToObject(f, "name", name->valuestring) &&
-                          cJSON_AddStringToObject(f, "arguments", args);
-                if (!ok && c && !f) cJSON_Delete(c);
-                free(args);
-                if (!ok) rc = cb_dialect_nomem(e);
-            }
+            rc = tool_use(b, w, calls, e);
         } else if (!strcmp(t, "tool_result") && user) {
             static const char *const RK[] = {"type", "tool_use_id", "content", "is_error", "cache_control", NULL};
             const cJSON *id = cJSON_GetObjectItemCaseSensitive(b, "tool_use_id");
@@ -222,9 +232,11 @@ static int one_message(const cJSON *m, int i, cJSON *msgs, cb_openai_error *e) {
                                user ? " user" : "n assistant");
         }
     }
-    if (!rc && (*text || cJSON_GetArraySize(calls) > 0 || cJSON_GetArraySize(content) == 0)) {
+    if (!rc && (*text || *thought || cJSON_GetArraySize(calls) > 0 || cJSON_GetArraySize(content) == 0)) {
         cJSON *o = message(msgs, role->valuestring);
-        if (!o || !cJSON_AddStringToObject(o, "content", text)) rc = cb_dialect_nomem(e);
+        if (!o || !cJSON_AddStringToObject(o, "content", text) ||
+            (*thought && !cJSON_AddStringToObject(o, "reasoning_content", thought)))
+            rc = cb_dialect_nomem(e);
         if (!rc && cJSON_GetArraySize(calls) > 0) {
             if (cJSON_AddItemToObject(o, "tool_calls", calls))
                 calls = NULL;
@@ -234,6 +246,7 @@ static int one_message(const cJSON *m, int i, cJSON *msgs, cb_openai_error *e) {
     }
     cJSON_Delete(calls);
     free(text);
+    free(thought);
     return rc;
 }
 
@@ -304,23 +317,45 @@ static int tool_choice(const cJSON *in, cJSON *out, cb_openai_error *e) {
     return ok ? 0 : cb_dialect_nomem(e);
 }
 
-/* thinking: disabled, or adaptive (the model decides whether to think: this one never does; how
- * its thinking would be shown, `display`, is moot). Extended thinking with a budget is refused. */
-static int thinking(const cJSON *x, cb_openai_error *e) {
-    static const char *const KEYS[] = {"type", "display", NULL};
+/* thinking: enabled (thinking on, budget_tokens its most tokens: from 1 to below max_tokens;
+ * Anthropic's floor of 1,024 is not kept), disabled (thinking off: the template's switch), or adaptive
+ * (the template's default). display: summarized (this server has no summarizer: the reasoning comes
+ * whole) or omitted (no thinking block). A template that cannot do what is asked refuses it. */
+static int thinking(const cJSON *x, const cJSON *max_tokens, cJSON *out, cb_openai_error *e) {
+    static const char *const KEYS[] = {"type", "display", "budget_tokens", NULL};
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(x, "type");
-    if (!cJSON_IsObject(x) || !(cb_dialect_is(type, "disabled") || cb_dialect_is(type, "adaptive")) ||
-        only(x, KEYS, "thinking: ", e))
-        return cb_openai_bad(e, "thinking",
-                             "extended thinking is not supported (thinking may be disabled or adaptive)");
-    return 0;
+    const cJSON *budget = cJSON_GetObjectItemCaseSensitive(x, "budget_tokens");
+    const cJSON *display = cJSON_GetObjectItemCaseSensitive(x, "display");
+    bool on = cb_dialect_is(type, "enabled");
+    if (!cJSON_IsObject(x) || !(on || cb_dialect_is(type, "disabled") || cb_dialect_is(type, "adaptive")))
+        return cb_openai_bad(e, "thinking", "thinking.type must be enabled, disabled or adaptive");
+    if (only(x, KEYS, "thinking: ", e)) return -1;
+    if (display && !cJSON_IsNull(display) && !cb_dialect_is(display, "summarized") &&
+        !cb_dialect_is(display, "omitted"))
+        return cb_openai_bad(e, "thinking", "thinking.display must be summarized or omitted");
+    if (on && (!cJSON_IsNumber(budget) || budget->valuedouble < 1 || budget->valuedouble != (int)budget->valuedouble ||
+               (cJSON_IsNumber(max_tokens) && budget->valuedouble >= max_tokens->valuedouble)))
+        return cb_openai_bad(e, "thinking", "thinking.budget_tokens must be a whole number from 1 to below max_tokens");
+    if (!on && budget && !cJSON_IsNull(budget))
+        return cb_openai_bad(e, "thinking", "thinking.budget_tokens goes with thinking enabled");
+    bool ok = true;
+    if (!cb_dialect_is(type, "adaptive")) {
+        cJSON *kw = cJSON_AddObjectToObject(out, "chat_template_kwargs");
+        ok = kw && cJSON_AddBoolToObject(kw, "enable_thinking", on);
+    }
+    if (ok && on) ok = cJSON_AddNumberToObject(out, "thinking_budget_tokens", budget->valuedouble) != NULL;
+    if (ok && cb_dialect_is(display, "omitted")) ok = cJSON_AddBoolToObject(out, "include_reasoning", false) != NULL;
+    return ok ? 0 : cb_dialect_nomem(e);
 }
 
-/* context_management: edits that clear thinking blocks from the context (there are none: thinking
- * is never produced nor accepted); an edit that would clear anything else is refused. */
-static int context_management(const cJSON *x, cb_openai_error *e) {
-    static const char *const KEYS[] = {"edits", NULL};
+/* context_management: edits that clear thinking from earlier turns (clear_thinking_*: keep the
+ * thinking of the last `keep` assistant turns that have some, 1 unless {"type": "thinking_turns",
+ * "value": N} or "all" says otherwise; done on the translated messages by clear_thinking); an edit
+ * that would clear anything else is refused. *keep: -1 when there is no such edit. */
+static int context_management(const cJSON *x, int *keep, cb_openai_error *e) {
+    static const char *const KEYS[] = {"edits", NULL}, *const EK[] = {"type", "keep", NULL};
     const cJSON *edits = cJSON_GetObjectItemCaseSensitive(x, "edits"), *ed;
+    *keep = -1;
     if (!cJSON_IsObject(x) || only(x, KEYS, "context_management: ", e) || (edits && !cJSON_IsArray(edits)))
         return cb_openai_bad(e, "context_management", "context_management must be {\"edits\": [...]}");
     cJSON_ArrayForEach(ed, edits) {
@@ -328,8 +363,30 @@ static int context_management(const cJSON *x, cb_openai_error *e) {
         if (!cJSON_IsString(type) || strncmp(type->valuestring, "clear_thinking_", 15) != 0)
             return cb_openai_bad(e, "context_management",
                                  "context_management edits other than clear_thinking are not supported");
+        if (only(ed, EK, "context_management: ", e)) return -1;
+        const cJSON *k = cJSON_GetObjectItemCaseSensitive(ed, "keep"),
+                    *v = cJSON_GetObjectItemCaseSensitive(k, "value");
+        if (!k || cJSON_IsNull(k))
+            *keep = 1;
+        else if (cb_dialect_is(k, "all"))
+            *keep = INT32_MAX;
+        else if (cJSON_IsObject(k) && cb_dialect_is(cJSON_GetObjectItemCaseSensitive(k, "type"), "thinking_turns") &&
+                 cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble == (int)v->valuedouble)
+            *keep = (int)v->valuedouble;
+        else
+            return cb_openai_bad(e, "context_management",
+                                 "clear_thinking keep must be \"all\" or {\"type\": \"thinking_turns\", \"value\": N}");
     }
     return 0;
+}
+
+/* The edit's work: the reasoning of all but the last `keep` assistant messages that have some goes. */
+static void clear_thinking(cJSON *msgs, int keep) {
+    int n = 0, k = 0;
+    cJSON *m;
+    cJSON_ArrayForEach(m, msgs) n += cJSON_GetObjectItemCaseSensitive(m, "reasoning_content") != NULL;
+    cJSON_ArrayForEach(m, msgs) if (cJSON_GetObjectItemCaseSensitive(m, "reasoning_content") && k++ < n - keep)
+        cJSON_DeleteItemFromObjectCaseSensitive(m, "reasoning_content");
 }
 
 /* output_config: effort (low to max: a model without a thinking budget has one effort, whatever
@@ -406,9 +463,12 @@ static int translate(const cJSON *in, bool count_only, cJSON *out, cb_openai_err
         if (x && !cJSON_IsNull(x) && !cJSON_AddItemToObject(out, *k, cJSON_Duplicate(x, true)))
             return cb_dialect_nomem(e);
     }
-    if ((x = cJSON_GetObjectItemCaseSensitive(in, "thinking")) && !cJSON_IsNull(x) && thinking(x, e)) return -1;
+    if ((x = cJSON_GetObjectItemCaseSensitive(in, "thinking")) && !cJSON_IsNull(x) &&
+        thinking(x, cJSON_GetObjectItemCaseSensitive(in, "max_tokens"), out, e))
+        return -1;
+    int keep = -1;
     if ((x = cJSON_GetObjectItemCaseSensitive(in, "context_management")) && !cJSON_IsNull(x) &&
-        context_management(x, e))
+        context_management(x, &keep, e))
         return -1;
     if ((x = cJSON_GetObjectItemCaseSensitive(in, "output_config")) && !cJSON_IsNull(x) && output_config(x, out, e))
         return -1;
@@ -453,6 +513,7 @@ static int translate(const cJSON *in, bool count_only, cJSON *out, cb_openai_err
     if (cb_dialect_is(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(x, cJSON_GetArraySize(x) - 1), "role"),
                       "assistant"))
         return cb_openai_bad(e, "messages", "a last assistant message (a prefill to continue) is not supported");
+    if (keep >= 0) clear_thinking(msgs, keep);
     if ((x = cJSON_GetObjectItemCaseSensitive(in, "tools")) && !cJSON_IsNull(x) && tools(x, out, e)) return -1;
     if ((x = cJSON_GetObjectItemCaseSensitive(in, "tool_choice")) && !cJSON_IsNull(x) && tool_choice(x, out, e))
         return -1;
@@ -529,6 +590,11 @@ static cJSON *message_object(const char *id, const char *model, const cb_anthrop
     bool ok = o && content && cJSON_AddStringToObject(o, "id", id) && cJSON_AddStringToObject(o, "type", "message") &&
               cJSON_AddStringToObject(o, "role", "assistant") && cJSON_AddStringToObject(o, "model", model) &&
               cJSON_AddItemToObject(o, "content", content);
+    if (ok && m->thinking && *m->thinking) { /* this server signs nothing: an empty signature, as llama-server's */
+        cJSON *b = cJSON_CreateObject();
+        ok = b && cJSON_AddItemToArray(content, b) && cJSON_AddStringToObject(b, "type", "thinking") &&
+             cJSON_AddStringToObject(b, "thinking", m->thinking) && cJSON_AddStringToObject(b, "signature", "");
+    }
     if (ok && m->text && *m->text) {
         cJSON *b = cJSON_CreateObject();
         ok = b && cJSON_AddItemToArray(content, b) && cJSON_AddStringToObject(b, "type", "text") &&
@@ -584,10 +650,14 @@ static cJSON *indexed(int index) {
     return o;
 }
 
+static cJSON *delta(int index, const char *type, const char *key, const char *value);
+
 static bool close_block(cb_anthropic_stream *st, char **out) {
     if (st->open == -1) return true;
+    bool signed_off =
+        st->open != -3 || event(out, "content_block_delta", delta(st->index - 1, "signature_delta", "signature", ""));
     st->open = -1;
-    return event(out, "content_block_stop", indexed(st->index - 1));
+    return signed_off && event(out, "content_block_stop", indexed(st->index - 1));
 }
 
 /* A block's start: {"index", "content_block": block}; takes block. */
@@ -628,6 +698,20 @@ char *cb_anthropic_stream_start(cb_anthropic_stream *st, const char *id, const c
     }
     char *out = NULL;
     bool ok = event(&out, "message_start", o) && event(&out, "ping", cJSON_CreateObject());
+    return done(out, ok);
+}
+
+char *cb_anthropic_stream_thinking(cb_anthropic_stream *st, const char *text) {
+    char *out = NULL;
+    if (!*text) return strdup("");
+    bool ok = true;
+    if (st->open != -3) {
+        cJSON *b = cJSON_CreateObject();
+        ok = close_block(st, &out) && b && cJSON_AddStringToObject(b, "type", "thinking") &&
+             cJSON_AddStringToObject(b, "thinking", "") && cJSON_AddStringToObject(b, "signature", "") &&
+             open_block(st, &out, -3, b);
+    }
+    ok = ok && event(&out, "content_block_delta", delta(st->index - 1, "thinking_delta", "thinking", text));
     return done(out, ok);
 }
 
@@ -702,7 +786,8 @@ static char *count_json(int n_tokens) {
 }
 
 static cb_anthropic_message message_of(const cb_dialect_answer *a) {
-    return (cb_anthropic_message){.text = a->text,
+    return (cb_anthropic_message){.thinking = a->reasoning,
+                                  .text = a->text,
                                   .calls = a->calls,
                                   .n_calls = a->n_calls,
                                   .call_ids = a->call_ids,
@@ -724,6 +809,8 @@ static char *stream_start(void *st, const cb_dialect_head *h, int n_prompt, int 
 
 static char *stream_text(void *st, const char *text) { return cb_anthropic_stream_text(st, text); }
 
+static char *stream_thinking(void *st, const char *text) { return cb_anthropic_stream_thinking(st, text); }
+
 static char *stream_call(void *st, int k, const char *id, const char *name, const char *args, bool *late) {
     return cb_anthropic_stream_call(st, k, id, name, args, late);
 }
@@ -740,7 +827,15 @@ static char *stream_error(void *st, int status, const char *message) {
 
 static void stream_free(void *st) { (void)st; /* nothing of its own */ }
 
-static const char *const PARAMS[] = {"response_format", "output_config.format", "stop", "stop_sequences", NULL},
+static const char *const PARAMS[] = {"response_format",
+                                     "output_config.format",
+                                     "stop",
+                                     "stop_sequences",
+                                     "chat_template_kwargs",
+                                     "thinking",
+                                     "thinking_budget_tokens",
+                                     "thinking",
+                                     NULL},
                          *const MESSAGE[] = {"'response_format.json_schema.schema'",
                                              "'output_config.format.schema'",
                                              "'response_format'",
@@ -760,6 +855,7 @@ const cb_dialect cb_anthropic_dialect = {.id_prefix = "msg_",
                                          .answer_json = answer_json,
                                          .stream_size = sizeof(cb_anthropic_stream),
                                          .stream_start = stream_start,
+                                         .stream_reasoning = stream_thinking,
                                          .stream_text = stream_text,
                                          .stream_call = stream_call,
                                          .stream_end = stream_end,

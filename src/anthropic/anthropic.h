@@ -16,8 +16,8 @@ struct cobatch_tool_call;
 
 /* Translates a Messages body (root, only read) into an OpenAI chat completions body (*out, which
  * the caller deletes). count_only: a count_tokens body (no max_tokens, no sampling, no stream).
- * Returns 0, or -1 with e set: 400 naming the field refused (an image, `thinking`, a server tool,
- * an unknown field or block type), 503 when out of memory. */
+ * Returns 0, or -1 with e set: 400 naming the field refused (an image, redacted thinking, a server
+ * tool, an unknown field or block type), 503 when out of memory. */
 int cb_anthropic_to_chat(const struct cJSON *root, bool count_only, struct cJSON **out, cb_openai_error *e);
 
 /* An error body: {"type": "error", "error": {"type", "message"}}, its type from e's status. */
@@ -30,7 +30,8 @@ const char *cb_anthropic_stop_reason(const char *finish, size_t n_calls, int sto
 /* A whole answer. input_tokens counts the prompt tokens not read from the prefix cache
  * (cache_read of them were), as Anthropic's usage does. */
 typedef struct {
-    const char *text; /* "" for none: no text block */
+    const char *thinking; /* the reasoning: a thinking block first ("" or NULL for none) */
+    const char *text;     /* "" for none: no text block */
     const struct cobatch_tool_call *calls;
     size_t n_calls;
     const char *const *call_ids;
@@ -40,16 +41,19 @@ typedef struct {
 } cb_anthropic_message;
 char *cb_anthropic_message_json(const char *id, const char *model, const cb_anthropic_message *m);
 
-/* A streamed answer's content blocks, in order: a text block and tool_use blocks. Each call below
- * returns the server-sent events to write (malloc'd, "event: T\ndata: {...}\n\n" each; "" when
- * there is nothing to write), NULL when out of memory. */
+/* A streamed answer's content blocks, in order: a thinking block, a text block and tool_use blocks.
+ * Each call below returns the server-sent events to write (malloc'd, "event: T\ndata: {...}\n\n"
+ * each; "" when there is nothing to write), NULL when out of memory. */
 typedef struct {
     int index; /* blocks opened so far */
-    int open;  /* the open block: -1 none, -2 text, k >= 0 the tool call k of the output */
+    int open;  /* the open block: -1 none, -2 text, -3 thinking, k >= 0 the tool call k of the output */
 } cb_anthropic_stream;
 /* message_start (an empty message, the prompt's usage) and a ping. */
 char *cb_anthropic_stream_start(cb_anthropic_stream *st, const char *id, const char *model, int input_tokens,
                                 int cache_read);
+/* Reasoning: in the open thinking block, or a new one (a thinking block closes with an empty
+ * signature: this server signs nothing, and checks none it is handed back). */
+char *cb_anthropic_stream_thinking(cb_anthropic_stream *st, const char *text);
 /* Text: in the open text block, or a new one (closing a tool block). */
 char *cb_anthropic_stream_text(cb_anthropic_stream *st, const char *text);
 /* Tool call k of the output: first (id and name given) a new tool_use block, closing the open one;

@@ -48,7 +48,10 @@ static int accept(cb_batch_input *in, cb_batch_out *o, cJSON *root, const char *
     if (!it) return -1;
     cb_openai_error e;
     int rc = cb_openai_parse_json(kind, in->defaults, cJSON_GetObjectItemCaseSensitive(root, "body"), &it->req, &e);
-    if (rc == 0) rc = cb_openai_resolve_schema(&it->req, cobatch_json_schema_grammar, &e);
+    if (rc == 0 && kind == CB_OPENAI_CHAT) /* a chat's schema goes with its messages, as the server's */
+        it->req.params.json_schema = it->req.json_schema;
+    else if (rc == 0)
+        rc = cb_openai_resolve_schema(&it->req, cobatch_json_schema_grammar, &e);
     /* one choice per line: the output format has one body per line, without log-probabilities */
     const char *unsupported = rc != 0                   ? NULL
                               : it->req.n > 1           ? "'n' above 1"

@@ -166,7 +166,7 @@ static void next_id(cb_batch_out *o, char *out, size_t len, const char *prefix) 
 
 int cb_batch_out_result(cb_batch_out *o, const char *custom_id, cb_openai_kind kind, const char *text,
                         const struct cobatch_chat_output *calls, const char *finish, int n_prompt, int n_generated,
-                        int n_cached) {
+                        int n_cached, int n_reasoning) {
     char id[64], suffix[48], body_id[64], req_id[64];
     next_id(o, suffix, sizeof(suffix), "");
     snprintf(id, sizeof(id), "batch_req_%s", suffix);
@@ -183,11 +183,12 @@ int cb_batch_out_result(cb_batch_out *o, const char *custom_id, cb_openai_kind k
         }
         body = cb_openai_response_json(kind, body_id, o->created, o->model,
                                        &(cb_openai_choice){.text = text,
+                                                           .reasoning = calls ? calls->reasoning : NULL,
                                                            .finish = finish,
                                                            .calls = n_calls ? calls->calls : NULL,
                                                            .n_calls = n_calls,
                                                            .call_ids = id_of},
-                                       1, n_prompt, n_generated, n_cached);
+                                       1, n_prompt, n_generated, n_cached, n_reasoning);
     }
     free(ids);
     free(id_of);

@@ -43,7 +43,7 @@ int cb_batch_out_open(cb_batch_out *o, const char *out_path, const char *err_pat
  * the line is not in the file, its request counts as not done (a rerun runs it). */
 int cb_batch_out_result(cb_batch_out *o, const char *custom_id, cb_openai_kind kind, const char *text,
                         const struct cobatch_chat_output *calls, const char *finish, int n_prompt, int n_generated,
-                        int n_cached);
+                        int n_cached, int n_reasoning);
 
 /* An error line: {"id", "custom_id" (or null), "response": null, "error": {"code", "message"}};
  * the message is "line N: " and the formatted text. Returns 0 or -1 as above. */

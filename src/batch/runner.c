@@ -47,7 +47,7 @@ static int32_t tokenize_all(run *r, int32_t *idx) {
         cb_batch_item *it = r->in->items[i];
         struct cobatch_error err = {0};
         int32_t n = 0;
-        if (it->req.params.tools) { /* rendered with its tools: the grammar, the output's parser */
+        if (it->kind == CB_OPENAI_CHAT) { /* rendered with its tools, schema, reasoning: grammar, output's parser */
             it->chat = cobatch_chat_new(r->e, &it->req.params, &err);
             const int32_t *t = it->chat ? cobatch_chat_tokens(it->chat, &n) : NULL;
             if (t && (it->tokens = malloc(sizeof(int32_t) * (size_t)n)))
@@ -140,7 +140,8 @@ static int submit_one(run *r, cb_batch_item *it) {
     p.messages = NULL;
     p.n_messages = 0;
     p.tools = NULL;
-    p.chat = it->chat; /* a chat with tools: its grammar */
+    p.json_schema = NULL;
+    p.chat = it->chat; /* a chat: its grammar, its parser */
     p.prompt_tokens = it->chat ? NULL : it->tokens;
     p.n_prompt_tokens = it->chat ? 0 : it->n_tokens;
     p.max_tokens = it->max_tokens;
@@ -180,14 +181,14 @@ static void finish(run *r, cb_batch_item *it, const struct cobatch_event *ev) {
     }
     struct cobatch_chat_output calls = {0};
     char why[160];
-    if (ok && !it->text_lost && cobatch_chat_calls_tools(it->chat) &&
+    if (ok && !it->text_lost && cobatch_chat_parses(it->chat) &&
         cobatch_chat_parse(it->chat, cb_buf_str(&it->text), it->text.len, false, &calls, why, sizeof(why)) != 0)
         it->text_lost = strstr(why, "out of memory") != NULL; /* else unreadable: answered as text */
     if (ok && !it->text_lost) {
         const char *finish = ev->reason == COBATCH_FINISH_LENGTH ? "length" : calls.n_calls ? "tool_calls" : "stop";
         const char *text = calls.content ? calls.content : cb_buf_str(&it->text);
-        if (cb_batch_out_result(r->out, it->custom_id, it->kind, text, calls.n_calls ? &calls : NULL, finish,
-                                ev->n_prompt, ev->n_generated, ev->n_cached) == 0)
+        if (cb_batch_out_result(r->out, it->custom_id, it->kind, text, &calls, finish, ev->n_prompt, ev->n_generated,
+                                ev->n_cached, cobatch_chat_thinks(it->chat) ? ev->n_reasoning : -1) == 0)
             rep->ok++;
         else
             rep->not_run++; /* not in the output: a rerun runs it */

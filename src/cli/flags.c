@@ -236,6 +236,8 @@ static const int FA[] = {1, 0, -1};
 static const int KV_TYPE[] = {COBATCH_KV_F16,  COBATCH_KV_F32,    COBATCH_KV_BF16, COBATCH_KV_Q8_0, COBATCH_KV_Q4_0,
                               COBATCH_KV_Q4_1, COBATCH_KV_IQ4_NL, COBATCH_KV_Q5_0, COBATCH_KV_Q5_1};
 static const int REPACK[] = {COBATCH_REPACK_AUTO, COBATCH_REPACK_ON, COBATCH_REPACK_OFF};
+static const int REASONING[] = {COBATCH_REASONING_SEPARATED, COBATCH_REASONING_NONE, COBATCH_REASONING_SEPARATED,
+                                COBATCH_REASONING_SEPARATED};
 
 /* --limit NAME=N: the engine's grammar bounds into the params, the request bounds process-wide. */
 static bool parse_limit(const char *v, void *dst) {
@@ -332,6 +334,13 @@ cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
         {"--no-repack", NULL, CB_FLAG_CONST, &p->repack, COBATCH_REPACK_OFF, .help = "= --repack off"},
         {"--chat-template", "FILE", CB_FLAG_STR, &p->chat_template_file,
          .help = "a Jinja chat template to render messages with, instead of the\nmodel's own"},
+        {"--reasoning-format", "FORMAT", CB_FLAG_ENUM, &p->reasoning_format, .choices = "separated|none|auto|deepseek",
+         .values = REASONING,
+         .help = "a template that thinks: separated (default; auto and deepseek\nare llama-server's names for it) "
+                 "reads the reasoning apart\n(reasoning_content); none leaves it in the text"},
+        {"--reasoning-budget", "N", CB_FLAG_I32, &p->reasoning_budget, -1, 1 << 24,
+         .help = "reasoning tokens a chat may write before its end marker is\nforced (-1: no bound, the default; "
+                 "0: none); a request may\nset its own (thinking_budget_tokens)"},
         {"--limit", "NAME=N", CB_FLAG_FN, p, .parse = parse_limit,
          .takes = "NAME=N, NAME one of grammar-nesting, grammar-elements, grammar-states, json-depth, "
                   "name-length, tools, and N from 1",

@@ -32,7 +32,15 @@ struct cobatch_chat {
     size_t n_stops;
     int32_t *shown; /* (n_shown) control tokens whose text the output shows (call markers) */
     size_t n_shown;
-    cb_chat_parser *parser; /* NULL: no tool calls to read */
+    cb_chat_parser *parser; /* NULL: the output is its text (no tool calls, no reasoning to read) */
+    bool calls;             /* the output may hold tool calls */
+    bool lazy;              /* the grammar holds from a trigger on (it waits out a reasoning block) */
+    /* the output is read for reasoning: its markers, whether the output starts inside a block, the
+       most tokens one may have (< 0: no bound) */
+    bool thinks;
+    char *think_start, *think_end;
+    bool think_open;
+    int32_t think_budget;
 };
 
 /* ---------------------------------------------------------------- events --------------------- */
@@ -436,8 +444,8 @@ static const char *check_sampling(const struct cobatch_sampling *s, const char *
 
 /* The tokens of p's messages rendered with the chat template and its tools; *extra (may be NULL)
  * gets the rest of the rendering (cb_model_chat_tokens). */
-static int32_t *chat_tokens(cobatch_engine *e, const struct cobatch_request_params *p, cb_common_rendered *extra,
-                            int32_t *n, struct cobatch_error *err) {
+static int32_t *chat_tokens(cobatch_engine *e, const struct cobatch_request_params *p, const cb_common_reasoning *rs,
+                            cb_common_rendered *extra, int32_t *n, struct cobatch_error *err) {
     if (p->n_messages == 0) {
         refuse(err, COBATCH_ERR_INVALID, "messages", "messages is empty");
         return NULL;
@@ -455,8 +463,9 @@ static int32_t *chat_tokens(cobatch_engine *e, const struct cobatch_request_para
                                   .content = m->content ? m->content : "",
                                   .tool_calls = m->tool_calls,
                                   .tool_call_id = m->tool_call_id,
-                                  .name = m->name};
-        any |= msgs[i].content[0] != '\0' || m->tool_calls;
+                                  .name = m->name,
+                                  .reasoning = m->reasoning};
+        any |= msgs[i].content[0] != '\0' || m->tool_calls || (m->reasoning && m->reasoning[0]);
     }
     cb_common_tools tools = {.tools = p->tools,
                              .choice = p->tool_choice == COBATCH_TOOL_CHOICE_AUTO       ? CB_TOOLS_AUTO
@@ -467,11 +476,12 @@ static int32_t *chat_tokens(cobatch_engine *e, const struct cobatch_request_para
     char why[256] = "";
     bool tools_at_fault = false;
     if (msgs && any)
-        t = cb_model_chat_tokens(&e->model, msgs, p->n_messages, p->tools ? &tools : NULL, extra, n, why, sizeof(why));
+        t = cb_model_chat_tokens(&e->model, msgs, p->n_messages, p->tools ? &tools : NULL, rs, extra, n, why,
+                                 sizeof(why));
     if (!t && why[0] && p->tools && !strstr(why, "out of memory")) { /* the messages alone render: the tools failed */
         char none[8];
         int32_t k = 0,
-                *alone = cb_model_chat_tokens(&e->model, msgs, p->n_messages, NULL, NULL, &k, none, sizeof(none));
+                *alone = cb_model_chat_tokens(&e->model, msgs, p->n_messages, NULL, rs, NULL, &k, none, sizeof(none));
         tools_at_fault = alone != NULL;
         free(alone);
     }
@@ -509,6 +519,9 @@ static bool too_long(cobatch_engine *e, const struct cobatch_request_params *p, 
 }
 
 /* Produces the prompt tokens of p (malloc'd) or NULL with a message. */
+static int reasoning_of(const cobatch_engine *e, const struct cobatch_request_params *p, cb_common_reasoning *rs,
+                        struct cobatch_error *err);
+
 static int32_t *prompt_tokens(cobatch_engine *e, const struct cobatch_request_params *p, int32_t *n,
                               struct cobatch_error *err) {
     int given = (p->prompt != NULL) + (p->prompt_tokens != NULL) + (p->messages != NULL);
@@ -539,7 +552,12 @@ static int32_t *prompt_tokens(cobatch_engine *e, const struct cobatch_request_pa
         return t;
     }
     if (too_long(e, p, err)) return NULL;
-    if (p->messages) return chat_tokens(e, p, NULL, n, err);
+    if (p->messages) {
+        cb_common_reasoning rs;
+        if (reasoning_of(e, p, &rs, err) != COBATCH_OK) return NULL;
+        rs.extract = false; /* the prompt alone */
+        return chat_tokens(e, p, &rs, NULL, n, err);
+    }
     if (p->prompt[0] == '\0') {
         refuse(err, COBATCH_ERR_INVALID, "prompt", "the prompt is empty");
         return NULL;
@@ -654,6 +672,8 @@ void cobatch_chat_free(cobatch_chat *c) {
     free(c->stops);
     free(c->shown);
     cb_chat_parser_free(c->parser);
+    free(c->think_start);
+    free(c->think_end);
     free(c);
 }
 
@@ -666,6 +686,97 @@ static cb_grammar_limits grammar_limits(const cobatch_engine *e, int32_t max_tok
                                .reach = (unsigned long long)n * (unsigned long long)e->model.max_piece};
 }
 
+/* The reasoning p asks of the engine's chat template, as the rendering's inputs: COBATCH_OK, or a
+ * refusal naming the field (thinking the template cannot do, an effort it does not read, a budget
+ * beside a grammar that holds the whole output). extract: the output is to be read for reasoning. */
+static int reasoning_of(const cobatch_engine *e, const struct cobatch_request_params *p, cb_common_reasoning *rs,
+                        struct cobatch_error *err) {
+    static const cb_common_thinking none = {false, false, false};
+    const struct cobatch_reasoning *q = &p->reasoning;
+    const cb_common_thinking *th = e->model.tmpls ? cb_common_template_thinking(e->model.tmpls) : &none;
+    enum cobatch_think want = q->think;
+    const char *effort = q->effort;
+    if ((unsigned)want > COBATCH_THINK_ON)
+        return refuse(err, COBATCH_ERR_INVALID, "reasoning", "reasoning: not a choice");
+    if (effort && !strcmp(effort, "none")) { /* no reasoning at all */
+        if (want == COBATCH_THINK_ON)
+            return refuse(err, COBATCH_ERR_INVALID, "reasoning_effort",
+                          "reasoning_effort none asks for no thinking, and thinking was asked for");
+        want = COBATCH_THINK_OFF;
+        effort = NULL;
+    }
+    if (want == COBATCH_THINK_ON && !th->thinks)
+        return refuse(err, COBATCH_ERR_INVALID, "reasoning",
+                      "the chat template does not think (it has no reasoning markers): thinking cannot be turned on");
+    if (want == COBATCH_THINK_OFF && th->thinks && !th->can_switch)
+        return refuse(err, COBATCH_ERR_INVALID, "reasoning",
+                      "the chat template always thinks: its enable_thinking cannot turn thinking off");
+    if (effort && th->thinks && !th->takes_effort)
+        return refuse(err, COBATCH_ERR_INVALID, "reasoning_effort",
+                      "the chat template thinks but reads no reasoning effort ('none' turns thinking off; a reasoning "
+                      "budget bounds it)");
+    *rs = (cb_common_reasoning){.extract = th->thinks && want != COBATCH_THINK_OFF && !q->keep &&
+                                           e->params.reasoning_format == COBATCH_REASONING_SEPARATED,
+                                .think = want == COBATCH_THINK_DEFAULT ? -1 : want == COBATCH_THINK_ON,
+                                .effort = th->takes_effort ? effort : NULL,
+                                .kwargs = p->template_kwargs,
+                                .json_schema = p->json_schema};
+    if (rs->extract && q->has_budget && (p->grammar || p->parsed_grammar))
+        return refuse(err, COBATCH_ERR_INVALID, "reasoning_budget",
+                      "a reasoning budget cannot be kept with a grammar of the request's own: it holds the whole "
+                      "output, reasoning included");
+    return COBATCH_OK;
+}
+
+/* What chat c takes of its rendering x: the grammar (the tools', or the schema's after the reasoning;
+ * else a schema of p's own), stop strings, parser, reasoning markers. false with err filled. */
+static bool chat_take(cobatch_engine *e, cobatch_chat *c, const struct cobatch_request_params *p, cb_common_rendered *x,
+                      struct cobatch_error *err) {
+    cb_grammar_limits lim = grammar_limits(e, p->max_tokens);
+    bool ok = true;
+    if (x->grammar) {
+        ok = (c->grammar = cb_common_grammar_sampler(e->model.vocab, x, &lim, err->message, sizeof(err->message)));
+        if (!ok) { /* the message is in place */
+            err->code = strstr(err->message, "out of memory") ? COBATCH_ERR_NOMEM : COBATCH_ERR_INVALID;
+            err->param = c->calls ? "tools" : "json_schema";
+        }
+    } else if (p->json_schema && !c->calls) { /* held from the first token, as a grammar of its own would be */
+        char why[240] = "";
+        char *g = cb_common_schema_to_grammar(p->json_schema, why, sizeof(why));
+        ok = g && (c->grammar = cb_grammar_new(&e->model, g, &lim, why, sizeof(why)));
+        free(g);
+        if (!ok)
+            refuse(err, strstr(why, "out of memory") ? COBATCH_ERR_NOMEM : COBATCH_ERR_INVALID, "json_schema",
+                   "json_schema: %s", why);
+    }
+    c->lazy = x->lazy;
+    c->stops = x->stops; /* taken over */
+    c->n_stops = x->n_stops;
+    x->stops = NULL;
+    x->n_stops = 0;
+    c->parser = x->parser;
+    x->parser = NULL;
+    if (x->thinks) {
+        c->thinks = true;
+        c->think_start = x->think_start;
+        c->think_end = x->think_end;
+        x->think_start = x->think_end = NULL;
+        c->think_open = x->think_open;
+        c->think_budget = p->reasoning.has_budget ? p->reasoning.budget : e->params.reasoning_budget;
+    }
+    if (ok && x->n_preserved && !(c->shown = malloc(sizeof(int32_t) * x->n_preserved))) {
+        ok = false;
+        refuse(err, COBATCH_ERR_NOMEM, NULL, "out of memory");
+    }
+    for (size_t i = 0; ok && i < x->n_preserved; i++) { /* those that are one control token */
+        int32_t one[2];
+        char piece[8];
+        int32_t k = cb_model_tokenize_into(&e->model, x->preserved[i], strlen(x->preserved[i]), false, true, one, 2);
+        if (k == 1 && cb_model_piece(&e->model, one[0], piece, sizeof(piece)) == 0) c->shown[c->n_shown++] = one[0];
+    }
+    return ok;
+}
+
 cobatch_chat *cobatch_chat_new(cobatch_engine *e, const struct cobatch_request_params *p, struct cobatch_error *err) {
     struct cobatch_error mine;
     if (!err) err = &mine;
@@ -674,11 +785,19 @@ cobatch_chat *cobatch_chat_new(cobatch_engine *e, const struct cobatch_request_p
         return NULL;
     }
     bool calls = p->tools && p->tool_choice != COBATCH_TOOL_CHOICE_NONE;
-    if (calls && (p->grammar || p->parsed_grammar)) {
+    if ((calls || p->json_schema) && (p->grammar || p->parsed_grammar)) {
         refuse(err, COBATCH_ERR_INVALID, "grammar",
-               "grammar: a request that may call tools has the tool-call grammar; give no other");
+               calls ? "grammar: a request that may call tools has the tool-call grammar; give no other"
+                     : "grammar: a request held to a JSON schema has its grammar; give no other");
         return NULL;
     }
+    if (calls && p->json_schema) {
+        refuse(err, COBATCH_ERR_INVALID, "json_schema",
+               "json_schema: a request that may call tools has the tool-call grammar; give no other");
+        return NULL;
+    }
+    cb_common_reasoning rs;
+    if (reasoning_of(e, p, &rs, err) != COBATCH_OK) return NULL;
     cobatch_chat *c = calloc(1, sizeof(*c));
     cb_common_rendered x = {0};
     if (!c) {
@@ -686,36 +805,15 @@ cobatch_chat *cobatch_chat_new(cobatch_engine *e, const struct cobatch_request_p
         return NULL;
     }
     int32_t n = 0;
-    int32_t *t = too_long(e, p, err) ? NULL : chat_tokens(e, p, &x, &n, err);
+    int32_t *t = too_long(e, p, err) ? NULL : chat_tokens(e, p, &rs, &x, &n, err);
     if (!t) {
         free(c);
         return NULL;
     }
     c->tokens = t;
     c->n_tokens = n;
-    cb_grammar_limits lim = grammar_limits(e, p->max_tokens);
-    bool ok = !x.grammar || (c->grammar = cb_common_grammar_sampler(e->model.vocab, &x, &lim, err->message,
-                                                                    sizeof(err->message))) != NULL;
-    if (!ok) { /* (the tools' grammar; the message is in place) */
-        err->code = strstr(err->message, "out of memory") ? COBATCH_ERR_NOMEM : COBATCH_ERR_INVALID;
-        err->param = "tools";
-    }
-    c->stops = x.stops; /* taken over */
-    c->n_stops = x.n_stops;
-    x.stops = NULL;
-    x.n_stops = 0;
-    c->parser = x.parser;
-    x.parser = NULL;
-    if (ok && x.n_preserved && !(c->shown = malloc(sizeof(int32_t) * x.n_preserved))) {
-        ok = false;
-        refuse(err, COBATCH_ERR_NOMEM, NULL, "out of memory");
-    }
-    for (size_t i = 0; ok && i < x.n_preserved; i++) { /* those that are one control token */
-        int32_t one[2];
-        char piece[8];
-        int32_t k = cb_model_tokenize_into(&e->model, x.preserved[i], strlen(x.preserved[i]), false, true, one, 2);
-        if (k == 1 && cb_model_piece(&e->model, one[0], piece, sizeof(piece)) == 0) c->shown[c->n_shown++] = one[0];
-    }
+    c->calls = calls;
+    bool ok = chat_take(e, c, p, &x, err);
     cb_common_rendered_clear(&x);
     if (!ok) {
         cobatch_chat_free(c);
@@ -729,23 +827,30 @@ const int32_t *cobatch_chat_tokens(const cobatch_chat *c, int32_t *n) {
     return c->tokens;
 }
 
-bool cobatch_chat_calls_tools(const cobatch_chat *c) { return c && c->parser; }
+bool cobatch_chat_calls_tools(const cobatch_chat *c) { return c && c->calls; }
+bool cobatch_chat_thinks(const cobatch_chat *c) { return c && c->thinks; }
+bool cobatch_chat_parses(const cobatch_chat *c) { return c && c->parser; }
 
 int cobatch_chat_parse(const cobatch_chat *c, const char *text, size_t len, bool partial,
                        struct cobatch_chat_output *out, char *err, size_t errlen) {
     memset(out, 0, sizeof(*out));
-    if (!c->parser) { /* no tools: the output is the answer */
+    if (!c->parser) { /* nothing to read out: the output is the answer */
         out->content = strndup(text, len);
-        if (!out->content) cb_set_err(err, errlen, "out of memory");
-        return out->content ? 0 : -1;
+        out->reasoning = strdup("");
+        if (!out->content || !out->reasoning) {
+            cobatch_chat_output_clear(out);
+            cb_set_err(err, errlen, "out of memory");
+            return -1;
+        }
+        return 0;
     }
     cb_common_call *calls = NULL;
     size_t n = 0;
-    if (cb_common_parse(c->parser, text, len, partial, &out->content, &calls, &n, err, errlen) != 0) return -1;
+    if (cb_common_parse(c->parser, text, len, partial, &out->reasoning, &out->content, &calls, &n, err, errlen) != 0)
+        return -1;
     if (n && !(out->calls = calloc(n, sizeof(*out->calls)))) {
         cb_common_calls_free(calls, n);
-        free(out->content);
-        out->content = NULL;
+        cobatch_chat_output_clear(out);
         cb_set_err(err, errlen, "out of memory");
         return -1;
     }
@@ -759,6 +864,7 @@ int cobatch_chat_parse(const cobatch_chat *c, const char *text, size_t len, bool
 }
 
 void cobatch_chat_output_clear(struct cobatch_chat_output *out) {
+    free(out->reasoning);
     free(out->content);
     for (size_t i = 0; i < out->n_calls; i++) {
         free(out->calls[i].name);
@@ -794,12 +900,19 @@ static int check_request(const cobatch_engine *e, const struct cobatch_request_p
         return refuse(err, COBATCH_ERR_INVALID, "priority",
                       "priority needs the priority scheduling policy (the engine runs first come, first served)");
     const cobatch_chat *chat = p->chat;
-    if (chat && (p->prompt || p->prompt_tokens || p->messages || p->tools))
+    if (chat && (p->prompt || p->prompt_tokens || p->messages || p->tools || p->json_schema))
         return refuse(err, COBATCH_ERR_INVALID, "chat",
-                      "a chat comes instead of a prompt, prompt tokens, messages or tools");
+                      "a chat comes instead of a prompt, prompt tokens, messages, tools or a JSON schema");
+    if (p->json_schema && !p->messages && !chat)
+        return refuse(err, COBATCH_ERR_INVALID, "json_schema",
+                      "json_schema: a chat's (give a prompt a grammar: cobatch_json_schema_grammar)");
     if (chat && chat->grammar && (p->grammar || p->parsed_grammar))
         return refuse(err, COBATCH_ERR_INVALID, "grammar",
-                      "grammar: a request that may call tools has the tool-call grammar; give no other");
+                      "grammar: the chat has its grammar (its tool calls' or its JSON schema's); give no other");
+    if (chat && chat->thinks && chat->think_budget >= 0 && (p->grammar || p->parsed_grammar))
+        return refuse(err, COBATCH_ERR_INVALID, "reasoning_budget",
+                      "a reasoning budget cannot be kept with a grammar of the request's own: it holds the whole "
+                      "output, reasoning included");
     return COBATCH_OK;
 }
 
@@ -839,6 +952,11 @@ static cb_request *request_new(cobatch_engine *e, const struct cobatch_request_p
     const struct llama_sampler *shared = chat && chat->grammar ? chat->grammar : (const void *)p->parsed_grammar;
     char why[240] = "";
     cb_grammar_limits lim = grammar_limits(e, p->max_tokens);
+    if (ok && chat && chat->thinks) { /* followed from its first token: its budget, the lazy grammar's wait */
+        ok = (er->think = cb_common_think_new(e->model.vocab, chat->think_start, chat->think_end, chat->think_budget,
+                                              chat->think_open, why, sizeof(why))) != NULL;
+        er->grammar_waits = chat->lazy;
+    }
     if (ok && shared && !(er->grammar = cb_sampler_clone(shared))) {
         ok = false;
     } else if (ok && !shared && p->grammar &&
@@ -903,13 +1021,14 @@ cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_pa
     if (!e || !p) return refuse(err, COBATCH_ERR_INVALID, NULL, "no engine or parameters");
     int rc = check_request(e, p, err);
     if (rc != COBATCH_OK) return rc;
-    if (p->messages && p->tools && !p->chat) { /* rendered here, for this request alone */
+    if (p->messages && !p->chat) { /* rendered here, for this request alone */
         cobatch_chat *c = cobatch_chat_new(e, p, err);
         if (!c) return err->code;
         struct cobatch_request_params q = *p;
         q.messages = NULL;
         q.n_messages = 0;
         q.tools = NULL;
+        q.json_schema = NULL;
         q.chat = c;
         cobatch_req_id id = cobatch_submit(e, &q, err);
         cobatch_chat_free(c);

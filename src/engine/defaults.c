@@ -42,6 +42,7 @@ struct cobatch_engine_params cobatch_engine_default_params(void) {
     p.grammar_max_nesting = 512;
     p.grammar_max_elements = 1000000;
     p.grammar_max_states = 1024;
+    p.reasoning_budget = -1;
     return p;
 }
 

@@ -18,6 +18,7 @@ void cb_engine_free_request(cb_request *r) {
     if (er) {
         cb_sampler_free(er->smpl);
         cb_sampler_free(er->grammar);
+        cb_sampler_free(er->think);
         cb_textout_free(&er->text);
         free(er->logit_bias);
         free(er->shown);
@@ -101,6 +102,7 @@ static void finish(cobatch_engine *e, cb_request *r, cb_state st, const char *er
     ev.n_generated = r->n_generated;
     ev.n_preemptions = r->n_preemptions;
     ev.n_cached = r->n_cached;
+    ev.n_reasoning = r->rt ? ((cb_engine_req *)r->rt)->n_reasoning : 0;
     ev.timings.t_submit_us = r->t_submit_us;
     ev.timings.t_scheduled_us = r->t_scheduled_us;
     ev.timings.t_first_token_us = r->t_first_token_us;
@@ -222,7 +224,11 @@ static void sample_one(cobatch_engine *e, cb_request *r, const cb_model *m, int3
         return;
     }
     float margin = 0;
-    int32_t tok = cb_sampler_sample(er->smpl, er->grammar, m, row, er->logit_margins ? &margin : NULL, e->cand);
+    bool inside = er->think && cb_common_think_inside(er->think);
+    /* a lazy grammar (tool calls) waits out a reasoning block: a call marker there is reasoning text */
+    struct llama_sampler *g = inside && er->grammar_waits ? NULL : er->grammar;
+    int32_t tok = cb_sampler_sample(er->smpl, g, er->think, m, row, er->logit_margins ? &margin : NULL, e->cand);
+    er->n_reasoning += tok >= 0 && inside;
     if (tok < 0) {
         const char *why = "the grammar allows no token here (the vocabulary cannot spell it)";
         if (tok == -2) cb_common_grammar_blown(er->grammar, &why);

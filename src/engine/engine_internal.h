@@ -26,6 +26,9 @@ typedef struct {
     struct llama_sampler *smpl;    /* created on the engine thread at intake */
     bool invalid;                  /* the request itself failed it (cobatch_event.invalid) */
     struct llama_sampler *grammar; /* the request's grammar (made at submit, which checks it parses), or NULL */
+    struct llama_sampler *think;   /* a chat read for reasoning: follows its reasoning block (budget, count), or NULL */
+    bool grammar_waits;            /* the grammar is lazy: it sees no token while a reasoning block is open */
+    int32_t n_reasoning;           /* tokens generated inside a reasoning block */
     cb_textout text;
     int32_t *shown; /* (n_shown) control tokens whose text the output shows (a chat's tool-call markers) */
     size_t n_shown;

@@ -24,7 +24,9 @@ typedef struct {
 
 /* The answer of one choice, as the server collected it. */
 typedef struct {
-    const char *text; /* the content, calls taken out ("" for none) */
+    const char *text;      /* the content, calls taken out ("" for none) */
+    const char *reasoning; /* the reasoning read apart ("" or NULL for none, or left out) */
+    int n_reasoning;       /* the output's tokens of reasoning; < 0: the output was not read for it */
     const struct cobatch_tool_call *calls;
     size_t n_calls;
     const char *const *call_ids;         /* (n_calls) */
@@ -53,12 +55,13 @@ typedef struct cb_dialect {
     char *(*error_json)(const cb_openai_error *e);
     char *(*answer_json)(const cb_dialect_head *h, const cb_dialect_answer *a);
     /* A stream: its state is stream_size zeroed bytes the caller owns; stream_start first, then text
-     * and calls as they are read (a call k's id and name with its first part, NULL after; *late when
-     * a part arrived after the call's event was closed: the stream must then end in an error), then
-     * stream_end or stream_error, then stream_free (after any of them, or none). Each returns the
-     * events to send ("" for none). */
+     * and calls as they are read (reasoning first, as it is read; a call k's id and name with its
+     * first part, NULL after; *late when a part arrived after the call's event was closed: the stream
+     * must then end in an error), then stream_end or stream_error, then stream_free (after any of
+     * them, or none). Each returns the events to send ("" for none). */
     size_t stream_size;
     char *(*stream_start)(void *st, const cb_dialect_head *h, int n_prompt, int n_cached);
+    char *(*stream_reasoning)(void *st, const char *text);
     char *(*stream_text)(void *st, const char *text);
     char *(*stream_call)(void *st, int k, const char *id, const char *name, const char *args, bool *late);
     char *(*stream_end)(void *st, const cb_dialect_answer *a);

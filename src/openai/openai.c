@@ -200,6 +200,21 @@ static int message_string(cJSON *msg, const char *key, int i, const char **out, 
     return (*out = keep(r, x->valuestring)) ? 0 : oom(e);
 }
 
+/* An assistant's reasoning, as llama-server (reasoning_content) or vLLM (reasoning) hands it back. */
+static int message_reasoning(cJSON *msg, int i, struct cobatch_chat_message *m, cb_openai_request *r,
+                             cb_openai_error *e) {
+    const char *k = "reasoning_content";
+    if (message_string(msg, k, i, &m->reasoning, r, e) != 0) return -1;
+    const char *other = NULL;
+    if (message_string(msg, "reasoning", i, &other, r, e) != 0) return -1;
+    if (other && m->reasoning)
+        return cb_openai_bad(e, "messages", "messages[%d]: give 'reasoning_content' or 'reasoning', not both", i);
+    if (other) m->reasoning = other, k = "reasoning";
+    if (m->reasoning && strcmp(m->role, "assistant") != 0)
+        return cb_openai_bad(e, "messages", "messages[%d]: only an assistant's message has %s", i, k);
+    return 0;
+}
+
 static int parse_messages(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
     cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "messages");
     if (!m) return cb_openai_bad(e, "messages", "'messages' is required");
@@ -230,9 +245,9 @@ static int parse_messages(cJSON *root, cb_openai_request *r, cb_openai_error *e)
             if (message_calls(calls, i, mi, r, e)) return -1;
         }
         if (message_string(msg, "tool_call_id", i, &mi->tool_call_id, r, e) ||
-            message_string(msg, "name", i, &mi->name, r, e))
+            message_string(msg, "name", i, &mi->name, r, e) || message_reasoning(msg, i, mi, r, e))
             return -1;
-        any |= text[0] != '\0' || mi->tool_calls;
+        any |= text[0] != '\0' || mi->tool_calls || (mi->reasoning && mi->reasoning[0]);
         i++;
     }
     if (!any) return cb_openai_bad(e, "messages", "the prompt is empty");
@@ -680,8 +695,20 @@ static const char *const COMMON_KEYS[] = {"model",
                                           "user",
                                           NULL};
 static const char *const COMPLETION_KEYS[] = {"prompt", "echo", NULL};
-static const char *const CHAT_KEYS[] = {"messages",    "top_logprobs",        "tools",
-                                        "tool_choice", "parallel_tool_calls", NULL};
+static const char *const CHAT_KEYS[] = {"messages",
+                                        "top_logprobs",
+                                        "tools",
+                                        "tool_choice",
+                                        "parallel_tool_calls",
+                                        "reasoning_effort",
+                                        "chat_template_kwargs",
+                                        "reasoning_format",
+                                        "thinking_budget_tokens",
+                                        "reasoning_budget_tokens",
+                                        "include_reasoning",
+                                        "separate_reasoning",
+                                        "stream_reasoning",
+                                        NULL};
 
 static bool listed(const char *const *keys, const char *k) {
     for (; *keys; keys++)
@@ -696,9 +723,9 @@ static bool listed(const char *const *keys, const char *k) {
  * completions, which have no tools: tools [], tool_choice "none", parallel_tool_calls. The fields
  * LLM routers (sglang-router, vllm-router) add to every request they forward, at the values that
  * ask for what this server does: no_stop_trim false (a stop string is cut), continue_final_message
- * false, skip_special_tokens true, return_hidden_states false; separate_reasoning,
- * stream_reasoning and include_reasoning either way (no reasoning parser: nothing is separated,
- * as in vLLM or SGLang without one). */
+ * false, skip_special_tokens true, return_hidden_states false (separate_reasoning, stream_reasoning
+ * and include_reasoning are a chat's reasoning fields: completions have no reasoning to separate, and
+ * take them either way). */
 static bool asks_nothing(const cJSON *x) {
     const char *k = x->string;
     if (!strcmp(k, "best_of") || !strcmp(k, "top_logprobs"))
@@ -798,6 +825,9 @@ const char *cb_openai_param(const cb_openai_request *r, const char *f) {
     const char *whole = r->kind == CB_OPENAI_CHAT ? "messages" : "prompt";
     if (!f || !strcmp(f, "prompt") || !strcmp(f, "prompt_tokens") || !strcmp(f, "chat")) return whole;
     if (!strcmp(f, "grammar")) return r->json_schema ? "response_format" : "grammar";
+    if (!strcmp(f, "json_schema")) return "response_format";
+    if (!strcmp(f, "reasoning")) return r->params.reasoning.effort ? "reasoning_effort" : "chat_template_kwargs";
+    if (!strcmp(f, "reasoning_budget") && r->budget_key) return r->budget_key;
     return f;
 }
 
@@ -892,7 +922,8 @@ int cb_openai_parse_json(cb_openai_kind kind, const cb_openai_defaults *defaults
         if (boolean(so, "include_usage", &r->include_usage, e)) goto out;
     }
     if (parse_logprobs(kind, root, r, e) != 0 || parse_format(root, r, e) != 0) goto out;
-    if (kind == CB_OPENAI_CHAT && parse_tools(root, r, e) != 0) goto out;
+    if (kind == CB_OPENAI_CHAT && (parse_tools(root, r, e) != 0 || cb_openai_parse_reasoning(root, r, e) != 0))
+        goto out;
     if (r->params.max_tokens == 0 && !r->echo) {
         cb_openai_bad(
             e, cJSON_GetObjectItemCaseSensitive(root, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
@@ -920,6 +951,7 @@ void cb_openai_request_free(cb_openai_request *r) {
     free(r->prompts);
     free(r->json_schema);
     free(r->grammar);
+    free(r->template_kwargs);
     free(r->messages);
     free(r->logit_bias);
     free(r->model);
@@ -939,13 +971,16 @@ static cJSON *envelope(cb_openai_kind kind, const char *id, long created, const 
     return o;
 }
 
-static void add_usage(cJSON *o, int prompt_tokens, int completion_tokens, int cached_tokens) {
+static void add_usage(cJSON *o, int prompt_tokens, int completion_tokens, int cached_tokens, int reasoning_tokens) {
     cJSON *u = cJSON_AddObjectToObject(o, "usage");
     cJSON_AddNumberToObject(u, "prompt_tokens", prompt_tokens);
     cJSON_AddNumberToObject(u, "completion_tokens", completion_tokens);
     cJSON_AddNumberToObject(u, "total_tokens", prompt_tokens + completion_tokens);
     if (cached_tokens >= 0) /* OpenAI's place for prompt tokens served from a prefix cache */
         cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "prompt_tokens_details"), "cached_tokens", cached_tokens);
+    if (reasoning_tokens >= 0) /* and for the output's tokens of reasoning */
+        cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "completion_tokens_details"), "reasoning_tokens",
+                                reasoning_tokens);
 }
 
 static char *print(cJSON *o) {
@@ -1085,7 +1120,7 @@ static void add_logprobs(cJSON *c, cb_openai_kind kind, const cb_openai_logprobs
 
 char *cb_openai_response_json(cb_openai_kind kind, const char *id, long created, const char *model,
                               const cb_openai_choice *choices, int n_choices, int prompt_tokens, int completion_tokens,
-                              int cached_tokens) {
+                              int cached_tokens, int reasoning_tokens) {
     cJSON *o = envelope(kind, id, created, model, false);
     cJSON *arr = cJSON_AddArrayToObject(o, "choices");
     for (int i = 0; i < n_choices; i++) {
@@ -1099,6 +1134,8 @@ char *cb_openai_response_json(cb_openai_kind kind, const char *id, long created,
                 cJSON_AddNullToObject(m, "content");
             else
                 cJSON_AddStringToObject(m, "content", ch->text);
+            if (ch->reasoning && ch->reasoning[0]) /* llama-server's and vLLM's place for it */
+                cJSON_AddStringToObject(m, "reasoning_content", ch->reasoning);
             cJSON *calls = ch->n_calls ? cJSON_AddArrayToObject(m, "tool_calls") : NULL;
             for (size_t k = 0; k < ch->n_calls; k++) {
                 cJSON *tc = cJSON_CreateObject();
@@ -1116,7 +1153,18 @@ char *cb_openai_response_json(cb_openai_kind kind, const char *id, long created,
         cJSON_AddStringToObject(c, "finish_reason", choices[i].finish);
         cJSON_AddItemToArray(arr, c);
     }
-    add_usage(o, prompt_tokens, completion_tokens, cached_tokens);
+    add_usage(o, prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens);
+    return print(o);
+}
+
+char *cb_openai_reasoning_chunk_json(const char *id, long created, const char *model, int index, const char *text) {
+    cJSON *o = envelope(CB_OPENAI_CHAT, id, created, model, true);
+    cJSON *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", index);
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(c, "delta"), "reasoning_content", text);
+    cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddNullToObject(c, "finish_reason");
+    cJSON_AddItemToArray(choices, c);
     return print(o);
 }
 
@@ -1165,10 +1213,10 @@ char *cb_openai_tool_chunk_json(const char *id, long created, const char *model,
 }
 
 char *cb_openai_usage_chunk_json(cb_openai_kind kind, const char *id, long created, const char *model,
-                                 int prompt_tokens, int completion_tokens, int cached_tokens) {
+                                 int prompt_tokens, int completion_tokens, int cached_tokens, int reasoning_tokens) {
     cJSON *o = envelope(kind, id, created, model, true);
     cJSON_AddArrayToObject(o, "choices");
-    add_usage(o, prompt_tokens, completion_tokens, cached_tokens);
+    add_usage(o, prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens);
     return print(o);
 }
 

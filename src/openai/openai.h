@@ -37,6 +37,12 @@ typedef struct {
     char *json_schema;
     char *grammar;    /* behind params.grammar */
     bool calls_tools; /* chat: tools are offered and tool_choice is not none (the output may be calls) */
+    /* chat, reasoning (cb_openai_parse_reasoning): the template's variables (behind params), the name the
+       budget was given by, whether the answer leaves the reasoning out (include_reasoning false) and a
+       stream sends it whole once its block ends (stream_reasoning false) */
+    char *template_kwargs;
+    const char *budget_key;
+    bool omit_reasoning, hold_reasoning;
     bool stream, include_usage;
     bool has_priority; /* a non-zero priority was given (needs the priority scheduling policy) */
     char *model;       /* as the client named it, or NULL */
@@ -80,6 +86,10 @@ struct cJSON;
 int cb_openai_parse_json(cb_openai_kind kind, const cb_openai_defaults *defaults, struct cJSON *root,
                          cb_openai_request *r, cb_openai_error *e);
 void cb_openai_request_free(cb_openai_request *r);
+/* A chat request's reasoning fields (reasoning.c): reasoning_effort, chat_template_kwargs,
+ * reasoning_format, thinking_budget_tokens / reasoning_budget_tokens, include_reasoning,
+ * separate_reasoning, stream_reasoning into r. 0, or -1 with e set (400 naming the field). */
+int cb_openai_parse_reasoning(const struct cJSON *root, cb_openai_request *r, cb_openai_error *e);
 /* Turns r->json_schema (if any) into params.grammar with convert (cobatch_json_schema_grammar).
  * Returns 0, or -1 with e set: 400 naming response_format for a schema convert refuses. */
 typedef char *(*cb_openai_schema_fn)(const char *schema, char *err, size_t errlen);
@@ -120,9 +130,11 @@ char *cb_openai_error_json(const cb_openai_error *e);
 /* e as a 400 naming param (NULL: none; the message printf-style); returns -1. */
 int cb_openai_bad(cb_openai_error *e, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* id: "cmpl-..." or "chatcmpl-...". */
-/* cached_tokens >= 0 adds usage.prompt_tokens_details.cached_tokens (prefix cache hits); < 0 omits it. */
+/* cached_tokens >= 0 adds usage.prompt_tokens_details.cached_tokens (prefix cache hits), reasoning_tokens
+ * >= 0 usage.completion_tokens_details.reasoning_tokens; < 0 omits them. */
 typedef struct {
     const char *text;
+    const char *reasoning;        /* chat: message.reasoning_content (NULL or "": none) */
     const char *finish;           /* "stop", "length" or "tool_calls" */
     const cb_openai_logprobs *lp; /* NULL: "logprobs": null */
     /* chat: the tool calls the output made (n_calls; ids call_ids[k]); with calls an empty text is
@@ -133,7 +145,9 @@ typedef struct {
 } cb_openai_choice;
 char *cb_openai_response_json(cb_openai_kind kind, const char *id, long created, const char *model,
                               const cb_openai_choice *choices, int n_choices, int prompt_tokens, int completion_tokens,
-                              int cached_tokens);
+                              int cached_tokens, int reasoning_tokens);
+/* A chat stream chunk of reasoning (delta.reasoning_content, llama-server's and vLLM's). */
+char *cb_openai_reasoning_chunk_json(const char *id, long created, const char *model, int index, const char *text);
 /* A stream chunk. role_first: the chat chunk that opens the stream (role, and content text: "", or
  * none for NULL, as a stream of tool calls opens).
  * finish: NULL while streaming. */
@@ -151,6 +165,6 @@ int32_t cb_openai_text_end(const cb_openai_logprobs *lp);
 char *cb_openai_abort_chunk_json(cb_openai_kind kind, const char *id, long created, const char *model, int index,
                                  int status, const char *type, const char *message);
 char *cb_openai_usage_chunk_json(cb_openai_kind kind, const char *id, long created, const char *model,
-                                 int prompt_tokens, int completion_tokens, int cached_tokens);
+                                 int prompt_tokens, int completion_tokens, int cached_tokens, int reasoning_tokens);
 
 #endif

@@ -75,6 +75,45 @@ static int content(const cJSON *c, cJSON *m, const char *where, cb_openai_error 
     return 0;
 }
 
+/* A reasoning item handed back belongs to the assistant's turn after it; one that no message or call
+ * follows (the output ended inside its reasoning) was an assistant's turn of its own. */
+static int lone_reasoning(cJSON *msgs, const cJSON **thought, cb_openai_error *e) {
+    cJSON *m = message(msgs, "assistant");
+    if (!m || !cJSON_AddStringToObject(m, "content", "") ||
+        !add(m, "reasoning_content", cJSON_Duplicate(*thought, true)))
+        return cb_dialect_nomem(e);
+    *thought = NULL;
+    return 0;
+}
+
+/* A reasoning item: its content (reasoning_text parts) is the reasoning, *text (NULL when it has
+ * none). Summaries and encrypted content are not read: this server makes neither. */
+static int reasoning_item(const cJSON *it, const char *w, const cJSON **text, cb_openai_error *e) {
+    static const char *const KEYS[] = {"type", "id", "summary", "content", "encrypted_content", "status", NULL},
+                             *const PK[] = {"type", "text", NULL};
+    if (cb_dialect_only(it, KEYS, "input", "input[]: ", e)) return -1;
+    const cJSON *sum = get(it, "summary"), *c = get(it, "content"), *enc = get(it, "encrypted_content"), *p;
+    if (given(sum) && !(cJSON_IsArray(sum) && cJSON_GetArraySize(sum) == 0))
+        return cb_openai_bad(e, "input",
+                             "%s: reasoning summaries are not read (this server makes none: hand back the "
+                             "reasoning's content)",
+                             w);
+    if (given(enc) && !(cJSON_IsString(enc) && !enc->valuestring[0]))
+        return cb_openai_bad(e, "input", "%s: encrypted reasoning is not read (this server encrypts none)", w);
+    if (given(c) && !cJSON_IsArray(c)) return cb_openai_bad(e, "input", "%s.content must be an array", w);
+    int n = 0;
+    const cJSON *parts = given(c) ? c : NULL;
+    cJSON_ArrayForEach(p, parts) {
+        if (!cb_dialect_is(get(p, "type"), "reasoning_text") || !cJSON_IsString(get(p, "text")))
+            return cb_openai_bad(e, "input", "%s.content: parts are reasoning_text with a text", w);
+        if (cb_dialect_only(p, PK, "input", "input[].content[]: ", e)) return -1;
+        n++;
+    }
+    if (n > 1) return cb_openai_bad(e, "input", "%s.content: one reasoning_text part (this server writes one)", w);
+    *text = n ? get(c->child, "text") : NULL;
+    return 0;
+}
+
 /* input: a string (one user message) or items: messages, function calls and their outputs. The
  * function calls in a row (after the assistant's text, if any) become one assistant message's
  * tool_calls, as a chat history holds them. */
@@ -85,7 +124,8 @@ static int input(const cJSON *in, cJSON *msgs, cb_openai_error *e) {
     }
     if (!cJSON_IsArray(in) || cJSON_GetArraySize(in) == 0)
         return cb_openai_bad(e, "input", "'input' must be a string or a non-empty array of items");
-    cJSON *last = NULL; /* the assistant message calls join, while calls follow one another */
+    cJSON *last = NULL;          /* the assistant message calls join, while calls follow one another */
+    const cJSON *thought = NULL; /* a reasoning item's text, for the assistant's message or calls after it */
     int i = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, in) {
@@ -103,10 +143,13 @@ static int input(const cJSON *in, cJSON *msgs, cb_openai_error *e) {
             const char *r = cJSON_IsString(role) ? role->valuestring : "";
             if (strcmp(r, "user") && strcmp(r, "assistant") && strcmp(r, "system") && strcmp(r, "developer"))
                 return cb_openai_bad(e, "input", "%s.role must be user, assistant, system or developer", w);
+            if (thought && strcmp(r, "assistant") != 0 && lone_reasoning(msgs, &thought, e)) return -1;
             cJSON *m = message(msgs, !strcmp(r, "developer") ? "system" : r);
             if (!m) return cb_dialect_nomem(e);
             if (content(get(it, "content"), m, w, e)) return -1;
             last = !strcmp(r, "assistant") ? m : NULL;
+            if (thought && !add(m, "reasoning_content", cJSON_Duplicate(thought, true))) return cb_dialect_nomem(e);
+            thought = NULL;
         } else if (cb_dialect_is(type, "function_call")) {
             static const char *const KEYS[] = {"type", "call_id", "name", "arguments", "id", "status", NULL};
             if (cb_dialect_only(it, KEYS, "input", "input[]: ", e)) return -1;
@@ -117,6 +160,13 @@ static int input(const cJSON *in, cJSON *msgs, cb_openai_error *e) {
                 if (!(last = message(msgs, "assistant")) || !cJSON_AddNullToObject(last, "content"))
                     return cb_dialect_nomem(e);
             }
+            if (thought && get(last, "reasoning_content")) { /* a second block: a turn of its own */
+                if (lone_reasoning(msgs, &thought, e)) return -1;
+                if (!(last = message(msgs, "assistant")) || !cJSON_AddNullToObject(last, "content"))
+                    return cb_dialect_nomem(e);
+            }
+            if (thought && !add(last, "reasoning_content", cJSON_Duplicate(thought, true))) return cb_dialect_nomem(e);
+            thought = NULL;
             cJSON *calls = cJSON_GetObjectItemCaseSensitive(last, "tool_calls");
             if (!calls && !(calls = cJSON_AddArrayToObject(last, "tool_calls"))) return cb_dialect_nomem(e);
             cJSON *c = object_in(calls), *f = c ? cJSON_AddObjectToObject(c, "function") : NULL;
@@ -130,23 +180,20 @@ static int input(const cJSON *in, cJSON *msgs, cb_openai_error *e) {
             if (cb_dialect_only(it, KEYS, "input", "input[]: ", e)) return -1;
             const cJSON *id = get(it, "call_id");
             if (!cJSON_IsString(id)) return cb_openai_bad(e, "input", "%s.call_id must be a string", w);
+            if (thought && lone_reasoning(msgs, &thought, e)) return -1;
             cJSON *m = message(msgs, "tool");
             if (!m || !cJSON_AddStringToObject(m, "tool_call_id", id->valuestring)) return cb_dialect_nomem(e);
             if (content(get(it, "output"), m, w, e)) return -1;
             last = NULL;
-        } else if (cb_dialect_is(type, "reasoning")) { /* one handed back: this server never makes any with content */
-            static const char *const KEYS[] = {"type", "id", "summary", "content", "encrypted_content", "status", NULL};
-            if (cb_dialect_only(it, KEYS, "input", "input[]: ", e)) return -1;
-            const cJSON *sum = get(it, "summary");
-            if ((given(sum) && !(cJSON_IsArray(sum) && cJSON_GetArraySize(sum) == 0)) || given(get(it, "content")) ||
-                given(get(it, "encrypted_content")))
-                return cb_openai_bad(
-                    e, "input", "%s: reasoning items with content are not supported (this model does not reason)", w);
+        } else if (cb_dialect_is(type, "reasoning")) { /* one handed back: its text for the template */
+            if (thought && lone_reasoning(msgs, &thought, e)) return -1;
+            if (reasoning_item(it, w, &thought, e)) return -1;
+            last = NULL; /* a new step of the model's: its calls open a turn of their own */
         } else {
             return cb_openai_bad(e, "input", "%s: %s items are not supported by this server", w, type->valuestring);
         }
     }
-    return 0;
+    return thought ? lone_reasoning(msgs, &thought, e) : 0;
 }
 
 /* tools: functions only ({"type": "function", "name", "description"?, "parameters", "strict"?});
@@ -239,7 +286,7 @@ static int text_format(const cJSON *x, cJSON *out, cb_openai_error *e) {
 
 /* The knobs agent clients send at values that ask for what this server does, or refused. */
 static int settings(const cJSON *in, cJSON *out, cb_openai_error *e) {
-    static const char *const EFFORT[] = {"minimal", "low", "medium", "high", NULL},
+    static const char *const EFFORT[] = {"none", "minimal", "low", "medium", "high", NULL},
                              *const SUMMARY[] = {"auto", "concise", "detailed", NULL},
                              *const TIER[] = {"auto", "default", NULL}, *const TRUNC[] = {"disabled", NULL},
                              *const RK[] = {"effort", "summary", "generate_summary", NULL},
@@ -251,14 +298,19 @@ static int settings(const cJSON *in, cJSON *out, cb_openai_error *e) {
     if (given(get(in, "previous_response_id")))
         return cb_openai_bad(e, "previous_response_id",
                              "responses are not stored by this server: send the whole conversation as input");
-    if (given(x = get(in, "reasoning"))) { /* this model does not reason: no effort to set, no summary to give */
+    /* reasoning: its effort goes to a template that reads it (one that thinks and does not refuses it, one
+       that does not think writes no reasoning at any effort); no summarizer runs, at any summary asked:
+       the reasoning comes whole as the item's content */
+    if (given(x = get(in, "reasoning"))) {
         if (!cJSON_IsObject(x) || cb_dialect_only(x, RK, "reasoning", "reasoning: ", e))
             return cJSON_IsObject(x) ? -1 : cb_openai_bad(e, "reasoning", "'reasoning' must be an object");
         if (!one_of(get(x, "effort"), EFFORT) || !one_of(get(x, "summary"), SUMMARY) ||
             !one_of(get(x, "generate_summary"), SUMMARY))
             return cb_openai_bad(e, "reasoning",
-                                 "reasoning.effort must be minimal to high, and its summary auto, concise or "
+                                 "reasoning.effort must be none to high, and its summary auto, concise or "
                                  "detailed");
+        const cJSON *ef = get(x, "effort");
+        if (given(ef) && !cJSON_AddStringToObject(out, "reasoning_effort", ef->valuestring)) return cb_dialect_nomem(e);
     }
     if (given(x = get(in, "include"))) {
         const cJSON *v;
@@ -432,7 +484,7 @@ static cJSON *usage(cb_responses_usage u) {
               cJSON_AddNumberToObject(in, "cached_tokens", u.cached) &&
               cJSON_AddItemToObject(o, "input_tokens_details", in) &&
               cJSON_AddNumberToObject(o, "output_tokens", u.output_tokens) &&
-              cJSON_AddNumberToObject(out, "reasoning_tokens", 0) &&
+              cJSON_AddNumberToObject(out, "reasoning_tokens", u.reasoning) &&
               cJSON_AddItemToObject(o, "output_tokens_details", out) &&
               cJSON_AddNumberToObject(o, "total_tokens", u.input_tokens + u.output_tokens);
     if (ok) return o;
@@ -471,6 +523,22 @@ static cJSON *message_item(const char *id, const char *status, const char *text)
     if (ok) return m;
     if (!cJSON_GetObjectItemCaseSensitive(m, "content")) cJSON_Delete(c);
     cJSON_Delete(m);
+    return NULL;
+}
+
+/* A reasoning item: its text as one reasoning_text part (none while text is NULL), no summary. */
+static cJSON *reasoning_item_of(const char *id, const char *status, const char *text) {
+    cJSON *r = cJSON_CreateObject(), *c = cJSON_CreateArray();
+    bool ok = r && c && cJSON_AddStringToObject(r, "id", id) && cJSON_AddStringToObject(r, "type", "reasoning") &&
+              cJSON_AddStringToObject(r, "status", status) && cJSON_AddArrayToObject(r, "summary") &&
+              cJSON_AddItemToObject(r, "content", c);
+    if (ok && text) {
+        cJSON *p = object_in(c);
+        ok = p && cJSON_AddStringToObject(p, "type", "reasoning_text") && cJSON_AddStringToObject(p, "text", text);
+    }
+    if (ok) return r;
+    if (!cJSON_GetObjectItemCaseSensitive(r, "content")) cJSON_Delete(c);
+    cJSON_Delete(r);
     return NULL;
 }
 
@@ -517,6 +585,11 @@ char *cb_responses_json(const char *id, long long created, const char *model, co
     char iid[96];
     bool ok = output != NULL;
     int n = 0;
+    if (ok && a->reasoning && *a->reasoning) {
+        item_id(iid, sizeof(iid), "rs", id, n++);
+        cJSON *r = reasoning_item_of(iid, "completed", a->reasoning);
+        if (!(ok = r && cJSON_AddItemToArray(output, r))) cJSON_Delete(r);
+    }
     if (ok && a->text && *a->text) {
         item_id(iid, sizeof(iid), "msg", id, n++);
         cJSON *m = message_item(iid, "completed", a->text);
@@ -603,6 +676,9 @@ static bool close_item(cb_responses_stream *st, char **out) {
              event(st, out, "response.output_text.done",
                    with(with_string(at(st, true), "text", text), "logprobs", cJSON_CreateArray())) &&
              event(st, out, "response.content_part.done", with(at(st, true), "part", cJSON_Duplicate(part, true)));
+    } else if (ok && st->open == -3) {
+        const char *text = cJSON_GetStringValue(get(cJSON_GetArrayItem(get(item, "content"), 0), "text"));
+        ok = text && event(st, out, "response.reasoning_text.done", with_string(at(st, true), "text", text));
     } else if (ok) {
         ok = event(st, out, "response.function_call_arguments.done",
                    with_string(with_string(at(st, false), "name", cJSON_GetStringValue(get(item, "name"))), "arguments",
@@ -643,6 +719,29 @@ char *cb_responses_stream_start(cb_responses_stream *st, const char *id, long lo
               event(st, &out, "response.in_progress",
                     with(cJSON_CreateObject(), "response",
                          response(id, created, model, echo, "in_progress", cJSON_CreateArray(), NULL)));
+    return done(out, ok);
+}
+
+char *cb_responses_stream_reasoning(cb_responses_stream *st, const char *text) {
+    if (!*text) return strdup("");
+    char *out = NULL, iid[96];
+    bool ok = true;
+    if (st->open != -3) {
+        ok = close_item(st, &out);
+        item_id(iid, sizeof(iid), "rs", st->id, cJSON_GetArraySize(st->output));
+        cJSON *r = ok ? reasoning_item_of(iid, "in_progress", NULL) : NULL;
+        if (r && !cJSON_AddItemToArray(st->output, r)) {
+            cJSON_Delete(r);
+            r = NULL;
+        }
+        ok = r && added(st, &out);
+        cJSON *p = ok ? object_in(get(r, "content")) : NULL;
+        ok = p && cJSON_AddStringToObject(p, "type", "reasoning_text") && cJSON_AddStringToObject(p, "text", "");
+        if (ok) st->open = -3;
+    }
+    cJSON *item = cJSON_GetArrayItem(st->output, cJSON_GetArraySize(st->output) - 1);
+    ok = ok && grow(cJSON_GetArrayItem(get(item, "content"), 0), "text", text) &&
+         event(st, &out, "response.reasoning_text.delta", with_string(at(st, true), "delta", text));
     return done(out, ok);
 }
 
@@ -740,12 +839,14 @@ static char *count_json(int n_tokens) {
 }
 
 static cb_responses_answer answer_of(const cb_dialect_answer *a) {
-    return (cb_responses_answer){.text = a->text,
-                                 .calls = a->calls,
-                                 .n_calls = a->n_calls,
-                                 .call_ids = a->call_ids,
-                                 .finish = a->finish,
-                                 .usage = {a->n_prompt, a->n_cached, a->n_generated}};
+    return (cb_responses_answer){
+        .reasoning = a->reasoning,
+        .text = a->text,
+        .calls = a->calls,
+        .n_calls = a->n_calls,
+        .call_ids = a->call_ids,
+        .finish = a->finish,
+        .usage = {a->n_prompt, a->n_cached, a->n_generated, a->n_reasoning > 0 ? a->n_reasoning : 0}};
 }
 
 static char *answer_json(const cb_dialect_head *h, const cb_dialect_answer *a) {
@@ -759,6 +860,8 @@ static char *stream_start(void *st, const cb_dialect_head *h, int n_prompt, int 
 }
 
 static char *stream_text(void *st, const char *text) { return cb_responses_stream_text(st, text); }
+
+static char *stream_reasoning(void *st, const char *text) { return cb_responses_stream_reasoning(st, text); }
 
 static char *stream_call(void *st, int k, const char *id, const char *name, const char *args, bool *late) {
     return cb_responses_stream_call(st, k, id, name, args, late);
@@ -774,7 +877,8 @@ static char *stream_error(void *st, int status, const char *message) {
 
 static void stream_free(void *st) { cb_responses_stream_free(st); }
 
-static const char *const PARAMS[] = {"response_format", "text.format", "max_tokens", "max_output_tokens", NULL},
+static const char *const PARAMS[] = {"response_format",  "text.format", "max_tokens", "max_output_tokens",
+                                     "reasoning_effort", "reasoning",   NULL},
                          *const MESSAGE[] = {"'response_format.json_schema.schema'",
                                              "'text.format.schema'",
                                              "'response_format'",
@@ -794,6 +898,7 @@ const cb_dialect cb_responses_dialect = {.id_prefix = "resp_",
                                          .answer_json = answer_json,
                                          .stream_size = sizeof(cb_responses_stream),
                                          .stream_start = stream_start,
+                                         .stream_reasoning = stream_reasoning,
                                          .stream_text = stream_text,
                                          .stream_call = stream_call,
                                          .stream_end = stream_end,

@@ -28,13 +28,15 @@ int cb_responses_to_chat(const struct cJSON *root, bool count_only, struct cJSON
 /* The usage of a response: the prompt's tokens (cached of them read from the prefix cache) and
  * the output's. */
 typedef struct {
-    int input_tokens, cached, output_tokens;
+    int input_tokens, cached, output_tokens, reasoning; /* reasoning: of the output's */
 } cb_responses_usage;
 
 /* A whole response: status "completed", or "incomplete" (max_output_tokens) when finish is
- * "length"; output a message item with the text (none when text is "") and a function_call item
- * per call. echo: from cb_responses_to_chat (only read). */
+ * "length"; output a reasoning item with the reasoning (none when it is "" or NULL), a message item
+ * with the text (none when text is "") and a function_call item per call. echo: from
+ * cb_responses_to_chat (only read). */
 typedef struct {
+    const char *reasoning;
     const char *text;
     const struct cobatch_tool_call *calls;
     size_t n_calls;
@@ -57,11 +59,13 @@ typedef struct {
     const struct cJSON *echo; /* the caller's, alive until the stream ends */
     struct cJSON *output;     /* the items so far, the open one last */
     int seq;                  /* sequence_number of the next event */
-    int open;                 /* the open item: -1 none, -2 a message, k >= 0 the output's call k */
+    int open;                 /* the open item: -1 none, -2 a message, -3 reasoning, k >= 0 the output's call k */
 } cb_responses_stream;
 /* response.created and response.in_progress. */
 char *cb_responses_stream_start(cb_responses_stream *st, const char *id, long long created, const char *model,
                                 const struct cJSON *echo);
+/* Reasoning: in the open reasoning item (its one reasoning_text part), or a new one. */
+char *cb_responses_stream_reasoning(cb_responses_stream *st, const char *text);
 /* Text: in the open message item, or a new one (closing a function call item). */
 char *cb_responses_stream_text(cb_responses_stream *st, const char *text);
 /* Call k of the output: first (call_id and name given) a new function_call item, closing the open

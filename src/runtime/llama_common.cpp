@@ -94,7 +94,40 @@ extern "C" char *cb_common_schema_to_grammar(const char *schema, char *err, size
 struct cb_chat_templates {
     common_chat_templates_ptr t;
     std::string source;
+    cb_common_thinking thinking;
 };
+
+namespace {
+
+/* What t does with reasoning: a chat of one user message rendered with and without thinking. A
+ * template common cannot analyse (it raises for such a chat, or its format is not found) does not
+ * think, as far as this server can read. */
+cb_common_thinking thinking_of(const common_chat_templates *t, const std::string &source) {
+    cb_common_thinking th = {false, false, false};
+    try {
+        common_chat_templates_inputs in;
+        in.use_jinja = true;
+        in.add_generation_prompt = true;
+        in.reasoning_format = COMMON_REASONING_FORMAT_DEEPSEEK;
+        common_chat_msg m;
+        m.role = "user";
+        m.content = "test";
+        in.messages = {m};
+        common_chat_params on = common_chat_templates_apply(t, in);
+        th.thinks = on.supports_thinking && !on.thinking_start_tag.empty() && !on.thinking_end_tags.empty();
+        in.enable_thinking = false;
+        in.force_pure_content = true;
+        th.can_switch = th.thinks && common_chat_templates_apply(t, in).prompt != on.prompt;
+    } catch (const std::bad_alloc &) {
+        throw;
+    } catch (const std::exception &) {
+        th.thinks = th.can_switch = false;
+    }
+    th.takes_effort = th.thinks && source.find("reasoning_effort") != std::string::npos;
+    return th;
+}
+
+} // namespace
 
 extern "C" cb_chat_templates *cb_common_templates_new(const struct llama_model *model, const char *override, char *err,
                                                       size_t errlen) {
@@ -106,6 +139,7 @@ extern "C" cb_chat_templates *cb_common_templates_new(const struct llama_model *
         std::unique_ptr<cb_chat_templates> c(new cb_chat_templates());
         c->t = common_chat_templates_init(model, override ? override : "");
         c->source = common_chat_templates_source(c->t.get());
+        c->thinking = thinking_of(c->t.get(), c->source);
         return c.release();
     });
 }
@@ -113,6 +147,8 @@ extern "C" cb_chat_templates *cb_common_templates_new(const struct llama_model *
 extern "C" void cb_common_templates_free(cb_chat_templates *t) { delete t; }
 
 extern "C" const char *cb_common_template_source(const cb_chat_templates *t) { return t->source.c_str(); }
+
+extern "C" const cb_common_thinking *cb_common_template_thinking(const cb_chat_templates *t) { return &t->thinking; }
 
 namespace {
 
@@ -143,6 +179,7 @@ std::vector<common_chat_msg> to_msgs(const cb_common_msg *msgs, size_t n) {
         m.content = msgs[i].content ? msgs[i].content : "";
         if (msgs[i].tool_call_id) m.tool_call_id = msgs[i].tool_call_id;
         if (msgs[i].name) m.tool_name = msgs[i].name;
+        if (msgs[i].reasoning) m.reasoning_content = msgs[i].reasoning;
         if (msgs[i].tool_calls)
             for (const auto &c : common_json::parse(msgs[i].tool_calls)) {
                 common_chat_tool_call tc;
@@ -172,17 +209,22 @@ size_t rule_at(const std::string &g, const std::string &name) {
 
 /* A forced call (tool_choice required or a function): the calls come first. The format's grammar
  * lets text come before them (`root ::= <generation prompt> space until-N? tool-calls`), which a
- * small model fills until it runs out of tokens; the optional text goes. */
+ * small model fills until it runs out of tokens; the optional text goes. A reasoning block before
+ * it (`("<think>" until-M "</think>")?`) stays: its text is not optional on its own. */
 void calls_first(std::string &g) {
     size_t r = rule_at(g, "root");
     if (r == std::string::npos) return;
     size_t end = g.find('\n', r);
     if (end == std::string::npos) end = g.size();
-    size_t u = g.find(" until-", r);
-    if (u == std::string::npos || u > end) return;
-    size_t q = g.find('?', u);
-    if (q == std::string::npos || q > end || g.find(' ', u + 1) < q) return;
-    g.erase(u, q + 1 - u);
+    for (size_t u = g.find(" until-", r); u != std::string::npos && u < end; u = g.find(" until-", u + 1)) {
+        size_t w = u + 7;
+        while (w < end && std::isalnum((unsigned char)g[w]))
+            w++;
+        if (w < end && g[w] == '?') {
+            g.erase(u, w + 1 - u);
+            return;
+        }
+    }
 }
 
 /* parallel_tool_calls false: one call, then the end (`tool-calls ::= (tool-call space)+` becomes a
@@ -203,75 +245,129 @@ struct cb_chat_parser {
     bool single; /* keep the first call only (the grammar could not be held to one) */
 };
 
-extern "C" int cb_common_render(const cb_chat_templates *t, const cb_common_msg *msgs, size_t n,
-                                const cb_common_tools *tools, cb_common_rendered *out, char *err, size_t errlen) {
-    *out = cb_common_rendered{};
+namespace {
+
+/* The inputs of common's rendering for a request: its messages, tools and reasoning. */
+common_chat_templates_inputs render_inputs(const cb_chat_templates *t, const cb_common_msg *msgs, size_t n,
+                                           const cb_common_tools *tools, const cb_common_reasoning *rs,
+                                           bool thinking) {
+    common_chat_templates_inputs in;
+    in.use_jinja = true;
+    in.add_generation_prompt = true;
+    in.messages = to_msgs(msgs, n);
     bool with_tools = tools && tools->tools;
+    if (with_tools) in.tools = common_chat_tools_parse_oaicompat(common_json::parse(tools->tools));
+    if (rs && rs->kwargs) {
+        common_json kw = common_json::parse(rs->kwargs);
+        for (const auto &kv : kw.items())
+            in.chat_template_kwargs[kv.key()] = kv.value().dump();
+    }
+    if (rs && rs->effort) in.chat_template_kwargs["reasoning_effort"] = common_json(rs->effort).dump();
+    if (rs && rs->think >= 0) in.enable_thinking = rs->think != 0;
+    in.reasoning_format = thinking ? COMMON_REASONING_FORMAT_DEEPSEEK : COMMON_REASONING_FORMAT_NONE;
+    if (thinking && rs->json_schema) in.json_schema = rs->json_schema;
+    /* nothing to read out of the output: the rendering only, no parser is worked out (the fast path) */
+    in.force_pure_content = !with_tools && !thinking;
+    in.tool_choice = !with_tools                      ? COMMON_CHAT_TOOL_CHOICE_NONE
+                     : tools->choice == CB_TOOLS_NONE ? COMMON_CHAT_TOOL_CHOICE_NONE
+                     : tools->choice == CB_TOOLS_AUTO ? COMMON_CHAT_TOOL_CHOICE_AUTO
+                                                      : COMMON_CHAT_TOOL_CHOICE_REQUIRED;
+    in.parallel_tool_calls = with_tools && !tools->single;
+    (void)t;
+    return in;
+}
+
+/* The grammar of a rendering (the calls', or a schema's after the reasoning) and what starts it. */
+void take_grammar(common_chat_params &p, bool calls, const cb_common_tools *tools, cb_common_rendered *out,
+                  bool *single) {
+    if (calls && !p.grammar_lazy) calls_first(p.grammar);
+    *single = calls && tools->single && !one_call(p.grammar);
+    out->grammar = dup_or_throw(p.grammar);
+    out->lazy = p.grammar_lazy;
+    std::vector<std::string> patterns;
+    std::vector<int32_t> tokens;
+    for (const auto &tr : p.grammar_triggers) {
+        switch (tr.type) {
+        case COMMON_GRAMMAR_TRIGGER_TYPE_WORD: patterns.push_back(regex_escape(tr.value)); break;
+        case COMMON_GRAMMAR_TRIGGER_TYPE_PATTERN: patterns.push_back(tr.value); break;
+        case COMMON_GRAMMAR_TRIGGER_TYPE_PATTERN_FULL: {
+            const std::string &v = tr.value;
+            patterns.push_back(v.empty() ? "^$" : (v.front() != '^' ? "^" : "") + v + (v.back() != '$' ? "$" : ""));
+            break;
+        }
+        case COMMON_GRAMMAR_TRIGGER_TYPE_TOKEN: tokens.push_back(tr.token); break;
+        }
+    }
+    out->patterns = dup_all(patterns, &out->n_patterns);
+    if (!tokens.empty()) {
+        out->trigger_tokens = static_cast<int32_t *>(std::malloc(tokens.size() * sizeof(int32_t)));
+        if (!out->trigger_tokens) throw std::bad_alloc();
+        std::memcpy(out->trigger_tokens, tokens.data(), tokens.size() * sizeof(int32_t));
+        out->n_trigger_tokens = tokens.size();
+    }
+    if (!p.grammar_lazy && !p.generation_prompt.empty()) out->prefill = dup_or_throw(p.generation_prompt);
+}
+
+std::string trimmed(const std::string &s) {
+    size_t a = 0, b = s.size();
+    while (a < b && std::isspace((unsigned char)s[a]))
+        a++;
+    while (b > a && std::isspace((unsigned char)s[b - 1]))
+        b--;
+    return s.substr(a, b - a);
+}
+
+/* A thinking rendering's markers, and whether its generation prompt leaves the block open. */
+void take_thinking(const common_chat_params &p, cb_common_rendered *out) {
+    out->thinks = true;
+    std::string start = trimmed(p.thinking_start_tag), end = trimmed(p.thinking_end_tags.front());
+    out->think_start = dup_or_throw(start);
+    out->think_end = dup_or_throw(end);
+    std::string g = trimmed(p.generation_prompt);
+    out->think_open = g.size() >= start.size() && g.compare(g.size() - start.size(), start.size(), start) == 0;
+}
+
+} // namespace
+
+extern "C" int cb_common_render(const cb_chat_templates *t, const cb_common_msg *msgs, size_t n,
+                                const cb_common_tools *tools, const cb_common_reasoning *rs, cb_common_rendered *out,
+                                char *err, size_t errlen) {
+    *out = cb_common_rendered{};
+    bool with_tools = tools && tools->tools, calls = with_tools && tools->choice != CB_TOOLS_NONE;
+    bool thinking = rs && rs->extract && rs->think != 0 && t->thinking.thinks;
     void *ok = guarded(err, errlen, "the chat template failed", [&]() -> void * {
         common_chat_templates_inputs in;
-        in.use_jinja = true;
-        in.add_generation_prompt = true;
         try {
-            in.messages = to_msgs(msgs, n);
-            if (with_tools) in.tools = common_chat_tools_parse_oaicompat(common_json::parse(tools->tools));
+            in = render_inputs(t, msgs, n, tools, rs, thinking);
         } catch (const std::bad_alloc &) {
             throw;
         } catch (const std::exception &e) { /* the OpenAI layer checked the shapes: not expected */
-            set_err(err, errlen, "the tools or tool calls cannot be read", e.what());
+            set_err(err, errlen, "the tools, tool calls or template arguments cannot be read", e.what());
             return nullptr;
         }
-        /* no tools: the rendering only, no tool-call parser is worked out (the fast path) */
-        in.force_pure_content = !with_tools;
-        in.tool_choice = !with_tools                      ? COMMON_CHAT_TOOL_CHOICE_NONE
-                         : tools->choice == CB_TOOLS_NONE ? COMMON_CHAT_TOOL_CHOICE_NONE
-                         : tools->choice == CB_TOOLS_AUTO ? COMMON_CHAT_TOOL_CHOICE_AUTO
-                                                          : COMMON_CHAT_TOOL_CHOICE_REQUIRED;
-        in.parallel_tool_calls = with_tools && !tools->single;
         common_chat_params p = common_chat_templates_apply(t->t.get(), in);
         out->prompt = dup_or_throw(p.prompt);
-        if (!with_tools || tools->choice == CB_TOOLS_NONE) return out;
-        if (tools->function) { /* the prompt lists every tool; the grammar and parser know the named one */
+        if (!calls && !thinking) return out;
+        if (calls && tools->function) { /* the prompt lists every tool; the grammar and parser know the named one */
             std::vector<common_chat_tool> all = std::move(in.tools);
             in.tools.clear();
             for (auto &x : all)
                 if (x.name == tools->function) in.tools.push_back(x);
             p = common_chat_templates_apply(t->t.get(), in);
         }
-        if (p.grammar.empty() || p.parser.empty()) {
+        if (calls && (p.grammar.empty() || p.parser.empty())) {
             set_err(err, errlen, "the chat template has no tool-call format",
                     "give the server a template that offers tools (--chat-template)");
             return nullptr;
         }
-        if (!p.grammar_lazy) calls_first(p.grammar);
-        bool single = tools->single && !one_call(p.grammar);
-        out->grammar = dup_or_throw(p.grammar);
-        out->lazy = p.grammar_lazy;
-        std::vector<std::string> patterns;
-        std::vector<int32_t> tokens;
-        for (const auto &tr : p.grammar_triggers) {
-            switch (tr.type) {
-            case COMMON_GRAMMAR_TRIGGER_TYPE_WORD: patterns.push_back(regex_escape(tr.value)); break;
-            case COMMON_GRAMMAR_TRIGGER_TYPE_PATTERN: patterns.push_back(tr.value); break;
-            case COMMON_GRAMMAR_TRIGGER_TYPE_PATTERN_FULL: {
-                const std::string &v = tr.value;
-                patterns.push_back(v.empty() ? "^$" : (v.front() != '^' ? "^" : "") + v + (v.back() != '$' ? "$" : ""));
-                break;
-            }
-            case COMMON_GRAMMAR_TRIGGER_TYPE_TOKEN: tokens.push_back(tr.token); break;
-            }
-        }
-        out->patterns = dup_all(patterns, &out->n_patterns);
-        if (!tokens.empty()) {
-            out->trigger_tokens = static_cast<int32_t *>(std::malloc(tokens.size() * sizeof(int32_t)));
-            if (!out->trigger_tokens) throw std::bad_alloc();
-            std::memcpy(out->trigger_tokens, tokens.data(), tokens.size() * sizeof(int32_t));
-            out->n_trigger_tokens = tokens.size();
-        }
-        if (!p.grammar_lazy && !p.generation_prompt.empty()) out->prefill = dup_or_throw(p.generation_prompt);
+        bool single = false;
+        if (!p.grammar.empty()) take_grammar(p, calls, tools, out, &single);
         out->stops = dup_all(p.additional_stops, &out->n_stops);
         out->preserved = dup_all(p.preserved_tokens, &out->n_preserved);
+        if (thinking && p.supports_thinking && !p.thinking_end_tags.empty()) take_thinking(p, out);
         std::unique_ptr<cb_chat_parser> parser(new cb_chat_parser());
         parser->params = common_chat_parser_params(p);
+        parser->params.reasoning_format = in.reasoning_format;
         parser->params.parser.load(p.parser);
         parser->single = single;
         out->parser = parser.release();
@@ -296,6 +392,8 @@ extern "C" void cb_common_rendered_clear(cb_common_rendered *r) {
     free_all(r->stops, r->n_stops);
     free_all(r->preserved, r->n_preserved);
     delete r->parser;
+    std::free(r->think_start);
+    std::free(r->think_end);
     *r = cb_common_rendered{};
 }
 
@@ -341,14 +439,16 @@ extern "C" void cb_common_calls_free(cb_common_call *calls, size_t n) {
     std::free(calls);
 }
 
-extern "C" int cb_common_parse(const cb_chat_parser *p, const char *text, size_t len, bool partial, char **content,
-                               cb_common_call **calls, size_t *n_calls, char *err, size_t errlen) {
+extern "C" int cb_common_parse(const cb_chat_parser *p, const char *text, size_t len, bool partial, char **reasoning,
+                               char **content, cb_common_call **calls, size_t *n_calls, char *err, size_t errlen) {
+    *reasoning = nullptr;
     *content = nullptr;
     *calls = nullptr;
     *n_calls = 0;
     void *ok = guarded(err, errlen, "the output cannot be read", [&]() -> void * {
         common_chat_msg m = common_chat_parse(std::string(text, len), partial, p->params);
         size_t k = p->single && m.tool_calls.size() > 1 ? 1 : m.tool_calls.size();
+        *reasoning = dup_or_throw(m.reasoning_content);
         *content = dup_or_throw(m.content);
         if (k) {
             *calls = static_cast<cb_common_call *>(std::calloc(k, sizeof(cb_common_call)));
@@ -362,12 +462,124 @@ extern "C" int cb_common_parse(const cb_chat_parser *p, const char *text, size_t
         return *content;
     });
     if (ok) return 0;
+    std::free(*reasoning);
     std::free(*content);
     cb_common_calls_free(*calls, *n_calls);
+    *reasoning = nullptr;
     *content = nullptr;
     *calls = nullptr;
     *n_calls = 0;
     return -1;
+}
+
+/* ---------------------------------------------------------------- reasoning blocks --------- */
+
+namespace {
+
+/* A reasoning block followed by its markers' text (not their tokens: a model without marker tokens
+ * may spell a marker in many ways): outside, watching for the start marker; inside, counting
+ * tokens and watching for the end; forcing the end marker's tokens once the budget is spent. */
+struct think_block {
+    const llama_vocab *vocab;
+    std::string start, end;
+    std::vector<llama_token> forced; /* the end marker's tokens */
+    int32_t budget, used;            /* used: tokens written in this block */
+    enum { OUT, IN, FORCING } state;
+    size_t force_pos;
+    std::string tail; /* the text since the last marker, cut to what may still begin one */
+};
+
+/* Whether text ends inside a UTF-8 character (a budget spent then waits for its last bytes). */
+bool cut_utf8(const std::string &t) {
+    size_t i = t.size(), k = 0;
+    while (i > 0 && k < 4 && ((unsigned char)t[i - 1] & 0xC0) == 0x80)
+        i--, k++;
+    if (i == 0) return false;
+    unsigned char c = (unsigned char)t[i - 1];
+    size_t need = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : 0;
+    return k < need;
+}
+
+/* Finds marker m in b->tail: true with the tail cut to what follows it; false with the tail cut to
+ * what may still begin it. */
+bool find_marker(think_block *b, const std::string &m) {
+    size_t at = b->tail.find(m);
+    if (at != std::string::npos) {
+        b->tail.erase(0, at + m.size());
+        return true;
+    }
+    if (b->tail.size() >= m.size()) b->tail.erase(0, b->tail.size() - (m.size() - 1));
+    return false;
+}
+
+const char *think_name(const llama_sampler *) { return "cobatch-think"; }
+
+void think_accept(llama_sampler *s, llama_token tok) {
+    think_block *b = static_cast<think_block *>(s->ctx);
+    if (b->state == think_block::FORCING) {
+        if (++b->force_pos >= b->forced.size()) b->state = think_block::OUT, b->tail.clear();
+        return;
+    }
+    b->tail += common_token_to_piece(b->vocab, tok, true);
+    if (b->state == think_block::OUT) {
+        if (!find_marker(b, b->start)) return;
+        b->state = think_block::IN;
+        b->used = 0;
+    } else {
+        b->used++;
+        if (find_marker(b, b->end)) {
+            b->state = think_block::OUT;
+            return;
+        }
+    }
+    if (b->budget >= 0 && b->used >= b->budget && !cut_utf8(b->tail)) {
+        b->state = think_block::FORCING;
+        b->force_pos = 0;
+    }
+}
+
+void think_apply(llama_sampler *s, llama_token_data_array *cur) {
+    think_block *b = static_cast<think_block *>(s->ctx);
+    if (b->state != think_block::FORCING || b->force_pos >= b->forced.size()) return;
+    for (size_t i = 0; i < cur->size; i++)
+        if (cur->data[i].id != b->forced[b->force_pos]) cur->data[i].logit = -INFINITY;
+}
+
+void think_free(llama_sampler *s) { delete static_cast<think_block *>(s->ctx); }
+
+llama_sampler_i think_iface = {think_name, think_accept, think_apply, nullptr, nullptr, think_free,
+                               nullptr,    nullptr,      nullptr,     nullptr, nullptr, nullptr};
+
+} // namespace
+
+extern "C" struct llama_sampler *cb_common_think_new(const struct llama_vocab *vocab, const char *start,
+                                                     const char *end, int32_t budget, bool open, char *err,
+                                                     size_t errlen) {
+    return guarded(err, errlen, "the reasoning block cannot be followed", [&]() -> llama_sampler * {
+        std::unique_ptr<think_block> b(new think_block());
+        b->vocab = vocab;
+        b->start = start;
+        b->end = end;
+        b->forced = common_tokenize(vocab, end, false, true);
+        if (b->start.empty() || b->end.empty() || b->forced.empty()) {
+            set_err(err, errlen, "the reasoning block cannot be followed", "its markers are empty");
+            return nullptr;
+        }
+        b->budget = budget < 0 ? -1 : budget;
+        b->used = 0;
+        b->state = open ? think_block::IN : think_block::OUT;
+        if (open && budget == 0) b->state = think_block::FORCING;
+        b->force_pos = 0;
+        llama_sampler *s = llama_sampler_init(&think_iface, b.get());
+        if (!s) throw std::bad_alloc();
+        b.release();
+        return s;
+    });
+}
+
+extern "C" bool cb_common_think_inside(const struct llama_sampler *s) {
+    const think_block *b = static_cast<const think_block *>(s->ctx);
+    return b->state != think_block::OUT;
 }
 
 /* ---------------------------------------------------------------- bounded grammars --------- */

@@ -35,12 +35,33 @@ cb_chat_templates *cb_common_templates_new(const struct llama_model *model, cons
 void cb_common_templates_free(cb_chat_templates *t);
 /* The template's text. */
 const char *cb_common_template_source(const cb_chat_templates *t);
+
+/* What a template does with reasoning, worked out once when it is made (common's analysis of the
+ * template: the markers it writes reasoning between, such as <think></think>). */
+typedef struct {
+    bool thinks;       /* its answers may open with reasoning between markers */
+    bool can_switch;   /* enable_thinking false changes its generation prompt (turns thinking off) */
+    bool takes_effort; /* it reads reasoning_effort */
+} cb_common_thinking;
+const cb_common_thinking *cb_common_template_thinking(const cb_chat_templates *t);
+
 /* One chat message. tool_calls: an assistant's calls, OpenAI's array as JSON text (each
  * {"id", "type": "function", "function": {"name", "arguments"}}), or NULL; tool_call_id: the call a
- * "tool" message answers, or NULL; name: the author's name, or NULL. */
+ * "tool" message answers, or NULL; name: the author's name, or NULL; reasoning: an assistant's
+ * reasoning (the template decides whether to show it), or NULL. */
 typedef struct {
-    const char *role, *content, *tool_calls, *tool_call_id, *name;
+    const char *role, *content, *tool_calls, *tool_call_id, *name, *reasoning;
 } cb_common_msg;
+
+/* How a chat's reasoning is rendered and read. */
+typedef struct {
+    bool extract;            /* the output's reasoning is read apart from its content (the parser) */
+    int think;               /* -1: the template's default; 0: enable_thinking false; 1: true */
+    const char *effort;      /* reasoning_effort for the template, or NULL */
+    const char *kwargs;      /* more template variables: a JSON object's text, or NULL */
+    const char *json_schema; /* with extract on a template that thinks: the answer after the reasoning is held
+                                to this JSON schema (the grammar lets the reasoning come first), or NULL */
+} cb_common_reasoning;
 
 enum { CB_TOOLS_AUTO, CB_TOOLS_REQUIRED, CB_TOOLS_NONE };
 
@@ -71,14 +92,19 @@ typedef struct {
     char **preserved; /* (n_preserved) texts of tokens the output must show (call markers) */
     size_t n_preserved;
     cb_chat_parser *parser; /* NULL: the output is content only */
+    /* the output's reasoning is read apart (extract, on a template that thinks, not turned off): */
+    bool thinks;
+    char *think_start, *think_end; /* its markers, such as "<think>" and "</think>" */
+    bool think_open;               /* the generation prompt opens the block: the output starts inside it */
 } cb_common_rendered;
 
 /* Messages rendered with the template and the assistant's generation prompt after them; with
- * tools (NULL: none) their grammar and parser too. Returns 0, or -1 with the reason in err (the
- * template raised an error, tools it cannot call, out of memory). Thread-safe: the templates are
- * only read. */
+ * tools (NULL: none) their grammar and parser too; with reasoning (NULL: the template's defaults, the
+ * output not read for it) its variables, parser and schema grammar. Returns 0, or -1 with the reason
+ * in err (the template raised an error, tools it cannot call, out of memory). Thread-safe: the
+ * templates are only read. */
 int cb_common_render(const cb_chat_templates *t, const cb_common_msg *msgs, size_t n, const cb_common_tools *tools,
-                     cb_common_rendered *out, char *err, size_t errlen);
+                     const cb_common_reasoning *reasoning, cb_common_rendered *out, char *err, size_t errlen);
 void cb_common_rendered_clear(cb_common_rendered *r);
 
 /* The grammar sampler of a rendering with a grammar: lazy with its triggers, or fed its prefill.
@@ -123,12 +149,21 @@ typedef struct {
     char *name, *arguments; /* arguments: JSON text (while partial, possibly cut short) */
 } cb_common_call;
 
-/* Reads an output (text[0, len)) into its content and tool calls; partial: more text may come
- * (a call being written is given as far as it goes; text that may become a call marker is held
- * back). Returns 0, or -1 with the reason in err. *content and the calls are malloc'd: free them
- * with cb_common_calls_free. */
-int cb_common_parse(const cb_chat_parser *p, const char *text, size_t len, bool partial, char **content,
-                    cb_common_call **calls, size_t *n_calls, char *err, size_t errlen);
+/* Reads an output (text[0, len)) into its reasoning, content and tool calls; partial: more text may
+ * come (a call being written is given as far as it goes; text that may become a marker is held
+ * back). Returns 0, or -1 with the reason in err. *reasoning, *content and the calls are malloc'd:
+ * free them (the calls with cb_common_calls_free). */
+int cb_common_parse(const cb_chat_parser *p, const char *text, size_t len, bool partial, char **reasoning,
+                    char **content, cb_common_call **calls, size_t *n_calls, char *err, size_t errlen);
+
+/* A sampler that follows a reasoning block by its markers' text (start, end): it tells whether the
+ * next token is written inside the block (cb_common_think_inside) and, once `budget` tokens were
+ * written inside (< 0: no bound; a character cut across tokens is finished first), forces the end
+ * marker's tokens. open: the output starts inside the block. It takes no other part in sampling (put
+ * it first in the order: its apply masks all but a forced token). NULL with the reason in err. */
+struct llama_sampler *cb_common_think_new(const struct llama_vocab *vocab, const char *start, const char *end,
+                                          int32_t budget, bool open, char *err, size_t errlen);
+bool cb_common_think_inside(const struct llama_sampler *s);
 void cb_common_calls_free(cb_common_call *calls, size_t n);
 void cb_chat_parser_free(cb_chat_parser *p);
 

@@ -97,10 +97,14 @@ int32_t cb_model_tokenize_into(const cb_model *m, const char *text, size_t len, 
  * text is tokenized with special tokens parsed, every message's content without (a user who types
  * "<|im_start|>system" gets those characters, not a forged turn). Returns a malloc'd array and its
  * length in *n, or NULL when the model has no usable template (or on allocation failure). With
- * tools (NULL: none) the template lists them, and *extra (may be NULL) gets what else the rendering
- * gave: the grammar the calls are held to, the output parser (prompt NULL; the caller clears it). */
+ * tools (NULL: none) the template lists them; rs (NULL: the template's defaults) says how reasoning is
+ * rendered and read (an assistant's reasoning is message text too, tokenized without special tokens);
+ * and *extra (may be NULL) gets what else the rendering gave: the grammar the calls (or a schema
+ * after the reasoning) are held to, the output parser, the reasoning markers (prompt NULL; the
+ * caller clears it). */
 int32_t *cb_model_chat_tokens(const cb_model *m, const cb_common_msg *msgs, size_t n, const cb_common_tools *tools,
-                              cb_common_rendered *extra, int32_t *n_out, char *err, size_t errlen);
+                              const cb_common_reasoning *rs, cb_common_rendered *extra, int32_t *n_out, char *err,
+                              size_t errlen);
 
 bool cb_model_has_chat_template(const cb_model *m);
 /* Indexes the vocabulary's special-token texts for tokenizing in pieces (vocab.c); at load. false

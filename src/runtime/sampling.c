@@ -64,32 +64,39 @@ static llama_token_data_array candidates(const float *lg, int32_t n_vocab, llama
     return (llama_token_data_array){.data = d, .size = (size_t)n_vocab, .selected = -1, .sorted = false};
 }
 
-static int32_t sample_constrained(struct llama_sampler *chain, struct llama_sampler *grammar, const float *lg,
-                                  int32_t n_vocab, llama_token_data *d) {
+/* The chain's token, or, when the grammar (if any) refuses it, the chain's token of the row the
+ * grammar masked; the think follower (if any) masks all but a token it forces, first. */
+static int32_t sample_constrained(struct llama_sampler *chain, struct llama_sampler *grammar,
+                                  struct llama_sampler *think, const float *lg, int32_t n_vocab, llama_token_data *d) {
     llama_token_data_array cur = candidates(lg, n_vocab, d);
+    if (think) llama_sampler_apply(think, &cur);
     llama_sampler_apply(chain, &cur);
     int32_t tok = cur.data[cur.selected].id;
     llama_token_data one = {.id = tok, .logit = 1.0f, .p = 0.0f};
     llama_token_data_array check = {.data = &one, .size = 1, .selected = -1, .sorted = false};
-    llama_sampler_apply(grammar, &check);
+    if (grammar) llama_sampler_apply(grammar, &check);
     if (!isfinite(one.logit)) { /* refused: the grammar masks the whole row, the chain samples again */
         cur = candidates(lg, n_vocab, d);
         llama_sampler_apply(grammar, &cur);
         if (cb_common_grammar_blown(grammar, NULL)) return -2; /* its check of the candidates ran past its work */
+        if (think) llama_sampler_apply(think, &cur);
         llama_sampler_apply(chain, &cur);
         tok = cur.data[cur.selected].id;
         /* a grammar that allows no token here (one the vocabulary cannot spell): accepting anything
          * would abort llama.cpp */
         if (!isfinite(cur.data[cur.selected].logit)) return -1;
     }
-    llama_sampler_accept(grammar, tok);
-    if (cb_common_grammar_blown(grammar, NULL)) return -2;
+    if (grammar) {
+        llama_sampler_accept(grammar, tok);
+        if (cb_common_grammar_blown(grammar, NULL)) return -2;
+    }
+    if (think) llama_sampler_accept(think, tok);
     llama_sampler_accept(chain, tok);
     return tok;
 }
 
-int32_t cb_sampler_sample(struct llama_sampler *smpl, struct llama_sampler *grammar, const cb_model *m, int32_t row,
-                          float *margin, llama_token_data *scratch) {
+int32_t cb_sampler_sample(struct llama_sampler *smpl, struct llama_sampler *grammar, struct llama_sampler *think,
+                          const cb_model *m, int32_t row, float *margin, llama_token_data *scratch) {
     if (margin) {
         /* O(n_vocab): only when asked for (tests of batch invariance) */
         const float *lg = llama_get_logits_ith(m->ctx, row);
@@ -104,7 +111,8 @@ int32_t cb_sampler_sample(struct llama_sampler *smpl, struct llama_sampler *gram
         }
         *margin = a - b;
     }
-    if (grammar) return sample_constrained(smpl, grammar, llama_get_logits_ith(m->ctx, row), m->n_vocab, scratch);
+    if (grammar || think)
+        return sample_constrained(smpl, grammar, think, llama_get_logits_ith(m->ctx, row), m->n_vocab, scratch);
     return llama_sampler_sample(smpl, m->ctx, row);
 }
 

@@ -32,11 +32,13 @@ struct llama_sampler *cb_grammar_new(const cb_model *m, const char *gbnf, const 
  * it gets the raw top-1 minus top-2 logit of that row. With a grammar (else NULL) the token is one
  * the grammar allows: the chain samples first and the grammar checks only its token; only when it
  * refuses is the whole row masked by the grammar and sampled again (llama.cpp common's order, so
- * a constrained request pays for the grammar on the tokens it would have refused). scratch: room
- * for n_vocab candidates, used with a grammar. Returns -1 when the grammar allows no token at all, -2
- * when the token sampled blew the grammar (cb_common_grammar_blown says why). */
-int32_t cb_sampler_sample(struct llama_sampler *smpl, struct llama_sampler *grammar, const cb_model *m, int32_t row,
-                          float *margin, struct llama_token_data *scratch);
+ * a constrained request pays for the grammar on the tokens it would have refused). think (else
+ * NULL), a reasoning block's follower (cb_common_think_new), masks the row first and takes every
+ * token. scratch: room for n_vocab candidates, used with a grammar or think. Returns -1 when the
+ * grammar allows no token at all, -2 when the token sampled blew the grammar (cb_common_grammar_blown
+ * says why). */
+int32_t cb_sampler_sample(struct llama_sampler *smpl, struct llama_sampler *grammar, struct llama_sampler *think,
+                          const cb_model *m, int32_t row, float *margin, struct llama_token_data *scratch);
 
 /* Log-probabilities at logits row `row` of the last decode (the log-softmax of the raw logits):
  * out[0] = token and its log-probability, out[1..k] the k most likely tokens, most likely first (ties:

@@ -149,9 +149,9 @@ int32_t *cb_model_tokenize(const cb_model *m, const char *text, size_t len, bool
 /* The template applied to these messages (the Jinja one, else the built-in, which knows no tools):
  * 0 with out->prompt set (and with tools, the rest of out), or -1 with the reason in err. */
 static int render(const cb_model *m, const cb_common_msg *msgs, size_t n, const cb_common_tools *tools,
-                  cb_common_rendered *out, char *err, size_t errlen) {
+                  const cb_common_reasoning *rs, cb_common_rendered *out, char *err, size_t errlen) {
     memset(out, 0, sizeof(*out));
-    if (m->tmpls) return cb_common_render(m->tmpls, msgs, n, tools, out, err, errlen);
+    if (m->tmpls) return cb_common_render(m->tmpls, msgs, n, tools, rs, out, err, errlen);
     if (tools && tools->tools && tools->choice != CB_TOOLS_NONE) {
         if (err && errlen)
             snprintf(err, errlen,
@@ -255,49 +255,79 @@ static char *trimmed(const char *s) {
     return strndup(s, n);
 }
 
+/* The texts a rendering carries from its messages: message i's content at i, its reasoning (or NULL)
+ * at n + i. */
+typedef struct {
+    const char **texts; /* (2n) */
+    char **marks, **trims;
+    cb_common_msg *skel; /* (n) the messages with marks for their texts */
+} chat_marks;
+
+static void marks_free(chat_marks *k, size_t n) {
+    for (size_t i = 0; i < 2 * n && k->marks && k->trims; i++) {
+        free(k->marks[i]);
+        free(k->trims[i]);
+    }
+    free(k->texts);
+    free(k->marks);
+    free(k->trims);
+    free(k->skel);
+}
+
+/* Marks message texts: each non-empty one becomes MARK index MARK in the skeleton's messages. */
+static bool marks_make(chat_marks *k, const cb_common_msg *msgs, size_t n) {
+    k->texts = calloc(2 * n, sizeof(char *));
+    k->marks = calloc(2 * n, sizeof(char *));
+    k->trims = calloc(2 * n, sizeof(char *));
+    k->skel = calloc(n, sizeof(*k->skel));
+    bool ok = k->texts && k->marks && k->trims && k->skel;
+    for (size_t i = 0; ok && i < n; i++) {
+        k->skel[i] = msgs[i];
+        k->texts[i] = msgs[i].content;
+        k->texts[n + i] = msgs[i].reasoning ? msgs[i].reasoning : "";
+    }
+    for (size_t j = 0; ok && j < 2 * n; j++) {
+        ok = (k->trims[j] = trimmed(k->texts[j])) != NULL;
+        if (!ok || !k->texts[j][0]) continue; /* an empty text stays empty: templates test it */
+        ok = (k->marks[j] = malloc(24)) != NULL;
+        if (!ok) break;
+        snprintf(k->marks[j], 24, "%c%zu%c", MARK, j, MARK);
+        if (j < n)
+            k->skel[j].content = k->marks[j];
+        else
+            k->skel[j - n].reasoning = k->marks[j];
+    }
+    return ok;
+}
+
 int32_t *cb_model_chat_tokens(const cb_model *m, const cb_common_msg *msgs, size_t n, const cb_common_tools *tools,
-                              cb_common_rendered *extra, int32_t *n_out, char *err, size_t errlen) {
+                              const cb_common_reasoning *rs, cb_common_rendered *extra, int32_t *n_out, char *err,
+                              size_t errlen) {
     if (err && errlen) err[0] = '\0';
     if (extra) memset(extra, 0, sizeof(*extra));
     if (!cb_model_has_chat_template(m) || n == 0) return NULL;
-    const char **contents = calloc(n, sizeof(char *));
-    char **marks = calloc(n, sizeof(char *)), **trims = calloc(n, sizeof(char *));
-    cb_common_msg *skel_msgs = calloc(n, sizeof(*skel_msgs));
+    chat_marks k = {0};
     cb_common_rendered real = {0}, skel = {0};
     int32_t *v = NULL, nv = 0;
-    bool ok = contents && marks && trims && skel_msgs && render(m, msgs, n, tools, &real, err, errlen) == 0;
-    for (size_t i = 0; ok && i < n; i++) {
-        contents[i] = msgs[i].content;
-        skel_msgs[i] = msgs[i];
-        trims[i] = trimmed(msgs[i].content);
-        ok = trims[i] != NULL;
-        if (!ok || !msgs[i].content[0]) continue; /* an empty content stays empty: templates test it */
-        marks[i] = malloc(24);
-        ok = marks[i] != NULL;
-        if (ok) snprintf(marks[i], 24, "%c%zu%c", MARK, i, MARK);
-        skel_msgs[i].content = marks[i];
-    }
+    bool ok = marks_make(&k, msgs, n) && render(m, msgs, n, tools, rs, &real, err, errlen) == 0;
     /* the skeleton needs the prompt only: the tools as listed, no grammar or parser worked out */
     cb_common_tools listed = tools ? *tools : (cb_common_tools){0};
     listed.choice = CB_TOOLS_NONE;
     listed.function = NULL;
-    bool have_skel = ok && render(m, skel_msgs, n, tools ? &listed : NULL, &skel, NULL, 0) == 0;
-    /* templates copy a content as it is, or trimmed (llama2-like ones); one that does something
+    cb_common_reasoning plain = rs ? *rs : (cb_common_reasoning){.think = -1};
+    plain.extract = false;
+    plain.json_schema = NULL;
+    bool have_skel = ok && render(m, k.skel, n, tools ? &listed : NULL, &plain, &skel, NULL, 0) == 0;
+    /* templates copy a text as it is, or trimmed (llama2-like ones); one that does something
      * else (or fails on the marks) gets its whole rendering tokenized with special tokens, as text
      * completions are */
-    if (ok && (!have_skel || (!split_tokens(m, skel.prompt, real.prompt, contents, n, &v, &nv) &&
-                              !split_tokens(m, skel.prompt, real.prompt, (const char *const *)trims, n, &v, &nv)))) {
+    if (ok &&
+        (!have_skel || (!split_tokens(m, skel.prompt, real.prompt, k.texts, 2 * n, &v, &nv) &&
+                        !split_tokens(m, skel.prompt, real.prompt, (const char *const *)k.trims, 2 * n, &v, &nv)))) {
         free(v);
         v = cb_model_tokenize(m, real.prompt, strlen(real.prompt), true, true, &nv);
     }
-    for (size_t i = 0; i < n && marks && trims; i++) {
-        free(marks[i]);
-        free(trims[i]);
-    }
-    free(contents);
-    free(marks);
-    free(trims);
-    free(skel_msgs);
+    marks_free(&k, n);
     cb_common_rendered_clear(&skel);
     if (!ok || !v) {
         free(v);

@@ -95,7 +95,13 @@ static void do_completion(intake *q, cb_intake_job *j) {
         rc = cb_openai_parse(j->api, &q->defaults, j->body, j->len, &j->req, &e);
     }
     if (rc == 0 && left(j)) return;
-    if (rc != 0 || cb_openai_resolve_schema(&j->req, cobatch_json_schema_grammar, &e) != 0) {
+    /* a chat's schema goes to the engine with its messages (a template that thinks writes its reasoning
+       before the schema holds); a completion's becomes its grammar here */
+    if (rc == 0 && j->req.kind == CB_OPENAI_CHAT)
+        j->req.params.json_schema = j->req.json_schema;
+    else if (rc == 0)
+        rc = cb_openai_resolve_schema(&j->req, cobatch_json_schema_grammar, &e);
+    if (rc != 0) {
         j->status = e.status;
         j->json = error_json(j, &e);
         return;

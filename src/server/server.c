@@ -55,11 +55,13 @@ typedef struct {
     size_t lp_cap;
     int32_t text_offset;   /* streamed completions: characters of the choice's text already sent */
     int32_t n_prompt_rows; /* echo: rows of lp that are the prompt's */
-    /* a chat that may call tools: what its output was read into so far, and of that what went out */
+    /* a chat whose output is read (tool calls, reasoning): what it was read into so far, and of that
+       what went out */
     struct cobatch_chat_output out;
-    size_t sent_content; /* streamed: bytes of out.content sent */
-    size_t *sent_args;   /* (n_ids) streamed: bytes of each call's arguments sent */
-    char (*ids)[32];     /* (n_ids) the calls' ids, made as they appear */
+    size_t sent_reasoning; /* streamed: bytes of out.reasoning sent */
+    size_t sent_content;   /* streamed: bytes of out.content sent */
+    size_t *sent_args;     /* (n_ids) streamed: bytes of each call's arguments sent */
+    char (*ids)[32];       /* (n_ids) the calls' ids, made as they appear */
     size_t n_ids;
     size_t read_len; /* streamed: bytes of text the last partial read saw */
     int depth;       /* brackets the output has opened and not closed (its strings' too) */
@@ -93,10 +95,16 @@ typedef struct cb_srv_req {
                                   others answer a copy (each would compute them whole, without the cache) */
     cobatch_chat *chat;        /* chat: taken from the intake job (its output parser) */
     bool calls_tools;          /* the chat's outputs are read for tool calls */
+    bool parses;               /* they are read (for tool calls or reasoning), not passed on as text */
+    bool reads_json;           /* what is read holds JSON (calls, a schema's answer): its nesting is bounded */
+    bool thinks;               /* they are read for reasoning */
+    bool omit_reasoning;       /* the answer leaves the reasoning out (include_reasoning false) */
+    bool hold_reasoning;       /* a stream sends it whole once its block ends (stream_reasoning false) */
     cb_intake_prompt *prompts; /* (n_prompts) taken from the intake job: echo texts */
     int n_prompts;
     bool failed;                         /* a choice failed: the answer was an error, the rest are cancelled */
     int n_prompt, n_cached, n_generated; /* usage: the prompt once, the outputs summed */
+    int n_reasoning;                     /* of the outputs' tokens, those of reasoning */
     struct cb_srv_req *prev, *next;      /* the server's list of requests */
 } cb_srv_req;
 
@@ -426,11 +434,31 @@ static void send_call(srv *s, cb_srv_choice *c, size_t k) {
     free(j);
 }
 
-/* Streams what the choice's output read into since the last time: the new arguments of calls
- * already announced (text read after a call in the same read would otherwise close its block or
- * item before they went out), then new content, then the new calls. */
-static void send_calls(srv *s, cb_srv_choice *c) {
+/* Streams the reasoning read since the last time (held back whole until its block ends with
+ * stream_reasoning false: until content or calls follow, or the output ends). */
+static void send_reasoning(srv *s, cb_srv_choice *c, bool end) {
     cb_srv_req *r = c->r;
+    const char *t = c->out.reasoning ? c->out.reasoning : "";
+    size_t n = strlen(t);
+    if (r->omit_reasoning || n <= c->sent_reasoning || !r->conn) return;
+    if (r->hold_reasoning && !end && !(c->out.content && c->out.content[0]) && !c->out.n_calls) return;
+    if (r->dialect) {
+        sse_raw(s, r, r->dialect->stream_reasoning(r->dst, t + c->sent_reasoning));
+    } else {
+        char *j = cb_openai_reasoning_chunk_json(r->cid, r->created, s->model, c->index, t + c->sent_reasoning);
+        sse(s, r, j);
+        free(j);
+    }
+    c->sent_reasoning = n;
+}
+
+/* Streams what the choice's output read into since the last time: new reasoning, the new arguments
+ * of calls already announced (text read after a call in the same read would otherwise close its
+ * block or item before they went out), then new content, then the new calls. end: it is the last
+ * read. */
+static void send_calls(srv *s, cb_srv_choice *c, bool end) {
+    cb_srv_req *r = c->r;
+    send_reasoning(s, c, end);
     for (size_t k = 0; k < c->out.n_calls && r->conn; k++)
         if (c->sent_args[k] != SIZE_MAX) send_call(s, c, k);
     const char *content = c->out.content ? c->out.content : "";
@@ -512,10 +540,10 @@ static void on_token(srv *s, cb_srv_choice *c, const struct cobatch_event *ev) {
         return;
     }
     if (!r->conn) return;
-    if (r->calls_tools) { /* the whole output is read again with each piece */
+    if (r->parses) { /* the whole output is read again with each piece */
         if (!append(c, ev->text, ev->text_len)) {
             lost_output(s, r);
-        } else if (!nests_within(c, ev->text, ev->text_len)) {
+        } else if (r->reads_json && !nests_within(c, ev->text, ev->text_len)) {
             fail_too_deep(s, c);
         } else if (r->stream && ev->text_len && read_due(c)) {
             if (!r->started) start_stream(s, r, ev);
@@ -523,7 +551,7 @@ static void on_token(srv *s, cb_srv_choice *c, const struct cobatch_event *ev) {
             if (!read_output(c, true))
                 lost_output(s, r);
             else if (r->conn)
-                send_calls(s, c);
+                send_calls(s, c, false);
         }
         return;
     }
@@ -567,7 +595,9 @@ static int failure(const srv *s, const struct cobatch_event *ev, const char **ty
 /* A dialect's answer of the request's one choice (its text and calls as read); ids: (n_calls) or NULL. */
 static cb_dialect_answer dialect_answer(const cb_srv_req *r, const char *const *ids) {
     const cb_srv_choice *c = &r->ch[0];
-    return (cb_dialect_answer){.text = r->calls_tools ? (c->out.content ? c->out.content : "") : cb_buf_str(&c->text),
+    return (cb_dialect_answer){.text = r->parses ? (c->out.content ? c->out.content : "") : cb_buf_str(&c->text),
+                               .reasoning = r->omit_reasoning ? NULL : c->out.reasoning,
+                               .n_reasoning = r->thinks ? r->n_reasoning : -1,
                                .calls = c->out.calls,
                                .n_calls = c->out.n_calls,
                                .call_ids = ids,
@@ -584,7 +614,7 @@ static cb_dialect_answer dialect_answer(const cb_srv_req *r, const char *const *
  * can be tens of megabytes: 8 prompts x n 16 with echo and top-20 logprobs is 72 MB, seconds of
  * work), so it reads only the request, never its connection. */
 static char *whole_answer(srv *s, cb_srv_req *r) {
-    for (int i = 0; i < r->n && r->calls_tools; i++) { /* the outputs read whole */
+    for (int i = 0; i < r->n && r->parses; i++) { /* the outputs read whole */
         cb_srv_choice *c = &r->ch[i];
         if (!read_output(c, false)) return NULL;
         if (c->out.n_calls && !strcmp(c->finish, "stop")) c->finish = "tool_calls";
@@ -624,7 +654,8 @@ static char *whole_answer(srv *s, cb_srv_req *r) {
                                        .calls = c->out.calls,
                                        .n_calls = c->out.n_calls,
                                        .call_ids = (const char *const *)NULL};
-            if (r->calls_tools) cs[i].text = c->out.content ? c->out.content : "";
+            if (r->parses) cs[i].text = c->out.content ? c->out.content : "";
+            if (!r->omit_reasoning) cs[i].reasoning = c->out.reasoning;
         }
         for (int i = 0; i < r->n && ok; i++) { /* the ids as an array of strings */
             const char **ids = r->ch[i].n_ids ? malloc(sizeof(char *) * r->ch[i].n_ids) : NULL;
@@ -635,7 +666,7 @@ static char *whole_answer(srv *s, cb_srv_req *r) {
         }
         if (ok)
             j = cb_openai_response_json(r->kind, r->cid, r->created, s->model, cs, r->n, r->n_prompt, r->n_generated,
-                                        r->n_cached);
+                                        r->n_cached, r->thinks ? r->n_reasoning : -1);
         for (int i = 0; i < r->n; i++)
             free((void *)cs[i].call_ids);
     }
@@ -670,7 +701,7 @@ static bool answer(srv *s, cb_srv_req *r) {
         bool sent = true;
         if (r->include_usage) {
             char *j = cb_openai_usage_chunk_json(r->kind, r->cid, r->created, s->model, r->n_prompt, r->n_generated,
-                                                 r->n_cached);
+                                                 r->n_cached, r->thinks ? r->n_reasoning : -1);
             sent = sse(s, r, j);
             free(j);
         }
@@ -754,19 +785,20 @@ static void on_finished(srv *s, cb_srv_choice *c, const struct cobatch_event *ev
             r->n_cached += ev->n_cached;
         }
         r->n_generated += ev->n_generated;
+        r->n_reasoning += ev->n_reasoning;
         if (r->conn && !take_prompt(s, c, ev)) {
             lost_output(s, r);
-        } else if (r->conn && r->calls_tools) { /* the output read whole (with the answer when not streamed) */
+        } else if (r->conn && r->parses) { /* the output read whole (with the answer when not streamed) */
             if (!append(c, ev->text, ev->text_len)) {
                 lost_output(s, r);
-            } else if (!nests_within(c, ev->text, ev->text_len)) {
+            } else if (r->reads_json && !nests_within(c, ev->text, ev->text_len)) {
                 fail_too_deep(s, c);
             } else if (r->stream && !read_output(c, false)) {
                 lost_output(s, r);
             } else if (r->stream) {
                 if (c->out.n_calls && ev->reason == COBATCH_FINISH_STOP) c->finish = "tool_calls";
                 if (!r->started) start_stream(s, r, ev);
-                if (r->conn) send_calls(s, c);
+                if (r->conn) send_calls(s, c, true);
                 if (r->conn) send_chunk(s, c, "", c->finish);
             }
         } else if (r->conn && r->stream) {
@@ -822,11 +854,17 @@ static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
     p.messages = NULL;
     p.n_messages = 0;
     p.tools = NULL;
-    p.chat = r->chat = j->chat; /* chat: rendered by the worker, with its tools' grammar */
+    p.json_schema = NULL;
+    p.chat = r->chat = j->chat; /* chat: rendered by the worker, with its grammar and parser */
     j->chat = NULL;
     r->echo = j->echo;
     j->echo = NULL;
     r->calls_tools = cobatch_chat_calls_tools(r->chat);
+    r->parses = cobatch_chat_parses(r->chat);
+    r->thinks = cobatch_chat_thinks(r->chat);
+    r->reads_json = r->calls_tools || (r->thinks && j->req.json_schema);
+    r->omit_reasoning = j->req.omit_reasoning;
+    r->hold_reasoning = j->req.hold_reasoning;
     r->stream = j->req.stream;
     r->include_usage = j->req.include_usage;
     r->per_prompt = j->req.n;

@@ -105,13 +105,18 @@ def check(src):
                 errors.append(f"{where}: src/{folder} ({layer}) may not include \"{inc}\" (src/{tfolder})")
             code = strip_comments(text)
             start = None
+            opened = False
             for no, line in enumerate(code.splitlines(), 1):
                 if start is None and FUNCTION_START.match(line) and not line.startswith(("typedef", "struct ")):
-                    start = no
+                    start, opened = no, "{" in line
+                elif start is not None and not opened and line.rstrip().endswith(";"):
+                    start = None  # a declaration over several lines, not a definition
                 elif start is not None and line.rstrip() == "}":
                     if no - start + 1 > MAX_FUNCTION_LINES:
                         errors.append(f"{rel}:{start}: a function of {no - start + 1} lines (at most {MAX_FUNCTION_LINES})")
                     start = None
+                elif start is not None and "{" in line:
+                    opened = True
             for no, line in enumerate(code.splitlines(), 1):
                 if layer != "runtime":
                     for m in LLAMA_CALL.finditer(line):

@@ -594,7 +594,7 @@ static void tools_and_tool_messages(void **state) {
     char *j = cb_openai_response_json(
         CB_OPENAI_CHAT, "chatcmpl-1", 1, "m",
         &(cb_openai_choice){.text = "", .finish = "tool_calls", .calls = calls, .n_calls = 2, .call_ids = ids}, 1, 3, 4,
-        -1);
+        -1, -1);
     cJSON *o = cJSON_Parse(j);
     free(j);
     cJSON *m = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "choices"), 0), "message");
@@ -649,7 +649,7 @@ static void logprobs_shapes(void **state) {
     cb_openai_logprobs lp = {.rows = rows, .n_rows = 3, .stride = 3, .top = 2, .text_offset = 10, .piece = fake_piece};
     cJSON *o = json(cb_openai_response_json(CB_OPENAI_COMPLETION, "cmpl-1", 1, "m",
                                             &(cb_openai_choice){.text = "t5t6\xe2", .finish = "length", .lp = &lp}, 1,
-                                            1, 2, -1));
+                                            1, 2, -1, -1));
     cJSON *l = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "choices"), 0),
                                                 "logprobs");
     assert_string_equal(str_at(l, "tokens.0"), "t5");
@@ -742,8 +742,42 @@ static void refusals_name_the_field(void **state) {
         {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"service_tier\":\"flex\"}",
          "service_tier", 400},
         {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"functions\":[]}", "functions", 400},
-        {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"reasoning_effort\":\"low\"}",
+        {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"reasoning_effort\":\"extreme\"}",
          "reasoning_effort", 400},
+        {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"reasoning_effort\":3}",
+         "reasoning_effort", 400},
+        {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"chat_template_kwargs\":[]}",
+         "chat_template_kwargs", 400},
+        {CB_OPENAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"chat_template_kwargs\":{\"enable_thinking\":\"no\"}}",
+         "chat_template_kwargs", 400},
+        {CB_OPENAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"reasoning_effort\":\"none\",\"chat_template_kwargs\":"
+         "{\"enable_thinking\":true}}",
+         "reasoning_effort", 400},
+        {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"thinking_budget_tokens\":-2}",
+         "thinking_budget_tokens", 400},
+        {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"thinking_budget_tokens\":1.5}",
+         "thinking_budget_tokens", 400},
+        {CB_OPENAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"thinking_budget_tokens\":5,\"reasoning_budget_"
+         "tokens\":5}",
+         "reasoning_budget_tokens", 400},
+        {CB_OPENAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"reasoning_format\":\"deepseek-legacy\"}",
+         "reasoning_format", 400},
+        {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"include_reasoning\":\"yes\"}",
+         "include_reasoning", 400},
+        {CB_OPENAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"separate_reasoning\":false,\"reasoning_format\":"
+         "\"auto\"}",
+         "separate_reasoning", 400},
+        {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"reasoning_content\":\"r\"}]}",
+         "messages", 400},
+        {CB_OPENAI_CHAT,
+         "{\"messages\":[{\"role\":\"assistant\",\"content\":\"x\",\"reasoning_content\":\"r\",\"reasoning\":\"s\"}]}",
+         "messages", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"reasoning_effort\":\"low\"}", "reasoning_effort", 400},
         {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}", "tools", 400},
         {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"prompt\":\"y\"}", "prompt", 400},
         {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"logit_bias\":{\"-1\":1}}", "logit_bias", 400},
@@ -763,11 +797,86 @@ static void refusals_name_the_field(void **state) {
     }
 }
 
+/* Reasoning fields: each becomes what the engine is asked; the template's answer comes from it. */
+static void reasoning_fields(void **state) {
+    (void)state;
+    cb_openai_request r;
+    cb_openai_error e;
+    const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\","
+                       "\"content\":\"a\",\"reasoning_content\":\"because\"},{\"role\":\"user\",\"content\":\"more\"}],"
+                       "\"reasoning_effort\":\"high\",\"chat_template_kwargs\":{\"enable_thinking\":true,\"x\":[1]},"
+                       "\"thinking_budget_tokens\":64,\"include_reasoning\":false,\"stream_reasoning\":false}";
+    assert_int_equal(parse(CB_OPENAI_CHAT, body, &r, &e), 0);
+    assert_string_equal(r.params.messages[1].reasoning, "because");
+    assert_null(r.params.messages[0].reasoning);
+    assert_string_equal(r.params.reasoning.effort, "high");
+    assert_int_equal(r.params.reasoning.think, COBATCH_THINK_ON);
+    assert_true(r.params.reasoning.has_budget);
+    assert_int_equal(r.params.reasoning.budget, 64);
+    assert_false(r.params.reasoning.keep);
+    assert_true(r.omit_reasoning && r.hold_reasoning);
+    cJSON *kw = cJSON_Parse(r.params.template_kwargs); /* every variable reaches the template */
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(kw, "enable_thinking")));
+    assert_true(cJSON_IsArray(cJSON_GetObjectItem(kw, "x")));
+    cJSON_Delete(kw);
+    /* the engine's refusals name the field the request used */
+    assert_string_equal(cb_openai_param(&r, "reasoning_budget"), "thinking_budget_tokens");
+    assert_string_equal(cb_openai_param(&r, "reasoning"), "reasoning_effort");
+    assert_string_equal(cb_openai_param(&r, "json_schema"), "response_format");
+    cb_openai_request_free(&r);
+
+    /* none turns thinking off; reasoning_format none and separate_reasoning false keep it in the text */
+    assert_int_equal(parse(CB_OPENAI_CHAT,
+                           "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"reasoning_effort\":\"none\","
+                           "\"reasoning_format\":\"none\",\"reasoning_budget_tokens\":-1}",
+                           &r, &e),
+                     0);
+    assert_string_equal(r.params.reasoning.effort, "none");
+    assert_true(r.params.reasoning.keep);
+    assert_true(r.params.reasoning.has_budget && r.params.reasoning.budget == -1);
+    assert_string_equal(cb_openai_param(&r, "reasoning_budget"), "reasoning_budget_tokens");
+    assert_null(r.params.template_kwargs);
+    cb_openai_request_free(&r);
+    assert_int_equal(parse(CB_OPENAI_CHAT,
+                           "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"separate_reasoning\":false,"
+                           "\"chat_template_kwargs\":{\"enable_thinking\":false}}",
+                           &r, &e),
+                     0);
+    assert_true(r.params.reasoning.keep);
+    assert_int_equal(r.params.reasoning.think, COBATCH_THINK_OFF);
+    assert_string_equal(cb_openai_param(&r, "reasoning"), "chat_template_kwargs");
+    cb_openai_request_free(&r);
+    /* nothing asked: the defaults, zeroed */
+    assert_int_equal(parse(CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}", &r, &e), 0);
+    assert_int_equal(r.params.reasoning.think, COBATCH_THINK_DEFAULT);
+    assert_false(r.params.reasoning.has_budget || r.params.reasoning.keep || r.omit_reasoning || r.hold_reasoning);
+    assert_null(r.params.reasoning.effort);
+    cb_openai_request_free(&r);
+
+    /* a chat's reasoning in its answer and its stream */
+    char *j =
+        cb_openai_response_json(CB_OPENAI_CHAT, "chatcmpl-1", 1, "m",
+                                &(cb_openai_choice){.text = "4", .reasoning = "2+2", .finish = "stop"}, 1, 5, 9, -1, 7);
+    cJSON *o = cJSON_Parse(j);
+    free(j);
+    assert_string_equal(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "choices"), 0), "message"),
+                            "reasoning_content")
+            ->valuestring,
+        "2+2");
+    assert_int_equal(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "usage"), "completion_tokens_details"),
+                            "reasoning_tokens")
+            ->valueint,
+        7);
+    cJSON_Delete(o);
+}
+
 static void response_shapes(void **state) {
     (void)state;
-    cJSON *o =
-        json(cb_openai_response_json(CB_OPENAI_CHAT, "chatcmpl-1", 100, "m",
-                                     &(cb_openai_choice){.text = "Paris.", .finish = "stop", .lp = NULL}, 1, 10, 3, 4));
+    cJSON *o = json(cb_openai_response_json(CB_OPENAI_CHAT, "chatcmpl-1", 100, "m",
+                                            &(cb_openai_choice){.text = "Paris.", .finish = "stop", .lp = NULL}, 1, 10,
+                                            3, 4, -1));
     assert_string_equal(str_at(o, "object"), "chat.completion");
     assert_string_equal(str_at(o, "choices.0.message.role"), "assistant");
     assert_string_equal(str_at(o, "choices.0.message.content"), "Paris.");
@@ -777,7 +886,8 @@ static void response_shapes(void **state) {
     cJSON_Delete(o);
 
     o = json(cb_openai_response_json(CB_OPENAI_COMPLETION, "cmpl-1", 100, "m",
-                                     &(cb_openai_choice){.text = "x", .finish = "length", .lp = NULL}, 1, 1, 1, -1));
+                                     &(cb_openai_choice){.text = "x", .finish = "length", .lp = NULL}, 1, 1, 1, -1,
+                                     -1));
     assert_string_equal(str_at(o, "object"), "text_completion");
     assert_string_equal(str_at(o, "choices.0.text"), "x");
     assert_null(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "usage"),
@@ -827,6 +937,7 @@ int main(void) {
         cmocka_unit_test(gbnf_shape_is_read_without_parsing),
         cmocka_unit_test(request_shapes_past_the_limits_are_refused),
         cmocka_unit_test(grammar_bounds_above_what_llama_keeps),
+        cmocka_unit_test(reasoning_fields),
         cmocka_unit_test(response_shapes),
         cmocka_unit_test(json_check_agrees_with_rfc8259),
     };
