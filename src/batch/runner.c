@@ -54,6 +54,12 @@ static int32_t tokenize_all(run *r, int32_t *idx) {
                 memcpy(it->tokens, t, sizeof(int32_t) * (size_t)n);
             else if (t)
                 snprintf(err.message, sizeof(err.message), "out of memory");
+            /* a chat with nothing to read out and no grammar of its own runs from its tokens: a job's
+               chats are all held until they run */
+            if (it->tokens && !cobatch_chat_parses(it->chat) && !it->req.params.json_schema) {
+                cobatch_chat_free(it->chat);
+                it->chat = NULL;
+            }
         } else {
             it->tokens = cobatch_prompt_tokens(r->e, &it->req.params, &n, &err);
         }

@@ -231,6 +231,14 @@ static int check_params(const struct cobatch_engine_params *p, char *err, size_t
         cb_set_err(err, errlen, "grammar_max_nesting, grammar_max_elements and grammar_max_states must be at least 1");
         return -1;
     }
+    if ((unsigned)p->reasoning_format > COBATCH_REASONING_NONE) {
+        cb_set_err(err, errlen, "reasoning_format must be separated or none");
+        return -1;
+    }
+    if (p->reasoning_format == COBATCH_REASONING_NONE && p->reasoning_budget >= 0) {
+        cb_set_err(err, errlen, "a reasoning budget is kept on reasoning read apart: not with reasoning_format none");
+        return -1;
+    }
     return 0;
 }
 
@@ -725,6 +733,9 @@ static int reasoning_of(const cobatch_engine *e, const struct cobatch_request_pa
         return refuse(err, COBATCH_ERR_INVALID, "reasoning_budget",
                       "a reasoning budget cannot be kept with a grammar of the request's own: it holds the whole "
                       "output, reasoning included");
+    if (th->thinks && want != COBATCH_THINK_OFF && !rs->extract && q->has_budget && q->budget >= 0)
+        return refuse(err, COBATCH_ERR_INVALID, "reasoning_budget",
+                      "a reasoning budget is kept on reasoning read apart, not on reasoning left in the text");
     return COBATCH_OK;
 }
 

@@ -125,6 +125,17 @@ static void thinking_off_and_refusals(void **state) {
     assert_non_null(kept);
     assert_false(cobatch_chat_thinks(kept));
     cobatch_chat_free(kept);
+    p.reasoning.has_budget = true; /* a budget needs the block followed: refused, not dropped */
+    p.reasoning.budget = 5;
+    assert_null(cobatch_chat_new(opened, &p, &ce));
+    assert_string_equal(ce.param, "reasoning_budget");
+    struct cobatch_engine_params ep = cobatch_engine_default_params();
+    ep.model_path = "unused.gguf";
+    ep.reasoning_format = COBATCH_REASONING_NONE;
+    ep.reasoning_budget = 8;
+    char err[200] = "";
+    assert_null(cobatch_engine_init(&ep, err, sizeof(err)));
+    assert_non_null(strstr(err, "reasoning"));
     /* an effort the template does not read; a budget beside a grammar of the request's own */
     p = chat_params();
     p.reasoning.effort = "high";
