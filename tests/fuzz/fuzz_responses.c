@@ -44,7 +44,7 @@ static void answers(const char *text) {
     check_events(cb_responses_stream_call(&st, 0, NULL, NULL, "x", &late), &seq);
     if (!late && *text) abort(); /* call 0's item was closed by the text */
     /* the final response holds the items streamed: the call's arguments whole */
-    char *end = cb_responses_stream_end(&st, "stop", (cb_responses_usage){4, 3, 2});
+    char *end = cb_responses_stream_end(&st, "stop", (cb_responses_usage){4, 3, 2, 1});
     char *data = end ? strstr(end, "event: response.completed\ndata: ") : NULL;
     if (!data) abort();
     cJSON *o = cJSON_Parse(strchr(data, '\n') + 7),
