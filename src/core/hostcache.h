@@ -8,8 +8,9 @@
  * a queued stash reserves its estimated bytes and locks its entry until the runner fills or fails
  * it; a queued load locks the entry it reads. A locked entry is never evicted or freed.
  *
- * An entry has a kind: the context it was saved from (llama.cpp's saved state names its stream
- * count, so the split layout's streams and the long lane's pool read only their own). Bounded by
+ * An entry has a kind: the context that reads it (llama.cpp's saved state names its stream count,
+ * so the split layout's streams and the long lane's pool read only their own; a request moving from
+ * a stream to the lane has its stream saved in the lane's layout, an entry of the lane's). Bounded by
  * cap bytes, all kinds together, least recently used out. An entry whose tokens are a prefix of a newer one
  * (the same conversation a turn earlier) is dropped when the newer one comes in. Lookups are a
  * linear scan of the entries (hundreds at the default budget, against a decode step's ~100 ms).

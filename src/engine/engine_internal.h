@@ -70,8 +70,9 @@ int cb_lane_init(struct cobatch_engine *e, const cb_model_params *mp, int32_t ce
 void cb_lane_free(struct cobatch_engine *e);
 /* Queues r (not in the main pool) in the lane. */
 void cb_lane_add(struct cobatch_engine *e, cb_request *r);
-/* Takes r out of the main pool into the lane, to be recomputed there; false when out of memory
- * (then r is in neither, state CB_FINISHED_ERROR). */
+/* Takes r out of the main pool into the lane, its cells carried there through the host tier (the
+ * lane loads them) or, without one, recomputed there; false when out of memory (then r is in
+ * neither, state CB_FINISHED_ERROR). */
 bool cb_lane_migrate(struct cobatch_engine *e, cb_request *r);
 /* The tokens of the lane's next step: what the main pool's step left of the batch (it ran `used`
  * tokens), at least a row for each running request and a flash-attention tile of prompt, and in

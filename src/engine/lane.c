@@ -60,7 +60,19 @@ void cb_lane_add(cobatch_engine *e, cb_request *r) {
     cb_sched_add(e->lane.pool.sched, r, e->arrivals++);
 }
 
+/* What r computed in its stream goes to the host tier at once, in the lane's layout (one stream), as
+ * the lane's own requests' conversations do when they end: the lane's admission loads it (a copy of
+ * a few ms) and r goes on at its next token. Computed again, every token r holds would be a pause
+ * r's stream sees (~4 s for 1,023 tokens on two cores) beside the steps that run meanwhile. Without a
+ * host tier, or when the copy fails, the lane computes it again. */
+static void carry(cobatch_engine *e, cb_request *r) {
+    if (e->host.cap == 0 || r->seq_id < 0 || r->n_computed == 0) return;
+    cb_host_entry *x = cb_host_stash(&e->host, CB_HOST_LANE, r->tokens, r->n_computed);
+    if (x) cb_runner_stash_one_stream(&e->main.runner, r->seq_id, r->n_computed, x);
+}
+
 bool cb_lane_migrate(cobatch_engine *e, cb_request *r) {
+    carry(e, r);
     cb_sched_remove(e->main.sched, r); /* its cells go to the prefix cache, as a finish's do */
     ((cb_engine_req *)r->rt)->in_lane = true;
     r->n_computed = 0;

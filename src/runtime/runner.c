@@ -107,16 +107,55 @@ bool cb_runner_restore(cb_runner *r, cb_request *req, int32_t seq) {
     return true;
 }
 
-void cb_runner_stash(cb_runner *r, int32_t seq, int32_t cells, cb_host_entry *e) {
+/* llama.cpp saves a sequence as two words (a magic number, the sequence's id), its context's stream
+ * count, then each stream's cell count (32 bits) followed, unless 0, by its cells. A sequence of the
+ * split layout lives in one stream: a context of one stream reads it once the other streams' counts
+ * (all 0) are left out. false when buf is not of that shape; llama.cpp's load checks the rest
+ * (layers, element types, row sizes, V's layout), and a load it refuses is computed again. */
+static bool to_one_stream(uint8_t *buf, size_t *n) {
+    const size_t w = sizeof(uint32_t), head = 2 * w;
+    uint32_t streams = 0, count = 0, s = 0;
+    if (*n < head + w) return false;
+    memcpy(&streams, buf + head, w);
+    size_t at = head + w;
+    for (; s < streams && at + w <= *n; s++, at += w) {
+        memcpy(&count, buf + at, w);
+        if (count > 0) break;
+    }
+    if (count == 0) return false;
+    size_t from = at + w, tail = (size_t)(streams - s - 1) * w;
+    if (*n < from + tail) return false;
+    for (size_t k = *n - tail; k < *n; k++)
+        if (buf[k] != 0) return false;
+    size_t len = *n - tail - from;
+    const uint32_t one = 1;
+    memcpy(buf + head, &one, w);
+    memcpy(buf + head + w, &count, w);
+    memmove(buf + head + 2 * w, buf + from, len);
+    *n = head + 2 * w + len;
+    return true;
+}
+
+static void stash(cb_runner *r, int32_t seq, int32_t cells, cb_host_entry *e, bool one_stream) {
     int64_t t0 = now_us();
     bool clean = seq < r->n_pending && !(r->pending[seq] & CB_RUNNER_COPY_WRITE);
     size_t n = 0;
     uint8_t *buf = clean ? save_seq(r->model->ctx, seq, &n) : NULL;
+    if (buf && one_stream && !to_one_stream(buf, &n)) {
+        free(buf);
+        buf = NULL;
+    }
     if (buf)
         cb_host_saved(e->owner, e, buf, n, cells, now_us() - t0);
     else
         cb_host_fail(e->owner, e);
     cb_host_unlock(e->owner, e);
+}
+
+void cb_runner_stash(cb_runner *r, int32_t seq, int32_t cells, cb_host_entry *e) { stash(r, seq, cells, e, false); }
+
+void cb_runner_stash_one_stream(cb_runner *r, int32_t seq, int32_t cells, cb_host_entry *e) {
+    stash(r, seq, cells, e, true);
 }
 
 bool cb_runner_load(cb_runner *r, int32_t seq, cb_host_entry *e, int32_t keep) {

@@ -72,6 +72,10 @@ bool cb_runner_restore(cb_runner *r, cb_request *req, int32_t seq);
  * reads or writes seq's stream (it would copy the loaded cells away, or over them). The caller's
  * lock on e stays. false: seq left empty. */
 void cb_runner_stash(cb_runner *r, int32_t seq, int32_t cells, cb_host_entry *e);
+/* cb_runner_stash, the cells saved as a context of one stream reads them (the long lane's unified
+ * pool, from a stream of the split layout): e fails when llama.cpp's saved state is not of the shape
+ * this knows (runner.c). */
+void cb_runner_stash_one_stream(cb_runner *r, int32_t seq, int32_t cells, cb_host_entry *e);
 bool cb_runner_load(cb_runner *r, int32_t seq, cb_host_entry *e, int32_t keep);
 
 /* Cells llama.cpp holds for seq (pos_max + 1, or 0): to check our accounting against. */

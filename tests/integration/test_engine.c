@@ -1047,7 +1047,8 @@ static void note_lane_step(const struct cobatch_step_info *info, void *user) {
 }
 
 /* The long lane: with streams of 256 cells, a prompt longer than a stream runs in the lane, and a
- * request that outgrows its stream moves there (recomputed, counted as a preemption) and goes on;
+ * request that outgrows its stream moves there (its cells loaded from the host tier, where the move
+ * stashed them in the lane's layout, not computed again; counted as a preemption) and goes on;
  * their outputs are those of an engine whose sequences hold them outright (a unified pool), up to
  * near-ties; short requests keep running in the streams beside them; the lane's steps are reported
  * (its rows and time inside the step's) and keep to what the step left of the budget; the lane's
@@ -1106,6 +1107,8 @@ static void long_lane_takes_long_requests(void **state) {
     }
     it_result a[N], b[N];
     assert_true(it_run(ref, ps, b, N));
+    struct cobatch_stats before;
+    cobatch_engine_stats(e, &before);
     assert_true(it_run(e, ps, a, N));
     for (int i = 0; i < N; i++) {
         assert_int_equal(a[i].reason, COBATCH_FINISH_LENGTH);
@@ -1115,14 +1118,19 @@ static void long_lane_takes_long_requests(void **state) {
     assert_true(a[1].n_preemptions >= 1); /* 200 + 120 tokens outgrew its 256 cells: moved */
     assert_int_equal(a[2].n_preemptions, 0);
     compare_all(b, a, N, "long lane vs unified");
-    /* the lane's rows: at least the prompts longer than a stream and the moved request's tokens */
-    printf("# long lane: %d of %d steps ran its graph (%lld rows), its longest %.1f ms, the longest step %.1f ms\n",
-           lane_trace.lane_steps, lane_trace.n, (long long)lane_trace.lane_tokens, lane_trace.most_lane_us / 1e3,
-           lane_trace.most_step_us / 1e3);
-    assert_true(lane_trace.lane_tokens >= len[0] + len[4] + len[1] + 56);
-    assert_int_equal(lane_trace.over_budget, 0);
+    /* the lane's rows: at least the prompts longer than a stream and the moved request's tokens past
+     * its stream; those it had computed there (255) came with it through the host tier, loaded, not
+     * computed again (no other request shares a prefix that long) */
     struct cobatch_stats st;
     cobatch_engine_stats(e, &st);
+    printf("# long lane: %d of %d steps ran its graph (%lld rows), its longest %.1f ms, the longest step %.1f ms; "
+           "%lld tokens from the host tier\n",
+           lane_trace.lane_steps, lane_trace.n, (long long)lane_trace.lane_tokens, lane_trace.most_lane_us / 1e3,
+           lane_trace.most_step_us / 1e3, (long long)(st.host_cache_hit_tokens - before.host_cache_hit_tokens));
+    assert_true(lane_trace.lane_tokens >= len[0] + len[4] + len[1] + out[1] - 256);
+    assert_true(st.host_cache_hit_tokens - before.host_cache_hit_tokens >= 255);
+    assert_int_equal(st.host_cache_failed, 0);
+    assert_int_equal(lane_trace.over_budget, 0);
     assert_int_equal(st.running, 0);
     assert_int_equal(st.waiting, 0);
     assert_int_equal(st.steps, lane_trace.n); /* the steps only the lane's graph ran count too */
