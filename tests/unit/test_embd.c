@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -34,7 +35,7 @@ static void beside_generation_the_share_pays(void **state) {
     /* a token costs 1 ms (the fallback); a step of 30 ms earns 10 ms: 10 tokens */
     assert_int_equal(cb_embd_pace_tokens(&p, 30000, 4, 512, 1000), 10);
     cb_embd_pace_note(&p, 10, 10000, true, 512);
-    assert_true(p.pace.token_us == 1000 && p.credit_us == 0);
+    assert_true(cb_embd_pace_cost(&p, 10, 0) == 10000 && p.credit_us == 0);
     /* an input of 25 tokens waits two steps, runs in the third */
     assert_int_equal(cb_embd_pace_tokens(&p, 30000, 25, 512, 0), 0);
     assert_int_equal(cb_embd_pace_tokens(&p, 30000, 25, 512, 0), 0);
@@ -52,7 +53,25 @@ static void credit_is_capped_both_ways(void **state) {
     assert_true(p.credit_us == 64 * 1000.0);
     assert_int_equal(cb_embd_pace_tokens(&p, 100000, 1, 64, 1000), 64);
     cb_embd_pace_note(&p, 64, 10000000, true, 64); /* a pass far over its estimate owes a full pass at most */
-    assert_true(p.credit_us >= -64 * p.pace.token_us - 1e-6);
+    assert_true(p.credit_us >= -cb_embd_pace_cost(&p, 64, 0) - 1e-6);
+}
+
+/* A pass costs a fixed part and a part a token (20 ms + 0.5 ms a token here): the fit learns both, so
+ * that 30 ms of credit carries 20 tokens, not the 30 ms / 1.1 ms of a 32-token pass's average. */
+static void the_fixed_part_is_learned(void **state) {
+    (void)state;
+    cb_embd_pace p;
+    cb_embd_pace_init(&p, 0.5);
+    const int sizes[] = {8, 16, 32, 64, 12, 48};
+    for (int k = 0; k < 6; k++)
+        cb_embd_pace_note(&p, sizes[k], 20000 + 500 * sizes[k], false, 512);
+    assert_true(fabs(cb_embd_pace_cost(&p, 100, 0) - 70000) < 1);
+    assert_int_equal(cb_embd_pace_tokens(&p, 30000, 12, 512, 0), 20); /* 30 ms earned: 20 ms fixed, 20 tokens */
+    /* passes of one size alone cannot tell the parts apart: all of it a token (a larger pass overstated) */
+    cb_embd_pace_init(&p, 0.5);
+    cb_embd_pace_note(&p, 10, 30000, false, 512);
+    cb_embd_pace_note(&p, 10, 30000, false, 512);
+    assert_true(fabs(cb_embd_pace_cost(&p, 20, 0) - 60000) < 1);
 }
 
 /* Random inputs and step times, costs that are not what the estimate says: the passes' time beside
@@ -95,9 +114,8 @@ static void the_share_holds_over_a_run(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(nothing_generating_takes_the_context),
-        cmocka_unit_test(beside_generation_the_share_pays),
-        cmocka_unit_test(credit_is_capped_both_ways),
+        cmocka_unit_test(nothing_generating_takes_the_context), cmocka_unit_test(beside_generation_the_share_pays),
+        cmocka_unit_test(credit_is_capped_both_ways),           cmocka_unit_test(the_fixed_part_is_learned),
         cmocka_unit_test(the_share_holds_over_a_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
