@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <unistd.h>
 
 #include "../../src/engine/testing.h"
 #include "harness.h"
@@ -275,44 +276,68 @@ static void refusals_name_the_field(void **state) {
     cobatch_engine_free(e);
 }
 
+/* With a backlog of one event (testing.h) the engine waits before its next step while an event is
+ * unpolled: returns once one is, the engine held there until the test polls it. */
+static void hold_engine(cobatch_engine *e) {
+    for (;;) {
+        struct cobatch_stats st;
+        cobatch_engine_stats(e, &st);
+        if (st.events_queued > 0) return;
+        usleep(1000);
+    }
+}
+
 /* A failed pass ends its requests with an error and the next pass works; a cancel and a drain end
- * requests once each, as cancelled. */
+ * requests once each, as cancelled, while the others run to their end. */
 static void failures_end_each_request_once(void **state) {
     (void)state;
     cobatch_engine *e = it_engine(embd_params());
     assert_non_null(e);
-    er_result r[8];
+    cobatch_test_set_event_backlog(e, 1); /* the test decides when the engine takes its next step */
+    er_result r[12];
     cobatch_test_embd_fault(e, -3, 1);
     submit_texts(e, TEXTS, 2, &r[0]);
     wait_all(e, &r[0], 1, NULL);
     assert_int_equal(r[0].reason, COBATCH_FINISH_ERROR);
     assert_non_null(strstr(r[0].error, "code -3"));
     assert_null(r[0].v);
-    submit_texts(e, TEXTS, 2, &r[1]);
-    wait_all(e, &r[1], 1, NULL);
-    assert_int_equal(r[1].reason, COBATCH_FINISH_STOP);
-    free(r[1].v);
 
-    for (int i = 2; i < 8; i++) /* a burst, one cancelled, then the never-run ones drained */
+    /* r[1] ends and its event waits: the engine holds; a burst comes, one of it is cancelled */
+    submit_texts(e, TEXTS, 2, &r[1]);
+    hold_engine(e);
+    for (int i = 2; i < 8; i++)
         assert_true(submit_texts(e, TEXTS, N_TEXTS, &r[i]) > 0);
     assert_int_equal(cobatch_cancel(e, r[3].id), COBATCH_OK);
-    cobatch_cancel_waiting(e);
-    wait_all(e, &r[2], 6, NULL);
-    int stopped = 0, cancelled = 0;
+    wait_all(e, &r[1], 7, NULL); /* the engine goes on: the cancel first, then a pass of the rest */
+    assert_int_equal(r[1].reason, COBATCH_FINISH_STOP);
+    free(r[1].v);
     for (int i = 2; i < 8; i++) {
         assert_int_equal(r[i].n_finished, 1);
-        stopped += r[i].reason == COBATCH_FINISH_STOP;
-        cancelled += r[i].reason == COBATCH_FINISH_CANCELLED;
+        assert_int_equal(r[i].reason, i == 3 ? COBATCH_FINISH_CANCELLED : COBATCH_FINISH_STOP);
         assert_true((r[i].reason == COBATCH_FINISH_STOP) == (r[i].v != NULL));
         free(r[i].v);
     }
-    assert_int_equal(stopped + cancelled, 6);
-    assert_int_equal(r[3].reason, COBATCH_FINISH_CANCELLED);
     assert_int_equal(cobatch_cancel(e, r[3].id), COBATCH_ERR_NOT_FOUND); /* ended: no longer live */
+
+    /* a drain: what never ran ends cancelled, at once */
+    submit_texts(e, TEXTS, 1, &r[8]);
+    hold_engine(e);
+    for (int i = 9; i < 12; i++)
+        assert_true(submit_texts(e, TEXTS, N_TEXTS, &r[i]) > 0);
+    cobatch_cancel_waiting(e);
+    wait_all(e, &r[8], 4, NULL);
+    assert_int_equal(r[8].reason, COBATCH_FINISH_STOP);
+    free(r[8].v);
+    for (int i = 9; i < 12; i++) {
+        assert_int_equal(r[i].n_finished, 1);
+        assert_int_equal(r[i].reason, COBATCH_FINISH_CANCELLED);
+        assert_null(r[i].v);
+    }
     struct cobatch_stats st;
     cobatch_engine_stats(e, &st);
     assert_int_equal(st.embd_waiting, 0);
     assert_int_equal(st.waiting, 0);
+    assert_int_equal(st.embd_requests, 12);
     cobatch_engine_free(e);
 }
 
