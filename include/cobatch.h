@@ -235,9 +235,10 @@ struct cobatch_engine_params {
     /* While generation runs, embedding passes may take this share of the engine's time (their measured
      * time against the generation steps'), so generation keeps 1 - share of its speed: each step beside
      * generation earns share / (1 - share) of its time for embeddings, and a pass takes the whole
-     * inputs its earnings pay for at the measured cost a token (an input the earnings of one step do
-     * not cover waits until they do: one longer gap, a pass of embd_batch tokens at most). With nothing
-     * generating, a pass takes embd_batch tokens every step. In (0, 1]; 1: no bound. Default 0.25. */
+     * inputs its earnings pay for at the measured cost of a pass (a fixed part, and a part a token; an
+     * input the earnings of one step do not cover waits until they do: one longer gap, a pass of
+     * embd_batch tokens at most). With nothing generating, a pass takes embd_batch tokens every step.
+     * In (0, 1]; 1: no bound. Default 0.25. */
     float embd_share;
     bool verbose;            /* let llama.cpp log to stderr */
     cobatch_step_fn on_step; /* called on the engine thread after each step; keep it short */
@@ -521,10 +522,10 @@ cobatch_req_id cobatch_embed(cobatch_engine *engine, const struct cobatch_embd_p
 
 /* The tokens cobatch_embed computes for a text, as llama-server tokenizes for embeddings: BOS and EOS
  * as the vocabulary's metadata asks (add_special), control-token texts parsed. Returns a malloc'd array
- * the caller frees, its length in *n; NULL with err (may be NULL) filled, param "inputs":
- * COBATCH_ERR_INVALID for an empty text (or one of no tokens), COBATCH_ERR_TOO_LONG past embd_batch
- * tokens (a text of more bytes than embd_batch tokens can spell is refused before tokenizing),
- * COBATCH_ERR_NOMEM. Thread-safe. */
+ * the caller frees, its length in *n; NULL with err (may be NULL) filled, param "inputs" (or
+ * "embeddings": the engine computes none): COBATCH_ERR_INVALID for an empty text (or one of no
+ * tokens), COBATCH_ERR_TOO_LONG past embd_batch tokens (a text of more bytes than embd_batch tokens
+ * can spell is refused before tokenizing), COBATCH_ERR_NOMEM. Thread-safe. */
 int32_t *cobatch_embd_tokens(cobatch_engine *engine, const char *text, int32_t *n, struct cobatch_error *err);
 
 /* What an engine's embeddings are: n_embd floats a vector (0: the engine computes none), inputs of up
