@@ -227,7 +227,7 @@ struct cobatch_engine_params {
      * input needs), for up to COBATCH_EMBD_PASS_INPUTS inputs a pass; its cells are cleared after each.
      * A step runs at most one pass, after the generation pools: whole inputs of the waiting embedding
      * requests, oldest first, several requests together. It costs memory from init (for the default
-     * model at 512 tokens ~200 MB, most of it the logits llama.cpp computes for every token of a
+     * model at 512 tokens ~210 MB, most of it the logits llama.cpp computes for every token of a
      * generative model; init fails when it cannot be made). Default false: cobatch_embed refuses. */
     bool embeddings;
     enum cobatch_pooling pooling; /* default COBATCH_POOLING_MODEL */

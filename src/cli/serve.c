@@ -125,7 +125,7 @@ static int parse_serve_flags(int argc, char **argv, struct cobatch_engine_params
         {"--trace", "FILE", CB_FLAG_STR, trace_path,
          .help = "one line per engine step, as `cobatch bench --trace` writes"},
         {"--no-embeddings", NULL, CB_FLAG_CLEAR, &ep->embeddings,
-         .help = "no POST /v1/embeddings (501), and no embedding context: it\ntakes ~200 MB at "
+         .help = "no POST /v1/embeddings (501), and no embedding context: it\ntakes ~210 MB at "
                  "--embeddings-batch 512 for the default model"},
         {"--pooling", "mean|cls|last", CB_FLAG_ENUM, &ep->pooling, .choices = "none|mean|cls|last", .values = POOLINGS,
          .help = "how an input's token vectors become one (default: the model's\nGGUF pooling_type, mean for a "

@@ -211,3 +211,30 @@ def test_flags():
         assert cos(a, b) < 0.99
     finally:
         assert s.stop() == 0, s.logs()
+
+
+def test_drain_answers_every_embedding_request():
+    """SIGTERM while embedding requests wait and run: each is answered, 200 or 503, and the server
+    exits cleanly."""
+    s = Server("--max-num-seqs", "2", "--max-model-len", "512", "--long-lane", "0", "--drain-timeout", "60")
+    statuses, lock = [], threading.Lock()
+    texts = [f"{a} ({i})" for i, (a, _, _) in enumerate(PAIRS * 16)]
+
+    def send():
+        r = httpx.post(s.url + "/v1/embeddings", json={"input": texts}, timeout=300)
+        with lock:
+            statuses.append(r.status_code)
+            if r.status_code == 200:
+                assert len(r.json()["data"]) == len(texts)
+    ts = [threading.Thread(target=send) for _ in range(6)]
+    for t in ts:
+        t.start()
+    deadline = time.time() + 60
+    while s.metrics().get("cobatch:embedding_requests_waiting", 0) < 6 and time.time() < deadline:
+        time.sleep(0.05)
+    assert s.stop() == 0, s.logs()
+    for t in ts:
+        t.join(timeout=120)
+    print(f"# statuses {sorted(statuses)}")
+    assert len(statuses) == 6 and set(statuses) <= {200, 503}
+    assert 503 in statuses  # those that had not run were told to go elsewhere at once
