@@ -5,8 +5,8 @@
  *   - every function that gives or takes ownership says so;
  *   - return codes are a contract, listed beside each declaration.
  *
- * Threads: cobatch_engine_init/free belong to one owner thread. cobatch_submit, cobatch_cancel,
- * cobatch_poll, cobatch_engine_stats and cobatch_tokenize may be called from any thread at any
+ * Threads: cobatch_engine_init/free belong to one owner thread. cobatch_submit, cobatch_embed,
+ * cobatch_cancel, cobatch_poll, cobatch_engine_stats and cobatch_tokenize may be called from any thread at any
  * time between init and free. The engine runs its own thread; llama.cpp state never leaves it.
  */
 #ifndef COBATCH_H
@@ -87,6 +87,8 @@ struct cobatch_step_info {
                                      unified: 1) */
     int32_t lane_tokens;          /* rows of the long lane's graph in this step (0: it had none) */
     int64_t lane_us;              /* its llama_decode time */
+    int32_t embd_tokens;          /* tokens of the step's embeddings pass (0: it had none) */
+    int64_t embd_us;              /* its llama_decode time */
     int32_t context_cells;        /* the batch's sequences' cells up to their last row in it, summed
                                      over its requests: the contexts its rows attend over (split
                                      layout: what attention spans; unified: every row spans kv_used) */
@@ -97,6 +99,16 @@ enum cobatch_repack { COBATCH_REPACK_AUTO = 0, COBATCH_REPACK_ON, COBATCH_REPACK
 
 /* What becomes of a thinking template's reasoning (cobatch_engine_params.reasoning_format). */
 enum cobatch_reasoning_format { COBATCH_REASONING_SEPARATED = 0, COBATCH_REASONING_NONE };
+
+/* How an embedding request's input becomes one vector: llama.cpp's pooling of the last layer's
+ * token vectors (cobatch_engine_params.pooling). */
+enum cobatch_pooling {
+    COBATCH_POOLING_MODEL = 0, /* the model's own (its GGUF pooling_type); MEAN for a model without one
+                                  (a generative model: llama-server refuses OpenAI embeddings there) */
+    COBATCH_POOLING_MEAN,      /* the average of the input's token vectors */
+    COBATCH_POOLING_CLS,       /* the first token's (a BERT-style model's [CLS]) */
+    COBATCH_POOLING_LAST,      /* the last token's (vLLM's default for a generative model) */
+};
 
 /* KV cache element types (cobatch_engine_params.cache_type_k and cache_type_v). */
 enum cobatch_kv_type {
@@ -220,6 +232,24 @@ struct cobatch_engine_params {
      * decoding a prompt goes on near the budget; smaller: shorter gaps, later first tokens. 0
      * (default): by the budget alone (throughput first); cobatch serve uses 0.5. */
     float step_pacing;
+    /* Embeddings (cobatch_embed): a third llama.cpp context on the same weights, with embeddings on and
+     * `pooling`, of embd_batch cells (= n_batch = n_ubatch: a pass is one graph run, as pooling over an
+     * input needs), for up to COBATCH_EMBD_PASS_INPUTS inputs a pass; its cells are cleared after each.
+     * A step runs at most one pass, after the generation pools: whole inputs of the waiting embedding
+     * requests, oldest first, several requests together. It costs memory from init (for the default
+     * model at 512 tokens ~210 MB, most of it the logits llama.cpp computes for every token of a
+     * generative model; init fails when it cannot be made). Default false: cobatch_embed refuses. */
+    bool embeddings;
+    enum cobatch_pooling pooling; /* default COBATCH_POOLING_MODEL */
+    int32_t embd_batch;           /* tokens of a pass, and of the longest input; default 512 */
+    /* While generation runs, embedding passes may take this share of the engine's time (their measured
+     * time against the generation steps'), so generation keeps 1 - share of its speed: each step beside
+     * generation earns share / (1 - share) of its time for embeddings, and a pass takes the whole
+     * inputs its earnings pay for at the measured cost of a pass (a fixed part, and a part a token; an
+     * input the earnings of one step do not cover waits until they do: one longer gap, a pass of
+     * embd_batch tokens at most). With nothing generating, a pass takes embd_batch tokens every step.
+     * In (0, 1]; 1: no bound. Default 0.25. */
+    float embd_share;
     bool verbose;            /* let llama.cpp log to stderr */
     cobatch_step_fn on_step; /* called on the engine thread after each step; keep it short */
     void *on_step_user;
@@ -395,6 +425,12 @@ struct cobatch_event {
     int32_t n_reasoning; /* FINISHED: generated tokens written inside a reasoning block (a chat whose output is read
                             for reasoning), else 0 */
     struct cobatch_timings timings;
+    /* FINISHED of an embedding request (cobatch_embed; n_inputs > 0 tells it apart): with reason STOP,
+     * n_inputs vectors of n_embd floats, input i's at embd + i * n_embd, each of unit length (L2; an
+     * all-zero vector stays zero); NULL with any other reason. n_prompt: the tokens of all its inputs.
+     * Owned by the event: cobatch_event_clear frees it. */
+    float *embd;
+    int32_t n_embd, n_inputs;
 };
 
 struct cobatch_stats {
@@ -435,6 +471,13 @@ struct cobatch_stats {
     int64_t host_cache_failed;  /* copies out or back that could not be made (those are recomputed) */
     int64_t host_cache_evicted; /* conversations dropped for room or superseded by a longer one */
     int64_t host_cache_copied_bytes, host_cache_copy_us; /* every copy out and back */
+    /* embeddings (cobatch_embed): */
+    int64_t embd_requests; /* embedding requests finished, whatever their reason */
+    int64_t embd_inputs;   /* inputs computed */
+    int64_t embd_tokens;   /* their tokens */
+    int64_t embd_passes;   /* passes (llama_decode calls of the embedding context) */
+    int64_t embd_us;       /* their time */
+    int32_t embd_waiting;  /* embedding requests accepted and not finished (also in waiting) */
 };
 
 struct cobatch_engine_params cobatch_engine_default_params(void);
@@ -483,6 +526,57 @@ void cobatch_engine_free(cobatch_engine *engine);
  * and a submit that cannot reserve it fails with COBATCH_ERR_NOMEM). */
 cobatch_req_id cobatch_submit(cobatch_engine *engine, const struct cobatch_request_params *params,
                               struct cobatch_error *err);
+
+/* One input of an embedding request: a text or token ids, exactly one. */
+struct cobatch_embd_input {
+    const char *text;      /* tokenized as cobatch_embd_tokens does */
+    const int32_t *tokens; /* ids of the vocabulary, taken as they are (no BOS or EOS added) */
+    int32_t n_tokens;
+};
+
+#define COBATCH_EMBD_MAX_INPUTS 2048 /* inputs of one embedding request (OpenAI's limit) */
+#define COBATCH_EMBD_PASS_INPUTS 64  /* inputs one pass computes together, at most */
+/* Inputs of accepted embedding requests not yet finished, beyond which cobatch_embed refuses with
+ * COBATCH_ERR_QUEUE_FULL (unless none are waiting: a request alone is always taken). */
+#define COBATCH_EMBD_MAX_WAITING (4 * COBATCH_EMBD_MAX_INPUTS)
+
+struct cobatch_embd_params {
+    const struct cobatch_embd_input *inputs; /* (n_inputs) copied by cobatch_embed */
+    int32_t n_inputs;                        /* 1 to COBATCH_EMBD_MAX_INPUTS */
+    void *user_data;                         /* returned in its event; not touched */
+};
+
+/* Queues an embedding request (an engine made with embeddings): its texts tokenized here as
+ * cobatch_embd_tokens does, its token ids checked against the vocabulary. Returns its id (> 0) or a
+ * cobatch_status < 0 with err (may be NULL) filled: COBATCH_ERR_INVALID (param "embeddings": the
+ * engine computes none; "inputs": none given, more than COBATCH_EMBD_MAX_INPUTS, an input empty or
+ * outside the vocabulary), COBATCH_ERR_TOO_LONG ("inputs": an input longer than embd_batch tokens,
+ * the message names its index and the limit), COBATCH_ERR_QUEUE_FULL (max_queue requests or
+ * COBATCH_EMBD_MAX_WAITING inputs waiting), COBATCH_ERR_SHUTDOWN, COBATCH_ERR_NOMEM. An accepted
+ * request ends in exactly one FINISHED event: STOP with its vectors, CANCELLED (cobatch_cancel, which
+ * takes its id, or shutdown), or ERROR (a failed pass; its message says why), also when memory runs
+ * out: the vectors' memory is reserved here. It counts against max_queue until it ends. Any thread. */
+cobatch_req_id cobatch_embed(cobatch_engine *engine, const struct cobatch_embd_params *params,
+                             struct cobatch_error *err);
+
+/* The tokens cobatch_embed computes for a text, as llama-server tokenizes for embeddings: BOS and EOS
+ * as the vocabulary's metadata asks (add_special), control-token texts parsed. Returns a malloc'd array
+ * the caller frees, its length in *n; NULL with err (may be NULL) filled, param "inputs" (or
+ * "embeddings": the engine computes none): COBATCH_ERR_INVALID for an empty text (or one of no
+ * tokens), COBATCH_ERR_TOO_LONG past embd_batch tokens (a text of more bytes than embd_batch tokens
+ * can spell is refused before tokenizing), COBATCH_ERR_NOMEM. Thread-safe. */
+int32_t *cobatch_embd_tokens(cobatch_engine *engine, const char *text, int32_t *n, struct cobatch_error *err);
+
+/* What an engine's embeddings are: n_embd floats a vector (0: the engine computes none), inputs of up
+ * to max_tokens tokens, the pooling as resolved (never COBATCH_POOLING_MODEL). */
+struct cobatch_embd_info {
+    int32_t n_embd;
+    int32_t max_tokens;
+    enum cobatch_pooling pooling;
+};
+void cobatch_embd_info(const cobatch_engine *engine, struct cobatch_embd_info *out);
+/* "model", "mean", "cls", "last"; NULL for another value. */
+const char *cobatch_pooling_name(enum cobatch_pooling pooling);
 
 /* The prompt tokens cobatch_submit would queue for params (text tokenized, token ids checked
  * against the vocabulary, or messages rendered with the chat template). Returns a malloc'd array

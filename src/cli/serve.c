@@ -73,6 +73,8 @@ static int fit_connections(int want) {
 static int parse_serve_flags(int argc, char **argv, struct cobatch_engine_params *ep, cb_srv_params *sp,
                              const char **trace_path, const char **key_file) {
     static const int POLICIES[] = {COBATCH_SCHED_FCFS, COBATCH_SCHED_PRIORITY};
+    static const int POOLINGS[] = {-1, COBATCH_POOLING_MEAN, COBATCH_POOLING_CLS, COBATCH_POOLING_LAST};
+    _Static_assert(sizeof(enum cobatch_pooling) == sizeof(int), "ENUM rows write an int");
     const cb_flag own[] = {
         {"--host", "H", CB_FLAG_STR, &sp->host, .help = "address to listen on (default 127.0.0.1)"},
         {"--port", "P", CB_FLAG_INT, &sp->port, 0, 65535, .help = "port (default 8080; 0 = any free port)"},
@@ -122,6 +124,17 @@ static int parse_serve_flags(int argc, char **argv, struct cobatch_engine_params
                  "the key)"},
         {"--trace", "FILE", CB_FLAG_STR, trace_path,
          .help = "one line per engine step, as `cobatch bench --trace` writes"},
+        {"--no-embeddings", NULL, CB_FLAG_CLEAR, &ep->embeddings,
+         .help = "no POST /v1/embeddings (501), and no embedding context: it\ntakes ~210 MB at "
+                 "--embeddings-batch 512 for the default model"},
+        {"--pooling", "mean|cls|last", CB_FLAG_ENUM, &ep->pooling, .choices = "none|mean|cls|last", .values = POOLINGS,
+         .help = "how an input's token vectors become one (default: the model's\nGGUF pooling_type, mean for a "
+                 "generative model without one)"},
+        {"--embeddings-batch", "N", CB_FLAG_I32, &ep->embd_batch, 8, 1 << 16,
+         .help = "tokens of one embeddings pass, and of the longest input\n(default 512; memory grows with it)"},
+        {"--embeddings-share", "X", CB_FLAG_F32, &ep->embd_share, 0.01, 1,
+         .help = "while generation runs, the share of the engine's time\nembedding passes may take (default 0.25: "
+                 "generation keeps\n0.75 of its speed); 1: no bound"},
     };
     cb_flag eng[CB_ENGINE_FLAGS], smp[CB_SAMPLING_FLAGS];
     cb_cli cli = {.cmd = "cobatch serve",
@@ -146,6 +159,11 @@ static int parse_serve_flags(int argc, char **argv, struct cobatch_engine_params
                                                                : NULL;
     if (empty) {
         fprintf(stderr, "cobatch serve: %s needs a value that is not empty\n", empty);
+        return 2;
+    }
+    if ((int)ep->pooling < 0) { /* llama-server refuses OpenAI embeddings without pooling too */
+        fprintf(stderr, "cobatch serve: --pooling none gives a vector per token, which OpenAI's embeddings have no "
+                        "shape for; use mean, cls or last (or --no-embeddings)\n");
         return 2;
     }
     return -1;
@@ -176,6 +194,7 @@ int cb_cmd_serve(int argc, char **argv) {
      * sees (cobatch.h); measured on decode-heavy, 16 clients (BENCHMARKS.md, 'Step pacing'): p99 ITL
      * 106 ms against 149 unpaced and 132 at 1, for a first token ~250 ms later */
     ep.step_pacing = 0.5f;
+    ep.embeddings = true; /* POST /v1/embeddings; --no-embeddings saves the context's memory */
     cb_srv_params sp = {.port = 8080, .defaults = cb_openai_default_defaults()};
     serve_trace trace = {0};
     const char *trace_path = NULL, *key_file = NULL;
@@ -209,6 +228,13 @@ int cb_cmd_serve(int argc, char **argv) {
     }
     cb_say_weights("serve", e);
     say_kv(e, &ep);
+    struct cobatch_embd_info embd;
+    cobatch_embd_info(e, &embd);
+    if (embd.n_embd > 0)
+        fprintf(stderr,
+                "cobatch serve: embeddings: %s pooling, %d dimensions, inputs of up to %d tokens, %.0f%% of "
+                "the engine's time beside generation\n",
+                cobatch_pooling_name(embd.pooling), embd.n_embd, embd.max_tokens, 100.0 * ep.embd_share);
     cb_bounds.ctx_tokens = cobatch_n_ctx_seq(e); /* what an answer can reach, for the request checks */
     cb_bounds.token_bytes = (int)(cobatch_max_prompt_bytes(e) / (size_t)cb_bounds.ctx_tokens);
     int rc = cb_srv_run(e, &sp);

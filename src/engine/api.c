@@ -62,7 +62,7 @@ void cb_engine_push_event(cobatch_engine *e, struct cobatch_event *ev) {
 
 /* Makes room for one more live request's events: its FINISHED slot, and a step's worth of tokens
  * above the backlog. Called with ev_mu held. Returns false when out of memory. */
-static bool reserve_event_slot(cobatch_engine *e) {
+bool cb_engine_reserve_event(cobatch_engine *e) {
     cb_event_queue *q = &e->events;
     int need = e->event_backlog + 2 * e->params.max_num_seqs + q->reserved + 1;
     if (q->cap < need) {
@@ -137,8 +137,10 @@ void cobatch_event_clear(struct cobatch_event *ev) {
     free(ev->error);
     free(ev->logprobs);
     free(ev->prompt_logprobs);
+    free(ev->embd);
     ev->text = ev->error = NULL;
     ev->logprobs = ev->prompt_logprobs = NULL;
+    ev->embd = NULL;
 }
 
 int cobatch_event_fd(const cobatch_engine *e) { return e->event_fd; }
@@ -361,6 +363,7 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
             goto fail;
         e->n_ctx_seq = e->lane.pool.kv.capacity;
     }
+    if (p.embeddings && cb_embd_init(e, err, errlen) != 0) goto fail;
     e->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (e->event_fd < 0) {
         cb_set_err(err, errlen, "eventfd: %s", strerror(errno));
@@ -407,6 +410,7 @@ void cobatch_engine_free(cobatch_engine *e) {
     cb_host_free(&e->host);
     cb_kv_free(&e->main.kv);
     cb_lane_free(e);
+    cb_embd_free(e);
     cb_model_free(&e->model);
     if (e->event_fd >= 0) close(e->event_fd);
     free(e->model_path);
@@ -1000,7 +1004,7 @@ static cobatch_req_id enqueue(cobatch_engine *e, cb_request *r, struct cobatch_e
                         e->params.max_queue);
     } else {
         pthread_mutex_lock(&e->ev_mu);
-        reserved = reserve_event_slot(e);
+        reserved = cb_engine_reserve_event(e);
         pthread_mutex_unlock(&e->ev_mu);
         if (!reserved || !cb_grow((void **)&e->inbox, &e->inbox_cap, (size_t)e->inbox_len + 1, sizeof(*e->inbox), 64) ||
             !cb_grow((void **)&e->live, &e->live_cap, (size_t)e->n_live + 1, sizeof(*e->live), 64))
@@ -1009,7 +1013,7 @@ static cobatch_req_id enqueue(cobatch_engine *e, cb_request *r, struct cobatch_e
     if (status == COBATCH_OK) {
         r->id = e->next_id++;
         e->inbox[e->inbox_len++] = r;
-        e->live[e->n_live++] = (cb_live_req){.id = r->id, .er = r->rt};
+        e->live[e->n_live++] = (cb_live_req){.id = r->id, .cancel = &((cb_engine_req *)r->rt)->cancel};
         e->n_queued++;
         pthread_cond_signal(&e->cond);
     } else if (reserved) {
@@ -1060,8 +1064,8 @@ int cobatch_cancel(cobatch_engine *e, cobatch_req_id id) {
     int rc = COBATCH_ERR_NOT_FOUND;
     pthread_mutex_lock(&e->mu);
     for (int i = 0; i < e->n_live; i++) {
-        if (e->live[i].id == id) { /* live: its cb_engine_req is not freed before this entry goes */
-            atomic_store(&e->live[i].er->cancel, true);
+        if (e->live[i].id == id) { /* live: its request is not freed before this entry goes */
+            atomic_store(e->live[i].cancel, true);
             e->n_cancels++;
             pthread_cond_signal(&e->cond);
             rc = COBATCH_OK;
@@ -1170,6 +1174,15 @@ int64_t cobatch_test_nodes_seen(cobatch_engine *e) {
     int64_t n = e->nodes_seen;
     pthread_mutex_unlock(&e->mu);
     return n;
+}
+
+void cobatch_test_embd_fault(cobatch_engine *e, int rc, int count) {
+    pthread_mutex_lock(&e->mu);
+    e->embd_fault_rc = rc;
+    e->embd_fault_count = count;
+    e->embd_fault_set = true;
+    pthread_cond_signal(&e->cond);
+    pthread_mutex_unlock(&e->mu);
 }
 
 void cobatch_test_set_event_backlog(cobatch_engine *e, int n) {

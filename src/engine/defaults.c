@@ -43,7 +43,20 @@ struct cobatch_engine_params cobatch_engine_default_params(void) {
     p.grammar_max_elements = 1000000;
     p.grammar_max_states = 1024;
     p.reasoning_budget = -1;
+    p.pooling = COBATCH_POOLING_MODEL;
+    p.embd_batch = 512;
+    p.embd_share = 0.25f;
     return p;
+}
+
+const char *cobatch_pooling_name(enum cobatch_pooling pooling) {
+    switch (pooling) {
+    case COBATCH_POOLING_MODEL: return "model";
+    case COBATCH_POOLING_MEAN: return "mean";
+    case COBATCH_POOLING_CLS: return "cls";
+    case COBATCH_POOLING_LAST: return "last";
+    default: return NULL;
+    }
 }
 
 struct cobatch_request_params cobatch_request_default_params(void) {

@@ -45,7 +45,7 @@ static void reqs_remove(cobatch_engine *e, cb_request *r) {
     }
 }
 
-static void live_remove(cobatch_engine *e, cobatch_req_id id) {
+void cb_engine_live_remove(cobatch_engine *e, cobatch_req_id id) {
     pthread_mutex_lock(&e->mu);
     for (int i = 0; i < e->n_live; i++) {
         if (e->live[i].id == id) {
@@ -108,7 +108,7 @@ static void finish(cobatch_engine *e, cb_request *r, cb_state st, const char *er
     ev.timings.t_first_token_us = r->t_first_token_us;
     ev.timings.t_finish_us = r->t_finish_us;
     reqs_remove(e, r);
-    live_remove(e, r->id);
+    cb_engine_live_remove(e, r->id);
     cb_engine_push_event(e, &ev);
     cb_engine_free_request(r);
 }
@@ -340,7 +340,7 @@ static void update_stats(cobatch_engine *e) {
     pthread_mutex_lock(&e->mu);
     e->stats.running = n_running(e);
     e->stats.waiting = n_waiting(e);
-    e->n_queued = e->inbox_len + e->stats.waiting;
+    e->n_queued = e->inbox_len + e->stats.waiting + e->embd_requests_open;
     e->stats.kv_used = e->main.kv.total_used;
     e->stats.kv_total = e->main.kv.capacity;
     e->stats.kv_peak = e->main.kv.peak_used;
@@ -378,6 +378,12 @@ static void update_stats(cobatch_engine *e) {
     e->stats.kv_cached = cs.idle;
     e->stats.prefix_query_tokens = cs.query_tokens + lcs.query_tokens; /* the lane's from the host tier */
     e->stats.prefix_hit_tokens = cs.hit_tokens + lcs.hit_tokens;
+    e->stats.embd_requests = e->embd.requests;
+    e->stats.embd_inputs = e->embd.inputs;
+    e->stats.embd_tokens = e->embd.tokens;
+    e->stats.embd_passes = e->embd.passes;
+    e->stats.embd_us = e->embd.us;
+    e->stats.embd_waiting = e->embd_requests_open;
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -394,7 +400,7 @@ static void report_step(cobatch_engine *e, struct cobatch_step_info *info) {
  * adds to it meanwhile). */
 static void note_queue(cobatch_engine *e) {
     pthread_mutex_lock(&e->mu);
-    e->n_queued = e->inbox_len + n_waiting(e);
+    e->n_queued = e->inbox_len + n_waiting(e) + e->embd_requests_open;
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -501,8 +507,9 @@ static int32_t pool_step(cobatch_engine *e, cb_pool *pool, int32_t budget, struc
 }
 
 /* One step: the main pool, then the lane in what the main pool's step left (a second graph, only
- * while the lane has work). With nothing to run it still applies the cell changes made since the
- * last one (a cancel's release). */
+ * while the lane has work), then an embeddings pass in what the pace allows beside the generation the
+ * step ran (embd.c). With nothing to run it still applies the cell changes made since the last one (a
+ * cancel's release). */
 static void step(cobatch_engine *e) {
     struct cobatch_step_info info = {.t_start_us = cobatch_time_us()};
     int64_t steps = cb_sched_get_stats(e->main.sched)->steps;
@@ -510,7 +517,9 @@ static void step(cobatch_engine *e) {
     if (cb_lane_on(&e->lane) && pool_step(e, &e->lane.pool, cb_lane_budget(e, used), &info) > 0 &&
         cb_sched_get_stats(e->main.sched)->steps == steps)
         e->lane.alone_steps++;
-    if (used > 0 || info.lane_tokens > 0) report_step(e, &info);
+    if (cb_embd_on(&e->embd))
+        cb_embd_step(e, used > 0 || info.lane_tokens > 0 ? cobatch_time_us() - info.t_start_us : 0, &info);
+    if (used > 0 || info.lane_tokens > 0 || info.embd_tokens > 0) report_step(e, &info);
 }
 
 /* ---------------------------------------------------------------- the thread ----------------- */
@@ -520,7 +529,8 @@ static void step(cobatch_engine *e) {
 static bool take_mail(cobatch_engine *e, cb_request ***in, size_t *in_cap, int *n_in, bool *cancels, bool *drop,
                       bool *cancel_waiting) {
     pthread_mutex_lock(&e->mu);
-    while (!e->stop && e->inbox_len == 0 && e->n_cancels == 0 && e->n_reqs == 0 && !e->drop_cache && !e->cancel_waiting)
+    while (!e->stop && e->inbox_len == 0 && e->n_cancels == 0 && e->n_reqs == 0 && !e->drop_cache &&
+           !e->cancel_waiting && e->embd_inbox_len == 0 && e->embd.n_queue == 0 && !e->embd_fault_set)
         pthread_cond_wait(&e->cond, &e->mu);
     if (e->stop) {
         pthread_mutex_unlock(&e->mu);
@@ -544,6 +554,12 @@ static bool take_mail(cobatch_engine *e, cb_request ***in, size_t *in_cap, int *
         cb_runner_set_fault(&e->main.runner, e->fault.decode_rc, e->fault.decode_count, e->fault.abort_after_nodes);
         e->fault_set = false;
     }
+    if (e->embd_fault_set) {
+        e->embd.ctx.fault_rc = e->embd_fault_rc;
+        e->embd.ctx.fault_left = e->embd_fault_count;
+        e->embd_fault_set = false;
+    }
+    cb_embd_take_mail(e);
     pthread_mutex_unlock(&e->mu);
     return true;
 }
@@ -555,8 +571,15 @@ static bool take_and_apply_mail(cobatch_engine *e, cb_request ***in, size_t *in_
     bool cancels, drop, cancel_waiting;
     if (!take_mail(e, in, in_cap, &n_in, &cancels, &drop, &cancel_waiting)) return false;
     intake(e, *in, n_in);
-    if (cancels) apply_cancels(e);
-    if (cancel_waiting) cancel_never_scheduled(e);
+    cb_embd_intake(e);
+    if (cancels) {
+        apply_cancels(e);
+        cb_embd_apply_cancels(e);
+    }
+    if (cancel_waiting) {
+        cancel_never_scheduled(e);
+        cb_embd_cancel_waiting(e);
+    }
     if (drop) cb_sched_drop_cache(e->main.sched); /* the removals run with this step's plan */
     return true;
 }
@@ -586,6 +609,7 @@ void *cb_engine_main(void *arg) {
     }
     while (e->n_reqs > 0)
         finish(e, e->reqs[0], CB_FINISHED_CANCELLED, NULL);
+    cb_embd_shutdown(e);
     cb_engine_wake_pollers(e);
     free(in);
     return NULL;

@@ -5,10 +5,12 @@
 #ifndef CB_ENGINE_INTERNAL_H
 #define CB_ENGINE_INTERNAL_H
 
+#include "../core/embd.h"
 #include "../core/kv.h"
 #include "../core/request.h"
 #include "../core/scheduler.h"
 #include "../core/textout.h"
+#include "../runtime/embd.h"
 #include "../runtime/model.h"
 #include "../runtime/runner.h"
 
@@ -95,10 +97,10 @@ typedef struct {
     int reserved; /* live requests whose FINISHED event is not queued yet */
 } cb_event_queue;
 
-/* A live request: its id and the engine-side state cobatch_cancel flags. */
+/* A live request: its id and the flag cobatch_cancel sets (its cb_engine_req's or cb_embd_req's). */
 typedef struct {
     cobatch_req_id id;
-    cb_engine_req *er;
+    atomic_bool *cancel;
 } cb_live_req;
 
 /* The long lane (lane.c): a second pool on the same weights, a llama.cpp context of its own with one
@@ -120,6 +122,57 @@ typedef struct {
 
 static inline bool cb_lane_on(const cb_lane *L) { return L->pool.sched != NULL; }
 
+/* An embedding request (embd.c): its inputs' tokens, and what its FINISHED event hands over, allocated
+ * at submit (the vectors, the error message's buffer, the event's empty text), so that it ends with
+ * its event also when memory runs out. Engine thread once taken from the mailbox. */
+typedef struct {
+    cobatch_req_id id;
+    void *user_data;
+    atomic_bool cancel;     /* cobatch_cancel asked for it */
+    int32_t n_inputs, done; /* inputs; the first `done` have their vectors */
+    bool failed;            /* a pass with its inputs failed: it ends with an error */
+    int32_t n_tokens;       /* of all its inputs */
+    int32_t *tokens;        /* (n_tokens) the inputs' tokens, one after the other */
+    int32_t *off;           /* (n_inputs + 1) input i is tokens [off[i], off[i + 1]) */
+    float *out;             /* (n_inputs x n_embd) the vectors */
+    char *err_buf;          /* (CB_ERR_BUF) */
+    char *text;             /* "" (an event's text is never NULL) */
+    int64_t t_submit_us, t_scheduled_us;
+} cb_embd_req;
+
+/* The embeddings (embd.c): the embedding context, its pace beside generation, and the requests it has
+ * taken, oldest first. A step runs one pass at most, after the generation pools (engine.c). */
+typedef struct {
+    cb_embd_ctx ctx;     /* ctx.ctx NULL: no embeddings */
+    cb_embd_pace pace;   /* how many tokens a pass may take beside generation (core/embd.h) */
+    cb_embd_req **queue; /* (queue_cap) taken from the mailbox, not finished; oldest first */
+    int n_queue;
+    size_t queue_cap;
+    cb_embd_req **in; /* (in_cap) the mailbox's requests, swapped out of it under mu */
+    int n_in;
+    size_t in_cap;
+    cb_embd_req **pass;                           /* (COBATCH_EMBD_PASS_INPUTS) the request of each input of the pass */
+    float **pass_out;                             /* (COBATCH_EMBD_PASS_INPUTS) where each input's vector goes */
+    int64_t requests, inputs, tokens, passes, us; /* copied into stats */
+} cb_embd;
+
+static inline bool cb_embd_on(const cb_embd *E) { return E->ctx.ctx != NULL; }
+
+/* embd.c, engine thread. cb_embd_init: the context, made by init once the model is loaded (0, or -1
+ * with the message). cb_embd_take_mail (mu held): the mailbox's embedding requests, swapped out in
+ * O(1). cb_embd_intake: those queued. cb_embd_apply_cancels / _cancel_waiting / _shutdown: requests
+ * cobatch_cancel flagged / those that never ran / every one (and the mailbox's) end CANCELLED.
+ * cb_embd_step: one pass, whose tokens the pace allows after a step whose generation took gen_us
+ * (0: none ran), into info. */
+int cb_embd_init(struct cobatch_engine *e, char *err, size_t errlen);
+void cb_embd_free(struct cobatch_engine *e);
+void cb_embd_take_mail(struct cobatch_engine *e);
+void cb_embd_intake(struct cobatch_engine *e);
+void cb_embd_apply_cancels(struct cobatch_engine *e);
+void cb_embd_cancel_waiting(struct cobatch_engine *e);
+void cb_embd_shutdown(struct cobatch_engine *e);
+void cb_embd_step(struct cobatch_engine *e, int64_t gen_us, struct cobatch_step_info *info);
+
 /* Test hook (engine_testing.h): faults injected at the runtime boundary. */
 typedef struct {
     int decode_rc;             /* != 0: the next decodes return this without running */
@@ -134,6 +187,7 @@ struct cobatch_engine {
     cb_model model;    /* the weights, the vocabulary, and the main pool's context */
     cb_pool main;      /* the main pool (split layout: a stream per request) */
     cb_lane lane;
+    cb_embd embd;       /* engine thread, but for its context's facts (fixed at init) */
     cb_swap swap;       /* host memory for preempted requests' cells, the scheduler's and the lane's (swap.h) */
     cb_step_pace pace;  /* what a decode row and a prompt token of a step cost (plan.h), for step_pacing */
     cb_host_cache host; /* the prefix cache's host tier (hostcache.h; cap 0: none) */
@@ -151,12 +205,19 @@ struct cobatch_engine {
     cb_live_req *live; /* (live_cap) requests with no FINISHED event queued yet */
     int n_live;
     size_t live_cap;
-    int n_queued; /* requests not yet running (inbox + waiting): what max_queue bounds; exact */
+    int n_queued;             /* requests not yet running (inbox + waiting): what max_queue bounds; exact */
+    cb_embd_req **embd_inbox; /* (embd_inbox_cap) embedding requests submitted, not yet seen by the engine */
+    int embd_inbox_len;
+    size_t embd_inbox_cap;
+    int32_t embd_waiting;       /* inputs of accepted embedding requests not finished (COBATCH_EMBD_MAX_WAITING) */
+    int32_t embd_requests_open; /* embedding requests accepted and not finished */
     bool stop;
     bool drop_cache;       /* cobatch_drop_cached_prefixes was called */
     bool cancel_waiting;   /* cobatch_cancel_waiting was called */
     cb_engine_fault fault; /* set by the test hook, taken by the engine thread at its next iteration */
     bool fault_set;
+    int embd_fault_rc, embd_fault_count; /* the same for the embedding context's passes */
+    bool embd_fault_set;
     int64_t nodes_seen; /* testing.h: graph nodes of the last decode with an abort count armed */
     int64_t next_id;
     struct cobatch_stats stats; /* snapshot, updated after every step */
@@ -181,6 +242,11 @@ struct cobatch_engine {
 
 void *cb_engine_main(void *arg);
 void cb_engine_free_request(cb_request *r);
+/* Drops id from the live requests (it can no longer be cancelled). */
+void cb_engine_live_remove(cobatch_engine *e, cobatch_req_id id);
+/* Reserves a FINISHED event's slot in the event queue for a request being accepted; ev_mu held.
+ * false when out of memory. */
+bool cb_engine_reserve_event(cobatch_engine *e);
 /* Queues an event (takes ownership of its strings) into space reserved at submit: never fails.
  * Pollers are woken by cb_engine_wake_pollers,
  * once per engine iteration: one wake-up per step, not one per token (on a 2-core machine every

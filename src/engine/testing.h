@@ -12,6 +12,9 @@
  * batch, so a count past one run aborts in the middle of a batch of several). */
 void cobatch_test_fault(cobatch_engine *e, int decode_rc, int count, int64_t abort_after_nodes);
 
+/* The same for the embedding context: its next `count` passes return rc without running. */
+void cobatch_test_embd_fault(cobatch_engine *e, int rc, int count);
+
 /* Graph nodes the last decode that had an abort count armed went through before it ended or
  * aborted (arm a count no batch reaches to measure a batch). */
 int64_t cobatch_test_nodes_seen(cobatch_engine *e);

@@ -19,7 +19,8 @@ typedef struct {
     int32_t n_tokens;
 } cb_openai_prompt;
 
-typedef enum { CB_OPENAI_COMPLETION, CB_OPENAI_CHAT } cb_openai_kind;
+/* EMBEDDINGS: POST /v1/embeddings (embeddings.h parses it; the server keeps the kind on its request) */
+typedef enum { CB_OPENAI_COMPLETION, CB_OPENAI_CHAT, CB_OPENAI_EMBEDDINGS } cb_openai_kind;
 
 /* A parsed request. Owns every string and array the engine params point to. */
 typedef struct {

@@ -195,6 +195,52 @@ static void do_count(intake *q, cb_intake_job *j) {
     j->status = j->json ? 200 : 500;
 }
 
+/* POST /v1/embeddings: the body parsed, each text input tokenized as the engine would (token ids are
+ * checked at submit); an input the engine refuses is a 400 naming `input` (and which one). */
+static void do_embeddings(intake *q, cb_intake_job *j) {
+    struct cobatch_embd_info info;
+    cobatch_embd_info(q->engine, &info);
+    cJSON *root = parse_body(j);
+    if (!root) return;
+    cb_openai_error e;
+    int rc = cb_openai_embd_parse_json(root, info.n_embd, &j->embd, &e);
+    cJSON_Delete(root);
+    if (rc != 0) {
+        j->status = e.status;
+        j->json = error_json(j, &e);
+        return;
+    }
+    int n = j->embd.n_inputs;
+    if (!(j->prompts = calloc((size_t)n, sizeof(*j->prompts)))) {
+        set_error(j, 503, NULL, "out of memory");
+        return;
+    }
+    j->n_prompts = n;
+    for (int i = 0; i < n; i++) {
+        if (left(j)) return;
+        cb_openai_prompt *in = &j->embd.inputs[i];
+        cb_intake_prompt *out = &j->prompts[i];
+        if (!in->text) { /* token ids: taken over as they are */
+            out->tokens = in->tokens;
+            out->n_tokens = in->n_tokens;
+            in->tokens = NULL;
+            continue;
+        }
+        struct cobatch_error err = {0};
+        if ((out->tokens = cobatch_embd_tokens(q->engine, in->text, &out->n_tokens, &err))) continue;
+        bool oom = err.code == COBATCH_ERR_NOMEM;
+        char msg[300];
+        const char *why = oom ? "out of memory" : err.message;
+        if (n > 1)
+            snprintf(msg, sizeof(msg), "input %d: %s", i, why);
+        else
+            snprintf(msg, sizeof(msg), "%s", why);
+        set_error(j, oom ? 503 : 400, oom ? NULL : "input", msg);
+        return;
+    }
+    j->status = 200;
+}
+
 /* The longest text /tokenize takes: bounded as prompts are (the tokenizer is quadratic in
  * special-token texts, and the worker is one), at least four 1024-token windows' worth for clients
  * that tokenize a document to cut it in windows. */
@@ -313,6 +359,7 @@ void cb_intake_job_free(cb_intake_job *j) {
     cobatch_chat_free(j->chat);
     cJSON_Delete(j->echo);
     cb_openai_request_free(&j->req);
+    cb_openai_embd_request_free(&j->embd);
     free(j);
 }
 
@@ -341,6 +388,8 @@ static void *worker(void *arg) {
             do_tokenize(q, j);
         else if (j->kind == INTAKE_COUNT)
             do_count(q, j);
+        else if (j->kind == INTAKE_EMBEDDINGS)
+            do_embeddings(q, j);
         else
             do_detokenize(q, j);
         if (j->status != 200 && !j->json) j->status = 500; /* the error body could not be made: a bare 500 */

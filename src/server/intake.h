@@ -6,6 +6,7 @@
 #ifndef CB_INTAKE_H
 #define CB_INTAKE_H
 
+#include "../openai/embeddings.h"
 #include "../openai/openai.h"
 
 #include <cobatch.h>
@@ -14,7 +15,15 @@
 
 /* INTAKE_CALL: the job's call runs on the worker (the server builds big answers so, off the loop). */
 /* INTAKE_COUNT: the prompt tokens a chat request would take (Anthropic's count_tokens). */
-typedef enum { INTAKE_COMPLETION, INTAKE_TOKENIZE, INTAKE_DETOKENIZE, INTAKE_CALL, INTAKE_COUNT } cb_intake_kind;
+/* INTAKE_EMBEDDINGS: an embeddings body parsed (embd) and its inputs tokenized (prompts). */
+typedef enum {
+    INTAKE_COMPLETION,
+    INTAKE_TOKENIZE,
+    INTAKE_DETOKENIZE,
+    INTAKE_CALL,
+    INTAKE_COUNT,
+    INTAKE_EMBEDDINGS
+} cb_intake_kind;
 
 /* One prompt of a completion request, as the engine will queue it. */
 typedef struct {
@@ -40,11 +49,13 @@ typedef struct cb_intake_job {
     char *json;                /* an error body, or the answer of a tokenizer endpoint (malloc'd) */
     cb_openai_request req;     /* INTAKE_COMPLETION with status 200: the parsed request */
     cb_intake_prompt *prompts; /* (n_prompts) INTAKE_COMPLETION with status 200: its prompts (chat: one, with no
-                                  tokens: they are the chat's) */
+                                  tokens: they are the chat's); INTAKE_EMBEDDINGS: its inputs' tokens */
     cobatch_chat *chat;        /* chat with status 200: the messages rendered, with the tools' grammar and parser */
     cobatch_grammar *grammar;  /* INTAKE_COMPLETION with status 200 and a grammar: parsed here, off the loop */
     int n_prompts;
     struct cb_intake_job *next;
+
+    cb_openai_embd_request embd; /* INTAKE_EMBEDDINGS with status 200: the parsed request (its inputs taken) */
 } cb_intake_job;
 
 typedef struct intake intake;

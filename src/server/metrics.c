@@ -111,6 +111,16 @@ char *cb_srv_metrics_render(const cb_srv_metrics *m, const cb_srv_gauges *g, con
             "Prompt tokens the engine computed (not taken from the prefix cache; recomputes too).", model,
             (double)st->prompt_tokens);
     counter(&b, "cobatch:generation_tokens_total", "Generated tokens.", model, (double)m->generation_tokens);
+    counter(&b, "cobatch:embedding_requests_total", "Embedding requests finished (POST /v1/embeddings).", model,
+            (double)st->embd_requests);
+    counter(&b, "cobatch:embedding_inputs_total", "Embedding inputs computed.", model, (double)st->embd_inputs);
+    counter(&b, "cobatch:embedding_tokens_total", "Tokens of the embedding inputs computed.", model,
+            (double)st->embd_tokens);
+    counter(&b, "cobatch:embedding_passes_total", "Passes of the embedding context (llama_decode calls).", model,
+            (double)st->embd_passes);
+    counter(&b, "cobatch:embedding_seconds_total", "Time the embedding passes took.", model, (double)st->embd_us / 1e6);
+    gauge(&b, "cobatch:embedding_requests_waiting", "Embedding requests accepted and not finished.", model,
+          st->embd_waiting);
     cb_buf_printf(&b, "# HELP cobatch:request_success_total Finished requests by reason.\n"
                       "# TYPE cobatch:request_success_total counter\n");
     const char *names[] = {"stop", "length", "abort", "error"};

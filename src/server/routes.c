@@ -21,6 +21,7 @@ static const cb_srv_route ROUTES[] = {
     {"/v1/responses/input_tokens", true, true, R_INPUT_TOKENS},
     {"/", false, false, R_WEBUI},
     {"/index.html", false, false, R_WEBUI},
+    {"/v1/embeddings", true, true, R_EMBEDDINGS},
 };
 
 const cb_srv_route *cb_srv_route_find(const char *target) {

@@ -19,6 +19,7 @@ typedef enum {
     R_COUNT_TOKENS,
     R_RESPONSES,
     R_INPUT_TOKENS,
+    R_EMBEDDINGS,
     R_WEBUI /* the chat page: public, as /health (the API calls it makes need the key) */
 } cb_srv_route_id;
 

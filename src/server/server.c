@@ -106,6 +106,11 @@ typedef struct cb_srv_req {
     int n_prompt, n_cached, n_generated; /* usage: the prompt once, the outputs summed */
     int n_reasoning;                     /* of the outputs' tokens, those of reasoning */
     struct cb_srv_req *prev, *next;      /* the server's list of requests */
+
+    /* embeddings (kind CB_OPENAI_EMBEDDINGS: one engine request, ch[0]): its vectors once it ended well */
+    float *embd; /* (embd_inputs x embd_dim) taken from the FINISHED event */
+    int embd_inputs, embd_dim;
+    bool embd_base64;
 } cb_srv_req;
 
 struct srv {
@@ -125,6 +130,7 @@ struct srv {
     int n_reqs;
     cb_srv_req *reqs;
     uint64_t next_cid;
+    bool has_embeddings; /* the engine computes embeddings (POST /v1/embeddings) */
     cb_srv_metrics m;
 };
 
@@ -232,6 +238,7 @@ static void req_free(cb_srv_req *r) {
         free(r->prompts[i].text);
     }
     free(r->prompts);
+    free(r->embd);
     free(r);
 }
 
@@ -614,6 +621,9 @@ static cb_dialect_answer dialect_answer(const cb_srv_req *r, const char *const *
  * can be tens of megabytes: 8 prompts x n 16 with echo and top-20 logprobs is 72 MB, seconds of
  * work), so it reads only the request, never its connection. */
 static char *whole_answer(srv *s, cb_srv_req *r) {
+    if (r->kind == CB_OPENAI_EMBEDDINGS)
+        return cb_openai_embd_response_json(s->model, r->embd, r->embd_inputs, r->embd_dim, r->embd_base64,
+                                            r->n_prompt);
     for (int i = 0; i < r->n && r->parses; i++) { /* the outputs read whole */
         cb_srv_choice *c = &r->ch[i];
         if (!read_output(c, false)) return NULL;
@@ -769,8 +779,29 @@ static void fail(srv *s, cb_srv_req *r, int index, const struct cobatch_event *e
     r->conn = NULL;
 }
 
-static void on_finished(srv *s, cb_srv_choice *c, const struct cobatch_event *ev) {
+/* An embedding request ended: its answer (built on the answers worker), or its error. */
+static void on_embeddings(srv *s, cb_srv_req *r, struct cobatch_event *ev) {
+    r->ch[0].id = 0;
+    r->live = 0;
+    if (ev->reason != COBATCH_FINISH_STOP || !ev->embd) {
+        if (!r->failed) fail(s, r, 0, ev);
+    } else {
+        r->embd = ev->embd; /* taken from the event */
+        ev->embd = NULL;
+        r->embd_inputs = ev->n_inputs;
+        r->embd_dim = ev->n_embd;
+        r->n_prompt = ev->n_prompt;
+        if (r->conn && answer(s, r)) return;
+    }
+    req_free(r);
+}
+
+static void on_finished(srv *s, cb_srv_choice *c, struct cobatch_event *ev) {
     cb_srv_req *r = c->r;
+    if (r->kind == CB_OPENAI_EMBEDDINGS) {
+        on_embeddings(s, r, ev);
+        return;
+    }
     bool first = c->index % r->per_prompt == 0; /* the prompt counts once, with its first choice */
     count_finish(s, ev, first);
     c->id = 0;
@@ -834,6 +865,48 @@ static void on_engine_events(evutil_socket_t fd, short what, void *arg) {
 }
 
 /* ---------------------------------------------------------------- completions --------------- */
+
+/* A parsed and tokenized embeddings request back from the intake worker: one engine request for all
+ * its inputs (the engine batches them with other requests' as its passes allow). */
+static void submit_embeddings(srv *s, cb_srv_req *r, cb_intake_job *j) {
+    if (s->draining) {
+        reply_error(s, r->conn, 503, "service_unavailable", NULL, "the server is shutting down; retry elsewhere");
+        r->conn = NULL;
+        return;
+    }
+    struct cobatch_embd_input *in = calloc((size_t)j->n_prompts, sizeof(*in));
+    r->ch = calloc(1, sizeof(*r->ch));
+    if (!in || !r->ch) {
+        free(in);
+        reply_error(s, r->conn, 503, "service_unavailable", NULL, "out of memory; retry later");
+        r->conn = NULL;
+        return;
+    }
+    for (int i = 0; i < j->n_prompts; i++)
+        in[i] = (struct cobatch_embd_input){.tokens = j->prompts[i].tokens, .n_tokens = j->prompts[i].n_tokens};
+    r->n = 1;
+    r->per_prompt = 1;
+    r->ch[0] = (cb_srv_choice){.r = r, .index = 0};
+    r->embd_base64 = j->embd.base64;
+    struct cobatch_embd_params p = {.inputs = in, .n_inputs = j->n_prompts, .user_data = &r->ch[0]};
+    struct cobatch_error err = {0};
+    cobatch_req_id id = cobatch_embed(s->engine, &p, &err);
+    free(in);
+    if (id > 0) {
+        r->ch[0].id = id;
+        r->live = 1;
+        return;
+    }
+    if (id == COBATCH_ERR_QUEUE_FULL) {
+        s->m.rejected_queue_full++;
+        reply_error(s, r->conn, 429, "rate_limit_error", NULL, "%s", err.message);
+    } else if (id == COBATCH_ERR_SHUTDOWN || id == COBATCH_ERR_NOMEM) {
+        reply_error(s, r->conn, 503, "service_unavailable", NULL, "%s", err.message);
+    } else {
+        reply_error(s, r->conn, 400, "invalid_request_error", "input", "%s", err.message);
+    }
+    r->conn = NULL;
+}
 
 /* A parsed and tokenized request back from the intake worker: submit it. */
 static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
@@ -951,8 +1024,10 @@ static void on_intake(evutil_socket_t fd, short what, void *arg) {
         cb_srv_req *r = j->owner;
         r->at_intake = false;
         r->jb = NULL;
-        if (r->conn && (j->status != 200 || j->kind != INTAKE_COMPLETION))
+        if (r->conn && (j->status != 200 || (j->kind != INTAKE_COMPLETION && j->kind != INTAKE_EMBEDDINGS)))
             reply_json(s, r->conn, j->status, j->json, NULL);
+        else if (r->conn && j->kind == INTAKE_EMBEDDINGS)
+            submit_embeddings(s, r, j);
         else if (r->conn)
             submit(s, r, j);
         if (r->live == 0) req_free(r); /* answered already, or the client left */
@@ -963,7 +1038,7 @@ static void on_intake(evutil_socket_t fd, short what, void *arg) {
 /* Hands the request's body to the intake worker. */
 static void to_intake(srv *s, cb_conn *c, cb_http_req *hr, cb_intake_kind kind, cb_openai_kind api,
                       const cb_dialect *d) {
-    if (s->draining && kind == INTAKE_COMPLETION) {
+    if (s->draining && (kind == INTAKE_COMPLETION || kind == INTAKE_EMBEDDINGS)) {
         dreply_error(s, c, d, 503, "service_unavailable", NULL, "the server is shutting down; retry elsewhere");
         return;
     }
@@ -1175,6 +1250,13 @@ static void on_request(cb_conn *c, cb_http_req *hr, void *user) {
     case R_INPUT_TOKENS: to_intake(s, c, hr, INTAKE_COUNT, CB_OPENAI_CHAT, dialect_of(rt->id)); return;
     case R_TOKENIZE: to_intake(s, c, hr, INTAKE_TOKENIZE, CB_OPENAI_COMPLETION, NULL); return;
     case R_DETOKENIZE: to_intake(s, c, hr, INTAKE_DETOKENIZE, CB_OPENAI_COMPLETION, NULL); return;
+    case R_EMBEDDINGS:
+        if (!s->has_embeddings) /* as llama-server answers a server started without --embeddings */
+            reply_error(s, c, 501, "not_supported_error", NULL,
+                        "this server computes no embeddings (started with --no-embeddings)");
+        else
+            to_intake(s, c, hr, INTAKE_EMBEDDINGS, CB_OPENAI_EMBEDDINGS, NULL);
+        return;
     case R_WEBUI: handle_webui(c); return;
     }
 }
@@ -1276,6 +1358,9 @@ int cb_srv_run(cobatch_engine *engine, const cb_srv_params *params) {
     s->p = *params;
     if (s->p.drain_timeout_s <= 0) s->p.drain_timeout_s = 30;
     s->engine = engine;
+    struct cobatch_embd_info embd;
+    cobatch_embd_info(engine, &embd);
+    s->has_embeddings = embd.n_embd > 0;
     cb_srv_metrics_init(&s->m);
     model_name(s);
     signal(SIGPIPE, SIG_IGN);

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 #include <unistd.h>
 
 #include "../../src/util/faultalloc.h"
@@ -126,7 +127,82 @@ static void allocation_failures_lose_no_request(void **state) {
     cobatch_engine_free(e);
 }
 
+/* The same for embedding requests: an accepted one ends once, with its vectors (as they are without
+ * faults) or an error; a refused one says NOMEM. */
+typedef struct {
+    int n_finished;
+    enum cobatch_finish_reason reason;
+    float *v;
+} embd_result;
+
+static void embedding_allocation_failures_lose_no_request(void **state) {
+    (void)state;
+    struct cobatch_engine_params ep = cobatch_engine_default_params();
+    ep.max_num_seqs = 2;
+    ep.max_model_len = 256;
+    ep.embeddings = true;
+    ep.embd_batch = 64;
+    cobatch_engine *e = it_engine(ep);
+    assert_non_null(e);
+    static const char *const texts[] = {"The cat sat on the mat.", "A cat was sitting on the rug.",
+                                        "The stock market fell sharply today.", "Paris is the capital of France."};
+    struct cobatch_embd_input in[4];
+    for (int i = 0; i < 4; i++)
+        in[i] = (struct cobatch_embd_input){.text = texts[i]};
+    const uint64_t everies[] = {0, 2, 3, 5, 7, 11, 31};
+    float clean[4 * 576];
+    int refused = 0;
+    for (size_t k = 0; k < sizeof(everies) / sizeof(everies[0]); k++) {
+        embd_result rs[N];
+        bool accepted[N];
+        int n_acc = 0, done = 0;
+        memset(rs, 0, sizeof(rs));
+        cb_fault_alloc_set(everies[k]);
+        for (int i = 0; i < N; i++) {
+            struct cobatch_embd_params p = {.inputs = in, .n_inputs = 1 + i % 4, .user_data = &rs[i]};
+            struct cobatch_error err;
+            cobatch_req_id id = cobatch_embed(e, &p, &err);
+            accepted[i] = id > 0;
+            if (id <= 0) assert_int_equal(id, COBATCH_ERR_NOMEM);
+            n_acc += accepted[i];
+        }
+        int64_t deadline = cobatch_time_us() + 60 * 1000000LL;
+        while (done < n_acc) {
+            if (cobatch_time_us() > deadline)
+                fail_msg("every %llu: %d of %d", (unsigned long long)everies[k], done, n_acc);
+            struct cobatch_event ev;
+            if (cobatch_poll(e, &ev, 1, 100) != 1) continue;
+            embd_result *r = ev.user_data;
+            r->n_finished++;
+            r->reason = ev.reason;
+            r->v = ev.embd;
+            ev.embd = NULL;
+            done++;
+            cobatch_event_clear(&ev);
+        }
+        cb_fault_alloc_set(0);
+        for (int i = 0; i < N; i++) {
+            assert_int_equal(rs[i].n_finished, accepted[i] ? 1 : 0);
+            if (accepted[i]) assert_true(rs[i].reason == COBATCH_FINISH_STOP || rs[i].reason == COBATCH_FINISH_ERROR);
+            if (rs[i].reason == COBATCH_FINISH_STOP && everies[k] == 0 && i == 3) memcpy(clean, rs[i].v, sizeof(clean));
+            if (rs[i].reason == COBATCH_FINISH_STOP && everies[k] != 0)
+                for (int j = 0; j < (1 + i % 4) * 576; j++)
+                    assert_true(fabsf(rs[i].v[j] - clean[j]) < 2e-3f);
+            free(rs[i].v);
+        }
+        refused += N - n_acc;
+        printf("# every %3llu-th allocation fails: %2d of %d embedding requests accepted\n",
+               (unsigned long long)everies[k], n_acc, N);
+    }
+    assert_true(refused > 0);
+    struct cobatch_stats st;
+    cobatch_engine_stats(e, &st);
+    assert_int_equal(st.embd_waiting, 0);
+    cobatch_engine_free(e);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(allocation_failures_lose_no_request)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(allocation_failures_lose_no_request),
+                                       cmocka_unit_test(embedding_allocation_failures_lose_no_request)};
     return cmocka_run_group_tests_name("oom", tests, NULL, NULL);
 }
