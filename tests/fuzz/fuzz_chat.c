@@ -19,6 +19,7 @@ static const char *const template_files[] = {
     CB_FUZZ_LLAMA_SRC "/models/templates/mistralai-Mistral-Nemo-Instruct-2407.jinja",
     CB_FUZZ_LLAMA_SRC "/models/templates/NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja",
     CB_FUZZ_LLAMA_SRC "/models/templates/openai-gpt-oss-120b.jinja",
+    CB_FUZZ_SOURCE "/templates/chatml-think.jinja",
 };
 #define N_TEMPLATES (sizeof(template_files) / sizeof(*template_files))
 static cb_chat_templates *templates[N_TEMPLATES];
@@ -56,8 +57,12 @@ static void render(const cb_chat_templates *t, const struct cobatch_request_para
     if (!msgs) abort();
     for (size_t i = 0; i < p->n_messages; i++) { /* as the engine hands them over (api.c) */
         const struct cobatch_chat_message *m = &p->messages[i];
-        msgs[i] = (cb_common_msg){m->role ? m->role : "user", m->content ? m->content : "", m->tool_calls,
-                                  m->tool_call_id, m->name};
+        msgs[i] = (cb_common_msg){m->role ? m->role : "user",
+                                  m->content ? m->content : "",
+                                  m->tool_calls,
+                                  m->tool_call_id,
+                                  m->name,
+                                  m->reasoning};
     }
     cb_common_tools tools = {.tools = p->tools,
                              .choice = p->tool_choice == COBATCH_TOOL_CHOICE_AUTO       ? CB_TOOLS_AUTO
@@ -65,9 +70,19 @@ static void render(const cb_chat_templates *t, const struct cobatch_request_para
                                                                                         : CB_TOOLS_NONE,
                              .function = p->tool_choice == COBATCH_TOOL_CHOICE_REQUIRED ? p->tool_function : NULL,
                              .single = p->single_tool_call};
+    /* the reasoning asked for, read apart when the template thinks (as the engine does, api.c) */
+    const cb_common_thinking *th = cb_common_template_thinking(t);
+    const struct cobatch_reasoning *q = &p->reasoning;
+    cb_common_reasoning rs = {.extract = th->thinks && !q->keep,
+                              .think = q->think == COBATCH_THINK_ON    ? 1
+                                       : q->think == COBATCH_THINK_OFF ? 0
+                                                                       : -1,
+                              .effort = th->takes_effort ? q->effort : NULL,
+                              .kwargs = p->template_kwargs,
+                              .json_schema = th->thinks && !q->keep ? p->json_schema : NULL};
     cb_common_rendered x = {0};
     char err[256] = "";
-    if (cb_common_render(t, msgs, p->n_messages, p->tools ? &tools : NULL, &x, err, sizeof(err)) != 0) {
+    if (cb_common_render(t, msgs, p->n_messages, p->tools ? &tools : NULL, &rs, &x, err, sizeof(err)) != 0) {
         if (!err[0]) abort();
     } else {
         if (!x.prompt) abort();
@@ -82,11 +97,12 @@ static void render(const cb_chat_templates *t, const struct cobatch_request_para
             if ((out[i] == ']' || out[i] == '}') && depth > 0) depth--;
         }
         for (int partial = 1; x.parser && deepest <= 128 && partial >= 0; partial--) {
-            char *content = NULL;
+            char *content = NULL, *reasoning = NULL;
             cb_common_call *calls = NULL;
             size_t n_calls = 0;
             err[0] = '\0';
-            if (cb_common_parse(x.parser, out, n_out, partial, &content, &calls, &n_calls, err, sizeof(err)) == 0) {
+            if (cb_common_parse(x.parser, out, n_out, partial, &reasoning, &content, &calls, &n_calls, err,
+                                sizeof(err)) == 0) {
                 if (!content) abort();
                 for (size_t k = 0; k < n_calls; k++)
                     if (!calls[k].name || !calls[k].arguments) abort();
@@ -94,6 +110,7 @@ static void render(const cb_chat_templates *t, const struct cobatch_request_para
                 abort();
             }
             free(content);
+            free(reasoning);
             cb_common_calls_free(calls, n_calls);
         }
     }
