@@ -62,7 +62,7 @@ void cb_engine_push_event(cobatch_engine *e, struct cobatch_event *ev) {
 
 /* Makes room for one more live request's events: its FINISHED slot, and a step's worth of tokens
  * above the backlog. Called with ev_mu held. Returns false when out of memory. */
-bool cb_engine_reserve_event(cobatch_engine *e) {
+static bool reserve_event(cobatch_engine *e) {
     cb_event_queue *q = &e->events;
     int need = e->event_backlog + 2 * e->params.max_num_seqs + q->reserved + 1;
     if (q->cap < need) {
@@ -991,43 +991,49 @@ static cb_request *request_new(cobatch_engine *e, const struct cobatch_request_p
     return r;
 }
 
-/* Puts r in the mailbox with its final event reserved; returns its id, or the code with err filled
- * (r is then freed). */
-static cobatch_req_id enqueue(cobatch_engine *e, cb_request *r, struct cobatch_error *err) {
-    pthread_mutex_lock(&e->mu);
-    int status = COBATCH_OK;
-    bool reserved = false;
-    if (e->stop) {
-        status = refuse(err, COBATCH_ERR_SHUTDOWN, NULL, "the engine is shutting down");
-    } else if (e->n_queued >= e->params.max_queue) {
-        status = refuse(err, COBATCH_ERR_QUEUE_FULL, NULL, "too many requests waiting (%d); retry later",
-                        e->params.max_queue);
-    } else {
-        pthread_mutex_lock(&e->ev_mu);
-        reserved = cb_engine_reserve_event(e);
-        pthread_mutex_unlock(&e->ev_mu);
-        if (!reserved || !cb_grow((void **)&e->inbox, &e->inbox_cap, (size_t)e->inbox_len + 1, sizeof(*e->inbox), 64) ||
-            !cb_grow((void **)&e->live, &e->live_cap, (size_t)e->n_live + 1, sizeof(*e->live), 64))
-            status = refuse(err, COBATCH_ERR_NOMEM, NULL, "out of memory");
-    }
-    if (status == COBATCH_OK) {
-        r->id = e->next_id++;
-        e->inbox[e->inbox_len++] = r;
-        e->live[e->n_live++] = (cb_live_req){.id = r->id, .cancel = &((cb_engine_req *)r->rt)->cancel};
-        e->n_queued++;
-        pthread_cond_signal(&e->cond);
-    } else if (reserved) {
+int cb_engine_accept(cobatch_engine *e, void **inbox, size_t *cap, int len, size_t elem, struct cobatch_error *err) {
+    if (e->stop) return refuse(err, COBATCH_ERR_SHUTDOWN, NULL, "the engine is shutting down");
+    if (e->n_queued >= e->params.max_queue)
+        return refuse(err, COBATCH_ERR_QUEUE_FULL, NULL, "too many requests waiting (%d); retry later",
+                      e->params.max_queue);
+    pthread_mutex_lock(&e->ev_mu);
+    bool reserved = reserve_event(e);
+    pthread_mutex_unlock(&e->ev_mu);
+    if (reserved && cb_grow(inbox, cap, (size_t)len + 1, elem, 64) &&
+        cb_grow((void **)&e->live, &e->live_cap, (size_t)e->n_live + 1, sizeof(*e->live), 64))
+        return COBATCH_OK;
+    if (reserved) {
         pthread_mutex_lock(&e->ev_mu);
         e->events.reserved--;
         pthread_mutex_unlock(&e->ev_mu);
     }
-    cobatch_req_id id = r->id;
+    return refuse(err, COBATCH_ERR_NOMEM, NULL, "out of memory");
+}
+
+cobatch_req_id cb_engine_register(cobatch_engine *e, atomic_bool *cancel) {
+    cobatch_req_id id = e->next_id++;
+    e->live[e->n_live++] = (cb_live_req){.id = id, .cancel = cancel};
+    e->n_queued++;
+    pthread_cond_signal(&e->cond);
+    return id;
+}
+
+/* Puts r in the mailbox with its final event reserved; returns its id, or the code with err filled
+ * (r is then freed). */
+static cobatch_req_id enqueue(cobatch_engine *e, cb_request *r, struct cobatch_error *err) {
+    pthread_mutex_lock(&e->mu);
+    cobatch_req_id id = 0;
+    int status = cb_engine_accept(e, (void **)&e->inbox, &e->inbox_cap, e->inbox_len, sizeof(*e->inbox), err);
+    if (status == COBATCH_OK) {
+        id = r->id = cb_engine_register(e, &((cb_engine_req *)r->rt)->cancel);
+        e->inbox[e->inbox_len++] = r;
+    }
     pthread_mutex_unlock(&e->mu);
     if (status != COBATCH_OK) {
         cb_engine_free_request(r);
         return status;
     }
-    return id;
+    return id; /* r may be gone: the engine thread owns it */
 }
 
 cobatch_req_id cobatch_submit(cobatch_engine *e, const struct cobatch_request_params *p, struct cobatch_error *err) {

@@ -141,46 +141,26 @@ static cb_embd_req *embd_req_new(cobatch_engine *e, const struct cobatch_embd_pa
 /* Puts r in the mailbox with its final event reserved; returns its id, or the code with err filled (r
  * is then freed). */
 static cobatch_req_id embd_enqueue(cobatch_engine *e, cb_embd_req *r, struct cobatch_error *err) {
-    int status = COBATCH_OK;
-    bool reserved = false;
+    cobatch_req_id id = 0;
+    int status;
     pthread_mutex_lock(&e->mu);
-    if (e->stop) {
-        status = refuse(err, COBATCH_ERR_SHUTDOWN, NULL, "the engine is shutting down");
-    } else if (e->n_queued >= e->params.max_queue) {
-        status = refuse(err, COBATCH_ERR_QUEUE_FULL, NULL, "too many requests waiting (%d); retry later",
-                        e->params.max_queue);
-    } else if (e->embd_waiting > 0 && e->embd_waiting + r->n_inputs > COBATCH_EMBD_MAX_WAITING) {
+    if (!e->stop && e->embd_waiting > 0 && e->embd_waiting + r->n_inputs > COBATCH_EMBD_MAX_WAITING)
         status =
             refuse(err, COBATCH_ERR_QUEUE_FULL, NULL, "%d embedding inputs are waiting; retry later", e->embd_waiting);
-    } else {
-        pthread_mutex_lock(&e->ev_mu);
-        reserved = cb_engine_reserve_event(e);
-        pthread_mutex_unlock(&e->ev_mu);
-        if (!reserved ||
-            !cb_grow((void **)&e->embd_inbox, &e->embd_inbox_cap, (size_t)e->embd_inbox_len + 1, sizeof(r), 64) ||
-            !cb_grow((void **)&e->live, &e->live_cap, (size_t)e->n_live + 1, sizeof(*e->live), 64))
-            status = refuse(err, COBATCH_ERR_NOMEM, NULL, "out of memory");
-    }
+    else
+        status = cb_engine_accept(e, (void **)&e->embd_inbox, &e->embd_inbox_cap, e->embd_inbox_len, sizeof(r), err);
     if (status == COBATCH_OK) {
-        r->id = e->next_id++;
+        id = r->id = cb_engine_register(e, &r->cancel);
         e->embd_inbox[e->embd_inbox_len++] = r;
-        e->live[e->n_live++] = (cb_live_req){.id = r->id, .cancel = &r->cancel};
-        e->n_queued++;
         e->embd_requests_open++;
         e->embd_waiting += r->n_inputs;
-        pthread_cond_signal(&e->cond);
-    } else if (reserved) {
-        pthread_mutex_lock(&e->ev_mu);
-        e->events.reserved--;
-        pthread_mutex_unlock(&e->ev_mu);
     }
-    cobatch_req_id id = r->id;
     pthread_mutex_unlock(&e->mu);
     if (status != COBATCH_OK) {
         embd_req_free(r);
         return status;
     }
-    return id;
+    return id; /* r may be gone: the engine thread owns it */
 }
 
 cobatch_req_id cobatch_embed(cobatch_engine *e, const struct cobatch_embd_params *p, struct cobatch_error *err) {

@@ -244,9 +244,13 @@ void *cb_engine_main(void *arg);
 void cb_engine_free_request(cb_request *r);
 /* Drops id from the live requests (it can no longer be cancelled). */
 void cb_engine_live_remove(cobatch_engine *e, cobatch_req_id id);
-/* Reserves a FINISHED event's slot in the event queue for a request being accepted; ev_mu held.
- * false when out of memory. */
-bool cb_engine_reserve_event(cobatch_engine *e);
+/* With mu held: whether e takes one more request (it is not stopping, fewer than max_queue wait), its
+ * FINISHED event's slot reserved and room made for it in `live` and in an inbox of len entries of elem
+ * bytes (*inbox, *cap). COBATCH_OK, or the code with err filled and nothing reserved. */
+int cb_engine_accept(cobatch_engine *e, void **inbox, size_t *cap, int len, size_t elem, struct cobatch_error *err);
+/* With mu held, after cb_engine_accept: a new id, live with its cancel flag, counted as queued; the
+ * engine thread woken. The caller puts the request in its inbox. */
+cobatch_req_id cb_engine_register(cobatch_engine *e, atomic_bool *cancel);
 /* Queues an event (takes ownership of its strings) into space reserved at submit: never fails.
  * Pollers are woken by cb_engine_wake_pollers,
  * once per engine iteration: one wake-up per step, not one per token (on a 2-core machine every
