@@ -1,7 +1,6 @@
 /* embeddings.c — OpenAI's embeddings request and response (embeddings.h). */
 #include "embeddings.h"
 #include "../util/buf.h"
-#include "../util/utf8.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -118,10 +117,7 @@ int cb_openai_embd_parse_json(const cJSON *root, int32_t n_embd, cb_openai_embd_
 int cb_openai_embd_parse(const char *body, size_t len, int32_t n_embd, cb_openai_embd_request *r, cb_openai_error *e) {
     memset(r, 0, sizeof(*r));
     memset(e, 0, sizeof(*e));
-    if (cb_openai_has_nul(body, len))
-        return cb_openai_bad(e, NULL, "a string contains a NUL character (\\u0000); it is not accepted");
-    if (cb_utf8_valid_prefix(body, len, NULL) != len) return cb_openai_bad(e, NULL, "the body is not valid UTF-8");
-    cJSON *root = cb_openai_json_parse(body, len, e);
+    cJSON *root = cb_openai_body_parse(body, len, e);
     if (!root) return -1;
     int rc = cb_openai_embd_parse_json(root, n_embd, r, e);
     cJSON_Delete(root);

@@ -587,6 +587,18 @@ bool cb_openai_json_well_formed(const char *s, size_t len) {
     return j.s == j.end || (j.s < j.end && *j.s == '\0' && j.s + 1 == j.end);
 }
 
+cJSON *cb_openai_body_parse(const char *body, size_t len, cb_openai_error *e) {
+    if (cb_openai_has_nul(body, len)) {
+        cb_openai_bad(e, NULL, "a string contains a NUL character (\\u0000); it is not accepted");
+        return NULL;
+    }
+    if (cb_utf8_valid_prefix(body, len, NULL) != len) {
+        cb_openai_bad(e, NULL, "the body is not valid UTF-8");
+        return NULL;
+    }
+    return cb_openai_json_parse(body, len, e);
+}
+
 cJSON *cb_openai_json_parse(const char *s, size_t len, cb_openai_error *e) {
     /* checked first: cJSON alone takes text after the value ("{...} garbage", "{...}{...}") and
      * numbers such as 01 or 1. */
@@ -603,11 +615,7 @@ int cb_openai_parse(cb_openai_kind kind, const cb_openai_defaults *defaults, con
                     cb_openai_request *r, cb_openai_error *e) {
     memset(r, 0, sizeof(*r));
     memset(e, 0, sizeof(*e));
-    /* cJSON would end a string at a NUL: a prompt, a stop string cut short without a word */
-    if (cb_openai_has_nul(body, len))
-        return cb_openai_bad(e, NULL, "a string contains a NUL character (\\u0000); it is not accepted");
-    if (cb_utf8_valid_prefix(body, len, NULL) != len) return cb_openai_bad(e, NULL, "the body is not valid UTF-8");
-    cJSON *root = cb_openai_json_parse(body, len, e);
+    cJSON *root = cb_openai_body_parse(body, len, e);
     if (!root) return -1;
     int rc = cb_openai_parse_json(kind, defaults, root, r, e);
     cJSON_Delete(root);

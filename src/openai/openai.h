@@ -104,6 +104,10 @@ const char *cb_openai_param(const cb_openai_request *r, const char *engine_param
  * else. NULL with e set when it fails: 400 for text that is not JSON, 503 when it is (the parse
  * ran out of memory). The caller deletes the result. */
 struct cJSON *cb_openai_json_parse(const char *s, size_t len, cb_openai_error *e);
+/* A request body as JSON: cb_openai_json_parse once the text is valid UTF-8 with no NUL in a string
+ * (cJSON would end a string there: a prompt or a stop string cut short without a word); NULL with e
+ * set (400, or 503 out of memory). The caller deletes the result. */
+struct cJSON *cb_openai_body_parse(const char *body, size_t len, cb_openai_error *e);
 /* Whether s[0, len) is well-formed JSON (one value; a NUL right at the end allowed). Linear, no
  * allocation. */
 bool cb_openai_json_well_formed(const char *s, size_t len);

@@ -160,15 +160,7 @@ static void do_completion(intake *q, cb_intake_job *j) {
  * of memory). */
 static cJSON *parse_body(cb_intake_job *j) {
     cb_openai_error e = {0};
-    if (cb_openai_has_nul(j->body, j->len)) {
-        set_error(j, 400, NULL, "a string contains a NUL character (\\u0000); it is not accepted");
-        return NULL;
-    }
-    if (cb_utf8_valid_prefix(j->body, j->len, NULL) != j->len) {
-        set_error(j, 400, NULL, "the body is not valid UTF-8");
-        return NULL;
-    }
-    cJSON *root = cb_openai_json_parse(j->body, j->len, &e);
+    cJSON *root = cb_openai_body_parse(j->body, j->len, &e);
     if (!root) {
         j->status = e.status;
         j->json = error_json(j, &e);
