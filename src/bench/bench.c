@@ -7,11 +7,13 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-static double cpu_seconds(void) {
+/* This process's CPU time so far, user and system apart (every thread: the engine's, llama.cpp's
+ * workers and the client's). */
+static void cpu_seconds(double *user, double *sys) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
-           ru.ru_stime.tv_usec / 1e6;
+    *user = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6;
+    *sys = (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
 }
 
 /* Engine thread: append the step to the trace (read only after the engine is freed). */
@@ -234,7 +236,8 @@ int cb_bench_run(const cb_bench_config *cfg, const cb_workload *w, int concurren
     }
 
     progress = progress && isatty(STDERR_FILENO);
-    double cpu0 = cpu_seconds();
+    double user0, sys0, user1, sys1;
+    cpu_seconds(&user0, &sys0);
     run.t0 = cobatch_time_us();
     int64_t last_progress = 0;
     while (run.done < w->n) {
@@ -252,7 +255,9 @@ int cb_bench_run(const cb_bench_config *cfg, const cb_workload *w, int concurren
         }
     }
     r->wall_s = (double)(cobatch_time_us() - run.t0) / 1e6;
-    r->cpu_s = cpu_seconds() - cpu0;
+    cpu_seconds(&user1, &sys1);
+    r->cpu_user_s = user1 - user0;
+    r->cpu_s = r->cpu_user_s + (sys1 - sys0);
     cobatch_engine_stats(run.e, &r->stats);
     cobatch_kv_info(run.e, &r->kv);
     cobatch_engine_free(run.e);
@@ -315,10 +320,10 @@ int cb_bench_lane_steps(const cb_bench_result *r) {
 void cb_bench_print_table(FILE *f, const cb_bench_config *cfgs, const cb_bench_result *res, int n, int base) {
     fprintf(
         f,
-        "| config | wall s | cpu s | speedup | req/s | out tok/s | total tok/s | TTFT p50 / p99 ms | "
+        "| config | wall s | cpu s | cpu user s | speedup | req/s | out tok/s | total tok/s | TTFT p50 / p99 ms | "
         "TPOT mean ms | ITL p50 / p99 ms | E2EL p50 / p99 ms | sched eff | steps | preempt / swap | peak KV | wasted "
         "slots | prefix hit | prompt computed |\n");
-    fprintf(f, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    fprintf(f, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (int i = 0; i < n; i++) {
         const cb_bench_result *r = &res[i];
         const cb_metrics *m = &r->m;
@@ -332,14 +337,15 @@ void cb_bench_print_table(FILE *f, const cb_bench_config *cfgs, const cb_bench_r
         if (r->stats.prefix_query_tokens > 0)
             snprintf(hit, sizeof(hit), "%.0f%%",
                      100.0 * (double)r->stats.prefix_hit_tokens / r->stats.prefix_query_tokens);
-        fprintf(f,
-                "| %s | %.2f | %.2f | %.2fx | %.2f | %.1f | %.1f | %.0f / %.0f | %.1f | %.1f / %.1f | %.0f / %.0f | "
-                "%s | %s | %lld / %lld | %d | %lld | %s | %lld |\n",
-                cfgs[i].label, r->wall_s, r->cpu_s, res[base].wall_s / r->wall_s, m->req_per_s, m->out_tok_per_s,
-                m->total_tok_per_s, m->ttft_ms.p50, m->ttft_ms.p99, m->tpot_ms.mean, m->itl_ms.p50, m->itl_ms.p99,
-                m->e2el_ms.p50, m->e2el_ms.p99, eff, steps, (long long)r->stats.preemptions,
-                (long long)r->stats.swapped_out, r->stats.kv_peak, (long long)r->stats.wasted_decode_slots, hit,
-                (long long)r->stats.prompt_tokens);
+        fprintf(
+            f,
+            "| %s | %.2f | %.2f | %.2f | %.2fx | %.2f | %.1f | %.1f | %.0f / %.0f | %.1f | %.1f / %.1f | %.0f / %.0f | "
+            "%s | %s | %lld / %lld | %d | %lld | %s | %lld |\n",
+            cfgs[i].label, r->wall_s, r->cpu_s, r->cpu_user_s, res[base].wall_s / r->wall_s, m->req_per_s,
+            m->out_tok_per_s, m->total_tok_per_s, m->ttft_ms.p50, m->ttft_ms.p99, m->tpot_ms.mean, m->itl_ms.p50,
+            m->itl_ms.p99, m->e2el_ms.p50, m->e2el_ms.p99, eff, steps, (long long)r->stats.preemptions,
+            (long long)r->stats.swapped_out, r->stats.kv_peak, (long long)r->stats.wasted_decode_slots, hit,
+            (long long)r->stats.prompt_tokens);
     }
     for (int i = 0; i < n; i++)
         if (res[i].m.failed) fprintf(f, "\n%s: %d requests failed\n", cfgs[i].label, res[i].m.failed);

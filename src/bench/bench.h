@@ -17,7 +17,9 @@ typedef struct {
 
 typedef struct {
     cb_metrics m;
-    double wall_s, cpu_s; /* cpu: user + sys of this process over the run (engine + client) */
+    double wall_s;
+    double cpu_s, cpu_user_s; /* CPU time of this process over the run (engine, llama.cpp's workers and
+                                 client): user + system, and user alone */
     struct cobatch_stats stats;
     struct cobatch_kv_info kv; /* the KV memory the engine resolved to */
     cb_req_timeline *tl;       /* (n) owned: free with cb_bench_result_free */

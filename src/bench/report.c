@@ -68,6 +68,7 @@ static cJSON *result(const cb_bench_result *r) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "wall_s", r->wall_s);
     cJSON_AddNumberToObject(o, "cpu_s", r->cpu_s);
+    cJSON_AddNumberToObject(o, "cpu_user_s", r->cpu_user_s);
     cJSON_AddNumberToObject(o, "kv_bytes", (double)r->kv.kv_bytes);
     cJSON_AddNumberToObject(o, "completed", m->completed);
     cJSON_AddNumberToObject(o, "failed", m->failed);

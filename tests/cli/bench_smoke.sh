@@ -21,6 +21,8 @@ check "workload line names 6 requests" 'grep -q "workload mixed: 6 requests, 166
 check "static wastes slots, continuous does not" \
     'grep "^| static chunk=16" "$dir/out.md" | awk -F"|" "{n++; w=\$(NF-3)+0} END {exit !(n == 1 && w > 0)}" &&
      grep "^| continuous chunk=16" "$dir/out.md" | awk -F"|" "{n++; w=\$(NF-3)+0} END {exit !(n == 1 && w == 0)}"'
+check "cpu user time in every row, within the cpu time" \
+    '[ "$(grep "^| \(sequential\|static\|continuous\) chunk=" "$dir/out.md" | awk -F"|" "\$5 ~ /[0-9]/ && \$5+0 <= \$4+0" | wc -l)" -eq 6 ]'
 check "ceiling table printed" 'grep -q "^| decode tok/s" "$dir/out.md" && grep -q "^| prefill tok/s" "$dir/out.md"'
 check "scheduling efficiency for every configuration" '[ "$(grep "^| \(sequential\|static\|continuous\) chunk=" "$dir/out.md" | grep -c "| [0-9]*% |")" -eq 6 ]'
 check "json report is complete" 'python3 - "$dir/out.json" "$dir/tiny.gguf" <<PY
@@ -35,6 +37,7 @@ for c in d["configurations"]:
     assert r["completed"] == 6 and r["failed"] == 0 and r["output_tokens"] == 216
     assert r["ttft_ms"]["p50"] <= r["ttft_ms"]["p99"] <= r["ttft_ms"]["max"]
     assert 0 < r["scheduling_efficiency"]
+    assert 0 < r["cpu_user_s"] <= r["cpu_s"]
 assert [x["batch"] for x in d["ceiling"]["decode"]] == [1, 2, 4]
 PY'
 check "trace has steps of every configuration" '[ "$(cut -f1 "$dir/trace.tsv" | sort -u | wc -l)" -eq 7 ]'
