@@ -87,6 +87,9 @@ static cJSON *result(const cb_bench_result *r) {
     }
     cJSON_AddNumberToObject(o, "steps", (double)r->stats.steps);
     cJSON_AddNumberToObject(o, "lane_steps", cb_bench_lane_steps(r));
+    cJSON_AddNumberToObject(o, "step_s", r->step_s); /* the steps' wall time, and of it llama_decode's */
+    cJSON_AddNumberToObject(o, "decode_s", r->decode_s);
+    if (cb_bench_host_share(r) >= 0) cJSON_AddNumberToObject(o, "host_share", cb_bench_host_share(r));
     cJSON_AddNumberToObject(o, "preemptions", (double)r->stats.preemptions);
     cJSON_AddNumberToObject(o, "preemptions_swapped", (double)r->stats.swapped_out);
     cJSON_AddNumberToObject(o, "preemptions_recomputed", (double)r->stats.recomputed);

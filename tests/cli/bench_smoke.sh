@@ -38,9 +38,17 @@ for c in d["configurations"]:
     assert r["ttft_ms"]["p50"] <= r["ttft_ms"]["p99"] <= r["ttft_ms"]["max"]
     assert 0 < r["scheduling_efficiency"]
     assert 0 < r["cpu_user_s"] <= r["cpu_s"]
+    # the steps time splits into llama_decode and host work; steps never outlast the run
+    assert 0 < r["decode_s"] < r["step_s"] <= r["wall_s"]
+    assert abs(r["host_share"] - (r["step_s"] - r["decode_s"]) / r["step_s"]) < 1e-9
 assert [x["batch"] for x in d["ceiling"]["decode"]] == [1, 2, 4]
 PY'
 check "trace has steps of every configuration" '[ "$(cut -f1 "$dir/trace.tsv" | sort -u | wc -l)" -eq 7 ]'
+check "trace: decode_ms last, within each step's step_ms" \
+    'head -1 "$dir/trace.tsv" | awk -F"\t" "{exit !(\$18 == \"decode_ms\" && NF == 18)}" &&
+     awk -F"\t" "NR>1 {n++; if (NF != 18 || \$18+0 <= 0 || \$18+0 > \$3+0) bad=1} END {exit bad || !n}" "$dir/trace.tsv"'
+check "host share in every row" \
+    '[ "$(grep "^| \(sequential\|static\|continuous\) chunk=" "$dir/out.md" | awk -F"|" "\$16 ~ /^ [0-9.]+% $/" | wc -l)" -eq 6 ]'
 check "trace never exceeds the step budget" 'awk -F"\t" "NR>1 && \$4+\$5 > 4096 {bad=1} END {exit bad}" "$dir/trace.tsv"'
 # budgets are a list too: chunk none runs once, at the largest budget; chunked rows at each budget
 "$bin" bench -m "$dir/tiny.gguf" --workload mixed --num-prompts 4 --modes continuous --no-ceiling \
