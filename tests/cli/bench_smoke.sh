@@ -41,6 +41,8 @@ for c in d["configurations"]:
     # the steps time splits into llama_decode and host work; steps never outlast the run
     assert 0 < r["decode_s"] < r["step_s"] <= r["wall_s"]
     assert abs(r["host_share"] - (r["step_s"] - r["decode_s"]) / r["step_s"]) < 1e-9
+    # a static group holds its finished members places until its slowest ends; continuous refills them
+    assert (r["wasted_decode_slots"] > 0) == (c["mode"] == "static"), c["label"]
 assert [x["batch"] for x in d["ceiling"]["decode"]] == [1, 2, 4]
 PY'
 check "trace has steps of every configuration" '[ "$(cut -f1 "$dir/trace.tsv" | sort -u | wc -l)" -eq 7 ]'
