@@ -63,6 +63,29 @@ check "budget list: none once at 512, chunk 16 at 24 and 512" \
      grep -q "^| continuous chunk=16 budget=24 " "$dir/b.md" && grep -q "^| continuous chunk=16 budget=512 " "$dir/b.md"'
 check "budget list: the 24-token budget holds in every step" \
     'awk -F"\t" "\$1 ~ /budget=24 / {n++; if (\$4+\$5 > 24) bad=1} END {exit bad || !n}" "$dir/tb.tsv"'
+# max_num_seqs is a list too, crossed with the others; sequential runs once, at the first
+"$bin" bench -m "$dir/tiny.gguf" --workload mixed --num-prompts 4 --modes sequential,continuous --no-ceiling \
+    --max-num-seqs 2,4 --trace "$dir/tq.tsv" --json "$dir/q.json" >"$dir/q.md" 2>"$dir/q.err"
+rc=$?
+check "seqs list: exits 0" '[ $rc -eq 0 ]'
+check "seqs list: continuous at 2 and at 4, sequential once, in the table and the JSON" \
+    'grep -q "^| continuous chunk=256 seqs=2 split " "$dir/q.md" && grep -q "^| continuous chunk=256 seqs=4 split " "$dir/q.md" &&
+     grep -q "max_num_seqs 2,4," "$dir/q.md" && python3 - "$dir/q.json" <<PY
+import json, sys
+d = json.load(open(sys.argv[1]))
+got = sorted((c["mode"], c["max_num_seqs"]) for c in d["configurations"])
+assert got == [("continuous", 2), ("continuous", 4), ("sequential", 2)], got
+assert all(c["result"]["completed"] == 4 for c in d["configurations"])
+PY'
+check "seqs list: at 2, never more than 2 running; at 4, 4 at once" \
+    'awk -F"\t" "\$1 ~ /seqs=2 / {n++; if (\$7 > 2) bad=1} END {exit bad || !n}" "$dir/tq.tsv" &&
+     awk -F"\t" "\$1 ~ /seqs=4 / && \$7 == 4 {n++} END {exit !n}" "$dir/tq.tsv"'
+"$bin" bench -m "$dir/tiny.gguf" --workload mixed --num-prompts 4 --modes continuous --no-ceiling \
+    --max-num-seqs auto --kv-layouts unified --json "$dir/a.json" >"$dir/a.md" 2>"$dir/a.err"
+rc=$?
+check "seqs auto alone: one configuration, as many as the cells hold" \
+    '[ $rc -eq 0 ] && [ "$(grep -c "^| continuous chunk=256 unified |" "$dir/a.md")" -eq 1 ] &&
+     python3 -c "import json, sys; c = json.load(open(sys.argv[1]))[\"configurations\"]; assert len(c) == 1 and c[0][\"max_num_seqs\"] > 4" "$dir/a.json"'
 # --repeat: the reported run is the median; of two runs the faster one (its wall is the min)
 "$bin" bench -m "$dir/tiny.gguf" --workload mixed --num-prompts 4 --modes continuous --no-ceiling --repeat 2 \
     >"$dir/r.md" 2>"$dir/r.err"
@@ -98,6 +121,8 @@ check "sessions outgrowing the context: turns 1-2 answered, turn 3 failed" \
     'grep -q "^| 1 | 3 | 0 |" "$dir/o.md" && grep -q "^| 2 | 3 | 0 |" "$dir/o.md" && grep -q "^| 3 | 3 | 3 |" "$dir/o.md"'
 "$bin" bench -m "$dir/tiny.gguf" --max-num-batched-tokens 64,x >/dev/null 2>"$dir/e4"; rc=$?
 check "bad budget refused" '[ $rc -eq 2 ] && grep -q "max-num-batched-tokens takes" "$dir/e4"'
+"$bin" bench -m "$dir/tiny.gguf" --max-num-seqs 4,0 >/dev/null 2>"$dir/e7"; rc=$?
+check "bad max-num-seqs item refused" '[ $rc -eq 2 ] && grep -q "max-num-seqs takes counts from 1 to 256 or auto (got .0.)" "$dir/e7"'
 "$bin" bench -m "$dir/tiny.gguf" --workload nope >/dev/null 2>"$dir/e1"; rc=$?
 check "unknown workload refused" '[ $rc -eq 2 ] && grep -q "unknown workload" "$dir/e1"'
 "$bin" bench -m "$dir/tiny.gguf" --modes fast >/dev/null 2>"$dir/e2"; rc=$?
