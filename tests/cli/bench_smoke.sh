@@ -95,6 +95,15 @@ check "repeat 2: reports the faster run, in the table too" \
     'line=$(tr "\r" "\n" <"$dir/r.err" | grep "median of 2") &&
      w=$(sed -E "s/.*wall ([0-9.]+) s.*/\1/" <<<"$line") && lo=$(sed -E "s/.*min ([0-9.]+),.*/\1/" <<<"$line") &&
      [ "$w" = "$lo" ] && grep "^| continuous chunk=" "$dir/r.md" | awk -F"|" -v w="$w" "{exit !(\$3+0 == w+0)}"'
+# multi-prefix: a system prompt, a document per group of requests, a question each; the prefix
+# cache serves the shared parts
+"$bin" bench -m "$dir/tiny.gguf" --workload multi-prefix --num-prompts 8 --system-len 40 --prefix-len 60 \
+    --distinct-len 8 --output-len 4 --modes continuous --no-ceiling --max-num-seqs 4 --json "$dir/mp.json" \
+    >"$dir/mp.md" 2>"$dir/mp.err"
+rc=$?
+check "multi-prefix: every request, prompts of system + document + question, shared parts from the cache" \
+    '[ $rc -eq 0 ] && grep -q "workload multi-prefix: 8 requests, 864 prompt + 32 output tokens" "$dir/mp.md" &&
+     python3 -c "import json, sys; r = json.load(open(sys.argv[1]))[\"configurations\"][0][\"result\"]; assert r[\"completed\"] == 8 and r[\"prefix_hit_tokens\"] > 0, r" "$dir/mp.json"'
 # sessions: each turn sent with the conversation before it once that turn is answered; two streams
 # and no holder streams, so most later turns come back from the host tier
 "$bin" bench -m "$dir/tiny.gguf" --workload sessions --sessions 6 --turns 3 --system-len 100 --task-len 40 \
