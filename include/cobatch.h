@@ -92,6 +92,12 @@ struct cobatch_step_info {
     int32_t context_cells;        /* the batch's sequences' cells up to their last row in it, summed
                                      over its requests: the contexts its rows attend over (split
                                      layout: what attention spans; unified: every row spans kv_used) */
+    int64_t decode_us;            /* time inside llama_decode in this step: the main pool's call and
+                                     the long lane's, each timed around the call itself (a call that
+                                     found no KV slot and was retried smaller counts too), plus the
+                                     embeddings pass (embd_us). The rest of t_end_us - t_start_us is
+                                     host work: scheduling, cell bookkeeping and copies, building the
+                                     batch, sampling, events */
 };
 typedef void (*cobatch_step_fn)(const struct cobatch_step_info *info, void *user);
 

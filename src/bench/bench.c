@@ -7,11 +7,13 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-static double cpu_seconds(void) {
+/* This process's CPU time so far, user and system apart (every thread: the engine's, llama.cpp's
+ * workers and the client's). */
+static void cpu_seconds(double *user, double *sys) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
-           ru.ru_stime.tv_usec / 1e6;
+    *user = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6;
+    *sys = (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
 }
 
 /* Engine thread: append the step to the trace (read only after the engine is freed). */
@@ -234,7 +236,8 @@ int cb_bench_run(const cb_bench_config *cfg, const cb_workload *w, int concurren
     }
 
     progress = progress && isatty(STDERR_FILENO);
-    double cpu0 = cpu_seconds();
+    double user0, sys0, user1, sys1;
+    cpu_seconds(&user0, &sys0);
     run.t0 = cobatch_time_us();
     int64_t last_progress = 0;
     while (run.done < w->n) {
@@ -252,10 +255,16 @@ int cb_bench_run(const cb_bench_config *cfg, const cb_workload *w, int concurren
         }
     }
     r->wall_s = (double)(cobatch_time_us() - run.t0) / 1e6;
-    r->cpu_s = cpu_seconds() - cpu0;
+    cpu_seconds(&user1, &sys1);
+    r->cpu_user_s = user1 - user0;
+    r->cpu_s = r->cpu_user_s + (sys1 - sys0);
     cobatch_engine_stats(run.e, &r->stats);
     cobatch_kv_info(run.e, &r->kv);
     cobatch_engine_free(run.e);
+    for (int i = 0; i < r->n_steps; i++) { /* (the engine thread is done with the trace) */
+        r->step_s += (double)(r->steps[i].t_end_us - r->steps[i].t_start_us) / 1e6;
+        r->decode_s += (double)r->steps[i].decode_us / 1e6;
+    }
     if (progress) fprintf(stderr, "\r%*s\r", 70, "");
     if (rc == 0 && cb_metrics_compute(r->tl, (size_t)r->n, r->wall_s, &r->m) != 0) {
         cb_set_err(err, errlen, "out of memory");
@@ -288,21 +297,25 @@ void cb_bench_result_free(cb_bench_result *r) {
 
 void cb_trace_write_header(FILE *f) {
     fputs("config\tt_ms\tstep_ms\tdecode_rows\tprefill_tokens\trequests\trunning\twaiting\tkv_cells\tpreempted\tgraph_"
-          "runs\tswapped\tlane_tokens\tlane_ms\tcontext_cells\tembd_tokens\tembd_ms\n",
+          "runs\tswapped\tlane_tokens\tlane_ms\tcontext_cells\tembd_tokens\tembd_ms\tdecode_ms\n",
           f);
 }
 
 void cb_trace_write_step(FILE *f, const char *label, int64_t t0_us, const struct cobatch_step_info *s) {
-    fprintf(f, "%s\t%.3f\t%.3f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.3f\t%d\t%d\t%.3f\n", label,
+    fprintf(f, "%s\t%.3f\t%.3f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.3f\t%d\t%d\t%.3f\t%.3f\n", label,
             (double)(s->t_start_us - t0_us) / 1e3, (double)(s->t_end_us - s->t_start_us) / 1e3, s->decode_rows,
             s->prefill_tokens, s->n_requests, s->running, s->waiting, s->kv_used, s->preempted, s->graph_runs,
             s->swapped, s->lane_tokens, (double)s->lane_us / 1e3, s->context_cells, s->embd_tokens,
-            (double)s->embd_us / 1e3);
+            (double)s->embd_us / 1e3, (double)s->decode_us / 1e3);
 }
 
 void cb_bench_write_trace(FILE *f, const char *label, const cb_bench_result *r) {
     for (int i = 0; i < r->n_steps; i++)
         cb_trace_write_step(f, label, r->steps[0].t_start_us, &r->steps[i]);
+}
+
+double cb_bench_host_share(const cb_bench_result *r) {
+    return r->step_s > 0 ? (r->step_s - r->decode_s) / r->step_s : -1;
 }
 
 int cb_bench_lane_steps(const cb_bench_result *r) {
@@ -313,12 +326,14 @@ int cb_bench_lane_steps(const cb_bench_result *r) {
 }
 
 void cb_bench_print_table(FILE *f, const cb_bench_config *cfgs, const cb_bench_result *res, int n, int base) {
-    fprintf(
-        f,
-        "| config | wall s | cpu s | speedup | req/s | out tok/s | total tok/s | TTFT p50 / p99 ms | "
-        "TPOT mean ms | ITL p50 / p99 ms | E2EL p50 / p99 ms | sched eff | steps | preempt / swap | peak KV | wasted "
-        "slots | prefix hit | prompt computed |\n");
-    fprintf(f, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    fprintf(f,
+            "| config | wall s | cpu s | cpu user s | speedup | req/s | out tok/s | total tok/s | TTFT p50 / p99 ms | "
+            "TPOT mean ms | ITL p50 / p99 ms | E2EL p50 / p99 ms | sched eff | steps | host %% | preempt / swap | "
+            "peak KV | wasted slots | prefix hit | prompt computed |\n");
+    fprintf(f, "|---|");
+    for (int c = 1; c < 20; c++)
+        fprintf(f, "---:|");
+    fprintf(f, "\n");
     for (int i = 0; i < n; i++) {
         const cb_bench_result *r = &res[i];
         const cb_metrics *m = &r->m;
@@ -328,16 +343,18 @@ void cb_bench_print_table(FILE *f, const cb_bench_config *cfgs, const cb_bench_r
         int lane = cb_bench_lane_steps(r);
         int at = snprintf(steps, sizeof(steps), "%lld", (long long)r->stats.steps);
         if (lane) snprintf(steps + at, sizeof(steps) - (size_t)at, " (lane %d)", lane);
+        char host[16] = "-"; /* the steps' time outside llama_decode */
+        if (cb_bench_host_share(r) >= 0) snprintf(host, sizeof(host), "%.1f%%", cb_bench_host_share(r) * 100);
         char hit[16] = "-"; /* share of the admitted prompt tokens the prefix cache supplied */
         if (r->stats.prefix_query_tokens > 0)
             snprintf(hit, sizeof(hit), "%.0f%%",
                      100.0 * (double)r->stats.prefix_hit_tokens / r->stats.prefix_query_tokens);
         fprintf(f,
-                "| %s | %.2f | %.2f | %.2fx | %.2f | %.1f | %.1f | %.0f / %.0f | %.1f | %.1f / %.1f | %.0f / %.0f | "
-                "%s | %s | %lld / %lld | %d | %lld | %s | %lld |\n",
-                cfgs[i].label, r->wall_s, r->cpu_s, res[base].wall_s / r->wall_s, m->req_per_s, m->out_tok_per_s,
-                m->total_tok_per_s, m->ttft_ms.p50, m->ttft_ms.p99, m->tpot_ms.mean, m->itl_ms.p50, m->itl_ms.p99,
-                m->e2el_ms.p50, m->e2el_ms.p99, eff, steps, (long long)r->stats.preemptions,
+                "| %s | %.2f | %.2f | %.2f | %.2fx | %.2f | %.1f | %.1f | %.0f / %.0f | %.1f | %.1f / %.1f | %.0f / "
+                "%.0f | %s | %s | %s | %lld / %lld | %d | %lld | %s | %lld |\n",
+                cfgs[i].label, r->wall_s, r->cpu_s, r->cpu_user_s, res[base].wall_s / r->wall_s, m->req_per_s,
+                m->out_tok_per_s, m->total_tok_per_s, m->ttft_ms.p50, m->ttft_ms.p99, m->tpot_ms.mean, m->itl_ms.p50,
+                m->itl_ms.p99, m->e2el_ms.p50, m->e2el_ms.p99, eff, steps, host, (long long)r->stats.preemptions,
                 (long long)r->stats.swapped_out, r->stats.kv_peak, (long long)r->stats.wasted_decode_slots, hit,
                 (long long)r->stats.prompt_tokens);
     }

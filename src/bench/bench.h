@@ -17,7 +17,9 @@ typedef struct {
 
 typedef struct {
     cb_metrics m;
-    double wall_s, cpu_s; /* cpu: user + sys of this process over the run (engine + client) */
+    double wall_s;
+    double cpu_s, cpu_user_s; /* CPU time of this process over the run (engine, llama.cpp's workers and
+                                 client): user + system, and user alone */
     struct cobatch_stats stats;
     struct cobatch_kv_info kv; /* the KV memory the engine resolved to */
     cb_req_timeline *tl;       /* (n) owned: free with cb_bench_result_free */
@@ -26,6 +28,8 @@ typedef struct {
     struct cobatch_step_info *steps; /* (n_steps) the scheduling trace */
     int n_steps;
     size_t steps_cap;
+    double step_s, decode_s;  /* over the trace's steps: their wall time, and of it the time inside
+                                 llama_decode (cobatch_step_info.decode_us); the rest is host work */
     int32_t *prompt, *cached; /* (n) each request's prompt tokens, and those the prefix cache supplied */
 } cb_bench_result;
 
@@ -70,8 +74,14 @@ void cb_bench_result_free(cb_bench_result *r);
  * request arrives at once; sets r->ideal_s and r->efficiency. */
 void cb_bench_efficiency(cb_bench_result *r, const cb_ceiling *c, int32_t max_seqs);
 
-/* Writes the trace: one line per step (config label, ms since start, decode rows, prefill tokens,
- * requests in batch, running, waiting, KV cells, preempted, graph runs, swapped). */
+/* The share of the steps' wall time spent outside llama_decode: (step_s - decode_s) / step_s, or -1
+ * when the run had no steps. Time between steps (the engine waiting for work) is not in it. */
+double cb_bench_host_share(const cb_bench_result *r);
+
+/* Writes the trace: one line per step, cobatch_step_info's fields (config label, t_ms since the
+ * first step, step_ms, decode_rows, prefill_tokens, requests, running, waiting, kv_cells,
+ * preempted, graph_runs, swapped, lane_tokens, lane_ms, context_cells, embd_tokens, embd_ms,
+ * decode_ms). */
 void cb_bench_write_trace(FILE *f, const char *label, const cb_bench_result *r);
 /* The trace's format, shared with `cobatch serve --trace`: a header line, then one tab-separated
  * line per step (t_ms counts from t0_us). */

@@ -68,6 +68,7 @@ static cJSON *result(const cb_bench_result *r) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "wall_s", r->wall_s);
     cJSON_AddNumberToObject(o, "cpu_s", r->cpu_s);
+    cJSON_AddNumberToObject(o, "cpu_user_s", r->cpu_user_s);
     cJSON_AddNumberToObject(o, "kv_bytes", (double)r->kv.kv_bytes);
     cJSON_AddNumberToObject(o, "completed", m->completed);
     cJSON_AddNumberToObject(o, "failed", m->failed);
@@ -86,6 +87,9 @@ static cJSON *result(const cb_bench_result *r) {
     }
     cJSON_AddNumberToObject(o, "steps", (double)r->stats.steps);
     cJSON_AddNumberToObject(o, "lane_steps", cb_bench_lane_steps(r));
+    cJSON_AddNumberToObject(o, "step_s", r->step_s); /* the steps' wall time, and of it llama_decode's */
+    cJSON_AddNumberToObject(o, "decode_s", r->decode_s);
+    if (cb_bench_host_share(r) >= 0) cJSON_AddNumberToObject(o, "host_share", cb_bench_host_share(r));
     cJSON_AddNumberToObject(o, "preemptions", (double)r->stats.preemptions);
     cJSON_AddNumberToObject(o, "preemptions_swapped", (double)r->stats.swapped_out);
     cJSON_AddNumberToObject(o, "preemptions_recomputed", (double)r->stats.recomputed);

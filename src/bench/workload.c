@@ -22,7 +22,8 @@ int32_t cb_rng_range(uint64_t *rng, int32_t lo, int32_t hi) {
 }
 
 const char *cb_workload_names(void) {
-    return "long, long16, mixed, mixed-small, decode-heavy, prefill-heavy, random, shared-prefix, sessions";
+    return "long, long16, mixed, mixed-small, decode-heavy, prefill-heavy, random, shared-prefix, multi-prefix, "
+           "sessions";
 }
 
 /* Lengths of each workload, before prompts are made. */
@@ -43,7 +44,7 @@ static int plan_lengths(const char *name, const cb_workload_opts *o, uint64_t *r
         count = 32;
     else if (!strcmp(name, "random"))
         count = 100;
-    else if (!strcmp(name, "shared-prefix"))
+    else if (!strcmp(name, "shared-prefix") || !strcmp(name, "multi-prefix"))
         count = 32;
     else if (!strcmp(name, "sessions"))
         count = (o->sessions > 0 ? o->sessions : 32) * (o->turns > 0 ? o->turns : 4);
@@ -75,6 +76,10 @@ static int plan_lengths(const char *name, const cb_workload_opts *o, uint64_t *r
         } else if (!strcmp(name, "shared-prefix")) {
             a = (o->prefix_len > 0 ? o->prefix_len : 1000) + (o->distinct_len > 0 ? o->distinct_len : 100);
             b = o->output_len > 0 ? o->output_len : 50;
+        } else if (!strcmp(name, "multi-prefix")) { /* system prompt, group's document, question */
+            a = (o->system_len > 0 ? o->system_len : 470) + (o->prefix_len > 0 ? o->prefix_len : 1000) +
+                (o->distinct_len > 0 ? o->distinct_len : 100);
+            b = o->output_len > 0 ? o->output_len : 50;
         } else if (!strcmp(name, "sessions")) { /* turn-major: the first `sessions` items are the tasks */
             a = i < (o->sessions > 0 ? o->sessions : 32) ? (o->task_len > 0 ? o->task_len : 90)
                                                          : (o->turn_len > 0 ? o->turn_len : 50);
@@ -93,9 +98,18 @@ static int plan_lengths(const char *name, const cb_workload_opts *o, uint64_t *r
     return 0;
 }
 
+/* n tokens that go after others: a fresh prompt's tokens after its first, so they carry no second
+ * BOS. Returns 0 or -1. */
+static int tail_tokens(cb_prompt_fn fn, void *ctx, uint64_t *rng, int32_t n, int32_t *out) {
+    int32_t *tmp = malloc(sizeof(int32_t) * (size_t)(n + 1));
+    int rc = tmp ? fn(ctx, rng, n + 1, tmp) : -1;
+    if (rc == 0) memcpy(out, tmp + 1, sizeof(int32_t) * (size_t)n);
+    free(tmp);
+    return rc;
+}
+
 /* Request i of a shared-prefix workload: the prefix of its group (made once, by the group's
- * first request, and copied), then distinct tokens of its own: a fresh prompt's tokens after the
- * first, so the distinct part carries no second BOS. */
+ * first request, and copied), then distinct tokens of its own. */
 static int shared_prompt(const cb_workload_opts *o, int i, cb_prompt_fn fn, void *ctx, uint64_t *rng,
                          const cb_workload *w, cb_work_item *it) {
     int32_t p = o->prefix_len > 0 ? o->prefix_len : 1000, d = it->n_in - p;
@@ -105,11 +119,35 @@ static int shared_prompt(const cb_workload_opts *o, int i, cb_prompt_fn fn, void
     } else {
         memcpy(it->tokens, w->items[i - i % s].tokens, sizeof(int32_t) * (size_t)p);
     }
-    int32_t *tmp = malloc(sizeof(int32_t) * (size_t)(d + 1));
-    int rc = tmp ? fn(ctx, rng, d + 1, tmp) : -1;
-    if (rc == 0) memcpy(it->tokens + p, tmp + 1, sizeof(int32_t) * (size_t)d);
-    free(tmp);
-    return rc;
+    return tail_tokens(fn, ctx, rng, d, it->tokens + p);
+}
+
+/* Request i of a multi-prefix workload, a prefix tree of two levels: the system prompt every
+ * request starts with (made by the first request, copied by the others), then its group's document
+ * (made by the group's first request, copied by the rest of the group), then a question of its own. */
+static int multi_prompt(const cb_workload_opts *o, int i, cb_prompt_fn fn, void *ctx, uint64_t *rng,
+                        const cb_workload *w, cb_work_item *it) {
+    int32_t sys = o->system_len > 0 ? o->system_len : 470, doc = o->prefix_len > 0 ? o->prefix_len : 1000;
+    int s = o->sharing_degree > 0 ? o->sharing_degree : 4;
+    if (i == 0) {
+        if (fn(ctx, rng, sys, it->tokens) != 0) return -1;
+    } else {
+        memcpy(it->tokens, w->items[0].tokens, sizeof(int32_t) * (size_t)sys);
+    }
+    if (i % s == 0) {
+        if (tail_tokens(fn, ctx, rng, doc, it->tokens + sys) != 0) return -1;
+    } else {
+        memcpy(it->tokens + sys, w->items[i - i % s].tokens + sys, sizeof(int32_t) * (size_t)doc);
+    }
+    return tail_tokens(fn, ctx, rng, it->n_in - sys - doc, it->tokens + sys + doc);
+}
+
+/* Makes item i's prompt tokens as its workload shapes them. Returns 0 or -1. */
+static int make_prompt(const char *name, const cb_workload_opts *o, int i, cb_prompt_fn fn, void *ctx, uint64_t *rng,
+                       const cb_workload *w, cb_work_item *it) {
+    if (!strcmp(name, "shared-prefix")) return shared_prompt(o, i, fn, ctx, rng, w, it);
+    if (!strcmp(name, "multi-prefix")) return multi_prompt(o, i, fn, ctx, rng, w, it);
+    return fn(ctx, rng, it->n_in, it->tokens);
 }
 
 /* A session workload's shape: which session and turn each item is, the shared system prompt. */
@@ -147,15 +185,14 @@ int cb_workload_make(const char *name, const cb_workload_opts *o, cb_prompt_fn f
         return -1;
     }
     w->n = n;
-    bool shared = !strcmp(name, "shared-prefix");
+    bool shared = !strcmp(name, "shared-prefix") || !strcmp(name, "multi-prefix");
     for (int i = 0; i < n; i++) {
         cb_work_item *it = &w->items[i];
         it->session = -1;
         it->n_in = in[i];
         it->n_out = out[i];
         it->tokens = malloc(sizeof(int32_t) * (size_t)in[i]);
-        if (!it->tokens ||
-            (shared ? shared_prompt(o, i, fn, ctx, &rng, w, it) : fn(ctx, &rng, in[i], it->tokens)) != 0) {
+        if (!it->tokens || make_prompt(name, o, i, fn, ctx, &rng, w, it) != 0) {
             cb_set_err(err, errlen, "cannot make a prompt of %d tokens", in[i]);
             free(in);
             free(out);

@@ -42,8 +42,9 @@ typedef struct {
     uint64_t seed;
     int32_t random_input_len, random_output_len; /* `random` */
     double random_range_ratio;
-    int32_t prefix_len, distinct_len, output_len, sharing_degree; /* `shared-prefix`; 0 = defaults */
-    int32_t sessions, turns, system_len, task_len, turn_len;      /* `sessions` (output_len too); 0 = defaults */
+    int32_t prefix_len, distinct_len, output_len, sharing_degree; /* `shared-prefix`, `multi-prefix`; 0 = defaults */
+    int32_t sessions, turns, system_len, task_len, turn_len;      /* `sessions` (output_len too; system_len:
+                                                                     `multi-prefix` too); 0 = defaults */
     double think_s;                                               /* `sessions`: between an answer and the next turn */
 } cb_workload_opts;
 
@@ -51,9 +52,12 @@ typedef struct {
 typedef int (*cb_prompt_fn)(void *ctx, uint64_t *rng, int32_t n, int32_t *out);
 
 /* Names: long, long16, mixed, mixed-small, decode-heavy, prefill-heavy, random, shared-prefix,
- * sessions. shared-prefix (BatchLLM-style): groups of sharing_degree requests share a prefix of
- * prefix_len tokens, each adds distinct_len tokens of its own and asks for output_len; requests are
- * shuffled. sessions: `sessions` conversations (default 32) of `turns` turns (4) behind a system
+ * multi-prefix, sessions. shared-prefix (BatchLLM-style): groups of sharing_degree requests share a
+ * prefix of prefix_len tokens, each adds distinct_len tokens of its own and asks for output_len;
+ * requests are shuffled. multi-prefix (BatchLLM's prefix tree of two levels): every request starts
+ * with one system prompt of system_len tokens (470), then its group's document of prefix_len (1000;
+ * a group: sharing_degree requests, 4), then a question of distinct_len (100) of its own, and asks
+ * for output_len (50); shuffled. sessions: `sessions` conversations (default 32) of `turns` turns (4) behind a system
  * prompt of system_len tokens (470): a task of task_len tokens (90), then turn_len new tokens (50)
  * a turn, output_len answer tokens (32) each. Returns 0, or -1 with a message (unknown name, a prompt that could not be
  * made). */

@@ -77,17 +77,20 @@ typedef struct {
     cb_wargs wa;
     const char *trace_path, *json_path, *plot_dir, *batch_path;
     bool ceiling_on;
-    char modes_s[128], chunks_s[128], layouts_s[64], caching_s[16], budgets_s[128];
+    char modes_s[128], chunks_s[128], layouts_s[64], caching_s[16], budgets_s[128], seqs_s[128];
+    char seqs_shown[128]; /* --max-num-seqs as given (seqs_s is cut into its items) */
     int64_t repeat;
 } bench_opts;
 
 /* The configuration lists, split: every configuration takes one item of each. */
 typedef struct {
     char *modes[8], *chunks[8], *layouts[4], *caching[2];
-    int n_modes, n_chunks, n_layouts, n_caching, n_budgets;
+    int n_modes, n_chunks, n_layouts, n_caching, n_budgets, n_seqs;
     int32_t budgets[8];
+    int32_t seqs[8];   /* max_num_seqs values; 0 = auto */
     int first_max;     /* the first largest budget: chunk none runs at it alone */
     bool budget_label; /* more than one budget: each label names its own */
+    bool seqs_label;   /* more than one max_num_seqs: likewise */
 } config_lists;
 
 /* Parses the flags into o. Returns -1 to go on, or the exit code (0 after --help, 2 on a bad flag). */
@@ -98,7 +101,8 @@ static int parse_bench_flags(int argc, char **argv, bench_opts *o) {
                       .chunks_s = "256",
                       .repeat = 1};
     cb_wargs_init(&o->wa);
-    const char *modes_a = NULL, *chunks_a = NULL, *layouts_a = NULL, *caching_a = NULL, *budgets_a = NULL;
+    const char *modes_a = NULL, *chunks_a = NULL, *layouts_a = NULL, *caching_a = NULL, *budgets_a = NULL,
+               *seqs_a = NULL;
     bool no_ceiling = false;
     const cb_flag own[] = {
         {"--modes", "LIST", CB_FLAG_STR, &modes_a, .help = "of sequential,static,continuous (default all three)"},
@@ -107,6 +111,10 @@ static int parse_bench_flags(int argc, char **argv, bench_opts *o) {
         {"--max-num-batched-tokens", "LIST", CB_FLAG_STR, &budgets_a,
          .help = "step budgets (default 512; chunk none runs once, at the\nlargest: without chunking a prompt needs "
                  "room to go in whole)"},
+        {"--max-num-seqs", "LIST", CB_FLAG_STR, &seqs_a,
+         .help =
+             "requests running at once (default 16): counts from 1 to 256,\nor auto (unified layout: as many as the "
+             "KV cells hold);\nsequential runs once, at the first"},
         {"--kv-layouts", "LIST", CB_FLAG_STR, &layouts_a, .help = "of split,unified (default: --kv-layout's, split)"},
         {"--prefix-caching", "LIST", CB_FLAG_STR, &caching_a,
          .help = "of on,off (default on; off with --no-prefix-caching)"},
@@ -141,6 +149,8 @@ static int parse_bench_flags(int argc, char **argv, bench_opts *o) {
     TAKE(o->layouts_s, layouts_a);
     TAKE(o->caching_s, caching_a);
     TAKE(o->budgets_s, budgets_a);
+    TAKE(o->seqs_s, seqs_a);
+    TAKE(o->seqs_shown, seqs_a);
 #undef TAKE
     /* the lists default to the engine flags (--kv-layout, --no-prefix-caching) */
     if (!o->layouts_s[0])
@@ -148,6 +158,35 @@ static int parse_bench_flags(int argc, char **argv, bench_opts *o) {
     if (!o->caching_s[0]) snprintf(o->caching_s, sizeof(o->caching_s), "%s", o->ep.prefix_caching ? "on" : "off");
     if (!o->ep.model_path) o->ep.model_path = cb_default_model();
     return -1;
+}
+
+/* Splits --max-num-seqs into cl->seqs (the engine's value when not given: one configuration), and
+ * sets the engine parameters' to the first, as the summary line shows it. 0, or 2 with a message. */
+static int split_seqs(bench_opts *o, config_lists *cl) {
+    char *items[8];
+    cl->n_seqs = o->seqs_s[0] ? split_list(o->seqs_s, items, 8) : 0;
+    if (cl->n_seqs < 0) {
+        fprintf(stderr, "cobatch bench: --max-num-seqs takes at most 8 items\n");
+        return 2;
+    }
+    for (int k = 0; k < cl->n_seqs; k++) {
+        int64_t x;
+        if (!strcmp(items[k], "auto")) {
+            cl->seqs[k] = 0;
+        } else if (cb_parse_int(items[k], 1, 256, &x)) {
+            cl->seqs[k] = (int32_t)x;
+        } else {
+            fprintf(stderr, "cobatch bench: --max-num-seqs takes counts from 1 to 256 or auto (got '%s')\n", items[k]);
+            return 2;
+        }
+    }
+    if (cl->n_seqs == 0) {
+        cl->seqs[0] = o->ep.max_num_seqs;
+        cl->n_seqs = 1;
+    }
+    cl->seqs_label = cl->n_seqs > 1;
+    o->ep.max_num_seqs = cl->seqs[0];
+    return 0;
 }
 
 /* Splits o's lists into cl and checks the budgets and the prefix-caching values. 0, or 2 with a
@@ -182,6 +221,7 @@ static int split_config_lists(bench_opts *o, config_lists *cl) {
         cl->n_budgets = 1;
     }
     cl->budget_label = cl->n_budgets > 1;
+    if (split_seqs(o, cl) != 0) return 2;
     int32_t budget_max = 0;
     cl->first_max = 0;
     for (int b = 0; b < cl->n_budgets; b++)
@@ -195,11 +235,13 @@ static int split_config_lists(bench_opts *o, config_lists *cl) {
     return 0;
 }
 
-/* Fills cfg with prefix caching pc, layout l, mode m and chunk-and-budget c of the lists. 0, 1 when
- * the combination is not run, or 2 with a message. */
-static int make_config(const config_lists *cl, const struct cobatch_engine_params *ep, int pc, int l, int m, int c,
+/* Fills cfg with prefix caching pc, layout l, mode m and chunk-budget-and-seqs k of the lists (k
+ * counts max_num_seqs fastest, then budgets, then chunks). 0, 1 when the combination is not run,
+ * or 2 with a message. */
+static int make_config(const config_lists *cl, const struct cobatch_engine_params *ep, int pc, int l, int m, int k,
                        cb_bench_config *cfg) {
     int64_t x;
+    int si = k % cl->n_seqs, c = k / cl->n_seqs;
     int bi = c % cl->n_budgets;
     cfg->engine = *ep;
     int mode = -1;
@@ -210,6 +252,9 @@ static int make_config(const config_lists *cl, const struct cobatch_engine_param
         return 2;
     }
     cfg->engine.mode = (enum cobatch_mode)mode;
+    /* sequential runs one request at a time whatever max_num_seqs says: once, at the first */
+    if (mode == COBATCH_MODE_SEQUENTIAL && si > 0) return 1;
+    cfg->engine.max_num_seqs = cl->seqs[si];
     const char *chunk = cl->chunks[c / cl->n_budgets];
     /* without chunking a prompt goes in whole: run it once, at the largest budget */
     if (!strcmp(chunk, "none") && bi != cl->first_max) return 1;
@@ -230,14 +275,21 @@ static int make_config(const config_lists *cl, const struct cobatch_engine_param
     cfg->engine.kv_layout = strcmp(layout, "split") ? COBATCH_KV_UNIFIED : COBATCH_KV_SPLIT;
     cfg->engine.prefix_caching = !strcmp(cl->caching[pc], "on");
     bool uncached = !cfg->engine.prefix_caching;
-    char bl[32] = "";
+    char bl[32] = "", sl[16] = "";
     if (cl->budget_label) snprintf(bl, sizeof(bl), " budget=%d", cl->budgets[bi]);
-    snprintf(cfg->label, sizeof(cfg->label), "%s chunk=%s%s %s%s", cl->modes[m], chunk, bl, layout,
+    if (cl->seqs_label && mode != COBATCH_MODE_SEQUENTIAL) {
+        if (cl->seqs[si] == 0)
+            snprintf(sl, sizeof(sl), " seqs=auto");
+        else
+            snprintf(sl, sizeof(sl), " seqs=%d", cl->seqs[si]);
+    }
+    snprintf(cfg->label, sizeof(cfg->label), "%s chunk=%s%s%s %s%s", cl->modes[m], chunk, bl, sl, layout,
              uncached ? " no-prefix-cache" : "");
     return 0;
 }
 
-/* The configurations: prefix caching x layouts x modes x chunks x budgets, at most MAX_CFG. Sets
+/* The configurations: prefix caching x layouts x modes x chunks x budgets x max_num_seqs, at most
+ * MAX_CFG. Sets
  * *n_out, and *base_out to the speedups' baseline (the first sequential configuration, else the
  * first). 0, or 2 with a message. */
 static int build_configs(bench_opts *o, cb_bench_config *cfgs, int *n_out, int *base_out) {
@@ -248,9 +300,9 @@ static int build_configs(bench_opts *o, cb_bench_config *cfgs, int *n_out, int *
     for (int pc = 0; pc < cl.n_caching; pc++)
         for (int l = 0; l < cl.n_layouts; l++) {
             for (int m = 0; m < cl.n_modes; m++) {
-                for (int c = 0; c < cl.n_chunks * cl.n_budgets; c++) {
+                for (int k = 0; k < cl.n_chunks * cl.n_budgets * cl.n_seqs; k++) {
                     cb_bench_config one;
-                    rc = make_config(&cl, &o->ep, pc, l, m, c, &one);
+                    rc = make_config(&cl, &o->ep, pc, l, m, k, &one);
                     if (rc == 2) return 2;
                     if (rc == 1) continue;
                     if (n == MAX_CFG) {
@@ -356,9 +408,12 @@ static int report(const bench_opts *o, const cb_bench_info *info, const cb_bench
     if (concurrency > 0) printf(", at most %lld in flight", (long long)concurrency);
     struct cobatch_engine_params shown = o->ep; /* (the context as init sizes it) */
     cobatch_params_resolve(&shown);
-    printf("\nmodel %s (%s); max_num_seqs %d, max_num_batched_tokens %d, n_ctx %d, KV cache %s/%s\n\n",
-           info->model_name, o->ep.model_path, cobatch_params_max_num_seqs(&shown), o->ep.max_num_batched_tokens,
-           cobatch_params_n_ctx(&shown), cobatch_kv_type_name(shown.cache_type_k),
+    bool seqs_list = strchr(o->seqs_shown, ',') != NULL; /* (each label names its own; n_ctx: the first's) */
+    char seqs[128];
+    snprintf(seqs, sizeof(seqs), "%d", cobatch_params_max_num_seqs(&shown));
+    printf("\nmodel %s (%s); max_num_seqs %s, max_num_batched_tokens %d, n_ctx %d%s, KV cache %s/%s\n\n",
+           info->model_name, o->ep.model_path, seqs_list ? o->seqs_shown : seqs, o->ep.max_num_batched_tokens,
+           cobatch_params_n_ctx(&shown), seqs_list ? " at the first" : "", cobatch_kv_type_name(shown.cache_type_k),
            cobatch_kv_type_name(shown.cache_type_v));
     cb_bench_print_table(stdout, cfgs, res, n, base);
     for (int i = 0; i < n && w->n_sessions > 0; i++) {
@@ -387,7 +442,7 @@ int cb_cmd_bench(int argc, char **argv) {
     int pr = parse_bench_flags(argc, argv, &o);
     if (pr >= 0) return pr;
 
-    /* configurations: prefix caching x layouts x modes x chunks x budgets */
+    /* configurations: prefix caching x layouts x modes x chunks x budgets x max_num_seqs */
     static cb_bench_config cfgs[MAX_CFG];
     int n = 0, base = 0;
     if (build_configs(&o, cfgs, &n, &base) != 0) return 2;
@@ -416,8 +471,13 @@ int cb_cmd_bench(int argc, char **argv) {
                           .repeat = (int)o.repeat};
     fit_contexts(cfgs, n, &w);
 
-    /* the ceiling, with the first configuration's threads, layout and flash attention */
+    /* the ceiling, with the first configuration's threads, layout and flash attention, its decode
+     * batches up to the most sequences any configuration runs */
     cb_ceiling ceil = {0};
+    struct cobatch_engine_params cp = cfgs[0].engine;
+    for (int i = 0; i < n; i++)
+        if (cobatch_params_max_num_seqs(&cfgs[i].engine) > cobatch_params_max_num_seqs(&cp))
+            cp.max_num_seqs = cobatch_params_max_num_seqs(&cfgs[i].engine);
     if (o.ceiling_on) {
         /* decode cost grows with context: measure at the workload's mean context over a request's
          * decode (prompt + half the output), not at its prompt alone */
@@ -425,7 +485,7 @@ int cb_cmd_bench(int argc, char **argv) {
         count_tokens(&w, &tin, &tout);
         int32_t ctx = (int32_t)((tin + tout / 2) / (w.n ? w.n : 1));
         if (ctx > 512) ctx = 512;
-        if (cb_ceiling_measure_for(&cfgs[0].engine, ctx, &ceil, err, sizeof(err)) != 0) {
+        if (cb_ceiling_measure_for(&cp, ctx, &ceil, err, sizeof(err)) != 0) {
             fprintf(stderr, "cobatch bench: ceiling: %s\n", err);
             cb_workload_free(&w);
             return 1;

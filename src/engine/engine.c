@@ -500,9 +500,10 @@ static bool postprocess(cobatch_engine *e, cb_pool *pool, cb_plan *plan, int rc,
 static int32_t pool_step(cobatch_engine *e, cb_pool *pool, int32_t budget, struct cobatch_step_info *info) {
     int64_t swapped = e->swap.swapped_out;
     cb_plan *plan = schedule(e, pool, budget, false);
-    int64_t t_run = cobatch_time_us(), copy_us = e->swap.copy_us + e->host.copy_us;
+    int64_t t_run = cobatch_time_us(), copy_us = e->swap.copy_us + e->host.copy_us, decode_us = pool->runner.decode_us;
     int rc = run_plan(e, pool, &plan, budget);
     int64_t run_us = cobatch_time_us() - t_run - (e->swap.copy_us + e->host.copy_us - copy_us);
+    info->decode_us += pool->runner.decode_us - decode_us; /* (a failed or retried decode's time too) */
     return postprocess(e, pool, plan, rc, run_us, e->swap.swapped_out - swapped, info) ? plan->n_tokens : 0;
 }
 
@@ -519,6 +520,7 @@ static void step(cobatch_engine *e) {
         e->lane.alone_steps++;
     if (cb_embd_on(&e->embd))
         cb_embd_step(e, used > 0 || info.lane_tokens > 0 ? cobatch_time_us() - info.t_start_us : 0, &info);
+    info.decode_us += info.embd_us;
     if (used > 0 || info.lane_tokens > 0 || info.embd_tokens > 0) report_step(e, &info);
 }
 

@@ -10,6 +10,7 @@
 int cb_runner_init(cb_runner *r, cb_model *m, int32_t max_items) {
     r->model = m;
     r->n_batch = m->n_batch;
+    r->decode_us = 0;
     r->batch = malloc(sizeof(*r->batch));
     if (r->batch) *r->batch = llama_batch_init(m->n_batch, 0, 1);
     r->logit_row = calloc((size_t)max_items, sizeof(int32_t));
@@ -245,7 +246,9 @@ static int decode(cb_runner *r) {
         r->fault_left--;
         return r->fault_rc;
     }
+    int64_t t0 = now_us();
     int rc = llama_decode(r->model->ctx, *r->batch);
+    r->decode_us += now_us() - t0;
     if (rc == 0) memset(r->pending, 0, (size_t)r->n_pending); /* its first act made the stream copies */
     if (r->abort_after > 0) {                                 /* one armed decode, then decode normally */
         r->last_nodes = r->nodes_seen;

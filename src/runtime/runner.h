@@ -28,8 +28,10 @@ typedef struct {
     int32_t n_order;
     cb_lp_row *lp; /* (n_batch) rows of prompts that want every row's logits (cb_request.all_logits_to) */
     int32_t n_lp;
-    int32_t n_runs; /* graph runs of the last batch (cb_plan_graph_runs; unified: 1) */
-    cb_swap *swap;  /* the engine's swap space: its copy cost follows every save and restore; may be NULL */
+    int32_t n_runs;    /* graph runs of the last batch (cb_plan_graph_runs; unified: 1) */
+    int64_t decode_us; /* time spent inside llama_decode since init, every call counted (a call that
+                          found no KV slot too): what the step's report sets apart from host work */
+    cb_swap *swap;     /* the engine's swap space: its copy cost follows every save and restore; may be NULL */
     cb_request **restore_failed; /* (max items) requests of the last run whose restore or load failed */
     int32_t n_restore_failed, max_restore_failed; /* restores are admissions: at most max items a step */
     /* (model's n_seq_max) split layout: CB_RUNNER_COPY_READ / _WRITE when a stream copy queued

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `cobatch batch` end to end on the real default model: one result line per good request with the
 # server's response shape, error lines with the right line numbers, prefix groups submitted
-# decode-heavy first (input order with --no-prefix-grouping), resume, bad command lines.
+# decode-heavy first (input order with --no-prefix-grouping), resume, bad command lines; bench's
+# multi-prefix workload as a job.
 # usage: batch.sh BUILD/cobatch MODEL
 set -u
 bin="$1"
@@ -249,4 +250,21 @@ PY'
 check "tools under a template with no call format: an error line that says so" \
     'grep -q "\"custom_id\":\"tc\"" "$dir/so_err2.jsonl" && grep -q "tool-call format" "$dir/so_err2.jsonl" &&
      grep -q "\"custom_id\":\"js\"" "$dir/so_out2.jsonl"'
+# bench's multi-prefix workload as a job: a system prompt, two documents behind it, a question
+# each; the prefix tree has both levels and the grouping enlarges its first level to system +
+# document (two groups of 40 + 60 tokens; without enlargement one group of the system prompt)
+"$bin" bench -m "$model" --workload multi-prefix --num-prompts 8 --system-len 40 --prefix-len 60 --distinct-len 8 \
+    --output-len 4 --sharing-degree 4 --write-batch "$dir/mp.jsonl" 2>"$dir/log10"
+rc=$?
+check "multi-prefix job written" '[ $rc -eq 0 ] && [ "$(wc -l <"$dir/mp.jsonl")" -eq 8 ]'
+"$bin" batch "${flags[@]}" -i "$dir/mp.jsonl" -o "$dir/mp_out.jsonl" --json "$dir/mp.json" 2>"$dir/log11"
+rc=$?
+check "multi-prefix job: every request answered, two groups of system prompt + document" \
+    '[ $rc -eq 0 ] && [ "$(wc -l <"$dir/mp_out.jsonl")" -eq 8 ] && python3 - "$dir/mp.json" <<PY
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["ok"] == 8 and r["prompt_tokens"] == 8 * (40 + 60 + 8), r
+assert r["tree_tokens"] == 40 + 2 * 60 + 8 * 8, r
+assert r["groups"] == 2 and r["group_tokens"] == 2 * (40 + 60) + 8 * 8, r
+PY'
 finish

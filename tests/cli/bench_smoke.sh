@@ -21,6 +21,8 @@ check "workload line names 6 requests" 'grep -q "workload mixed: 6 requests, 166
 check "static wastes slots, continuous does not" \
     'grep "^| static chunk=16" "$dir/out.md" | awk -F"|" "{n++; w=\$(NF-3)+0} END {exit !(n == 1 && w > 0)}" &&
      grep "^| continuous chunk=16" "$dir/out.md" | awk -F"|" "{n++; w=\$(NF-3)+0} END {exit !(n == 1 && w == 0)}"'
+check "cpu user time in every row, within the cpu time" \
+    '[ "$(grep "^| \(sequential\|static\|continuous\) chunk=" "$dir/out.md" | awk -F"|" "\$5 ~ /[0-9]/ && \$5+0 <= \$4+0" | wc -l)" -eq 6 ]'
 check "ceiling table printed" 'grep -q "^| decode tok/s" "$dir/out.md" && grep -q "^| prefill tok/s" "$dir/out.md"'
 check "scheduling efficiency for every configuration" '[ "$(grep "^| \(sequential\|static\|continuous\) chunk=" "$dir/out.md" | grep -c "| [0-9]*% |")" -eq 6 ]'
 check "json report is complete" 'python3 - "$dir/out.json" "$dir/tiny.gguf" <<PY
@@ -35,9 +37,20 @@ for c in d["configurations"]:
     assert r["completed"] == 6 and r["failed"] == 0 and r["output_tokens"] == 216
     assert r["ttft_ms"]["p50"] <= r["ttft_ms"]["p99"] <= r["ttft_ms"]["max"]
     assert 0 < r["scheduling_efficiency"]
+    assert 0 < r["cpu_user_s"] <= r["cpu_s"]
+    # the steps time splits into llama_decode and host work; steps never outlast the run
+    assert 0 < r["decode_s"] < r["step_s"] <= r["wall_s"]
+    assert abs(r["host_share"] - (r["step_s"] - r["decode_s"]) / r["step_s"]) < 1e-9
+    # a static group holds its finished members places until its slowest ends; continuous refills them
+    assert (r["wasted_decode_slots"] > 0) == (c["mode"] == "static"), c["label"]
 assert [x["batch"] for x in d["ceiling"]["decode"]] == [1, 2, 4]
 PY'
 check "trace has steps of every configuration" '[ "$(cut -f1 "$dir/trace.tsv" | sort -u | wc -l)" -eq 7 ]'
+check "trace: decode_ms last, within each step's step_ms" \
+    'head -1 "$dir/trace.tsv" | awk -F"\t" "{exit !(\$18 == \"decode_ms\" && NF == 18)}" &&
+     awk -F"\t" "NR>1 {n++; if (NF != 18 || \$18+0 <= 0 || \$18+0 > \$3+0) bad=1} END {exit bad || !n}" "$dir/trace.tsv"'
+check "host share in every row" \
+    '[ "$(grep "^| \(sequential\|static\|continuous\) chunk=" "$dir/out.md" | awk -F"|" "\$16 ~ /^ [0-9.]+% $/" | wc -l)" -eq 6 ]'
 check "trace never exceeds the step budget" 'awk -F"\t" "NR>1 && \$4+\$5 > 4096 {bad=1} END {exit bad}" "$dir/trace.tsv"'
 # budgets are a list too: chunk none runs once, at the largest budget; chunked rows at each budget
 "$bin" bench -m "$dir/tiny.gguf" --workload mixed --num-prompts 4 --modes continuous --no-ceiling \
@@ -50,6 +63,29 @@ check "budget list: none once at 512, chunk 16 at 24 and 512" \
      grep -q "^| continuous chunk=16 budget=24 " "$dir/b.md" && grep -q "^| continuous chunk=16 budget=512 " "$dir/b.md"'
 check "budget list: the 24-token budget holds in every step" \
     'awk -F"\t" "\$1 ~ /budget=24 / {n++; if (\$4+\$5 > 24) bad=1} END {exit bad || !n}" "$dir/tb.tsv"'
+# max_num_seqs is a list too, crossed with the others; sequential runs once, at the first
+"$bin" bench -m "$dir/tiny.gguf" --workload mixed --num-prompts 4 --modes sequential,continuous --no-ceiling \
+    --max-num-seqs 2,4 --trace "$dir/tq.tsv" --json "$dir/q.json" >"$dir/q.md" 2>"$dir/q.err"
+rc=$?
+check "seqs list: exits 0" '[ $rc -eq 0 ]'
+check "seqs list: continuous at 2 and at 4, sequential once, in the table and the JSON" \
+    'grep -q "^| continuous chunk=256 seqs=2 split " "$dir/q.md" && grep -q "^| continuous chunk=256 seqs=4 split " "$dir/q.md" &&
+     grep -q "max_num_seqs 2,4," "$dir/q.md" && python3 - "$dir/q.json" <<PY
+import json, sys
+d = json.load(open(sys.argv[1]))
+got = sorted((c["mode"], c["max_num_seqs"]) for c in d["configurations"])
+assert got == [("continuous", 2), ("continuous", 4), ("sequential", 2)], got
+assert all(c["result"]["completed"] == 4 for c in d["configurations"])
+PY'
+check "seqs list: at 2, never more than 2 running; at 4, 4 at once" \
+    'awk -F"\t" "\$1 ~ /seqs=2 / {n++; if (\$7 > 2) bad=1} END {exit bad || !n}" "$dir/tq.tsv" &&
+     awk -F"\t" "\$1 ~ /seqs=4 / && \$7 == 4 {n++} END {exit !n}" "$dir/tq.tsv"'
+"$bin" bench -m "$dir/tiny.gguf" --workload mixed --num-prompts 4 --modes continuous --no-ceiling \
+    --max-num-seqs auto --kv-layouts unified --json "$dir/a.json" >"$dir/a.md" 2>"$dir/a.err"
+rc=$?
+check "seqs auto alone: one configuration, as many as the cells hold" \
+    '[ $rc -eq 0 ] && [ "$(grep -c "^| continuous chunk=256 unified |" "$dir/a.md")" -eq 1 ] &&
+     python3 -c "import json, sys; c = json.load(open(sys.argv[1]))[\"configurations\"]; assert len(c) == 1 and c[0][\"max_num_seqs\"] > 4" "$dir/a.json"'
 # --repeat: the reported run is the median; of two runs the faster one (its wall is the min)
 "$bin" bench -m "$dir/tiny.gguf" --workload mixed --num-prompts 4 --modes continuous --no-ceiling --repeat 2 \
     >"$dir/r.md" 2>"$dir/r.err"
@@ -59,6 +95,15 @@ check "repeat 2: reports the faster run, in the table too" \
     'line=$(tr "\r" "\n" <"$dir/r.err" | grep "median of 2") &&
      w=$(sed -E "s/.*wall ([0-9.]+) s.*/\1/" <<<"$line") && lo=$(sed -E "s/.*min ([0-9.]+),.*/\1/" <<<"$line") &&
      [ "$w" = "$lo" ] && grep "^| continuous chunk=" "$dir/r.md" | awk -F"|" -v w="$w" "{exit !(\$3+0 == w+0)}"'
+# multi-prefix: a system prompt, a document per group of requests, a question each; the prefix
+# cache serves the shared parts
+"$bin" bench -m "$dir/tiny.gguf" --workload multi-prefix --num-prompts 8 --system-len 40 --prefix-len 60 \
+    --distinct-len 8 --output-len 4 --modes continuous --no-ceiling --max-num-seqs 4 --json "$dir/mp.json" \
+    >"$dir/mp.md" 2>"$dir/mp.err"
+rc=$?
+check "multi-prefix: every request, prompts of system + document + question, shared parts from the cache" \
+    '[ $rc -eq 0 ] && grep -q "workload multi-prefix: 8 requests, 864 prompt + 32 output tokens" "$dir/mp.md" &&
+     python3 -c "import json, sys; r = json.load(open(sys.argv[1]))[\"configurations\"][0][\"result\"]; assert r[\"completed\"] == 8 and r[\"prefix_hit_tokens\"] > 0, r" "$dir/mp.json"'
 # sessions: each turn sent with the conversation before it once that turn is answered; two streams
 # and no holder streams, so most later turns come back from the host tier
 "$bin" bench -m "$dir/tiny.gguf" --workload sessions --sessions 6 --turns 3 --system-len 100 --task-len 40 \
@@ -85,6 +130,8 @@ check "sessions outgrowing the context: turns 1-2 answered, turn 3 failed" \
     'grep -q "^| 1 | 3 | 0 |" "$dir/o.md" && grep -q "^| 2 | 3 | 0 |" "$dir/o.md" && grep -q "^| 3 | 3 | 3 |" "$dir/o.md"'
 "$bin" bench -m "$dir/tiny.gguf" --max-num-batched-tokens 64,x >/dev/null 2>"$dir/e4"; rc=$?
 check "bad budget refused" '[ $rc -eq 2 ] && grep -q "max-num-batched-tokens takes" "$dir/e4"'
+"$bin" bench -m "$dir/tiny.gguf" --max-num-seqs 4,0 >/dev/null 2>"$dir/e7"; rc=$?
+check "bad max-num-seqs item refused" '[ $rc -eq 2 ] && grep -q "max-num-seqs takes counts from 1 to 256 or auto (got .0.)" "$dir/e7"'
 "$bin" bench -m "$dir/tiny.gguf" --workload nope >/dev/null 2>"$dir/e1"; rc=$?
 check "unknown workload refused" '[ $rc -eq 2 ] && grep -q "unknown workload" "$dir/e1"'
 "$bin" bench -m "$dir/tiny.gguf" --modes fast >/dev/null 2>"$dir/e2"; rc=$?

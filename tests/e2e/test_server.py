@@ -443,11 +443,13 @@ def test_trace_accounts_for_every_token(tmp_path):
     lines = trace.read_text().splitlines()
     assert lines[0].split("\t")[:5] == ["config", "t_ms", "step_ms", "decode_rows", "prefill_tokens"]
     rows = [line.split("\t") for line in lines[1:]]
-    assert rows and all(r[0] == "serve" and len(r) == 17 for r in rows)
+    assert rows and all(r[0] == "serve" and len(r) == 18 for r in rows)
     assert lines[0].split("\t")[10] == "graph_runs" and all(r[10] == "1" for r in rows)  # one request a step
     assert lines[0].split("\t")[11] == "swapped" and all(r[11] == "0" for r in rows)  # nothing preempted
     assert lines[0].split("\t")[12:14] == ["lane_tokens", "lane_ms"] and all(r[12] == "0" for r in rows)  # no lane
     assert lines[0].split("\t")[15:17] == ["embd_tokens", "embd_ms"] and all(r[15] == "0" for r in rows)  # none
+    # the step's time inside llama_decode: some of every step, never more than the step
+    assert lines[0].split("\t")[17] == "decode_ms" and all(0 < float(r[17]) <= float(r[2]) for r in rows)
     # one request a step: the cells its rows attend over end at its last row, so they grow by the step's rows
     assert lines[0].split("\t")[14] == "context_cells"
     assert all(int(r[14]) >= int(r[3]) + int(r[4]) for r in rows)

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../../src/batch/group.h"
 #include "../../src/bench/metrics.h"
 #include "../../src/bench/workload.h"
 
@@ -78,19 +79,21 @@ static int fake_prompt(void *ctx, uint64_t *rng, int32_t n, int32_t *out) {
 
 static void workloads_hit_their_lengths(void **state) {
     (void)state;
-    const char *names[] = {"long",         "long16",        "mixed",  "mixed-small",
-                           "decode-heavy", "prefill-heavy", "random", "shared-prefix"};
+    const char *names[] = {"long",          "long16", "mixed",         "mixed-small", "decode-heavy",
+                           "prefill-heavy", "random", "shared-prefix", "multi-prefix"};
     for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
         cb_workload_opts o = {.seed = 3, .random_input_len = 100, .random_output_len = 20, .random_range_ratio = 0.5};
         int calls = 0;
         cb_workload w;
         char err[128];
         assert_int_equal(cb_workload_make(names[k], &o, fake_prompt, &calls, &w, err, sizeof(err)), 0);
-        /* one prompt each; shared-prefix makes one per group prefix and one per distinct part */
-        assert_int_equal(calls, strcmp(names[k], "shared-prefix") ? w.n : w.n + w.n / 4);
+        /* one prompt each; shared-prefix makes one per group prefix and one per distinct part,
+         * multi-prefix one system prompt too */
+        bool shared = !strcmp(names[k], "shared-prefix"), multi = !strcmp(names[k], "multi-prefix");
+        assert_int_equal(calls, shared ? w.n + w.n / 4 : multi ? 1 + w.n / 4 + w.n : w.n);
         for (int i = 0; i < w.n; i++) {
             assert_true(w.items[i].n_in >= 1 && w.items[i].n_out >= 1);
-            if (strcmp(names[k], "shared-prefix")) /* fake prompts count up from a random base */
+            if (!shared && !multi) /* fake prompts count up from a random base */
                 assert_int_equal(w.items[i].tokens[w.items[i].n_in - 1] - w.items[i].tokens[0], w.items[i].n_in - 1);
         }
         if (!strcmp(names[k], "long")) {
@@ -130,6 +133,67 @@ static void workloads_hit_their_lengths(void **state) {
     cb_workload_opts o = {0};
     assert_int_equal(cb_workload_make("nope", &o, fake_prompt, &calls, &w, err, sizeof(err)), -1);
     assert_non_null(strstr(err, "unknown workload"));
+}
+
+/* A fake tokenizer whose every prompt is new: call c makes 1000 c, 1000 c + 1, ... */
+static int fresh_prompt(void *ctx, uint64_t *rng, int32_t n, int32_t *out) {
+    (void)rng;
+    int *calls = ctx;
+    (*calls)++;
+    for (int32_t i = 0; i < n; i++)
+        out[i] = 1000 * *calls + i;
+    return 0;
+}
+
+/* multi-prefix: one system prompt, then a document per group of S requests, then a question each;
+ * the batch runner's prefix tree has those two levels, and its enlargement makes each group's
+ * prefix the system prompt and its document. */
+static void multi_prefix_two_levels(void **state) {
+    (void)state;
+    int calls = 0;
+    cb_workload w;
+    char err[128];
+    cb_workload_opts o = {
+        .num_prompts = 12, .system_len = 30, .prefix_len = 40, .distinct_len = 7, .output_len = 5, .sharing_degree = 4};
+    assert_int_equal(cb_workload_make("multi-prefix", &o, fresh_prompt, &calls, &w, err, sizeof(err)), 0);
+    assert_int_equal(w.n, 12);
+    assert_int_equal(w.n_sessions, 0);
+    int in_order = 0;
+    cb_group_prompt p[12];
+    for (int i = 0; i < w.n; i++) {
+        const int32_t *t = w.items[i].tokens;
+        assert_int_equal(w.items[i].n_in, 77);
+        assert_int_equal(w.items[i].n_out, 5);
+        assert_memory_equal(t, w.items[0].tokens, sizeof(int32_t) * 30); /* every request: the system prompt */
+        assert_int_equal(t[0], 1000);                                    /* with one BOS, the first prompt's */
+        assert_int_equal(t[30] % 1000, 1);                               /* the document: a prompt's tail */
+        assert_int_equal(t[70] % 1000, 1);                               /* the question too */
+        int same = 0;
+        for (int j = 0; j < w.n; j++)
+            same += !memcmp(t, w.items[j].tokens, sizeof(int32_t) * 70);
+        assert_int_equal(same, 4); /* itself and three others */
+        for (int j = 0; j < w.n; j++)
+            if (j != i) assert_true(memcmp(t, w.items[j].tokens, sizeof(int32_t) * 77) != 0);
+        if (i > 0) in_order += !memcmp(t, w.items[i - 1].tokens, sizeof(int32_t) * 70);
+        p[i] = (cb_group_prompt){.tokens = t, .n_tokens = 77, .max_tokens = 5};
+    }
+    assert_true(in_order < 6); /* shuffled */
+    /* the tree: the system prompt once, three documents, twelve questions */
+    cb_grouping g;
+    assert_int_equal(cb_group_build(p, 12, false, &g), 0);
+    assert_int_equal(g.tree_tokens, 30 + 3 * 40 + 12 * 7);
+    assert_int_equal(g.n_groups, 1); /* unenlarged: the first level is the system prompt alone */
+    assert_int_equal(g.groups[0].prefix_len, 30);
+    cb_grouping_free(&g);
+    assert_int_equal(cb_group_build(p, 12, true, &g), 0);
+    assert_int_equal(g.n_groups, 3); /* enlarged: (4 - 1) x 40 document tokens > 30 system tokens */
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(g.groups[k].n, 4);
+        assert_int_equal(g.groups[k].prefix_len, 70);
+    }
+    assert_int_equal(g.group_tokens, 3 * 70 + 12 * 7);
+    cb_grouping_free(&g);
+    cb_workload_free(&w);
 }
 
 /* BatchLLM-style groups: S requests share P tokens exactly, then D tokens of their own. */
@@ -286,7 +350,7 @@ int main(void) {
         cmocka_unit_test(percentiles_interpolate_like_numpy),   cmocka_unit_test(vllm_definitions_on_a_known_timeline),
         cmocka_unit_test(workloads_hit_their_lengths),          cmocka_unit_test(shared_prefix_groups),
         cmocka_unit_test(sessions_are_turns_of_conversations),  cmocka_unit_test(jsonl_workloads),
-        cmocka_unit_test(poisson_arrivals_have_the_asked_rate),
+        cmocka_unit_test(poisson_arrivals_have_the_asked_rate), cmocka_unit_test(multi_prefix_two_levels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
