@@ -27,7 +27,12 @@ void cb_batch_report_print(const cb_batch_report *r, const cb_batch_params *bp) 
             (long long)r->steps, r->steps ? (double)(r->processed_prefill + r->generated) / r->steps : 0.0,
             (long long)r->preemptions, (long long)r->swapped);
     fprintf(stderr, "  prefix: %d groups (%s), window %d requests\n", r->n_groups,
-            bp->grouping ? "submitted group by group, decode-heavy first" : "grouping off: input order", r->window);
+            !bp->grouping ? "grouping off: input order"
+            : bp->reorder ? (bp->enlarge ? "submitted group by group, decode-heavy first"
+                                         : "first-level prefixes not enlarged; decode-heavy first")
+                          : (bp->enlarge ? "submitted group by group, in the prefix tree's order"
+                                         : "first-level prefixes not enlarged; in the prefix tree's order"),
+            r->window);
     if (r->interrupted) return; /* cancelled requests computed part of their prompts: no honest ratio */
     fprintf(stderr,
             "  token saving %.1f%% (prefill computed %lld of %lld); bound %.1f%% (prefix tree %lld tokens), "
@@ -46,6 +51,8 @@ int cb_batch_report_json(const cb_batch_report *r, const cb_batch_params *bp, co
     cJSON_AddStringToObject(o, "errors", bp->errors_path);
     cJSON_AddStringToObject(o, "model", ep->model_path ? ep->model_path : "");
     cJSON_AddBoolToObject(o, "prefix_grouping", bp->grouping);
+    cJSON_AddBoolToObject(o, "prefix_enlarge", bp->grouping && bp->enlarge);
+    cJSON_AddBoolToObject(o, "group_reorder", bp->grouping && bp->reorder);
     cJSON_AddNumberToObject(o, "max_num_seqs", cobatch_params_max_num_seqs(ep));
     cJSON_AddNumberToObject(o, "window", r->window);
     cJSON_AddNumberToObject(o, "lines", (double)r->lines);

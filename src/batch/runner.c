@@ -83,9 +83,10 @@ static int32_t tokenize_all(run *r, int32_t *idx) {
     return n_ok;
 }
 
-/* The submission order: groups by decode/prefill ratio, members together (grouping), or the
- * input order. The prefix tree is built either way, for the report's bounds. */
-static int make_plan(run *r, bool grouping) {
+/* The submission order: groups (enlarged or not) by decode/prefill ratio or not, members together
+ * (grouping), or the input order. The prefix tree is built either way, for the report's bounds. */
+static int make_plan(run *r, const cb_batch_params *bp) {
+    bool grouping = bp->grouping;
     size_t cap = r->in->n ? r->in->n : 1;
     int32_t *idx = malloc(cap * sizeof(*idx));
     r->plan = malloc(cap * sizeof(*r->plan));
@@ -98,8 +99,8 @@ static int make_plan(run *r, bool grouping) {
         gp[k] = (cb_group_prompt){it->tokens, it->n_tokens, it->max_tokens};
     }
     cb_grouping g;
-    if (cb_group_build(gp, n, true, &g) != 0) goto out;
-    if (grouping) cb_group_sort_by_ratio(&g);
+    if (cb_group_build(gp, n, !grouping || bp->enlarge, &g) != 0) goto out;
+    if (grouping && bp->reorder) cb_group_sort_by_ratio(&g);
     if (grouping && !(r->group_left = calloc((size_t)g.n_groups + 1, sizeof(int32_t)))) {
         cb_grouping_free(&g);
         goto out;
@@ -308,7 +309,7 @@ static int execute(run *r, const cb_batch_params *bp, const struct cobatch_engin
         fprintf(stderr, "cobatch batch: %s\n", err);
         return -1;
     }
-    if (make_plan(r, bp->grouping) != 0) {
+    if (make_plan(r, bp) != 0) {
         fprintf(stderr, "cobatch batch: out of memory planning %zu requests\n", r->in->n);
         free_chats(r);
         cobatch_engine_free(r->e);

@@ -24,6 +24,10 @@ typedef struct {
     const char *errors_path;     /* required; rewritten */
     const char *json_path;       /* the report as JSON, or NULL */
     bool grouping;               /* prefix grouping and ratio order; false: input order */
+    bool enlarge;                /* with grouping: first-level prefixes enlarged (the DP pass); false: the
+                                    groups are the prefix tree's first-level nodes as they are */
+    bool reorder;                /* with grouping: groups by decode/prefill ratio; false: in the tree's
+                                    (lexicographic) order */
     bool progress;               /* a progress line on stderr */
     int32_t window;              /* requests submitted but unfinished at most; 0 = 4 x max_num_seqs */
     cb_openai_defaults defaults; /* for the fields a body leaves out (OpenAI's by default) */

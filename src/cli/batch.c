@@ -21,8 +21,11 @@ static char *default_errors_path(const char *out) {
 
 int cb_cmd_batch(int argc, char **argv) {
     struct cobatch_engine_params ep = cobatch_engine_default_params();
-    cb_batch_params bp = {
-        .grouping = true, .progress = isatty(STDERR_FILENO), .defaults = cb_openai_default_defaults()};
+    cb_batch_params bp = {.grouping = true,
+                          .enlarge = true,
+                          .reorder = true,
+                          .progress = isatty(STDERR_FILENO),
+                          .defaults = cb_openai_default_defaults()};
     ep.max_num_seqs = -1;              /* not given yet */
     ep.kv_layout = COBATCH_KV_UNIFIED; /* an offline job groups shared prefixes: shared in place */
     const cb_flag own[] = {
@@ -41,6 +44,10 @@ int cb_cmd_batch(int argc, char **argv) {
                  "the context for a chat or\nresponse, 16 tokens for a completion); a request's own limit\nstands"},
         {"--no-prefix-grouping", NULL, CB_FLAG_CLEAR, &bp.grouping,
          .help = "submit in input order (no prefix groups, no reordering)"},
+        {"--no-prefix-enlarge", NULL, CB_FLAG_CLEAR, &bp.enlarge,
+         .help = "groups of the prefix tree's first-level prefixes as they are (no\nDP enlargement)"},
+        {"--no-group-reorder", NULL, CB_FLAG_CLEAR, &bp.reorder,
+         .help = "groups in the prefix tree's order, not decode-heavy first"},
         {"--window", "N", CB_FLAG_I32, &bp.window, 1, 1 << 20,
          .help = "requests submitted but unfinished at most (default 4 x max-num-seqs)"},
         {"--progress", NULL, CB_FLAG_SET, &bp.progress,

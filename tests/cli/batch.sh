@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `cobatch batch` end to end on the real default model: one result line per good request with the
 # server's response shape, error lines with the right line numbers, prefix groups submitted
-# decode-heavy first (input order with --no-prefix-grouping), resume, bad command lines; bench's
+# decode-heavy first (input order with --no-prefix-grouping; the tree's order with --no-group-reorder;
+# unenlarged groups with --no-prefix-enlarge), resume, bad command lines; bench's
 # multi-prefix workload as a job.
 # usage: batch.sh BUILD/cobatch MODEL
 set -u
@@ -267,4 +268,31 @@ assert r["ok"] == 8 and r["prompt_tokens"] == 8 * (40 + 60 + 8), r
 assert r["tree_tokens"] == 40 + 2 * 60 + 8 * 8, r
 assert r["groups"] == 2 and r["group_tokens"] == 2 * (40 + 60) + 8 * 8, r
 PY'
+"$bin" batch "${flags[@]}" -i "$dir/mp.jsonl" -o "$dir/mp_flat.jsonl" --json "$dir/mp_flat.json" --no-prefix-enlarge \
+    2>"$dir/log12"
+rc=$?
+check "--no-prefix-enlarge: one group of the system prompt, the documents computed per request" \
+    '[ $rc -eq 0 ] && [ "$(wc -l <"$dir/mp_flat.jsonl")" -eq 8 ] && python3 - "$dir/mp_flat.json" <<PY
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["ok"] == 8 and not r["prefix_enlarge"] and r["group_reorder"], r
+assert r["groups"] == 1 and r["group_tokens"] == 40 + 8 * (60 + 8), r
+PY'
+
+# Reordering: group x (token ids from 100, one output token each) comes first in the prefix tree's
+# order, group y (from 200, eight each) first by decode/prefill ratio; one running request at a
+# time, so the output shows the submission order.
+python3 - "$dir/order.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for i in range(2):
+        for g, base, n in (("x", 100, 1), ("y", 200, 8)):
+            body = {"prompt": list(range(base, base + 30)) + [300 + i], "max_tokens": n, "ignore_eos": True}
+            f.write(json.dumps({"custom_id": f"{g}{i}", "method": "POST", "url": "/v1/completions", "body": body}) + "\n")
+PY
+order() { python3 -c "import json,sys; print(''.join(json.loads(l)['custom_id'][0] for l in open(sys.argv[1])))" "$1"; }
+"$bin" batch "${flags[@]}" -i "$dir/order.jsonl" -o "$dir/order_ratio.jsonl" 2>"$dir/log13"
+"$bin" batch "${flags[@]}" -i "$dir/order.jsonl" -o "$dir/order_tree.jsonl" --no-group-reorder 2>"$dir/log14"
+check "groups decode-heavy first; --no-group-reorder: in the prefix tree's order" \
+    '[ "$(order "$dir/order_ratio.jsonl")" = yyxx ] && [ "$(order "$dir/order_tree.jsonl")" = xxyy ]'
 finish
