@@ -309,6 +309,19 @@ void cb_trace_write_step(FILE *f, const char *label, int64_t t0_us, const struct
             (double)s->embd_us / 1e3, (double)s->decode_us / 1e3);
 }
 
+bool cb_trace_open(cb_trace_sink *t, const char *path, const char *label) {
+    *t = (cb_trace_sink){.f = fopen(path, "w"), .label = label};
+    if (t->f) cb_trace_write_header(t->f);
+    return t->f != NULL;
+}
+
+void cb_trace_sink_step(const struct cobatch_step_info *s, void *user) {
+    cb_trace_sink *t = user;
+    if (!t->t0) t->t0 = s->t_start_us;
+    cb_trace_write_step(t->f, t->label, t->t0, s);
+    fflush(t->f);
+}
+
 void cb_bench_write_trace(FILE *f, const char *label, const cb_bench_result *r) {
     for (int i = 0; i < r->n_steps; i++)
         cb_trace_write_step(f, label, r->steps[0].t_start_us, &r->steps[i]);

@@ -87,6 +87,17 @@ void cb_bench_write_trace(FILE *f, const char *label, const cb_bench_result *r);
  * line per step (t_ms counts from t0_us). */
 void cb_trace_write_header(FILE *f);
 void cb_trace_write_step(FILE *f, const char *label, int64_t t0_us, const struct cobatch_step_info *s);
+/* A trace written while an engine runs (`cobatch serve --trace`, `cobatch batch --trace`): the
+ * engine's on_step is cb_trace_sink_step with the sink as its user. */
+typedef struct {
+    FILE *f;
+    const char *label; /* the config column */
+    int64_t t0;        /* the first step's start */
+} cb_trace_sink;
+/* Opens path for writing and writes the header; false when it cannot. */
+bool cb_trace_open(cb_trace_sink *t, const char *path, const char *label);
+/* Engine thread: one line a step, flushed (readable while the engine runs, tail -f; one write a step). */
+void cb_trace_sink_step(const struct cobatch_step_info *s, void *user);
 
 /* A session workload's turns (w->n_sessions > 0): per turn, its requests' TTFT and how much of
  * their prompts the cache supplied (prompt[i], cached[i]: item i's prompt tokens and those read from

@@ -1,5 +1,6 @@
 /* batch.c — `cobatch batch`: an OpenAI Batch API JSONL job, offline, through one engine. */
 #include "../batch/runner.h"
+#include "../bench/bench.h"
 #include "../openai/openai.h"
 #include "args.h"
 #include "cli.h"
@@ -26,6 +27,7 @@ int cb_cmd_batch(int argc, char **argv) {
                           .reorder = true,
                           .progress = isatty(STDERR_FILENO),
                           .defaults = cb_openai_default_defaults()};
+    const char *trace_path = NULL;
     ep.max_num_seqs = -1;              /* not given yet */
     ep.kv_layout = COBATCH_KV_UNIFIED; /* an offline job groups shared prefixes: shared in place */
     const cb_flag own[] = {
@@ -39,6 +41,8 @@ int cb_cmd_batch(int argc, char **argv) {
          .help = "refused lines and failed requests (default: OUTPUT less .jsonl\nplus _errors.jsonl); rewritten "
                  "each run"},
         {"--json", "FILE", CB_FLAG_STR, &bp.json_path, .help = "the report as JSON"},
+        {"--trace", "FILE", CB_FLAG_STR, &trace_path,
+         .help = "one line per engine step, as `cobatch bench --trace` writes\n(the tokens of each step)"},
         {"-n, --max-tokens", "N", CB_FLAG_I32, &bp.defaults.max_tokens, 1, 1 << 24,
          .help = "the output limit of a request that names none (llama-server's\n-n; default: OpenAI's, the rest of "
                  "the context for a chat or\nresponse, 16 tokens for a completion); a request's own limit\nstands"},
@@ -78,7 +82,18 @@ int cb_cmd_batch(int argc, char **argv) {
     if (!ep.model_path) ep.model_path = cb_default_model();
     char *errors = bp.errors_path ? NULL : default_errors_path(bp.output_path);
     if (!bp.errors_path) bp.errors_path = errors;
-    int rc = bp.errors_path ? cb_batch_run(&bp, &ep) : 1;
+    cb_trace_sink trace = {0};
+    if (trace_path && !cb_trace_open(&trace, trace_path, "batch")) {
+        fprintf(stderr, "cobatch batch: cannot write %s\n", trace_path);
+        free(errors);
+        return 1;
+    }
+    if (trace.f) {
+        ep.on_step = cb_trace_sink_step;
+        ep.on_step_user = &trace;
+    }
+    int rc = bp.errors_path ? cb_batch_run(&bp, &ep) : 1; /* the engine is gone after: the trace is whole */
+    if (trace.f) fclose(trace.f);
     free(errors);
     return rc;
 }

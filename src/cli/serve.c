@@ -17,19 +17,6 @@
  * ITL'): p99 ITL 1.08 s at 128 vs 3.09 s at 512 for the same throughput. */
 #define SERVE_STEP_BUDGET 128
 
-typedef struct {
-    FILE *f;
-    int64_t t0;
-} serve_trace;
-
-/* Engine thread: one line per step, the columns of `cobatch bench --trace` (config "serve"). */
-static void trace_step(const struct cobatch_step_info *s, void *user) {
-    serve_trace *t = user;
-    if (!t->t0) t->t0 = s->t_start_us;
-    cb_trace_write_step(t->f, "serve", t->t0, s);
-    fflush(t->f); /* readable while the server runs (tail -f); one write a step */
-}
-
 /* The key from --api-key-file: its first line, without the line end. NULL with a message. */
 static char *read_key(const char *path) {
     FILE *f = fopen(path, "r");
@@ -196,7 +183,7 @@ int cb_cmd_serve(int argc, char **argv) {
     ep.step_pacing = 0.5f;
     ep.embeddings = true; /* POST /v1/embeddings; --no-embeddings saves the context's memory */
     cb_srv_params sp = {.port = 8080, .defaults = cb_openai_default_defaults()};
-    serve_trace trace = {0};
+    cb_trace_sink trace = {0};
     const char *trace_path = NULL, *key_file = NULL;
     char *key = NULL;
     int pr = parse_serve_flags(argc, argv, &ep, &sp, &trace_path, &key_file);
@@ -209,13 +196,12 @@ int cb_cmd_serve(int argc, char **argv) {
     if (!sp.api_key && env_key && env_key[0]) sp.api_key = env_key;
     sp.max_connections = fit_connections(sp.max_connections > 0 ? sp.max_connections : 1024);
     if (trace_path) {
-        if (!(trace.f = fopen(trace_path, "w"))) {
+        if (!cb_trace_open(&trace, trace_path, "serve")) {
             fprintf(stderr, "cobatch serve: cannot write %s\n", trace_path);
             free(key);
             return 1;
         }
-        cb_trace_write_header(trace.f);
-        ep.on_step = trace_step;
+        ep.on_step = cb_trace_sink_step;
         ep.on_step_user = &trace;
     }
     char err[512] = "";

@@ -295,4 +295,16 @@ order() { python3 -c "import json,sys; print(''.join(json.loads(l)['custom_id'][
 "$bin" batch "${flags[@]}" -i "$dir/order.jsonl" -o "$dir/order_tree.jsonl" --no-group-reorder 2>"$dir/log14"
 check "groups decode-heavy first; --no-group-reorder: in the prefix tree's order" \
     '[ "$(order "$dir/order_ratio.jsonl")" = yyxx ] && [ "$(order "$dir/order_tree.jsonl")" = xxyy ]'
+"$bin" batch "${flags[@]}" -i "$dir/order.jsonl" -o "$dir/order_traced.jsonl" --json "$dir/order.json" \
+    --trace "$dir/order.tsv" 2>"$dir/log15"
+check "--trace: a line per step, its prompt tokens and rows those the engine computed" \
+    'python3 - "$dir/order.tsv" "$dir/order.json" <<PY
+import json, sys
+head, *rows = [l.rstrip("\\n").split("\\t") for l in open(sys.argv[1])]
+r = json.load(open(sys.argv[2]))
+assert head[:5] == ["config", "t_ms", "step_ms", "decode_rows", "prefill_tokens"], head
+assert rows and all(len(x) == len(head) and x[0] == "batch" for x in rows), rows[:2]
+assert sum(int(x[4]) for x in rows) == r["processed_prefill_tokens"], (sum(int(x[4]) for x in rows), r)
+assert r["steps"] == len(rows), (r["steps"], len(rows))
+PY'
 finish
