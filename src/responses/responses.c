@@ -692,6 +692,16 @@ static bool close_item(cb_responses_stream *st, char **out) {
     return ok;
 }
 
+/* Closes the open item and appends item (taken; NULL: out of memory) as the next one, with its
+ * output_item.added event. The caller marks it open. */
+static bool open_item(cb_responses_stream *st, char **out, cJSON *item) {
+    if (!item || !close_item(st, out) || !cJSON_AddItemToArray(st->output, item)) {
+        cJSON_Delete(item);
+        return false;
+    }
+    return added(st, out);
+}
+
 /* Appends s to the string at o[key]. */
 static bool grow(cJSON *o, const char *key, const char *s) {
     const char *old = cJSON_GetStringValue(get(o, key));
@@ -727,14 +737,9 @@ char *cb_responses_stream_reasoning(cb_responses_stream *st, const char *text) {
     char *out = NULL, iid[96];
     bool ok = true;
     if (st->open != -3) {
-        ok = close_item(st, &out);
         item_id(iid, sizeof(iid), "rs", st->id, cJSON_GetArraySize(st->output));
-        cJSON *r = ok ? reasoning_item_of(iid, "in_progress", NULL) : NULL;
-        if (r && !cJSON_AddItemToArray(st->output, r)) {
-            cJSON_Delete(r);
-            r = NULL;
-        }
-        ok = r && added(st, &out);
+        cJSON *r = reasoning_item_of(iid, "in_progress", NULL);
+        ok = open_item(st, &out, r);
         cJSON *p = ok ? object_in(get(r, "content")) : NULL;
         ok = p && cJSON_AddStringToObject(p, "type", "reasoning_text") && cJSON_AddStringToObject(p, "text", "");
         if (ok) st->open = -3;
@@ -750,14 +755,9 @@ char *cb_responses_stream_text(cb_responses_stream *st, const char *text) {
     char *out = NULL, iid[96];
     bool ok = true;
     if (st->open != -2) {
-        ok = close_item(st, &out);
         item_id(iid, sizeof(iid), "msg", st->id, cJSON_GetArraySize(st->output));
-        cJSON *m = ok ? message_item(iid, "in_progress", NULL) : NULL;
-        if (m && !cJSON_AddItemToArray(st->output, m)) {
-            cJSON_Delete(m);
-            m = NULL;
-        }
-        ok = m && added(st, &out);
+        cJSON *m = message_item(iid, "in_progress", NULL);
+        ok = open_item(st, &out, m);
         cJSON *part = ok ? text_part("") : NULL;
         if (part && !cJSON_AddItemToArray(get(m, "content"), part)) {
             cJSON_Delete(part);
@@ -779,14 +779,8 @@ char *cb_responses_stream_call(cb_responses_stream *st, int k, const char *call_
     char *out = NULL, iid[96];
     bool ok = true;
     if (call_id) { /* a new call: its item */
-        ok = close_item(st, &out);
         item_id(iid, sizeof(iid), "fc", st->id, cJSON_GetArraySize(st->output));
-        cJSON *f = ok ? call_item(iid, "in_progress", call_id, name, "") : NULL;
-        if (f && !cJSON_AddItemToArray(st->output, f)) {
-            cJSON_Delete(f);
-            f = NULL;
-        }
-        ok = f && added(st, &out);
+        ok = open_item(st, &out, call_item(iid, "in_progress", call_id, name, ""));
         if (ok) st->open = k;
     } else if (st->open != k) {
         *late = true;
