@@ -52,6 +52,19 @@ check "trace: decode_ms last, within each step's step_ms" \
 check "host share in every row" \
     '[ "$(grep "^| \(sequential\|static\|continuous\) chunk=" "$dir/out.md" | awk -F"|" "\$16 ~ /^ [0-9.]+% $/" | wc -l)" -eq 6 ]'
 check "trace never exceeds the step budget" 'awk -F"\t" "NR>1 && \$4+\$5 > 4096 {bad=1} END {exit bad}" "$dir/trace.tsv"'
+# scripts/plot_steps.py draws the trace: a panel per configuration, each summary's steps the trace's
+python3 "$(dirname "$0")/../../scripts/plot_steps.py" -o "$dir/steps.svg" "$dir/trace.tsv" >"$dir/plot.out" 2>&1
+rc=$?
+check "plot_steps: exits 0, an SVG of six panels" \
+    '[ $rc -eq 0 ] && [ "$(grep -c "<polygon" "$dir/steps.svg")" -eq 12 ] && grep -q "</svg>" "$dir/steps.svg"'
+check "plot_steps: each configuration's steps and decode-only steps as the trace has them" \
+    'awk -F"\t" "NR>1 {n[\$1]++; if (\$5 == 0) d[\$1]++} END {for (c in n) print c \": \" n[c] \" steps \" d[c]+0}" \
+         "$dir/trace.tsv" | sort >"$dir/want" &&
+     sed -E "s/^([^:]*): ([0-9]+) steps.*decode-only: ([0-9]+)$/\1: \2 steps \3/" "$dir/plot.out" | sort >"$dir/got" &&
+     [ "$(wc -l <"$dir/want")" -eq 6 ] && cmp -s "$dir/want" "$dir/got"'
+python3 "$(dirname "$0")/../../scripts/plot_steps.py" -o "$dir/x.svg" "$dir/trace.tsv@nope" >/dev/null 2>"$dir/plot.err"
+rc=$?
+check "plot_steps: an unknown configuration refused by name" '[ $rc -ne 0 ] && grep -q "no configuration .nope." "$dir/plot.err"'
 # budgets are a list too: chunk none runs once, at the largest budget; chunked rows at each budget
 "$bin" bench -m "$dir/tiny.gguf" --workload mixed --num-prompts 4 --modes continuous --no-ceiling \
     --prefill-chunks none,16 --max-num-batched-tokens 24,512 --max-num-seqs 4 --trace "$dir/tb.tsv" \
