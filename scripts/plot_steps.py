@@ -60,7 +60,7 @@ def nice_max(v):
     p = 1.0
     while p * 10 <= v:
         p *= 10
-    for m in (1, 2, 5, 10):
+    for m in (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10):
         if v <= m * p:
             return m * p
     return 10 * p
@@ -91,9 +91,20 @@ def svg(runs, title, below):
             v = ymax * k / 2
             o.append(f"<line x1='{ML}' y1='{y(v):.1f}' x2='{ML + pw}' y2='{y(v):.1f}' stroke='#ddd'/>")
             o.append(f"<text x='{ML - 6}' y='{y(v) + 4:.1f}' text-anchor='end'>{v:g}</text>")
-        if below:
-            o.append(f"<line x1='{ML}' y1='{y(below):.1f}' x2='{ML + pw}' y2='{y(below):.1f}' "
-                     "stroke='#d62728' stroke-dasharray='4 3'/>")
+        if below:  # the valleys shaded: spans of steps under `below` tokens
+            k = 0
+            while k < len(rows):
+                if rows[k][1] >= below:
+                    k += 1
+                    continue
+                j = k
+                while j + 1 < len(rows) and rows[j + 1][1] < below:
+                    j += 1
+                x0 = ML + pw * rows[k][0] / tmax
+                x1 = ML + pw * (rows[j + 1][0] if j + 1 < len(rows) else rows[j][0]) / tmax
+                o.append(f"<rect x='{x0:.1f}' y='{top}' width='{max(x1 - x0, 0.5):.1f}' height='{PANEL_H}' "
+                         "fill='#d62728' fill-opacity='0.12'/>")
+                k = j + 1
         # each step a bar from its start to the next step's start: tokens (blue), prompt part (orange)
         for part, color in ((1, "#1f77b4"), (2, "#ff7f0e")):
             pts = [f"{ML},{base}"]
@@ -110,7 +121,7 @@ def svg(runs, title, below):
         o.append(f"<text x='{x:.1f}' y='{bottom + 18}' text-anchor='middle'>{tmax * k / 4:g}</text>")
     o.append(f"<text x='{ML + pw / 2}' y='{bottom + 38}' text-anchor='middle'>seconds since the run's first "
              "step; blue: tokens in the step, orange: its prompt tokens"
-             + (f", dashed: {below} tokens" if below else "") + "</text>")
+             + (f"; shaded: steps under {below} tokens" if below else "") + "</text>")
     o.append("</svg>")
     return "\n".join(o) + "\n"
 
