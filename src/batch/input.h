@@ -31,6 +31,7 @@ typedef struct {
     cobatch_req_id id;  /* > 0 once submitted */
     int32_t group;      /* its prefix group in the plan, -1 without grouping */
     bool finished;
+    bool sampled;   /* a token came: it runs (or ran), its prefix in use while it does */
     cb_buf text;    /* the output so far */
     bool text_lost; /* a piece could not be kept (out of memory): the request fails */
 } cb_batch_item;

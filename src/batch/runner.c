@@ -26,8 +26,12 @@ typedef struct {
     cb_batch_out *out;
     cb_batch_input *in;
     cb_batch_report *rep;
-    int32_t *plan;       /* (n_plan) item indices in submission order */
-    int32_t *group_left; /* (n_groups) members of each prefix group not finished yet; NULL without grouping */
+    int32_t *plan;        /* (n_plan) item indices in submission order */
+    int32_t *group_left;  /* (n_groups) members of each prefix group not finished yet; NULL without grouping */
+    int32_t *group_n;     /* (n_groups) its members; the same block as group_left */
+    int32_t *group_live;  /* (n_groups) members submitted, not finished */
+    int32_t *group_run;   /* (n_groups) of those, members that have sampled a token */
+    int32_t n_idle_waits; /* groups whose prefix may be cached idle while members wait (idle_waits) */
     int32_t n_plan, next;
     int32_t inflight, window;
     int64_t done;        /* planned items dealt with (finished, or refused at submission) */
@@ -101,14 +105,19 @@ static int make_plan(run *r, const cb_batch_params *bp) {
     cb_grouping g;
     if (cb_group_build(gp, n, !grouping || bp->enlarge, &g) != 0) goto out;
     if (grouping && bp->reorder) cb_group_sort_by_ratio(&g);
-    if (grouping && !(r->group_left = calloc((size_t)g.n_groups + 1, sizeof(int32_t)))) {
+    if (grouping && !(r->group_left = calloc(4 * ((size_t)g.n_groups + 1), sizeof(int32_t)))) {
         cb_grouping_free(&g);
         goto out;
+    }
+    if (grouping) {
+        r->group_n = r->group_left + g.n_groups + 1;
+        r->group_live = r->group_n + g.n_groups + 1;
+        r->group_run = r->group_live + g.n_groups + 1;
     }
     for (int32_t k = 0; k < n; k++)
         r->in->items[idx[k]]->group = -1;
     for (int32_t k = 0, at = 0; k < g.n_groups && grouping; k++) {
-        r->group_left[k] = g.groups[k].n;
+        r->group_left[k] = r->group_n[k] = g.groups[k].n;
         for (int32_t j = 0; j < g.groups[k].n; j++) {
             r->plan[at] = idx[g.order[g.groups[k].first + j]];
             r->in->items[r->plan[at++]]->group = k;
@@ -131,13 +140,31 @@ out:
 
 /* ---------------------------------------------------------------- submit and collect -------- */
 
-/* An item is done. When it was the last of its prefix group, the group's prefix is released at
- * once (BatchLLM §4.3: a group's prefix lives as long as the group): later groups share nothing
- * with it, and a cache kept compact keeps every step's attention span short. Prefixes that
- * running requests use are not touched. */
-static void item_done(run *r, cb_batch_item *it) {
+/* Group g's prefix may sit idle in the cache while members of it wait in the engine's queue: one
+ * of them is done, others are submitted, and none is known to run. */
+static bool idle_waits(const run *r, int32_t g) {
+    return r->group_live[g] > 0 && r->group_run[g] == 0 && r->group_left[g] < r->group_n[g];
+}
+
+/* Changes group g's counts, keeping the count of groups that idle_waits. */
+static void group_add(run *r, int32_t g, int32_t live, int32_t running, int32_t left) {
+    r->n_idle_waits -= idle_waits(r, g);
+    r->group_live[g] += live;
+    r->group_run[g] += running;
+    r->group_left[g] += left;
+    r->n_idle_waits += idle_waits(r, g);
+}
+
+/* An item is done (live: it was submitted). When it was the last of its prefix group, the cached
+ * prefixes are released at once (BatchLLM §4.3: a group's prefix lives as long as the group):
+ * later groups share nothing with it, and a cache kept compact keeps every step's attention span
+ * short. The engine keeps what running requests use; a group whose members wait with their
+ * prefix idle in the cache holds the release back (it would be computed again). */
+static void item_done(run *r, cb_batch_item *it, bool live) {
     it->finished = true;
-    if (r->group_left && it->group >= 0 && --r->group_left[it->group] == 0) cobatch_drop_cached_prefixes(r->e);
+    if (!r->group_left || it->group < 0) return;
+    group_add(r, it->group, live ? -1 : 0, it->sampled ? -1 : 0, -1);
+    if (r->group_left[it->group] == 0 && r->n_idle_waits == 0) cobatch_drop_cached_prefixes(r->e);
 }
 
 /* Returns 1 when the engine's queue is full (try again after some events), else 0. */
@@ -163,10 +190,11 @@ static int submit_one(run *r, cb_batch_item *it) {
         cb_batch_out_error(r->out, it->line, it->custom_id, code, "%s", err.message);
         r->rep->refused++;
         r->done++;
-        item_done(r, it);
+        item_done(r, it, false);
     } else {
         it->id = id;
         r->inflight++;
+        if (r->group_live && it->group >= 0) group_add(r, it->group, 1, 0, 0);
     }
     cb_batch_item_release(it);
     return 0;
@@ -212,7 +240,7 @@ static void finish(run *r, cb_batch_item *it, const struct cobatch_event *ev) {
     cobatch_chat_output_clear(&calls);
     cobatch_chat_free(it->chat);
     it->chat = NULL;
-    item_done(r, it);
+    item_done(r, it, true);
     cb_buf_free(&it->text);
     r->inflight--;
     r->done++;
@@ -224,9 +252,13 @@ static void on_event(run *r, const struct cobatch_event *ev) {
         it->text_lost = true;
         cobatch_cancel(r->e, it->id);
     }
-    if (ev->type == COBATCH_EVENT_TOKEN)
+    if (ev->type == COBATCH_EVENT_TOKEN) {
         r->live_tokens++;
-    else
+        if (!it->sampled) {
+            it->sampled = true;
+            if (r->group_run && it->group >= 0) group_add(r, it->group, 0, 1, 0);
+        }
+    } else
         finish(r, it, ev);
 }
 
