@@ -62,7 +62,7 @@ int cb_cmd_batch(int argc, char **argv) {
                   .usage = "usage: cobatch batch --input JOB.jsonl --output OUT.jsonl [flags] [engine flags]\n",
                   .footer =
                       "batch mode's default layout is split, as serve's: a group's prefix is copied to each\n"
-                      "stream that shares it (BENCHMARKS.md: 1.5-1.9x faster on this project's CPU than\n"
+                      "stream that shares it (BENCHMARKS.md: 1.6-1.9x faster on this project's CPU than\n"
                       "--kv-layout unified, whose steps attend over every cell the pool holds);\n"
                       "--kv-layout unified --max-num-seqs auto lets the KV cells, not a count, limit the batch.\n",
                   .groups = {{"batch", own, sizeof(own) / sizeof(own[0])},
