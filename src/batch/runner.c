@@ -155,15 +155,15 @@ static void group_add(run *r, int32_t g, int32_t live, int32_t running, int32_t 
     r->n_idle_waits += idle_waits(r, g);
 }
 
-/* An item is done (live: it was submitted). When it was the last of its prefix group, the cached
+/* An item is done (submitted or refused). When it was the last of its prefix group, the cached
  * prefixes are released at once (BatchLLM §4.3: a group's prefix lives as long as the group):
  * later groups share nothing with it, and a cache kept compact keeps every step's attention span
  * short. The engine keeps what running requests use; a group whose members wait with their
  * prefix idle in the cache holds the release back (it would be computed again). */
-static void item_done(run *r, cb_batch_item *it, bool live) {
+static void item_done(run *r, cb_batch_item *it) {
     it->finished = true;
     if (!r->group_left || it->group < 0) return;
-    group_add(r, it->group, live ? -1 : 0, it->sampled ? -1 : 0, -1);
+    group_add(r, it->group, it->id > 0 ? -1 : 0, it->sampled ? -1 : 0, -1); /* (an id: it was submitted) */
     if (r->group_left[it->group] == 0 && r->n_idle_waits == 0) cobatch_drop_cached_prefixes(r->e);
 }
 
@@ -190,7 +190,7 @@ static int submit_one(run *r, cb_batch_item *it) {
         cb_batch_out_error(r->out, it->line, it->custom_id, code, "%s", err.message);
         r->rep->refused++;
         r->done++;
-        item_done(r, it, false);
+        item_done(r, it);
     } else {
         it->id = id;
         r->inflight++;
@@ -240,7 +240,7 @@ static void finish(run *r, cb_batch_item *it, const struct cobatch_event *ev) {
     cobatch_chat_output_clear(&calls);
     cobatch_chat_free(it->chat);
     it->chat = NULL;
-    item_done(r, it, true);
+    item_done(r, it);
     cb_buf_free(&it->text);
     r->inflight--;
     r->done++;
