@@ -124,7 +124,12 @@ static int tool_use(const cJSON *b, const char *w, cJSON *calls, cb_openai_error
         return -1;
     if (!cJSON_IsString(id) || !cJSON_IsString(name) || !cJSON_IsObject(input))
         return cb_openai_bad(e, "messages", "%s needs an id, a name and an input object", w);
-    char *args = cJSON_PrintUnformatted(input);
+    char *args = cJSON_PrintUnformatted(input), what[128];
+    snprintf(what, sizeof(what), "%s.input", w);
+    if (args && cb_dialect_args_depth(args, "messages", what, e)) {
+        free(args);
+        return -1;
+    }
     cJSON *c = cJSON_CreateObject(), *f = cJSON_CreateObject();
     bool ok = args && c && f && cJSON_AddItemToArray(calls, c) && cJSON_AddStringToObject(c, "id", id->valuestring) &&
               cJSON_AddStringToObject(c, "type", "function") && cJSON_AddItemToObject(c, "function", f) &&
@@ -333,7 +338,7 @@ static int thinking(const cJSON *x, const cJSON *max_tokens, cJSON *out, cb_open
     if (display && !cJSON_IsNull(display) && !cb_dialect_is(display, "summarized") &&
         !cb_dialect_is(display, "omitted"))
         return cb_openai_bad(e, "thinking", "thinking.display must be summarized or omitted");
-    if (on && (!cJSON_IsNumber(budget) || budget->valuedouble < 1 || budget->valuedouble != (int)budget->valuedouble ||
+    if (on && (!cb_dialect_whole(budget, 1, INT32_MAX / 2) ||
                (cJSON_IsNumber(max_tokens) && budget->valuedouble >= max_tokens->valuedouble)))
         return cb_openai_bad(e, "thinking", "thinking.budget_tokens must be a whole number from 1 to below max_tokens");
     if (!on && budget && !cJSON_IsNull(budget))
@@ -371,7 +376,7 @@ static int context_management(const cJSON *x, int *keep, cb_openai_error *e) {
         else if (cb_dialect_is(k, "all"))
             *keep = INT32_MAX;
         else if (cJSON_IsObject(k) && cb_dialect_is(cJSON_GetObjectItemCaseSensitive(k, "type"), "thinking_turns") &&
-                 cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble == (int)v->valuedouble)
+                 cb_dialect_whole(v, 0, INT32_MAX))
             *keep = (int)v->valuedouble;
         else
             return cb_openai_bad(e, "context_management",
@@ -847,6 +852,7 @@ static const char *const PARAMS[] = {"response_format",
                                              NULL};
 
 const cb_dialect cb_anthropic_dialect = {.id_prefix = "msg_",
+                                         .ping = "event: ping\ndata: {\"type\": \"ping\"}\n\n",
                                          .params = PARAMS,
                                          .message = MESSAGE,
                                          .to_chat = to_chat,

@@ -164,6 +164,53 @@ static int parse_line(cb_batch_input *in, cb_batch_out *o, const cb_idset *done,
     return rc;
 }
 
+/* The top-level custom_id of a line, malloc'd, or NULL (not JSON, no string id). */
+static char *line_custom_id(const char *s, size_t len) {
+    cJSON *root = cb_openai_has_nul(s, len) ? NULL : cJSON_ParseWithLength(s, len);
+    const cJSON *cid = cJSON_GetObjectItemCaseSensitive(root, "custom_id");
+    char *id = cJSON_IsString(cid) && cid->valuestring[0] ? strdup(cid->valuestring) : NULL;
+    cJSON_Delete(root);
+    return id;
+}
+
+int cb_batch_input_duplicates(FILE *f, char *err, size_t errlen) {
+    cb_idset seen;
+    cb_idset_init(&seen);
+    char *buf = NULL;
+    size_t cap = 0;
+    bool too_long, complete;
+    long n;
+    int rc = 0;
+    for (int32_t line = 1;
+         rc == 0 && (n = cb_batch_read_line(f, &buf, &cap, CB_BATCH_LINE_MAX, &too_long, &complete)) >= 0; line++) {
+        if (too_long) continue;
+        char *id = line_custom_id(buf, (size_t)n);
+        int added = id ? cb_idset_add(&seen, id) : 1;
+        if (added < 0) {
+            cb_set_err(err, errlen, "out of memory at line %d", line);
+            rc = -1;
+        } else if (added == 0) {
+            cb_set_err(err, errlen,
+                       "line %d: custom_id \"%.200s\" is used by an earlier line; each must be unique (the job runs "
+                       "nothing until it is: its answers could not be told apart)",
+                       line, id);
+            rc = 1;
+        }
+        free(id);
+    }
+    if (rc == 0 && ferror(f)) {
+        cb_set_err(err, errlen, "read error");
+        rc = -1;
+    }
+    free(buf);
+    cb_idset_free(&seen);
+    if (rc != -1 && fseek(f, 0, SEEK_SET) != 0) {
+        cb_set_err(err, errlen, "cannot read the input again from its start");
+        rc = -1;
+    }
+    return rc;
+}
+
 static bool blank(const char *s) {
     for (; *s; s++)
         if (!isspace((unsigned char)*s)) return false;

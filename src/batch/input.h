@@ -45,6 +45,10 @@ typedef struct {
     const cb_openai_defaults *defaults; /* for the fields a body leaves out; NULL: OpenAI's */
 } cb_batch_input;
 
+/* Whether two lines of f share a custom_id: 1 with the second named in err, 0 when none do, -1 on
+ * a read error or allocation failure. f is at its start again after 0 or 1 (a regular file). */
+int cb_batch_input_duplicates(FILE *f, char *err, size_t errlen);
+
 /* Reads every line of f. Lines whose custom_id is in done are counted and skipped; refused lines
  * go to o as error lines. Returns 0, or -1 with a message on a read error or allocation failure
  * (in is then still valid to free). */

@@ -362,7 +362,8 @@ static int execute(run *r, const cb_batch_params *bp, const struct cobatch_engin
     return 0;
 }
 
-/* Resume set, output files, input lines. Returns 0, or -1 with a message printed. */
+/* Resume set, output files, input lines. Returns 0, or with a message printed 2 (two lines share a
+ * custom_id: nothing was written) or -1. */
 static int read_job(const cb_batch_params *bp, const struct cobatch_engine_params *ep, cb_batch_out *o,
                     cb_batch_input *in) {
     char err[512] = "";
@@ -370,6 +371,12 @@ static int read_job(const cb_batch_params *bp, const struct cobatch_engine_param
     if (!f) {
         fprintf(stderr, "cobatch batch: cannot read %s: %s\n", bp->input_path, strerror(errno));
         return -1;
+    }
+    int dup = cb_batch_input_duplicates(f, err, sizeof(err)); /* before any file is opened for writing */
+    if (dup != 0) {
+        fprintf(stderr, "cobatch batch: %s: %s\n", bp->input_path, err);
+        fclose(f);
+        return dup > 0 ? 2 : -1;
     }
     cb_idset done;
     cb_idset_init(&done);
@@ -419,7 +426,8 @@ int cb_batch_run(const cb_batch_params *bp, const struct cobatch_engine_params *
         return 2;
     }
     signal(SIGXFSZ, SIG_IGN); /* a file size limit is a failed write (EFBIG), reported, not a kill */
-    if (read_job(bp, ep, &o, &in) != 0) return 1;
+    int read = read_job(bp, ep, &o, &in);
+    if (read != 0) return read == 2 ? 2 : 1;
     rep.lines = in.lines;
     rep.skipped = in.skipped;
     rep.refused = in.refused;

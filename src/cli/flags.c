@@ -252,9 +252,13 @@ static bool parse_limit(const char *v, void *dst) {
     struct {
         const char *name;
         int32_t *to;
-    } const names[] = {{"grammar-nesting", &p->grammar_max_nesting}, {"grammar-elements", &p->grammar_max_elements},
-                       {"grammar-states", &p->grammar_max_states},   {"json-depth", &cb_bounds.json_depth},
-                       {"name-length", &cb_bounds.name_length},      {"tools", &cb_bounds.tools}};
+    } const names[] = {{"grammar-nesting", &p->grammar_max_nesting},
+                       {"grammar-elements", &p->grammar_max_elements},
+                       {"grammar-states", &p->grammar_max_states},
+                       {"json-depth", &cb_bounds.json_depth},
+                       {"name-length", &cb_bounds.name_length},
+                       {"tools", &cb_bounds.tools},
+                       {"messages", &cb_bounds.messages}};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (strlen(names[i].name) == k && !strncmp(v, names[i].name, k)) {
             *names[i].to = (int32_t)n;
@@ -343,12 +347,13 @@ cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
                  "0: none); a request may\nset its own (thinking_budget_tokens)"},
         {"--limit", "NAME=N", CB_FLAG_FN, p, .parse = parse_limit,
          .takes = "NAME=N, NAME one of grammar-nesting, grammar-elements, grammar-states, json-depth, "
-                  "name-length, tools, and N from 1",
+                  "name-length, tools, messages, and N from 1",
          .help = "a bound on what one request may ask (repeatable; RELIABILITY.md):\ngrammar-nesting (512), "
                  "grammar-elements (1000000),\ngrammar-states (1024: parse states a grammar may hold,\nand its work "
                  "per token in proportion),\n"
                  "json-depth (128: schemas, tool parameters and arguments),\nname-length (256: schema keys), "
-                 "tools (512)"},
+                 "tools (512),\nmessages (a chat's messages and tool calls: the context's\ntokens, since each "
+                 "renders to one at least)"},
         {"--verbose", NULL, CB_FLAG_SET, &p->verbose, .help = "show llama.cpp's log"},
     };
     _Static_assert(sizeof(t) / sizeof(t[0]) <= CB_ENGINE_FLAGS, "room for the engine flags");

@@ -109,6 +109,16 @@ static int parse_serve_flags(int argc, char **argv, struct cobatch_engine_params
         {"--no-webui", NULL, CB_FLAG_SET, &sp->no_webui,
          .help = "serve no chat page: GET / answers 404 (the page is public, as\n/health; the API calls it makes need "
                  "the key)"},
+        {"--allowed-hosts", "LIST", CB_FLAG_STR, &sp->allowed_hosts,
+         .help = "more Host names a loopback listener answers to, and Origins it\nserves: comma-separated; "
+                 "'.example.com' for every name under it;\n'*' for any (default: localhost and loopback addresses; "
+                 "a\nlistener on another address answers any Host)"},
+        {"--sse-ping-interval", "S", CB_FLAG_INT, &sp->sse_ping_interval_s, -1, 3600,
+         .help = "a stream silent for S seconds (queued, or its prompt being\ncomputed) gets its head and a "
+                 "keep-alive: an SSE comment,\nAnthropic's ping event (default 10, under Claude Code's\n~15 s idle "
+                 "limit; -1: none)"},
+        {"--public-metrics", NULL, CB_FLAG_SET, &sp->public_metrics,
+         .help = "/metrics without the API key (by default it needs the key, as\n/v1 does, when one is set)"},
         {"--trace", "FILE", CB_FLAG_STR, trace_path,
          .help = "one line per engine step, as `cobatch bench --trace` writes"},
         {"--no-embeddings", NULL, CB_FLAG_CLEAR, &ep->embeddings,

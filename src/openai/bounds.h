@@ -30,6 +30,8 @@ typedef struct {
     int json_depth;  /* nesting of a schema, of tool parameters, of tool-call arguments; default 128 */
     int name_length; /* bytes of an object key in a schema (property names, $defs); default 256 */
     int tools;       /* tools one request offers; default 512 */
+    int messages;    /* a chat's messages and tool calls (each renders to a token at least, and rendering
+                        costs a worker every request needs ~0.3 ms each); 0: the context's tokens */
     /* the model's context (tokens of one sequence) and the bytes of its longest token's text, once
      * the engine is up (0: not known, and every upper bound above 2000 is refused) */
     int ctx_tokens, token_bytes;

@@ -1,5 +1,8 @@
 /* dialect.c — what the translating API dialects share (see dialect.h). */
 #include "dialect.h"
+#include "bounds.h"
+
+#include <math.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +15,18 @@ int cb_dialect_nomem(cb_openai_error *e) {
 }
 
 bool cb_dialect_is(const cJSON *x, const char *s) { return cJSON_IsString(x) && !strcmp(x->valuestring, s); }
+
+bool cb_dialect_whole(const cJSON *x, double lo, double hi) {
+    return cJSON_IsNumber(x) && isfinite(x->valuedouble) && x->valuedouble >= lo && x->valuedouble <= hi &&
+           x->valuedouble == floor(x->valuedouble);
+}
+
+int cb_dialect_args_depth(const char *args, const char *param, const char *what, cb_openai_error *e) {
+    int depth = cb_bounds_text_depth(args);
+    if (depth <= cb_bounds.json_depth) return 0;
+    return cb_openai_bad(e, param, "%s nests %d levels deep, above the limit of %d (--limit json-depth)", what, depth,
+                         cb_bounds.json_depth);
+}
 
 int cb_dialect_only(const cJSON *obj, const char *const *keys, const char *param, const char *where,
                     cb_openai_error *e) {

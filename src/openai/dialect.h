@@ -43,6 +43,7 @@ typedef struct {
  * written once. Every text returned is malloc'd (the caller frees it), NULL when out of memory. */
 typedef struct cb_dialect {
     const char *id_prefix; /* of its answers' ids: "msg_", "resp_" */
+    const char *ping;      /* what a stream sends to show it is alive while no output comes (framed SSE) */
     /* An error the chat parser or the engine raises names chat fields: pairs (chat, the dialect's),
      * NULL-ended, that cb_dialect_error_json renames. params: the error's param and what follows it
      * ('.' or '['); message: exact texts in the message. */
@@ -77,6 +78,11 @@ char *cb_dialect_error_json(const cb_dialect *d, const cb_openai_error *e);
 int cb_dialect_nomem(cb_openai_error *e);
 /* Whether x is the string s. */
 bool cb_dialect_is(const cJSON *x, const char *s);
+/* Whether x is a whole number from lo to hi (checked before any conversion to an integer type). */
+bool cb_dialect_whole(const cJSON *x, double lo, double hi);
+/* Whether JSON text (tool-call arguments) nests within the --limit json-depth bound; else a 400 for
+ * param naming `what` (e.g. "input[3].arguments") and the depth. */
+int cb_dialect_args_depth(const char *args, const char *param, const char *what, cb_openai_error *e);
 /* Every key of obj is one of keys (NULL-terminated): 0; or -1 with a 400 "<where>'<key>' is not
  * supported" naming param (NULL: the key itself). */
 int cb_dialect_only(const cJSON *obj, const char *const *keys, const char *param, const char *where,

@@ -129,6 +129,15 @@ static int parse_prompt(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
     return 0;
 }
 
+int cb_openai_max_messages(void) { return cb_bounds.messages > 0 ? cb_bounds.messages : cb_bounds.ctx_tokens; }
+
+static int too_many_messages(cb_openai_error *e, int n, int most) {
+    return cb_openai_bad(e, "messages",
+                         "the chat has %d messages and tool calls, above the limit of %d (each renders to a token at "
+                         "least, and this server's prompts hold %d; --limit messages)",
+                         n, most, cb_bounds.ctx_tokens > 0 ? cb_bounds.ctx_tokens : most);
+}
+
 /* content: a string, or an array of {"type": "text", "text": ...} parts (joined). */
 static const char *message_content(cJSON *c, cb_openai_request *r) {
     if (cJSON_IsString(c)) return keep(r, c->valuestring);
@@ -219,12 +228,13 @@ static int parse_messages(cJSON *root, cb_openai_request *r, cb_openai_error *e)
     cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "messages");
     if (!m) return cb_openai_bad(e, "messages", "'messages' is required");
     if (!cJSON_IsArray(m)) return cb_openai_bad(e, "messages", "'messages' must be an array");
-    int n = cJSON_GetArraySize(m);
+    int n = cJSON_GetArraySize(m), most = cb_openai_max_messages();
     if (n == 0) return cb_openai_bad(e, "messages", "'messages' is empty");
+    if (most > 0 && n > most) return too_many_messages(e, n, most);
     r->messages = calloc((size_t)n, sizeof(*r->messages));
     if (!r->messages) return oom(e);
     bool any = false;
-    int i = 0;
+    int i = 0, items = n;
     cJSON *msg;
     cJSON_ArrayForEach(msg, m) { /* one walk: cJSON_GetArrayItem(m, i) is O(i) */
         cJSON *role = cJSON_GetObjectItemCaseSensitive(msg, "role");
@@ -243,6 +253,8 @@ static int parse_messages(cJSON *root, cb_openai_request *r, cb_openai_error *e)
             if (strcmp(mi->role, "assistant") != 0)
                 return cb_openai_bad(e, "messages", "messages[%d]: only an assistant's message has tool_calls", i);
             if (message_calls(calls, i, mi, r, e)) return -1;
+            items += cJSON_GetArraySize(calls);
+            if (most > 0 && items > most) return too_many_messages(e, items, most);
         }
         if (message_string(msg, "tool_call_id", i, &mi->tool_call_id, r, e) ||
             message_string(msg, "name", i, &mi->name, r, e) || message_reasoning(msg, i, mi, r, e))
@@ -458,6 +470,7 @@ bool cb_openai_has_nul(const char *s, size_t len) {
 typedef struct {
     const char *s, *end;
     int depth;
+    bool control; /* the check stopped at a raw control character inside a string */
 } jscan;
 
 static void ws(jscan *j) {
@@ -495,7 +508,11 @@ static bool str(jscan *j) {
     for (j->s++; j->s < j->end;) {
         unsigned char c = (unsigned char)*j->s++;
         if (c == '"') return true;
-        if (c != '\\') continue; /* cJSON takes raw control characters; so does this check */
+        if (c < 0x20) { /* RFC 8259: a control character inside a string is escaped */
+            j->control = true;
+            return false;
+        }
+        if (c != '\\') continue;
         if (j->s >= j->end) return false;
         char e = *j->s++;
         if (e == 'u') {
@@ -580,11 +597,19 @@ static bool value(jscan *j) {
     }
 }
 
-bool cb_openai_json_well_formed(const char *s, size_t len) {
-    jscan j = {s, s + len, 0};
-    if (!value(&j)) return false;
+/* The check, and whether it stopped at a raw control character in a string. */
+static bool well_formed(const char *s, size_t len, bool *control) {
+    jscan j = {s, s + len, 0, false};
+    bool ok = value(&j);
+    *control = j.control;
+    if (!ok) return false;
     ws(&j);
     return j.s == j.end || (j.s < j.end && *j.s == '\0' && j.s + 1 == j.end);
+}
+
+bool cb_openai_json_well_formed(const char *s, size_t len) {
+    bool control;
+    return well_formed(s, len, &control);
 }
 
 cJSON *cb_openai_body_parse(const char *body, size_t len, cb_openai_error *e) {
@@ -599,15 +624,78 @@ cJSON *cb_openai_body_parse(const char *body, size_t len, cb_openai_error *e) {
     return cb_openai_json_parse(body, len, e);
 }
 
+static int by_key(const void *a, const void *b) {
+    return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
+}
+
+/* The first key given twice in object x (compared as parsed: escapes undone), or NULL; keys is
+ * scratch space for sorting (*cap entries). A small object is compared pairwise, a larger one
+ * sorted: O(k log k). *oom set when the scratch could not grow. */
+static const cJSON *twice_in(const cJSON *x, const cJSON ***keys, size_t *cap, bool *oom_out) {
+    size_t k = 0;
+    for (const cJSON *c = x->child; c; c = c->next)
+        k++;
+    if (k <= 16) {
+        for (const cJSON *a = x->child; a; a = a->next)
+            for (const cJSON *b = a->next; b; b = b->next)
+                if (!strcmp(a->string, b->string)) return a;
+        return NULL;
+    }
+    if (!cb_grow((void **)keys, cap, k, sizeof(**keys), 64)) {
+        *oom_out = true;
+        return NULL;
+    }
+    size_t i = 0;
+    for (const cJSON *c = x->child; c; c = c->next)
+        (*keys)[i++] = c;
+    qsort(*keys, k, sizeof(**keys), by_key);
+    for (i = 1; i < k; i++)
+        if (!strcmp((*keys)[i - 1]->string, (*keys)[i]->string)) return (*keys)[i];
+    return NULL;
+}
+
+/* Every object under x (nesting bounded by the syntax check: 1000 levels). */
+static const cJSON *twice_under(const cJSON *x, const cJSON ***keys, size_t *cap, bool *oom_out) {
+    const cJSON *dup = cJSON_IsObject(x) ? twice_in(x, keys, cap, oom_out) : NULL;
+    for (const cJSON *c = x->child; c && !dup && !*oom_out; c = c->next)
+        if (cJSON_IsObject(c) || cJSON_IsArray(c)) dup = twice_under(c, keys, cap, oom_out);
+    return dup;
+}
+
+/* An object's keys are unique: RFC 8259 leaves duplicates' meaning open, cJSON reads the first and
+ * Python's and JavaScript's parsers the last, so a gateway that checks a body would see another
+ * request than the one that runs. Returns -1 with e set (the key named), 0 when none is. */
+static int duplicate_keys(const cJSON *root, cb_openai_error *e) {
+    const cJSON **keys = NULL;
+    size_t cap = 0;
+    bool no_room = false;
+    const cJSON *dup = twice_under(root, &keys, &cap, &no_room);
+    free(keys);
+    if (no_room) return oom(e);
+    if (dup) return cb_openai_bad(e, dup->string, "the key '%.100s' is given twice in one object", dup->string);
+    return 0;
+}
+
 cJSON *cb_openai_json_parse(const char *s, size_t len, cb_openai_error *e) {
     /* checked first: cJSON alone takes text after the value ("{...} garbage", "{...}{...}") and
      * numbers such as 01 or 1. */
-    if (!cb_openai_json_well_formed(s, len)) {
-        cb_openai_bad(e, NULL, "the body is not valid JSON");
+    bool control = false;
+    if (!well_formed(s, len, &control)) {
+        cb_openai_bad(e, NULL,
+                      control ? "the body is not valid JSON: a string holds a raw control character (below "
+                                "U+0020); escape it (\\n, \\t, \\u0001, ...)"
+                              : "the body is not valid JSON");
         return NULL;
     }
     cJSON *root = cJSON_ParseWithLength(s, len);
-    if (!root) oom(e); /* valid JSON that could not be held: the server's trouble, not the client's */
+    if (!root) {
+        oom(e); /* valid JSON that could not be held: the server's trouble, not the client's */
+        return NULL;
+    }
+    if (duplicate_keys(root, e)) {
+        cJSON_Delete(root);
+        return NULL;
+    }
     return root;
 }
 

@@ -87,6 +87,12 @@ struct cJSON;
 int cb_openai_parse_json(cb_openai_kind kind, const cb_openai_defaults *defaults, struct cJSON *root,
                          cb_openai_request *r, cb_openai_error *e);
 void cb_openai_request_free(cb_openai_request *r);
+/* The most messages and tool calls a chat may hold (--limit messages, else the context's tokens;
+ * 0 while neither is known). */
+int cb_openai_max_messages(void);
+/* chat_template_kwargs: the most variables, and bytes of their JSON. */
+#define CB_KWARGS_MAX 64
+#define CB_KWARGS_MAX_BYTES 65536
 /* A chat request's reasoning fields (reasoning.c): reasoning_effort, chat_template_kwargs,
  * reasoning_format, thinking_budget_tokens / reasoning_budget_tokens, include_reasoning,
  * separate_reasoning, stream_reasoning into r. 0, or -1 with e set (400 naming the field). */

@@ -37,12 +37,28 @@ static int effort(const cJSON *root, cb_openai_request *r, cb_openai_error *e) {
     return cb_openai_bad(e, "reasoning_effort", "'reasoning_effort' is none, minimal, low, medium or high");
 }
 
-/* chat_template_kwargs: variables the template sees; a boolean enable_thinking is also the switch
- * the engine checks the template has. */
+/* Variables the renderer sets itself: one from a client would replace the messages the parser
+ * checked, the tools, or the markers around them. */
+static const char *const RESERVED[] = {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token", NULL};
+
+/* chat_template_kwargs: variables the template sees (at most CB_KWARGS_MAX of them, in
+ * CB_KWARGS_MAX_BYTES of JSON: each is a variable of the template's context, which the renderer
+ * builds per request); a boolean enable_thinking is also the switch the engine checks the template
+ * has. */
 static int kwargs(const cJSON *root, cb_openai_request *r, cb_openai_error *e) {
     cJSON *x = given(root, "chat_template_kwargs");
     if (!x) return 0;
     if (!cJSON_IsObject(x)) return cb_openai_bad(e, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    int n = 0;
+    for (const cJSON *c = x->child; c; c = c->next, n++)
+        for (int k = 0; RESERVED[k]; k++)
+            if (!strcmp(c->string, RESERVED[k]))
+                return cb_openai_bad(
+                    e, "chat_template_kwargs",
+                    "'chat_template_kwargs.%s' is set by the server (the request's own fields give it)", RESERVED[k]);
+    if (n > CB_KWARGS_MAX)
+        return cb_openai_bad(e, "chat_template_kwargs", "'chat_template_kwargs' has %d variables; at most %d", n,
+                             CB_KWARGS_MAX);
     char why[160];
     if (cb_bounds_json_shape(x, cb_bounds.json_depth, cb_bounds.name_length, why, sizeof(why)))
         return cb_openai_bad(e, "chat_template_kwargs", "'chat_template_kwargs' %s", why);
@@ -63,6 +79,11 @@ static int kwargs(const cJSON *root, cb_openai_request *r, cb_openai_error *e) {
             e->status = 503;
             e->type = "service_unavailable";
             return -1;
+        }
+        if (strlen(j) > CB_KWARGS_MAX_BYTES) {
+            free(j);
+            return cb_openai_bad(e, "chat_template_kwargs", "'chat_template_kwargs' is over %d bytes as JSON",
+                                 CB_KWARGS_MAX_BYTES);
         }
         r->template_kwargs = j;
         r->params.template_kwargs = j;

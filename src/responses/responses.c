@@ -156,6 +156,9 @@ static int input(const cJSON *in, cJSON *msgs, cb_openai_error *e) {
             const cJSON *id = get(it, "call_id"), *name = get(it, "name"), *args = get(it, "arguments");
             if (!cJSON_IsString(id) || !cJSON_IsString(name) || !cJSON_IsString(args))
                 return cb_openai_bad(e, "input", "%s: a function_call needs call_id, name and arguments (strings)", w);
+            char what[48];
+            snprintf(what, sizeof(what), "%s.arguments", w);
+            if (cb_dialect_args_depth(args->valuestring, "input", what, e)) return -1;
             if (!last) {
                 if (!(last = message(msgs, "assistant")) || !cJSON_AddNullToObject(last, "content"))
                     return cb_dialect_nomem(e);
@@ -432,8 +435,9 @@ static int translate(const cJSON *in, bool count_only, cJSON *out, cb_openai_err
     if (given(x = get(in, "model")) && !cJSON_IsString(x)) return cb_openai_bad(e, "model", "'model' must be a string");
     if (given(x) && !cJSON_AddStringToObject(out, "model", x->valuestring)) return cb_dialect_nomem(e);
     if (given(x = get(in, "max_output_tokens"))) {
-        if (!cJSON_IsNumber(x) || x->valuedouble < 1)
-            return cb_openai_bad(e, "max_output_tokens", "'max_output_tokens' must be a positive number of tokens");
+        if (!cb_dialect_whole(x, 1, 1 << 24))
+            return cb_openai_bad(e, "max_output_tokens", "'max_output_tokens' must be a whole number from 1 to %d",
+                                 1 << 24);
         if (!count_only && !cJSON_AddNumberToObject(out, "max_tokens", x->valuedouble)) return cb_dialect_nomem(e);
     }
     static const char *const SAME[] = {"temperature", "top_p", "parallel_tool_calls", "stream", NULL};
@@ -871,8 +875,9 @@ static char *stream_error(void *st, int status, const char *message) {
 
 static void stream_free(void *st) { cb_responses_stream_free(st); }
 
-static const char *const PARAMS[] = {"response_format",  "text.format", "max_tokens", "max_output_tokens",
-                                     "reasoning_effort", "reasoning",   NULL},
+static const char *const PARAMS[] =
+    {"response_format", "text.format", "max_tokens", "max_output_tokens", "reasoning_effort", "reasoning",
+     "messages",        "input",       NULL},
                          *const MESSAGE[] = {"'response_format.json_schema.schema'",
                                              "'text.format.schema'",
                                              "'response_format'",
@@ -884,6 +889,7 @@ static const char *const PARAMS[] = {"response_format",  "text.format", "max_tok
                                              NULL};
 
 const cb_dialect cb_responses_dialect = {.id_prefix = "resp_",
+                                         .ping = ": ping\n\n",
                                          .params = PARAMS,
                                          .message = MESSAGE,
                                          .to_chat = cb_responses_to_chat,

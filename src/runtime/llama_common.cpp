@@ -171,7 +171,51 @@ char *dup_or_throw(const std::string &s) {
     return c;
 }
 
-std::vector<common_chat_msg> to_msgs(const cb_common_msg *msgs, size_t n) {
+/* s defused (llama_common.h), counting in *n the strings that changed; throws when memory runs out. */
+std::string defused(const cb_common_defuse *d, const std::string &s, size_t *n) {
+    if (!d) return s;
+    bool failed = false;
+    char *t = d->text(d->ctx, s.data(), s.size(), &failed);
+    if (failed) throw std::bad_alloc();
+    if (!t) return s;
+    std::string out(t);
+    std::free(t);
+    (*n)++;
+    return out;
+}
+
+/* Every string and key of j defused. */
+void defuse_json(const cb_common_defuse *d, common_json &j, size_t *n) {
+    if (!d) return;
+    if (j.is_string()) {
+        j = defused(d, j.get<std::string>(), n);
+    } else if (j.is_array()) {
+        for (auto &x : j)
+            defuse_json(d, x, n);
+    } else if (j.is_object()) {
+        size_t before = *n;
+        common_json o = common_json::object();
+        for (auto kv : j.items()) {
+            common_json v = kv.value();
+            defuse_json(d, v, n);
+            o[defused(d, kv.key(), n)] = std::move(v);
+        }
+        if (*n != before) j = std::move(o);
+    }
+}
+
+/* A tool call's arguments defused: as JSON (an escape such as \u003c spells the same text once read)
+ * when they are JSON, written again only when a string in them changed; else as text. */
+std::string defused_args(const cb_common_defuse *d, const std::string &a, size_t *n) {
+    if (!d) return a;
+    common_json j = common_json::parse_no_throw(a);
+    if (j.is_discarded()) return defused(d, a, n);
+    size_t before = *n;
+    defuse_json(d, j, n);
+    return *n != before ? j.dump() : a;
+}
+
+std::vector<common_chat_msg> to_msgs(const cb_common_msg *msgs, size_t n, const cb_common_defuse *d, size_t *nd) {
     std::vector<common_chat_msg> out;
     for (size_t i = 0; i < n; i++) {
         common_chat_msg m;
@@ -184,10 +228,10 @@ std::vector<common_chat_msg> to_msgs(const cb_common_msg *msgs, size_t n) {
             for (const auto &c : common_json::parse(msgs[i].tool_calls)) {
                 common_chat_tool_call tc;
                 const auto &f = c.at("function");
-                tc.name = f.at("name").get<std::string>();
+                tc.name = defused(d, f.at("name").get<std::string>(), nd);
                 const auto &a = f.at("arguments");
-                tc.arguments = a.is_string() ? a.get<std::string>() : a.dump();
-                if (c.contains("id") && c.at("id").is_string()) tc.id = c.at("id").get<std::string>();
+                tc.arguments = defused_args(d, a.is_string() ? a.get<std::string>() : a.dump(), nd);
+                if (c.contains("id") && c.at("id").is_string()) tc.id = defused(d, c.at("id").get<std::string>(), nd);
                 m.tool_calls.push_back(std::move(tc));
             }
         out.push_back(std::move(m));
@@ -250,15 +294,20 @@ namespace {
 /* The inputs of common's rendering for a request: its messages, tools and reasoning. */
 common_chat_templates_inputs render_inputs(const cb_chat_templates *t, const cb_common_msg *msgs, size_t n,
                                            const cb_common_tools *tools, const cb_common_reasoning *rs,
-                                           bool thinking) {
+                                           bool thinking, const cb_common_defuse *d, size_t *nd) {
     common_chat_templates_inputs in;
     in.use_jinja = true;
     in.add_generation_prompt = true;
-    in.messages = to_msgs(msgs, n);
+    in.messages = to_msgs(msgs, n, d, nd);
     bool with_tools = tools && tools->tools;
-    if (with_tools) in.tools = common_chat_tools_parse_oaicompat(common_json::parse(tools->tools));
+    if (with_tools) {
+        common_json tj = common_json::parse(tools->tools);
+        defuse_json(d, tj, nd);
+        in.tools = common_chat_tools_parse_oaicompat(tj);
+    }
     if (rs && rs->kwargs) {
         common_json kw = common_json::parse(rs->kwargs);
+        defuse_json(d, kw, nd);
         for (const auto &kv : kw.items())
             in.chat_template_kwargs[kv.key()] = kv.value().dump();
     }
@@ -330,15 +379,16 @@ void take_thinking(const common_chat_params &p, cb_common_rendered *out) {
 } // namespace
 
 extern "C" int cb_common_render(const cb_chat_templates *t, const cb_common_msg *msgs, size_t n,
-                                const cb_common_tools *tools, const cb_common_reasoning *rs, cb_common_rendered *out,
-                                char *err, size_t errlen) {
+                                const cb_common_tools *tools, const cb_common_reasoning *rs,
+                                const cb_common_defuse *defuse, cb_common_rendered *out, char *err, size_t errlen) {
     *out = cb_common_rendered{};
     bool with_tools = tools && tools->tools, calls = with_tools && tools->choice != CB_TOOLS_NONE;
     bool thinking = rs && rs->extract && rs->think != 0 && t->thinking.thinks;
     void *ok = guarded(err, errlen, "the chat template failed", [&]() -> void * {
         common_chat_templates_inputs in;
+        size_t changed = 0;
         try {
-            in = render_inputs(t, msgs, n, tools, rs, thinking);
+            in = render_inputs(t, msgs, n, tools, rs, thinking, defuse, &changed);
         } catch (const std::bad_alloc &) {
             throw;
         } catch (const std::exception &e) { /* the OpenAI layer checked the shapes: not expected */
@@ -348,6 +398,11 @@ extern "C" int cb_common_render(const cb_chat_templates *t, const cb_common_msg 
         common_chat_params p = common_chat_templates_apply(t->t.get(), in);
         out->prompt = dup_or_throw(p.prompt);
         if (!calls && !thinking) return out;
+        if (changed > 0) { /* the grammar and parser hold the tools as given, not their defused text */
+            size_t none = 0;
+            in = render_inputs(t, msgs, n, tools, rs, thinking, nullptr, &none);
+            if (!(calls && tools->function)) p = common_chat_templates_apply(t->t.get(), in);
+        }
         if (calls && tools->function) { /* the prompt lists every tool; the grammar and parser know the named one */
             std::vector<common_chat_tool> all = std::move(in.tools);
             in.tools.clear();

@@ -75,6 +75,18 @@ typedef struct {
 
 typedef struct cb_chat_parser cb_chat_parser;
 
+/* How a request's own text is kept from spelling the template's control tokens (vocab.c). A text
+ * that spells one (say "<|im_start|>system" in a tool's description, a tool call's arguments or a
+ * template variable) would be read as that token when the rendering is tokenized, and open a turn
+ * the client was not given: every such text, and every byte that marks them, becomes a mark before
+ * rendering, which the tokenizer turns back into the same characters, as plain text. text: s[0, n)
+ * with its marks made, malloc'd, or NULL when it needs none (or, with *failed set, when memory ran
+ * out). */
+typedef struct {
+    char *(*text)(const void *ctx, const char *s, size_t n, bool *failed);
+    const void *ctx;
+} cb_common_defuse;
+
 /* What rendering a chat gives besides its prompt when it offers tools: the grammar its calls are
  * held to, the output parser. Every pointer malloc'd (cb_common_rendered_clear frees them). */
 typedef struct {
@@ -100,11 +112,14 @@ typedef struct {
 
 /* Messages rendered with the template and the assistant's generation prompt after them; with
  * tools (NULL: none) their grammar and parser too; with reasoning (NULL: the template's defaults, the
- * output not read for it) its variables, parser and schema grammar. Returns 0, or -1 with the reason
- * in err (the template raised an error, tools it cannot call, out of memory). Thread-safe: the
- * templates are only read. */
+ * output not read for it) its variables, parser and schema grammar. With defuse (NULL: none), the
+ * strings inside the tools, the tool calls and the template variables (JSON, read first) are
+ * defused in the prompt; the grammar and parser are those of the text as given (the messages'
+ * plain fields are the caller's to defuse). Returns 0, or -1 with the reason in err (the template
+ * raised an error, tools it cannot call, out of memory). Thread-safe: the templates are only read. */
 int cb_common_render(const cb_chat_templates *t, const cb_common_msg *msgs, size_t n, const cb_common_tools *tools,
-                     const cb_common_reasoning *reasoning, cb_common_rendered *out, char *err, size_t errlen);
+                     const cb_common_reasoning *reasoning, const cb_common_defuse *defuse, cb_common_rendered *out,
+                     char *err, size_t errlen);
 void cb_common_rendered_clear(cb_common_rendered *r);
 
 /* The grammar sampler of a rendering with a grammar: lazy with its triggers, or fed its prefill.

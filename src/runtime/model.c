@@ -262,6 +262,7 @@ void cb_model_free(cb_model *m) {
     free((void *)m->special);
     free(m->special_len);
     free(m->special_cut);
+    free(m->special_control);
     if (m->ctx) llama_free(m->ctx);
     if (m->model) llama_model_free(m->model);
     memset(m, 0, sizeof(*m));

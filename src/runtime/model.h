@@ -50,11 +50,14 @@ typedef struct {
                                         order: "CPU_REPACK,CPU_Mapped" */
     struct cb_chat_templates *tmpls; /* the Jinja chat template (llama_common.h), or NULL: the built-in
                                         llama_chat_apply_template path, or none */
-    /* the texts of control and user-defined tokens, by first byte (first[b] to first[b + 1]),
-     * longest first: where a long text is cut to tokenize it in pieces (cb_model_tokenize_into) */
-    const char **special;
+    /* the texts of control, unknown and user-defined tokens (those llama.cpp's tokenizer looks for), by
+     * first byte (first[b] to first[b + 1]), longest first: where a long text is cut to tokenize it in
+     * pieces (cb_model_tokenize_into), and what a client's text must not spell (vocab.c, defusing) */
+    const char **special; /* (n_special) */
     int32_t *special_len;
-    bool *special_cut; /* a piece may end right after it (it strips no whitespace to its right) */
+    bool *special_cut;     /* a piece may end right after it (it strips no whitespace to its right) */
+    bool *special_control; /* found only when special tokens are parsed (control, unknown) */
+    int32_t n_special;
     int32_t first[257];
 } cb_model;
 

@@ -59,68 +59,59 @@ int32_t cb_model_tokenize_into(const cb_model *m, const char *text, size_t len, 
     return short_of_room ? -n : n;
 }
 
+/* Token ids by their texts' first byte, then longest first. */
 static int by_first_then_longest(const void *a, const void *b, void *arg) {
     const cb_model *m = arg;
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    unsigned char fx = (unsigned char)m->special[x][0], fy = (unsigned char)m->special[y][0];
+    const char *x = llama_vocab_get_text(m->vocab, *(const int32_t *)a),
+               *y = llama_vocab_get_text(m->vocab, *(const int32_t *)b);
+    unsigned char fx = (unsigned char)x[0], fy = (unsigned char)y[0];
     if (fx != fy) return fx < fy ? -1 : 1;
-    return m->special_len[y] - m->special_len[x];
+    size_t lx = strlen(x), ly = strlen(y);
+    return lx == ly ? 0 : lx > ly ? -1 : 1;
 }
 
-/* The special-token texts, indexed for piece_end. Returns false when out of memory. */
+#define LOOKED_FOR (LLAMA_TOKEN_ATTR_CONTROL | LLAMA_TOKEN_ATTR_USER_DEFINED | LLAMA_TOKEN_ATTR_UNKNOWN)
+
+/* The special-token texts, indexed for piece_end and for defusing. Returns false when out of memory. */
 bool cb_model_index_specials(cb_model *m) {
     int32_t n = 0;
     for (int32_t t = 0; t < m->n_vocab; t++) {
-        enum llama_token_attr a = llama_vocab_get_attr(m->vocab, t);
         const char *s = llama_vocab_get_text(m->vocab, t);
-        n += (a & (LLAMA_TOKEN_ATTR_CONTROL | LLAMA_TOKEN_ATTR_USER_DEFINED)) && s && s[0];
+        n += (llama_vocab_get_attr(m->vocab, t) & LOOKED_FOR) && s && s[0];
     }
     if (n == 0) return true;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n), *len = malloc(sizeof(int32_t) * (size_t)n);
     const char **text = malloc(sizeof(char *) * (size_t)n);
-    int32_t *len = malloc(sizeof(int32_t) * (size_t)n), *ord = malloc(sizeof(int32_t) * (size_t)n);
-    bool *cut = malloc(sizeof(bool) * (size_t)n), *cut2 = malloc(sizeof(bool) * (size_t)n);
-    const char **text2 = malloc(sizeof(char *) * (size_t)n);
-    int32_t *len2 = malloc(sizeof(int32_t) * (size_t)n);
-    bool ok = text && len && ord && cut && cut2 && text2 && len2;
-    for (int32_t t = 0, k = 0; ok && t < m->n_vocab; t++) {
-        enum llama_token_attr a = llama_vocab_get_attr(m->vocab, t);
+    bool *cut = malloc(sizeof(bool) * (size_t)n), *ctl = malloc(sizeof(bool) * (size_t)n);
+    if (!ids || !len || !text || !cut || !ctl) {
+        free(ids), free(len), free(text), free(cut), free(ctl);
+        return false;
+    }
+    for (int32_t t = 0, k = 0; t < m->n_vocab; t++) {
         const char *s = llama_vocab_get_text(m->vocab, t);
-        if (!((a & (LLAMA_TOKEN_ATTR_CONTROL | LLAMA_TOKEN_ATTR_USER_DEFINED)) && s && s[0])) continue;
-        text[k] = s;
-        len[k] = (int32_t)strlen(s);
-        cut[k] = !(a & LLAMA_TOKEN_ATTR_RSTRIP);
-        ord[k] = k;
-        k++;
+        if ((llama_vocab_get_attr(m->vocab, t) & LOOKED_FOR) && s && s[0]) ids[k++] = t;
     }
-    if (ok) {
-        m->special = text;
-        m->special_len = len;
-        qsort_r(ord, (size_t)n, sizeof(int32_t), by_first_then_longest, m);
-        for (int32_t i = 0; i < n; i++) {
-            text2[i] = text[ord[i]];
-            len2[i] = len[ord[i]];
-            cut2[i] = cut[ord[i]];
-        }
-        m->special = text2;
-        m->special_len = len2;
-        m->special_cut = cut2;
-        for (int b = 0, i = 0; b <= 256; b++) { /* first[b]: the first text starting with a byte >= b */
-            while (i < n && (unsigned char)text2[i][0] < b)
-                i++;
-            m->first[b] = i;
-        }
-        text2 = NULL;
-        len2 = NULL;
-        cut2 = NULL;
+    m->special = NULL; /* by_first_then_longest reads texts by token id while sorting */
+    qsort_r(ids, (size_t)n, sizeof(int32_t), by_first_then_longest, m);
+    for (int32_t i = 0; i < n; i++) {
+        enum llama_token_attr a = llama_vocab_get_attr(m->vocab, ids[i]);
+        text[i] = llama_vocab_get_text(m->vocab, ids[i]);
+        len[i] = (int32_t)strlen(text[i]);
+        cut[i] = !(a & LLAMA_TOKEN_ATTR_RSTRIP);
+        ctl[i] = (a & (LLAMA_TOKEN_ATTR_CONTROL | LLAMA_TOKEN_ATTR_UNKNOWN)) != 0;
     }
-    free(text);
-    free(len);
-    free(ord);
-    free(cut);
-    free(text2);
-    free(len2);
-    free(cut2);
-    return ok;
+    free(ids);
+    m->special = text;
+    m->special_len = len;
+    m->special_cut = cut;
+    m->special_control = ctl;
+    m->n_special = n;
+    for (int b = 0, i = 0; b <= 256; b++) { /* first[b]: the first text starting with a byte >= b */
+        while (i < n && (unsigned char)text[i][0] < b)
+            i++;
+        m->first[b] = i;
+    }
+    return true;
 }
 
 int32_t *cb_model_tokenize(const cb_model *m, const char *text, size_t len, bool add_special, bool parse_special,
@@ -149,9 +140,10 @@ int32_t *cb_model_tokenize(const cb_model *m, const char *text, size_t len, bool
 /* The template applied to these messages (the Jinja one, else the built-in, which knows no tools):
  * 0 with out->prompt set (and with tools, the rest of out), or -1 with the reason in err. */
 static int render(const cb_model *m, const cb_common_msg *msgs, size_t n, const cb_common_tools *tools,
-                  const cb_common_reasoning *rs, cb_common_rendered *out, char *err, size_t errlen) {
+                  const cb_common_reasoning *rs, const cb_common_defuse *d, cb_common_rendered *out, char *err,
+                  size_t errlen) {
     memset(out, 0, sizeof(*out));
-    if (m->tmpls) return cb_common_render(m->tmpls, msgs, n, tools, rs, out, err, errlen);
+    if (m->tmpls) return cb_common_render(m->tmpls, msgs, n, tools, rs, d, out, err, errlen);
     if (tools && tools->tools && tools->choice != CB_TOOLS_NONE) {
         if (err && errlen)
             snprintf(err, errlen,
@@ -207,6 +199,121 @@ static bool append_tokens(const cb_model *m, const char *text, size_t len, bool 
     return true;
 }
 
+/* ---------------------------------------------------------------- defusing ------------------ */
+
+/* A client's text that spells a control token's text becomes DEFUSE index DEFUSE (the index into the
+ * model's special texts; n_special: the byte DEFUSE itself, so that every DEFUSE a client sent is a
+ * mark too): llama_common.h's cb_common_defuse. DEL passes templates and JSON as it is (tojson and
+ * nlohmann escape only bytes below 0x20 and, with ensure_ascii, above 0x7f). */
+#define DEFUSE '\x7f'
+
+/* The length of the control-token text (or DEFUSE) at s[0, n) and its index in *k; 0: none. */
+static size_t control_at(const cb_model *m, const char *s, size_t n, int32_t *k) {
+    unsigned char b = (unsigned char)s[0];
+    if (b == (unsigned char)DEFUSE) {
+        *k = m->n_special;
+        return 1;
+    }
+    for (int32_t i = m->special ? m->first[b] : 0; m->special && i < m->first[b + 1]; i++)
+        if (m->special_control[i] && (size_t)m->special_len[i] <= n &&
+            !memcmp(s, m->special[i], (size_t)m->special_len[i])) {
+            *k = i;
+            return (size_t)m->special_len[i];
+        }
+    return 0;
+}
+
+/* The length of the mark at s[0, n) and its index in *k; 0: none (a DEFUSE a template wrote). */
+static size_t mark_at(const cb_model *m, const char *s, size_t n, int32_t *k) {
+    if (n < 3 || s[0] != DEFUSE) return 0;
+    size_t i = 1;
+    long long v = 0;
+    while (i < n && i < 12 && s[i] >= '0' && s[i] <= '9')
+        v = v * 10 + (s[i++] - '0');
+    if (i == 1 || i >= n || s[i] != DEFUSE || v > m->n_special) return 0;
+    *k = (int32_t)v;
+    return i + 1;
+}
+
+static const char *mark_text(const cb_model *m, int32_t k) { return k == m->n_special ? "\x7f" : m->special[k]; }
+
+/* cb_common_defuse's text (ctx: the model). */
+static char *defuse_text(const void *ctx, const char *s, size_t n, bool *failed) {
+    const cb_model *m = ctx;
+    cb_buf out = {0};
+    size_t from = 0;
+    bool ok = true;
+    for (size_t i = 0; i < n && ok;) {
+        int32_t k;
+        size_t l = control_at(m, s + i, n - i, &k);
+        if (l == 0) {
+            i++;
+            continue;
+        }
+        ok = cb_buf_append(&out, s + from, i - from) && cb_buf_printf(&out, "%c%d%c", DEFUSE, (int)k, DEFUSE);
+        from = i += l;
+    }
+    if (ok && from > 0) ok = cb_buf_append(&out, s + from, n - from);
+    if (!ok) {
+        cb_buf_free(&out);
+        *failed = true;
+        return NULL;
+    }
+    return from > 0 ? cb_buf_take(&out, NULL) : NULL;
+}
+
+/* text[0, len) with its marks back to the characters they stand for, malloc'd (*n its length). */
+static char *unmarked(const cb_model *m, const char *text, size_t len, size_t *n) {
+    cb_buf out = {0};
+    size_t from = 0;
+    bool ok = true;
+    for (size_t i = 0; i < len && ok;) {
+        int32_t k;
+        size_t l = mark_at(m, text + i, len - i, &k);
+        if (l == 0) {
+            i++;
+            continue;
+        }
+        const char *t = mark_text(m, k);
+        ok = cb_buf_append(&out, text + from, i - from) && cb_buf_append(&out, t, strlen(t));
+        from = i += l;
+    }
+    if (!ok || !cb_buf_append(&out, text + from, len - from)) {
+        cb_buf_free(&out);
+        return NULL;
+    }
+    return cb_buf_take(&out, n);
+}
+
+/* append_tokens for a rendering's text that may hold marks: each mark's characters are tokenized as
+ * plain text, apart from the text around them (which parse_special says how to read). */
+static bool append_marked(const cb_model *m, const char *text, size_t len, bool add_special, bool parse_special,
+                          int32_t **v, int32_t *n, size_t *cap) {
+    if (!memchr(text, DEFUSE, len)) return append_tokens(m, text, len, add_special, parse_special, v, n, cap);
+    if (!parse_special) {
+        size_t pl = 0;
+        char *plain = unmarked(m, text, len, &pl);
+        bool ok = plain && append_tokens(m, plain, pl, add_special, false, v, n, cap);
+        free(plain);
+        return ok;
+    }
+    size_t from = 0;
+    for (size_t i = 0; i < len;) {
+        int32_t k;
+        size_t l = mark_at(m, text + i, len - i, &k);
+        if (l == 0) {
+            i++;
+            continue;
+        }
+        const char *t = mark_text(m, k);
+        if (!append_tokens(m, text + from, i - from, add_special && from == 0, true, v, n, cap) ||
+            !append_tokens(m, t, strlen(t), false, false, v, n, cap))
+            return false;
+        from = i += l;
+    }
+    return append_tokens(m, text + from, len - from, add_special && from == 0, true, v, n, cap);
+}
+
 /* Marks where message i's content goes in a rendering: a character no template adds and no
  * template changes, the index, another one. */
 #define MARK '\x1e'
@@ -231,13 +338,13 @@ static bool split_tokens(const cb_model *m, const char *skel, const char *real, 
             after = endp + 1;
         }
         size_t lit = q ? (size_t)(q - p) : strlen(p);
-        if (strncmp(real + at, p, lit) != 0 || !append_tokens(m, p, lit, first, true, v, nv, &cap)) return false;
+        if (strncmp(real + at, p, lit) != 0 || !append_marked(m, p, lit, first, true, v, nv, &cap)) return false;
         at += lit;
         first = false;
         if (!q) break;
         size_t cl = strlen(contents[idx]);
         if (strncmp(real + at, contents[idx], cl) != 0 ||
-            !append_tokens(m, contents[idx], cl, false, false, v, nv, &cap))
+            !append_marked(m, contents[idx], cl, false, false, v, nv, &cap))
             return false;
         at += cl;
         p = after;
@@ -300,7 +407,51 @@ static bool marks_make(chat_marks *k, const cb_common_msg *msgs, size_t n) {
     return ok;
 }
 
-int32_t *cb_model_chat_tokens(const cb_model *m, const cb_common_msg *msgs, size_t n, const cb_common_tools *tools,
+/* The messages' plain fields defused (the tool calls are the renderer's: JSON), into out (n); the
+ * texts made are listed in *made (free with defused_free). False when memory ran out. */
+static bool defuse_msgs(const cb_model *m, const cb_common_msg *msgs, size_t n, cb_common_msg *out, char ***made) {
+    *made = calloc(5 * n + 1, sizeof(char *));
+    if (!*made) return false;
+    size_t k = 0;
+    bool failed = false;
+    for (size_t i = 0; i < n && !failed; i++) {
+        out[i] = msgs[i];
+        const char **f[] = {&out[i].role, &out[i].content, &out[i].name, &out[i].tool_call_id, &out[i].reasoning};
+        for (size_t j = 0; j < 5 && !failed; j++) {
+            char *t = *f[j] ? defuse_text(m, *f[j], strlen(*f[j]), &failed) : NULL;
+            if (t) *f[j] = (*made)[k++] = t;
+        }
+    }
+    return !failed;
+}
+
+static void defused_free(char **made) {
+    for (size_t i = 0; made && made[i]; i++)
+        free(made[i]);
+    free(made);
+}
+
+/* The tokens of a rendering: the template's text with special tokens, the texts the skeleton marks
+ * without, or (a template that changes a text) the whole rendering with special tokens; the marks of
+ * defused text become its characters as plain text either way. */
+static int32_t *rendered_tokens(const cb_model *m, const chat_marks *k, size_t n, const cb_common_rendered *real,
+                                const cb_common_rendered *skel, bool have_skel, int32_t *nv) {
+    int32_t *v = NULL;
+    if (have_skel && (split_tokens(m, skel->prompt, real->prompt, k->texts, 2 * n, &v, nv) ||
+                      split_tokens(m, skel->prompt, real->prompt, (const char *const *)k->trims, 2 * n, &v, nv)))
+        return v;
+    free(v);
+    v = NULL;
+    size_t cap = 0;
+    *nv = 0;
+    if (!append_marked(m, real->prompt, strlen(real->prompt), true, true, &v, nv, &cap)) {
+        free(v);
+        return NULL;
+    }
+    return v;
+}
+
+int32_t *cb_model_chat_tokens(const cb_model *m, const cb_common_msg *given, size_t n, const cb_common_tools *tools,
                               const cb_common_reasoning *rs, cb_common_rendered *extra, int32_t *n_out, char *err,
                               size_t errlen) {
     if (err && errlen) err[0] = '\0';
@@ -308,8 +459,12 @@ int32_t *cb_model_chat_tokens(const cb_model *m, const cb_common_msg *msgs, size
     if (!cb_model_has_chat_template(m) || n == 0) return NULL;
     chat_marks k = {0};
     cb_common_rendered real = {0}, skel = {0};
+    cb_common_defuse d = {.text = defuse_text, .ctx = m};
+    cb_common_msg *msgs = calloc(n, sizeof(*msgs));
+    char **made = NULL;
     int32_t *v = NULL, nv = 0;
-    bool ok = marks_make(&k, msgs, n) && render(m, msgs, n, tools, rs, &real, err, errlen) == 0;
+    bool ok = msgs && defuse_msgs(m, given, n, msgs, &made) && marks_make(&k, msgs, n) &&
+              render(m, msgs, n, tools, rs, &d, &real, err, errlen) == 0;
     /* the skeleton needs the prompt only: the tools as listed, no grammar or parser worked out */
     cb_common_tools listed = tools ? *tools : (cb_common_tools){0};
     listed.choice = CB_TOOLS_NONE;
@@ -317,18 +472,13 @@ int32_t *cb_model_chat_tokens(const cb_model *m, const cb_common_msg *msgs, size
     cb_common_reasoning plain = rs ? *rs : (cb_common_reasoning){.think = -1};
     plain.extract = false;
     plain.json_schema = NULL;
-    bool have_skel = ok && render(m, k.skel, n, tools ? &listed : NULL, &plain, &skel, NULL, 0) == 0;
-    /* templates copy a text as it is, or trimmed (llama2-like ones); one that does something
-     * else (or fails on the marks) gets its whole rendering tokenized with special tokens, as text
-     * completions are */
-    if (ok &&
-        (!have_skel || (!split_tokens(m, skel.prompt, real.prompt, k.texts, 2 * n, &v, &nv) &&
-                        !split_tokens(m, skel.prompt, real.prompt, (const char *const *)k.trims, 2 * n, &v, &nv)))) {
-        free(v);
-        v = cb_model_tokenize(m, real.prompt, strlen(real.prompt), true, true, &nv);
-    }
+    /* templates copy a text as it is, or trimmed (llama2-like ones) */
+    bool have_skel = ok && render(m, k.skel, n, tools ? &listed : NULL, &plain, &d, &skel, NULL, 0) == 0;
+    if (ok) v = rendered_tokens(m, &k, n, &real, &skel, have_skel, &nv);
     marks_free(&k, n);
     cb_common_rendered_clear(&skel);
+    defused_free(made);
+    free(msgs);
     if (!ok || !v) {
         free(v);
         cb_common_rendered_clear(&real);

@@ -63,6 +63,32 @@ char *cb_http_req_take_body(cb_http_req *r, size_t *len) {
 
 size_t cb_http_req_held(const cb_http_req *r) { return r->head_cap + r->body_cap; }
 
+int cb_http_header_count(const cb_http_req *r, const char *name) {
+    int n = 0;
+    for (int i = 0; i < r->n_headers; i++)
+        n += !strcasecmp(r->headers[i].name, name);
+    return n;
+}
+
+size_t cb_http_req_path(const cb_http_req *r, char *buf, size_t cap) {
+    if (cap == 0) return 0;
+    const char *t = NULL, *end = NULL;
+    if (r->target) {
+        t = r->target;
+        end = t + strcspn(t, "?");
+    } else if (r->head && r->head_len > 0) { /* refused before the request line was read: as it came */
+        const char *sp = memchr(r->head, ' ', r->head_len), *e = r->head + r->head_len;
+        if (sp)
+            for (t = end = sp + 1; end < e && !strchr(" ?\r\n", *end);)
+                end++;
+    }
+    size_t n = t ? (size_t)(end - t) : 0;
+    if (n >= cap) n = cap - 1;
+    if (n) memcpy(buf, t, n);
+    buf[n] = '\0';
+    return n;
+}
+
 const char *cb_http_header_get(const cb_http_req *r, const char *name) {
     for (int i = 0; i < r->n_headers; i++)
         if (!strcasecmp(r->headers[i].name, name)) return r->headers[i].value;
@@ -113,6 +139,7 @@ static cb_http_result request_line(cb_http_req *r, char *line) {
     *sp2 = '\0';
     for (char *p = target; *p; p++)
         if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7F) return fail(r, 400, "malformed request target");
+    r->target = target; /* known from here on, for an error's shape (cb_http_req_path) */
     const char *v = sp2 + 1;
     if (strncmp(v, "HTTP/", 5) != 0 || strlen(v) != 8 || v[6] != '.' || v[5] < '0' || v[5] > '9' || v[7] < '0' ||
         v[7] > '9')
@@ -141,10 +168,20 @@ static cb_http_result header_line(cb_http_req *r, char *line) {
     return CB_HTTP_NEED_MORE;
 }
 
-/* Content-Length, Transfer-Encoding, Connection, Expect. */
+/* Headers a request carries once at most (RFC 9110: a repeated Host is a 400; Authorization and
+ * x-api-key are not lists, so two of them could be read as either, by a gateway and by us). */
+static const char *const SINGLE[][2] = {{"Host", "more than one Host header"},
+                                        {"Authorization", "more than one Authorization header"},
+                                        {"x-api-key", "more than one x-api-key header"},
+                                        {"Content-Type", "more than one Content-Type header"},
+                                        {"Origin", "more than one Origin header"}};
+
+/* Content-Length, Transfer-Encoding, Connection, Expect; headers given twice that must not be. */
 static cb_http_result framing(cb_http_req *r) {
     bool te = false;
     r->keep_alive = r->minor == 1;
+    for (size_t k = 0; k < sizeof(SINGLE) / sizeof(SINGLE[0]); k++)
+        if (cb_http_header_count(r, SINGLE[k][0]) > 1) return fail(r, 400, SINGLE[k][1]);
     for (int i = 0; i < r->n_headers; i++) {
         const char *n = r->headers[i].name, *v = r->headers[i].value;
         if (!strcasecmp(n, "Content-Length")) {

@@ -7,7 +7,8 @@
  * the status a server should send: malformed syntax 400, body over the limit 413, request line
  * over the head limit 414, head over it 431, a Transfer-Encoding other than chunked 501, another
  * HTTP version 505, Content-Length together with Transfer-Encoding 400 (a request smuggling
- * vector), an Expect other than 100-continue 417. */
+ * vector), an Expect other than 100-continue 417, a Host, Authorization, x-api-key, Content-Type or
+ * Origin header given twice 400. */
 #ifndef CB_HTTP_H
 #define CB_HTTP_H
 
@@ -69,6 +70,13 @@ cb_http_result cb_http_feed(cb_http_req *r, const char *data, size_t n, size_t *
 bool cb_http_head_done(const cb_http_req *r);
 /* The first header with this name (case-insensitive), or NULL. */
 const char *cb_http_header_get(const cb_http_req *r, const char *name);
+/* How many headers have this name (case-insensitive). */
+int cb_http_header_count(const cb_http_req *r, const char *name);
+/* The request target's path (no query) into buf (cap bytes, NUL-terminated, cut to fit): from the
+ * parsed request line, or, when the head was refused before it was read whole (too long, malformed),
+ * from its first line as it came, so that an error can be answered in the shape the path's API
+ * speaks. Returns its length (0: none known). */
+size_t cb_http_req_path(const cb_http_req *r, char *buf, size_t cap);
 /* Hands the decoded body (NUL-terminated, malloc'd) over to the caller, its length in *len; the
  * reader makes a new one for the next request. */
 char *cb_http_req_take_body(cb_http_req *r, size_t *len);

@@ -125,15 +125,14 @@ static void arm(cb_conn *c, int ms) {
     evtimer_add(c->timer, &tv);
 }
 
+static void send_error(cb_conn *c, int status, const char *reason);
+
 static void on_timer(evutil_socket_t fd, short what, void *arg) {
     (void)fd, (void)what;
     cb_conn *c = arg;
     if (c->state == C_READING && c->got_bytes) { /* a request that did not arrive whole in time */
         c->h->st.timeouts++;
-        static const char msg[] = "{\"error\":{\"message\":\"the request did not arrive in time\",\"type\":"
-                                  "\"invalid_request_error\"}}\n";
-        c->keep_alive = false;
-        cb_conn_reply(c, 408, "application/json", NULL, msg, sizeof(msg) - 1);
+        send_error(c, 408, "the request did not arrive in time");
         return;
     }
     conn_free(c, true); /* idle, or an answer that would not drain */
@@ -142,11 +141,15 @@ static void on_timer(evutil_socket_t fd, short what, void *arg) {
 /* ---------------------------------------------------------------- reading ------------------- */
 
 static void send_error(cb_conn *c, int status, const char *reason) {
+    c->keep_alive = false;
+    if (c->h->p.on_error) {
+        c->h->p.on_error(c, &c->req, status, reason, c->h->p.user);
+        return;
+    }
     char body[256];
     int n =
         snprintf(body, sizeof(body), "{\"error\":{\"message\":\"%s\",\"type\":\"%s\",\"param\":null,\"code\":null}}\n",
                  reason, status == 503 ? "service_unavailable" : "invalid_request_error");
-    c->keep_alive = false;
     cb_conn_reply(c, status, "application/json", status == 503 ? "Retry-After: 1\r\n" : NULL, body, (size_t)n);
 }
 
@@ -280,8 +283,9 @@ void cb_conn_reply(cb_conn *c, int status, const char *ctype, const char *extra,
     if (status >= 400 && c->state == C_READING) c->keep_alive = false; /* the request was not read whole */
     if (c->h->draining) c->keep_alive = false;
     c->chunked = false;
+    bool head_only = c->req.method && !strcmp(c->req.method, "HEAD"); /* the length a GET would get, no body */
     if (!head(c, status, ctype, extra, (long long)len) ||
-        (len > 0 && evbuffer_add(bufferevent_get_output(c->bev), body, len) != 0)) {
+        (len > 0 && !head_only && evbuffer_add(bufferevent_get_output(c->bev), body, len) != 0)) {
         cb_conn_abort(c); /* out of memory: a cut answer must not look whole */
         return;
     }

@@ -28,6 +28,11 @@ typedef void (*cb_httpd_gone_fn)(cb_conn *c, void *req_user, void *user);
  * let it send, false when the function answered already (a 401, 404, ...; the body is then
  * dropped unread and the connection closes). */
 typedef bool (*cb_httpd_head_fn)(cb_conn *c, cb_http_req *req, void *user);
+/* The reader refused a request (status: 400, 408, 413, 414, 431, 417, 501, 505, or 503 when the
+ * server holds too many request bytes; reason: what was wrong): the owner answers it with
+ * cb_conn_reply, in the shape of the API its path belongs to (cb_http_req_path; the head may not
+ * have been read whole). The connection closes after it. */
+typedef void (*cb_httpd_error_fn)(cb_conn *c, cb_http_req *req, int status, const char *reason, void *user);
 
 typedef struct {
     const char *host;          /* default 127.0.0.1 */
@@ -43,7 +48,8 @@ typedef struct {
                                   autotuning (up to net.ipv4.tcp_wmem's maximum, 4 MiB by default) */
     cb_httpd_request_fn on_request;
     cb_httpd_gone_fn on_gone;
-    cb_httpd_head_fn on_head; /* NULL: every such client may send */
+    cb_httpd_head_fn on_head;   /* NULL: every such client may send */
+    cb_httpd_error_fn on_error; /* NULL: OpenAI's error shape */
     void *user;
 } cb_httpd_params;
 
@@ -66,7 +72,8 @@ void cb_httpd_get_stats(const cb_httpd *h, cb_httpd_stats *out);
 /* From now on every response says Connection: close, and idle connections are closed. */
 void cb_httpd_set_draining(cb_httpd *h);
 
-/* A whole response. extra_headers: complete "Name: value\r\n" lines, or NULL. The body is copied. */
+/* A whole response. extra_headers: complete "Name: value\r\n" lines, or NULL. The body is copied;
+ * to a HEAD request only the head goes (with the body's Content-Length, as GET would get). */
 void cb_conn_reply(cb_conn *c, int status, const char *content_type, const char *extra_headers, const char *body,
                    size_t len);
 /* A streamed response: the head now, then pieces (chunked in HTTP/1.1; HTTP/1.0 gets the raw bytes and

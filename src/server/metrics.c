@@ -53,6 +53,40 @@ static void hist(cb_buf *b, const char *name, const char *help, const char *mode
                   model, (unsigned long long)h->count);
 }
 
+/* The HTTP side: requests, refusals, connections, streams. */
+static void http_part(cb_buf *bp, const cb_srv_metrics *m, const cb_srv_gauges *g, const char *model) {
+    counter(bp, "cobatch:http_requests_total", "HTTP requests received.", model, (double)m->http_requests);
+    counter(bp, "cobatch:http_client_errors_total", "HTTP 4xx answers.", model, (double)m->http_errors_4xx);
+    counter(bp, "cobatch:http_server_errors_total", "HTTP 5xx answers.", model, (double)m->http_errors_5xx);
+    counter(bp, "cobatch:rejected_queue_full_total", "Requests refused because the queue was full.", model,
+            (double)m->rejected_queue_full);
+    counter(bp, "cobatch:rejected_busy_total", "Requests refused because the parsing worker had its most jobs.", model,
+            (double)m->rejected_busy);
+    counter(bp, "cobatch:client_gone_total", "Requests cancelled because their client closed the connection.", model,
+            (double)m->client_gone);
+    counter(bp, "cobatch:slow_clients_total", "Streams dropped because their client left too much unread.", model,
+            (double)m->slow_clients);
+    counter(bp, "cobatch:sse_pings_total", "Keep-alives sent on streams with no output for the ping interval.", model,
+            (double)m->sse_pings);
+    gauge(bp, "cobatch:http_connections", "Open HTTP connections.", model, g->connections);
+    counter(bp, "cobatch:http_connections_total", "HTTP connections accepted.", model, (double)g->accepted);
+    counter(bp, "cobatch:http_connections_refused_total",
+            "Connections refused (the connection cap, or no file descriptor left).", model,
+            (double)g->refused_connections);
+    counter(bp, "cobatch:http_request_timeouts_total", "Requests that did not arrive whole in time.", model,
+            (double)g->request_timeouts);
+    counter(bp, "cobatch:http_bad_requests_total", "Requests refused before routing (malformed, too large).", model,
+            (double)g->bad_requests);
+    counter(bp, "cobatch:http_resets_total",
+            "Connections the server closed with a reset: an answer cut (a slow reader, a write that timed out, no "
+            "memory), or request bytes left unread (a refusal, a refused body still arriving).",
+            model, (double)g->resets);
+    gauge(bp, "cobatch:http_buffered_bytes", "Request bytes the connections hold.", model, (double)g->buffered_bytes);
+    gauge(bp, "cobatch:requests_open", "Requests accepted and not yet answered.", model, g->requests_open);
+    gauge(bp, "cobatch:intake_pending", "Requests being parsed or tokenized.", model, g->intake_pending);
+    gauge(bp, "cobatch:draining", "1 while the server drains before it stops.", model, g->draining);
+}
+
 char *cb_srv_metrics_render(const cb_srv_metrics *m, const cb_srv_gauges *g, const struct cobatch_stats *st,
                             const struct cobatch_weights_info *w, const char *model) {
     cb_buf b = {0};
@@ -128,34 +162,7 @@ char *cb_srv_metrics_render(const cb_srv_metrics *m, const cb_srv_gauges *g, con
     for (int i = 0; i < 4; i++)
         cb_buf_printf(&b, "cobatch:request_success_total{model_name=\"%s\",finished_reason=\"%s\"} %llu\n", model,
                       names[i], (unsigned long long)vals[i]);
-    counter(&b, "cobatch:http_requests_total", "HTTP requests received.", model, (double)m->http_requests);
-    counter(&b, "cobatch:http_client_errors_total", "HTTP 4xx answers.", model, (double)m->http_errors_4xx);
-    counter(&b, "cobatch:http_server_errors_total", "HTTP 5xx answers.", model, (double)m->http_errors_5xx);
-    counter(&b, "cobatch:rejected_queue_full_total", "Requests refused because the queue was full.", model,
-            (double)m->rejected_queue_full);
-    counter(&b, "cobatch:rejected_busy_total", "Requests refused because the parsing worker had its most jobs.", model,
-            (double)m->rejected_busy);
-    counter(&b, "cobatch:client_gone_total", "Requests cancelled because their client closed the connection.", model,
-            (double)m->client_gone);
-    counter(&b, "cobatch:slow_clients_total", "Streams dropped because their client left too much unread.", model,
-            (double)m->slow_clients);
-    gauge(&b, "cobatch:http_connections", "Open HTTP connections.", model, g->connections);
-    counter(&b, "cobatch:http_connections_total", "HTTP connections accepted.", model, (double)g->accepted);
-    counter(&b, "cobatch:http_connections_refused_total",
-            "Connections refused (the connection cap, or no file descriptor left).", model,
-            (double)g->refused_connections);
-    counter(&b, "cobatch:http_request_timeouts_total", "Requests that did not arrive whole in time.", model,
-            (double)g->request_timeouts);
-    counter(&b, "cobatch:http_bad_requests_total", "Requests refused before routing (malformed, too large).", model,
-            (double)g->bad_requests);
-    counter(&b, "cobatch:http_resets_total",
-            "Connections the server closed with a reset: an answer cut (a slow reader, a write that timed out, no "
-            "memory), or request bytes left unread (a refusal, a refused body still arriving).",
-            model, (double)g->resets);
-    gauge(&b, "cobatch:http_buffered_bytes", "Request bytes the connections hold.", model, (double)g->buffered_bytes);
-    gauge(&b, "cobatch:requests_open", "Requests accepted and not yet answered.", model, g->requests_open);
-    gauge(&b, "cobatch:intake_pending", "Requests being parsed or tokenized.", model, g->intake_pending);
-    gauge(&b, "cobatch:draining", "1 while the server drains before it stops.", model, g->draining);
+    http_part(&b, m, g, model);
     gauge(&b, "cobatch:kv_mismatched_sequences",
           "Sequences whose cells in llama.cpp differ from the accounting after the last step (0 unless a bug).", model,
           st->kv_mismatches);

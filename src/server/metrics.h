@@ -26,6 +26,7 @@ typedef struct {
     uint64_t rejected_busy; /* the intake worker had max jobs */
     uint64_t client_gone;   /* requests cancelled because their client closed the connection */
     uint64_t slow_clients;  /* streams dropped because the client left too much unread */
+    uint64_t sse_pings;     /* keep-alives sent on streams with no output for the ping interval */
 } cb_srv_metrics;
 
 /* The server's state when /metrics is asked for. */

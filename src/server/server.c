@@ -15,6 +15,7 @@
 #include "../responses/responses.h"
 #include "../openai/bounds.h"
 #include "../openai/openai.h"
+#include "guard.h"
 #include "routes.h"
 #include "webui.h"
 
@@ -32,6 +33,13 @@
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
+
+/* A body over this many bytes is parsed, rendered and tokenized on a worker of its own (a chat of
+ * thousands of messages renders for seconds: 0.33 ms a message here), at most CB_SRV_BULK_JOBS at a
+ * time beyond which such a request gets 503; smaller ones (agents' turns of tens of KB among them) never
+ * wait behind it. */
+#define CB_SRV_BULK_BYTES (128 * 1024)
+#define CB_SRV_BULK_JOBS 8
 
 typedef struct srv srv;
 
@@ -83,6 +91,8 @@ typedef struct cb_srv_req {
     char **stops;              /* (n_stops) a dialect's: the stop strings, to name the one that ended the output */
     int n_stops;
     bool stream, include_usage, started; /* started: the stream's head and first chunk are out */
+    int64_t quiet_since_us;              /* streamed and submitted: when its last bytes went (or its submit) */
+    int n_prompt_hint;                   /* its prompt's tokens, for a stream started before any output */
     char cid[48];                        /* "cmpl-..." / "chatcmpl-..." */
     long created;
     cb_srv_choice *ch;         /* (n) */
@@ -121,7 +131,9 @@ struct srv {
     cb_httpd *httpd;
     intake *in;
     intake *answers; /* a second worker: whole answers are built there, off the loop */
-    struct event *ev_engine, *ev_intake, *ev_answers, *ev_term, *ev_int, *ev_tick;
+    intake *bulk;    /* a third: bodies over CB_SRV_BULK_BYTES, whose rendering can take seconds, so that no small
+                        request waits behind them */
+    struct event *ev_engine, *ev_intake, *ev_bulk, *ev_answers, *ev_term, *ev_int, *ev_tick, *ev_ping;
     bool leaving;                     /* a signal came: /health answers 503 (the grace, then the drain) */
     int64_t grace_end_us;             /* when the grace ends and the drain begins */
     bool draining, cut;               /* cut: the drain timed out, what runs is being cancelled */
@@ -131,6 +143,7 @@ struct srv {
     cb_srv_req *reqs;
     uint64_t next_cid;
     bool has_embeddings; /* the engine computes embeddings (POST /v1/embeddings) */
+    cb_guard guard;      /* the Host, Origin and Content-Type checks */
     cb_srv_metrics m;
 };
 
@@ -271,6 +284,7 @@ static void drop_stream(srv *s, cb_srv_req *r, bool slow) {
 
 static bool sse(srv *s, cb_srv_req *r, const char *json) {
     if (!r->conn) return false;
+    r->quiet_since_us = cobatch_time_us();
     bool ok = json != NULL;
     if (ok) {
         size_t n = strlen(json);
@@ -283,6 +297,7 @@ static bool sse(srv *s, cb_srv_req *r, const char *json) {
 
 /* Server-sent events already framed (Anthropic's "event:" lines); takes text. */
 static bool sse_raw(srv *s, cb_srv_req *r, char *text) {
+    r->quiet_since_us = cobatch_time_us();
     bool ok = r->conn && text && (!*text || cb_conn_stream_write(r->conn, text, strlen(text)));
     if (!ok && r->conn) drop_stream(s, r, text != NULL);
     free(text);
@@ -310,6 +325,23 @@ static void start_stream(srv *s, cb_srv_req *r, const struct cobatch_event *ev) 
         bool ok = sse(s, r, j);
         free(j);
         if (!ok) return;
+    }
+}
+
+/* Every second: a stream that sent nothing for the ping interval (waiting in the queue, its prompt
+ * being computed: a 20k-token prompt takes a minute on two cores) gets its head, if none went yet, then
+ * a keep-alive its clients ignore (an SSE comment; Anthropic's ping event), before an idle timeout
+ * takes it for dead (Claude Code gives up after ~15 s of silence). A request that fails before its
+ * first token then ends its stream with an error event instead of an error status. */
+static void on_ping(evutil_socket_t fd, short what, void *arg) {
+    (void)fd, (void)what;
+    srv *s = arg;
+    int64_t now = cobatch_time_us(), every = (int64_t)s->p.sse_ping_interval_s * 1000000;
+    for (cb_srv_req *r = s->reqs; r && every > 0; r = r->next) {
+        if (!r->stream || !r->conn || r->at_intake || r->live == 0 || now - r->quiet_since_us < every) continue;
+        if (!r->started) start_stream(s, r, &(struct cobatch_event){.n_prompt = r->n_prompt_hint});
+        if (r->conn && !sse_raw(s, r, strdup(r->dialect ? r->dialect->ping : ": ping\n\n"))) continue;
+        s->m.sse_pings++;
     }
 }
 
@@ -959,6 +991,10 @@ static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
         }
     }
     r->share_prompt_rows = j->req.params.prompt_logprobs && !r->stream && r->per_prompt > 1;
+    if (r->chat)
+        cobatch_chat_tokens(r->chat, &r->n_prompt_hint);
+    else if (j->n_prompts > 0)
+        r->n_prompt_hint = j->prompts[0].n_tokens;
     r->prompts = j->prompts; /* the request keeps the prompts' echo texts */
     r->n_prompts = j->n_prompts;
     j->prompts = NULL;
@@ -996,7 +1032,10 @@ static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
         r->ch[i].id = id;
         r->live++;
     }
-    if (id > 0) return;
+    if (id > 0) {
+        r->quiet_since_us = cobatch_time_us();
+        return;
+    }
     if (r->live > 0) { /* some choices went in: they end cancelled, the answer is the error below */
         r->failed = true;
         cancel_all(s, r);
@@ -1020,7 +1059,7 @@ static void on_intake(evutil_socket_t fd, short what, void *arg) {
     ssize_t n = read(fd, &v, sizeof(v));
     (void)n;
     cb_intake_job *j;
-    while ((j = cb_intake_take(s->in)) != NULL) {
+    while ((j = cb_intake_take(s->in)) != NULL || (j = cb_intake_take(s->bulk)) != NULL) {
         cb_srv_req *r = j->owner;
         r->at_intake = false;
         r->jb = NULL;
@@ -1054,7 +1093,7 @@ static void to_intake(srv *s, cb_conn *c, cb_http_req *hr, cb_intake_kind kind, 
     j->dialect = d;
     j->body = cb_http_req_take_body(hr, &j->len);
     j->owner = r;
-    if (!j->body || !cb_intake_submit(s->in, j)) {
+    if (!j->body || !cb_intake_submit(j->len > CB_SRV_BULK_BYTES ? s->bulk : s->in, j)) {
         bool busy = j->body != NULL;
         cb_intake_job_free(j);
         r->conn = NULL;
@@ -1165,7 +1204,7 @@ static void handle_metrics(srv *s, cb_conn *c) {
                        .bad_requests = hs.bad_requests,
                        .resets = hs.resets,
                        .buffered_bytes = hs.buffered,
-                       .intake_pending = cb_intake_pending(s->in),
+                       .intake_pending = cb_intake_pending(s->in) + cb_intake_pending(s->bulk),
                        .requests_open = s->n_reqs,
                        .draining = s->leaving};
     struct cobatch_weights_info w;
@@ -1192,30 +1231,74 @@ static const cb_dialect *dialect_of(cb_srv_route_id id) {
     }
 }
 
-/* The request's route, or NULL once it has been answered (404, 405, 401): from its head alone. Its
- * errors are in the dialect of the path (an Anthropic client's unknown /v1/messages/... too). */
+/* The dialect a path belongs to, for errors raised before a route is known (NULL: OpenAI's). */
+static const cb_dialect *dialect_of_path(const char *path) {
+    if (!strncmp(path, "/v1/messages", 12)) return &cb_anthropic_dialect;
+    if (!strncmp(path, "/v1/responses", 13)) return &cb_responses_dialect;
+    return NULL;
+}
+
+/* The wrong method for rt, with the methods it takes in Allow (RFC 9110). */
+static void reply_405(srv *s, cb_conn *c, const cb_srv_route *rt) {
+    cb_openai_error e = {.status = 405, .type = "invalid_request_error"};
+    snprintf(e.message, sizeof(e.message), "use %s for %s", rt->post ? "POST" : "GET", rt->path);
+    const cb_dialect *d = dialect_of(rt->id);
+    char *j = d ? cb_dialect_error_json(d, &e) : cb_openai_error_json(&e);
+    reply_json(s, c, 405, j, rt->post ? "Allow: POST\r\n" : "Allow: GET, HEAD\r\n");
+    free(j);
+}
+
+/* The Host and Origin checks (and with post, the body's type) of guard.h; false once answered. */
+static bool guarded(srv *s, cb_conn *c, cb_http_req *hr, const cb_dialect *d, bool post) {
+    cb_guard_req g = {.post = post,
+                      .host = cb_http_header_get(hr, "Host"),
+                      .origin = cb_http_header_get(hr, "Origin"),
+                      .sec_fetch_site = cb_http_header_get(hr, "Sec-Fetch-Site"),
+                      .content_type = cb_http_header_get(hr, "Content-Type")};
+    const char *why = NULL;
+    int status = cb_guard_check(&s->guard, &g, &why);
+    if (status == 0) return true;
+    dreply_error(s, c, d, status, status == 403 ? "permission_error" : "invalid_request_error", NULL, "%s", why);
+    return false;
+}
+
+/* The request's route, or NULL once it has been answered (403, 404, 405, 415, 401): from its head
+ * alone. Its errors are in the dialect of the path (an Anthropic client's unknown /v1/messages/...
+ * too). A GET route takes HEAD as well (httpd sends the head alone). */
 static const cb_srv_route *admit_route(srv *s, cb_conn *c, cb_http_req *hr) {
+    char path[256];
+    cb_http_req_path(hr, path, sizeof(path));
+    const cb_dialect *d = dialect_of_path(path);
+    if (!guarded(s, c, hr, d, false)) return NULL; /* a name rebound to this host learns nothing, not even a 404 */
     const cb_srv_route *rt = cb_srv_route_find(hr->target);
     if (rt && rt->id == R_WEBUI && s->p.no_webui) rt = NULL; /* --no-webui: as if there were no page */
     if (!rt) {
-        size_t plen = strcspn(hr->target, "?");
-        const cb_dialect *d = !strncmp(hr->target, "/v1/messages", 12) ? &cb_anthropic_dialect : NULL;
-        dreply_error(s, c, d, 404, "invalid_request_error", NULL, "no route for %.*s", (int)(plen < 200 ? plen : 200),
-                     hr->target);
+        dreply_error(s, c, d, 404, "invalid_request_error", NULL, "no route for %.200s", path);
         return NULL;
     }
-    if (strcmp(hr->method, rt->post ? "POST" : "GET") != 0) {
-        dreply_error(s, c, dialect_of(rt->id), 405, "invalid_request_error", NULL, "use %s for %s",
-                     rt->post ? "POST" : "GET", rt->path);
+    bool get = !strcmp(hr->method, "GET") || !strcmp(hr->method, "HEAD");
+    if (rt->post ? strcmp(hr->method, "POST") != 0 : !get) {
+        reply_405(s, c, rt);
         return NULL;
     }
-    if (rt->auth && !cb_srv_authorized(s->p.api_key, cb_http_header_get(hr, "Authorization")) &&
+    if (rt->post && !guarded(s, c, hr, dialect_of(rt->id), true)) return NULL;
+    bool key = rt->auth || (rt->id == R_METRICS && !s->p.public_metrics);
+    if (key && !cb_srv_authorized(s->p.api_key, cb_http_header_get(hr, "Authorization")) &&
         !cb_srv_key_given(s->p.api_key, cb_http_header_get(hr, "x-api-key"))) {
         dreply_error(s, c, dialect_of(rt->id), 401, "authentication_error", NULL,
                      "a valid API key is required (Authorization: Bearer KEY, or x-api-key: KEY)");
         return NULL;
     }
     return rt;
+}
+
+/* The HTTP reader refused a request: answered in the shape its path's API speaks. */
+static void on_http_error(cb_conn *c, cb_http_req *hr, int status, const char *reason, void *user) {
+    srv *s = user;
+    char path[256];
+    cb_http_req_path(hr, path, sizeof(path));
+    dreply_error(s, c, dialect_of_path(path), status, status == 503 ? "service_unavailable" : "invalid_request_error",
+                 NULL, "%s", reason);
 }
 
 /* A client waiting for 100 Continue is answered before it sends a body the server would refuse. */
@@ -1357,6 +1440,7 @@ int cb_srv_run(cobatch_engine *engine, const cb_srv_params *params) {
     if (!s) return -1;
     s->p = *params;
     if (s->p.drain_timeout_s <= 0) s->p.drain_timeout_s = 30;
+    if (s->p.sse_ping_interval_s == 0) s->p.sse_ping_interval_s = 10;
     s->engine = engine;
     struct cobatch_embd_info embd;
     cobatch_embd_info(engine, &embd);
@@ -1383,27 +1467,36 @@ int cb_srv_run(cobatch_engine *engine, const cb_srv_params *params) {
                           .on_request = on_request,
                           .on_gone = on_gone,
                           .on_head = on_head,
+                          .on_error = on_http_error,
                           .user = s};
+    s->guard = cb_guard_make(s->p.host, s->p.allowed_hosts);
     s->base = event_base_new();
     s->in = cb_intake_new(engine, &s->p.defaults, 64);
     s->answers = cb_intake_new(engine, &s->p.defaults, 64);
-    s->httpd = s->base && s->in && s->answers ? cb_httpd_new(s->base, &hp, err, sizeof(err)) : NULL;
+    s->bulk = cb_intake_new(engine, &s->p.defaults, CB_SRV_BULK_JOBS);
+    s->httpd = s->base && s->in && s->answers && s->bulk ? cb_httpd_new(s->base, &hp, err, sizeof(err)) : NULL;
     if (!s->httpd) {
         fprintf(stderr, "cobatch serve: %s\n", err[0] ? err : "out of memory");
         goto out;
     }
     s->ev_engine = event_new(s->base, cobatch_event_fd(engine), EV_READ | EV_PERSIST, on_engine_events, s);
     s->ev_intake = event_new(s->base, cb_intake_fd(s->in), EV_READ | EV_PERSIST, on_intake, s);
+    s->ev_bulk = event_new(s->base, cb_intake_fd(s->bulk), EV_READ | EV_PERSIST, on_intake, s);
     s->ev_answers = event_new(s->base, cb_intake_fd(s->answers), EV_READ | EV_PERSIST, on_answers, s);
     s->ev_term = evsignal_new(s->base, SIGTERM, on_signal, s);
     s->ev_int = evsignal_new(s->base, SIGINT, on_signal, s);
     /* the stopping clock, made and pending from the start (every 10 s, a no-op until a signal), so
      * that a signal needs no allocation to be acted on */
     s->ev_tick = event_new(s->base, -1, EV_PERSIST, on_tick, s);
-    if (!s->ev_engine || !s->ev_intake || !s->ev_answers || !s->ev_term || !s->ev_int || !s->ev_tick) goto out;
+    s->ev_ping = event_new(s->base, -1, EV_PERSIST, on_ping, s);
+    if (!s->ev_engine || !s->ev_intake || !s->ev_bulk || !s->ev_answers || !s->ev_term || !s->ev_int || !s->ev_tick ||
+        !s->ev_ping)
+        goto out;
+    struct timeval ping_tv = {1, 0};
     struct timeval idle_tv = {10, 0};
-    if (event_add(s->ev_engine, NULL) || event_add(s->ev_intake, NULL) || event_add(s->ev_answers, NULL) ||
-        event_add(s->ev_term, NULL) || event_add(s->ev_int, NULL) || event_add(s->ev_tick, &idle_tv))
+    if (event_add(s->ev_engine, NULL) || event_add(s->ev_intake, NULL) || event_add(s->ev_bulk, NULL) ||
+        event_add(s->ev_answers, NULL) || event_add(s->ev_term, NULL) || event_add(s->ev_int, NULL) ||
+        event_add(s->ev_tick, &idle_tv) || event_add(s->ev_ping, &ping_tv))
         goto out;
     int port = cb_httpd_port(s->httpd);
     fprintf(stderr, "cobatch serve: %s on http://%s:%d%s\n", s->model, s->p.host ? s->p.host : "127.0.0.1", port,
@@ -1419,15 +1512,18 @@ int cb_srv_run(cobatch_engine *engine, const cb_srv_params *params) {
 out:
     if (s->httpd) cb_httpd_free(s->httpd); /* clients still connected are told nothing more */
     if (s->in) cb_intake_free(s->in);
+    if (s->bulk) cb_intake_free(s->bulk);
     if (s->answers) cb_intake_free(s->answers); /* before the requests its jobs read */
     while (s->reqs) /* left after a cut that outlasted its time: the engine cancels them as it stops */
         req_free(s->reqs);
     if (s->ev_engine) event_free(s->ev_engine);
     if (s->ev_intake) event_free(s->ev_intake);
+    if (s->ev_bulk) event_free(s->ev_bulk);
     if (s->ev_answers) event_free(s->ev_answers);
     if (s->ev_term) event_free(s->ev_term);
     if (s->ev_int) event_free(s->ev_int);
     if (s->ev_tick) event_free(s->ev_tick);
+    if (s->ev_ping) event_free(s->ev_ping);
     if (s->base) event_base_free(s->base);
     free(s);
     return rc;

@@ -31,6 +31,11 @@ typedef struct {
     enum cobatch_sched_policy sched_policy; /* the engine's: a request's priority needs PRIORITY */
     const char *port_file;                  /* if set, the bound port is written there once listening (tests) */
     bool no_webui;                          /* GET / answers 404 instead of the chat page */
+    const char *allowed_hosts;              /* more names a loopback listener answers to, and origins it serves
+                                               (guard.h: comma-separated, ".suffix", "*"); NULL: none */
+    bool public_metrics;                    /* /metrics without the API key (default: with it, as /v1) */
+    int sse_ping_interval_s;                /* a stream with no bytes for this long gets a keep-alive (its head
+                                               first, if none went yet); 0: the default (10), < 0: none */
     cb_openai_defaults defaults;            /* for the fields a request leaves out (OpenAI's:
                                                cb_openai_default_defaults) */
 } cb_srv_params;

@@ -21,7 +21,7 @@ def raw_request(port, method, path, body=b"", headers=(), timeout=30):
     """One request on a fresh connection; returns (status, headers dict, body bytes)."""
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     try:
-        head = f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+        head = f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
         head += "".join(f"{h}\r\n" for h in headers)
         if body:
             head += f"Content-Length: {len(body)}\r\n"
@@ -70,7 +70,7 @@ def send_request(port, body, path="/v1/completions"):
     """Sends a request and returns the open socket (the caller reads or closes it)."""
     s = socket.create_connection(("127.0.0.1", port), timeout=60)
     data = json.dumps(body).encode()
-    s.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n"
+    s.sendall(f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nConnection: close\r\n"
               f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
     return s
 
@@ -217,7 +217,7 @@ def test_header_and_body_limits(srv):
     assert status == 414
     # a body announced over the limit is refused before it is sent
     s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
-    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5000000\r\n"
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5000000\r\n"
               b"Expect: 100-continue\r\n\r\n")
     status, _, body = parse_response(read_all(s))
     assert status == 413 and b"limit" in body
@@ -229,9 +229,9 @@ def test_header_and_body_limits(srv):
         assert status in (400, 505), bad
     # chunked request bodies and pipelined requests are served
     s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
-    s.sendall(b"POST /tokenize HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+    s.sendall(b"POST /tokenize HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n"
               b"5\r\n{\"con\r\n10\r\ntent\": \"hello\"}\r\n0\r\n\r\n"
-              b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+              b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
     raw = read_all(s)
     assert raw.count(b"HTTP/1.1 200") == 2 and b'"tokens"' in raw and b'{"status":"ok"}' in raw
 
@@ -352,7 +352,7 @@ def test_slow_reader_is_dropped():
         c.connect(("127.0.0.1", s.port))
         data = json.dumps({"prompt": "Repeat the word banana forever:", "stream": True, "max_tokens": 900,
                            "ignore_eos": True}).encode()
-        c.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data)
+        c.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data)
         m = wait_for(lambda: (lambda m: m if m["cobatch:slow_clients_total"] >= 1 else None)(s.metrics()),
                      timeout=60, what="the slow client dropped")
         m = wait_for(lambda: (lambda m: m if m["cobatch:num_requests_running"] == 0 else None)(s.metrics()),
@@ -429,15 +429,21 @@ def test_api_key_sources_and_bearer_case(tmp_path):
             assert httpx.post(s.url + "/v1/completions", json=body, headers={"Authorization": h}).status_code == 200
         for h in ("Bearer file-secre", "Bearer file-secret2", "Basic file-secret", "Bearerfile-secret"):
             assert httpx.post(s.url + "/v1/completions", json=body, headers={"Authorization": h}).status_code == 401
+        # /metrics needs the key too unless the operator makes it public; a second Authorization is refused
+        assert httpx.get(s.url + "/metrics").status_code == 401
+        assert httpx.get(s.url + "/metrics", headers={"Authorization": "Bearer file-secret"}).status_code == 200
+        status, _, _ = raw_request(s.port, "POST", "/v1/completions", json.dumps(body).encode(),
+                                   ["Authorization: Bearer file-secret", "Authorization: Bearer other"])
+        assert status == 400
         # a client waiting for 100 Continue is refused before it sends its body: 401, then the close
-        for head in (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n", b"POST /nowhere HTTP/1.1\r\nHost: x\r\n"):
+        for head in (b"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n", b"POST /nowhere HTTP/1.1\r\nHost: localhost\r\n"):
             c = socket.create_connection(("127.0.0.1", s.port), timeout=10)
             c.sendall(head + b"Content-Length: 900000\r\nExpect: 100-continue\r\n\r\n")
             status, _, answer = parse_response(read_all(c))
             assert status in (401, 404) and b"error" in answer, (status, answer)
         c = socket.create_connection(("127.0.0.1", s.port), timeout=10)  # with the key: 100, then the answer
         data = json.dumps(body).encode()
-        c.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer file-secret\r\n"
+        c.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer file-secret\r\n"
                   b"Connection: close\r\nExpect: 100-continue\r\nContent-Length: " + str(len(data)).encode() +
                   b"\r\n\r\n")
         assert c.recv(64).startswith(b"HTTP/1.1 100 Continue")
@@ -445,11 +451,12 @@ def test_api_key_sources_and_bearer_case(tmp_path):
         assert b"HTTP/1.1 200" in read_all(c)
     finally:
         assert s.stop() == 0
-    s = Server(env={"COBATCH_API_KEY": "env-secret"})
+    s = Server("--public-metrics", env={"COBATCH_API_KEY": "env-secret"})
     try:
         assert httpx.post(s.url + "/v1/completions", json={"prompt": "hi", "max_tokens": 1},
                           headers={"Authorization": "Bearer env-secret"}).status_code == 200
         assert httpx.post(s.url + "/v1/completions", json={"prompt": "hi", "max_tokens": 1}).status_code == 401
+        assert httpx.get(s.url + "/metrics").status_code == 200  # --public-metrics
     finally:
         assert s.stop() == 0
 
@@ -601,7 +608,7 @@ def test_pipelining_client_that_never_reads_stays_bounded(srv):
     c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     c.connect(("127.0.0.1", srv.port))
     c.setblocking(False)
-    burst = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 1000
+    burst = b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n" * 1000
     t0, sent = time.time(), 0
     while time.time() - t0 < 4:
         try:
@@ -693,3 +700,102 @@ def test_detokenize_keeps_json_valid_utf8(srv):
 def test_json_with_trailing_text_or_lax_numbers_is_refused(srv, body):
     r = httpx.post(srv.url + "/v1/completions", content=body)
     assert r.status_code == 400 and r.json()["error"]["message"] == "the body is not valid JSON"
+
+
+# ---------------------------------------------------------------- JSON and HTTP as parsers, proxies and browsers read them
+
+def test_duplicate_keys_and_raw_control_characters_are_refused(srv):
+    """A gateway reads the last of two keys (Python, JavaScript), cJSON the first: the body is
+    refused, not run as another request than the one checked; RFC 8259 forbids raw control
+    characters inside strings."""
+    r = httpx.post(srv.url + "/v1/completions", content='{"prompt": "Hi", "max_tokens": 8, "max_tokens": 9999999999}')
+    assert r.status_code == 400 and r.json()["error"]["param"] == "max_tokens"
+    r = httpx.post(srv.url + "/v1/messages", content='{"model": "m", "max_tokens": 1, "messages": [{"role": "user", '
+                   '"content": "a", "content": "b"}]}')
+    assert r.status_code == 400 and r.json()["type"] == "error" and "twice" in r.json()["error"]["message"]
+    r = httpx.post(srv.url + "/v1/completions", content='{"prompt": "a\x01b", "max_tokens": 1}')
+    assert r.status_code == 400 and "control character" in r.json()["error"]["message"]
+
+
+def test_head_and_allow(srv):
+    """HEAD on every GET route (the head GET would get, no body); a wrong method names the right ones."""
+    for path in ("/health", "/", "/v1/models", "/metrics"):
+        status, hdrs, body = raw_request(srv.port, "HEAD", path)
+        assert status == 200 and body == b"" and int(hdrs["content-length"]) > 0, (path, status, hdrs)
+    status, hdrs, _ = raw_request(srv.port, "DELETE", "/health")
+    assert status == 405 and hdrs["allow"] == "GET, HEAD"
+    status, hdrs, body = raw_request(srv.port, "GET", "/v1/messages")
+    assert status == 405 and hdrs["allow"] == "POST" and json.loads(body)["type"] == "error"
+
+
+@pytest.mark.parametrize("path,shape", [("/v1/messages", "anthropic"), ("/v1/responses", "responses"),
+                                        ("/v1/chat/completions", "openai")])
+def test_http_errors_come_in_the_shape_of_the_path(srv, path, shape):
+    """What the HTTP layer refuses (413, 431, a bad chunk, 417, 501, 505) is answered as the API the
+    path belongs to answers errors."""
+    def shaped(body):
+        j = json.loads(body)
+        if shape == "anthropic":
+            return j["type"] == "error" and j["error"]["type"] and j["error"]["message"]
+        return j["error"]["message"] and "type" in j["error"] and "param" in j["error"]  # OpenAI's (Responses' too)
+    cases = [(f"POST {path} HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n", 413),
+             (f"POST {path} HTTP/1.1\r\nX-Big: {'a' * 20000}\r\n\r\n", 431),
+             (f"POST {path} HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
+             (f"POST {path} HTTP/1.1\r\nExpect: nothing\r\nContent-Length: 2\r\n\r\n{{}}", 417),
+             (f"POST {path} HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 501),
+             (f"POST {path} HTTP/1.9\r\n\r\n", 505)]
+    for raw, want in cases:
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+        s.sendall(raw.encode())
+        status, _, body = parse_response(read_all(s))
+        s.close()
+        assert status == want and shaped(body), (raw[:60], status, body)
+
+
+def test_web_pages_cannot_drive_the_server(srv):
+    """Without an API key a page the user opens must not run generation blind (a no-cors form or
+    text/plain POST) nor read answers through a rebound name: Host names this server, a page's
+    Origin is its own, a browser's body is JSON. curl's default form type stays accepted."""
+    body = json.dumps({"prompt": "Hi", "max_tokens": 1}).encode()
+    status, _, b = raw_request(srv.port, "POST", "/v1/completions", body,
+                               ["Origin: http://evil.example", "Content-Type: text/plain"])
+    assert status == 403 and "Origin" in json.loads(b)["error"]["message"]
+    status, _, _ = raw_request(srv.port, "POST", "/v1/completions", body,
+                               ["Origin: null", "Content-Type: application/x-www-form-urlencoded"])
+    assert status == 403
+    status, _, _ = raw_request(srv.port, "POST", "/v1/completions", body, ["Content-Type: text/plain"])
+    assert status == 415
+    status, _, _ = raw_request(srv.port, "POST", "/v1/completions", body,
+                               [f"Origin: http://localhost:{srv.port}", "Sec-Fetch-Site: same-origin",
+                                "Content-Type: application/x-www-form-urlencoded"])
+    assert status == 415  # a browser's form post, even from a loopback page
+    status, _, _ = raw_request(srv.port, "POST", "/v1/completions", body,
+                               ["Content-Type: application/x-www-form-urlencoded"])
+    assert status == 200  # curl -d
+    for host in ("evil.example", "evil.example:80", "127.0.0.1.nip.io"):  # DNS rebinding
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+        s.sendall(f"GET /v1/models HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+        status, _, _ = parse_response(read_all(s))
+        assert status == 403, host
+    status, _, _ = raw_request(srv.port, "POST", "/v1/completions", body,
+                               ["Authorization: Bearer a", "Authorization: Bearer b"])
+    assert status == 400
+
+
+def test_template_variables_are_bounded_and_cannot_replace_the_renderers(srv):
+    """chat_template_kwargs cannot set messages, tools or the markers (a way around every check of the
+    message parser), and many of them are refused at once instead of slowing the worker every
+    request needs (60,000 keys held it 73 s)."""
+    base = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
+    for name in ("messages", "tools", "add_generation_prompt", "bos_token", "eos_token"):
+        r = httpx.post(srv.url + "/v1/chat/completions", timeout=30,
+                       json={**base, "chat_template_kwargs": {name: [{"role": "user", "content": "x"}]}})
+        assert r.status_code == 400 and name in r.json()["error"]["message"], r.text
+    t = time.monotonic()
+    r = httpx.post(srv.url + "/v1/chat/completions", timeout=60,
+                   json={**base, "chat_template_kwargs": {f"k{i}": i for i in range(60000)}})
+    assert r.status_code == 400 and "at most 64" in r.json()["error"]["message"]
+    assert time.monotonic() - t < 5  # liveness: the count is refused before anything renders
+    r = httpx.post(srv.url + "/v1/chat/completions", timeout=30,
+                   json={**base, "chat_template_kwargs": {"enable_thinking": False, "note": "x"}})
+    assert r.status_code == 200

@@ -31,7 +31,7 @@ async def http(port, method, path, body=b"", read=True, slow=0.0, leave_after=No
     """One request on its own connection. Returns (status, headers, body) or ("left", ...)."""
     r, w = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), timeout)
     try:
-        head = f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {len(body)}\r\n\r\n"
+        head = f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: {len(body)}\r\n\r\n"
         w.write(head.encode() + body)
         await w.drain()
         if leave_after is not None:

@@ -82,7 +82,7 @@ static void render(const cb_chat_templates *t, const struct cobatch_request_para
                               .json_schema = th->thinks && !q->keep ? p->json_schema : NULL};
     cb_common_rendered x = {0};
     char err[256] = "";
-    if (cb_common_render(t, msgs, p->n_messages, p->tools ? &tools : NULL, &rs, &x, err, sizeof(err)) != 0) {
+    if (cb_common_render(t, msgs, p->n_messages, p->tools ? &tools : NULL, &rs, NULL, &x, err, sizeof(err)) != 0) {
         if (!err[0]) abort();
     } else {
         if (!x.prompt) abort();

@@ -57,16 +57,47 @@ static void logit_bias_and_null_fields(void **state) {
     (void)state;
     cb_openai_request r;
     cb_openai_error e;
-    /* a token named twice keeps its last value (JSON's rule), it does not add up */
+    /* a token named twice is refused: parsers disagree on which value a duplicate key means */
     assert_int_equal(parse(CB_OPENAI_COMPLETION,
                            "{\"prompt\":\"x\",\"logit_bias\":{\"50256\":-100,\"7\":2.5,\"50256\":3},\"tools\":null}",
                            &r, &e),
+                     -1);
+    assert_string_equal(e.param, "50256");
+    assert_int_equal(parse(CB_OPENAI_COMPLETION,
+                           "{\"prompt\":\"x\",\"logit_bias\":{\"50256\":-100,\"7\":2.5},\"tools\":null}", &r, &e),
                      0);
     assert_int_equal(r.params.n_logit_bias, 2);
     assert_int_equal(r.params.logit_bias[0].token, 7);
     assert_true(r.params.logit_bias[0].bias == 2.5f);
     assert_int_equal(r.params.logit_bias[1].token, 50256);
-    assert_true(r.params.logit_bias[1].bias == 3.0f);
+    assert_true(r.params.logit_bias[1].bias == -100.0f);
+    cb_openai_request_free(&r);
+}
+
+/* Duplicate keys are refused wherever they are (top level, nested, among many keys, spelled with an
+ * escape): cJSON reads the first, Python and JavaScript the last, so a gateway would see another
+ * request (a max_tokens of 8 checked, 9999999999 run). */
+static void duplicate_keys_are_refused(void **state) {
+    (void)state;
+    cb_openai_request r;
+    cb_openai_error e;
+    assert_int_equal(
+        parse(CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":8,\"max_tokens\":9999999999}", &r, &e), -1);
+    assert_string_equal(e.param, "max_tokens");
+    assert_non_null(strstr(e.message, "twice"));
+    assert_int_equal(
+        parse(CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"cont\\u0065nt\":\"b\"}]}", &r, &e),
+        -1);
+    assert_string_equal(e.param, "content");
+    char big[4096] = "{\"prompt\":\"x\",\"logit_bias\":{";
+    for (int i = 0; i < 100; i++) /* more keys than are compared pairwise: sorted */
+        snprintf(big + strlen(big), sizeof(big) - strlen(big), "\"%d\":1,", i);
+    snprintf(big + strlen(big), sizeof(big) - strlen(big), "\"42\":2}}");
+    assert_int_equal(parse(CB_OPENAI_COMPLETION, big, &r, &e), -1);
+    assert_string_equal(e.param, "42");
+    big[strlen(big) - 9] = 0; /* without the repeat: taken */
+    snprintf(big + strlen(big), sizeof(big) - strlen(big), "}}");
+    assert_int_equal(parse(CB_OPENAI_COMPLETION, big, &r, &e), 0);
     cb_openai_request_free(&r);
 }
 
@@ -916,7 +947,8 @@ static void response_shapes(void **state) {
 static void json_check_agrees_with_rfc8259(void **state) {
     (void)state;
     const char *good[] = {"{}", "[1,2.5e-3,-0,true,false,null]", "\"\\u00e9\"", " {\"a\" : [ ] } "};
-    const char *bad[] = {"", "01", "1.", "{\"a\":1,}", "[1] [2]", "{a:1}", "\"\\x\"", "tru"};
+    const char *bad[] = {"",        "01",  "1.",         "{\"a\":1,}",    "[1] [2]",         "{a:1}",
+                         "\"\\x\"", "tru", "\"a\x01b\"", "\"tab\there\"", "{\"k\\n\x1f\":1}"};
     for (size_t k = 0; k < sizeof(good) / sizeof(good[0]); k++)
         assert_true(cb_openai_json_well_formed(good[k], strlen(good[k])));
     for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++)
@@ -928,6 +960,7 @@ int main(void) {
         cmocka_unit_test(completion_fields_become_engine_params),
         cmocka_unit_test(chat_messages_and_priority),
         cmocka_unit_test(logit_bias_and_null_fields),
+        cmocka_unit_test(duplicate_keys_are_refused),
         cmocka_unit_test(operator_defaults_and_seed),
         cmocka_unit_test(prompts_echo_and_logprobs),
         cmocka_unit_test(logprobs_shapes),
