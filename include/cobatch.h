@@ -163,6 +163,11 @@ struct cobatch_engine_params {
      * it on); a quantized type needs attention heads whose size is a multiple of its 32-value blocks. */
     int cache_type_k, cache_type_v;
     bool prefix_caching; /* share resident prompt prefixes across requests; default true */
+    /* Split layout: a cache hit computes at least its prompt's last flash-attention tile (64 tokens)
+     * again, so that its answer is the cold prompt's bit for bit (default true); false computes only
+     * what it adds (up to ~200 ms sooner on two cores when that is a few tokens) and may answer
+     * otherwise at near-ties (RELIABILITY.md, 'Repeatable across cache hits'). */
+    bool exact_hits;
     /* Split layout with prefix caching: streams that keep finished requests' tokens for later
      * ones (each as large as a running stream's n_ctx / max_num_seqs cells, on top of n_ctx).
      * -1 (default) = 2 x max_num_seqs within what the running streams leave of an eighth of the

@@ -270,20 +270,20 @@ static void start_request(cb_sched *s, cb_request *r, int32_t seq, int32_t cache
     }
 }
 
-/* Split layout: a prompt's rest under the tile runs ggml's one-row attention kernel, row after row
- * over the whole context (a 62-row rest after ~600 cached cells took 850 ms, a tiled 64 rows
- * ~250 ms). A turn of a conversation whose history is cached is that rest. It gives cached tokens
- * back, to be computed again, up to a whole tile, when that costs less: a row costs its weights
- * (as much as attending over ~150 cells in the one-row kernel, measured with the default model)
- * plus its attention, which the tiled kernel does ~10x faster a cell. */
-#define CB_ROW_WEIGHT_CELLS 150
+/* Split layout: a hit leaves at least its prompt's last tile (64 tokens) to compute, so that the
+ * rows that give the first token its logits run ggml's tiled flash-attention kernel, as they did
+ * when the prompt was computed cold. Under the tile a row is computed alone with its sum in f16, in
+ * the tile in f32 (ggml-cpu ops.cpp): a hit whose rest were under a tile answered otherwise than the
+ * cold prompt (logprobs 0.1-0.3 nats apart, greedy answers diverging in 7 of 8 ~800-token prompts),
+ * and a hit must not change an answer (RELIABILITY.md, "Repeatable across cache hits"). The price: up
+ * to a tile computed again (~250 ms with ~600 cells on two cores; a rest of one row took ~15 ms in
+ * the one-row kernel, a rest of 62 rows 850 ms). A prompt under the tile runs the one-row kernel cold
+ * too, whose rows do not depend on each other. A hit cut under the least share is computed whole.
+ * Without exact_hits the whole hit is taken. */
 static void pad_to_tile(const cb_sched *s, const cb_request *r, cb_cache_hit *hit) {
-    int32_t tile = s->cfg.split_tile, n = cb_request_n_tokens(r), rest = n - hit->len;
-    if (!s->kv->split || tile <= 0 || hit->len == 0 || rest >= tile || n - tile < cb_cache_min_share(s->cache))
-        return; /* (a hit cut under the least share would go whole) */
-    int64_t one_row = (int64_t)rest * (CB_ROW_WEIGHT_CELLS + hit->len);
-    int64_t tiled = (int64_t)tile * (CB_ROW_WEIGHT_CELLS + (n - tile) / 10);
-    if (one_row > tiled) hit->len = n - tile;
+    int32_t tile = s->cfg.split_tile, n = cb_request_n_tokens(r);
+    if (s->cfg.exact_hits && s->kv->split && tile > 0 && hit->len > 0 && n - hit->len < tile && n >= tile)
+        hit->len = n - tile;
 }
 
 /* A sequence id for r with the cells it needs beyond what it shares; -1 when r cannot start now. */

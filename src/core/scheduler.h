@@ -26,6 +26,8 @@ typedef struct {
     int32_t kv_reserve;         /* cells an admission leaves free for decode growth */
     int32_t split_tile;         /* split layout: rows under which a stream's attention leaves its tiled kernel
                                    (the runtime's CB_RUNNER_FA_TILE; plan.h) */
+    bool exact_hits;            /* split layout: a hit computes its prompt's last split_tile tokens again (its
+                                   first logits then come from the tiled kernel, as cold: bit for bit) */
     bool tile_chunks;           /* unified layout, one graph a step (the long lane): a cut prompt chunk is a
                                    split_tile at least and leaves a tile at least (cb_plan_tile_chunk); one may
                                    pass a step's budget by under a tile, within max_batched_tokens, unless strict */

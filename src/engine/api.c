@@ -276,6 +276,7 @@ static int make_scheduler(cobatch_engine *e, const cb_engine_sizes *z, int32_t b
                           .prefill_chunk = p->prefill_chunk,
                           .kv_reserve = p->kv_reserve,
                           .split_tile = CB_RUNNER_FA_TILE,
+                          .exact_hits = p->exact_hits,
                           .max_logit_rows = CB_PROMPT_LOGIT_ROWS,
                           .priority_aging_us = z->aging_us,
                           .swap = &e->swap,

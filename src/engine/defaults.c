@@ -34,6 +34,7 @@ struct cobatch_engine_params cobatch_engine_default_params(void) {
     p.kv_layout = COBATCH_KV_SPLIT;
     p.flash_attn = 1;
     p.prefix_caching = true;
+    p.exact_hits = true;
     p.prefix_cache_streams = -1;
     p.long_lane = -1;
     p.swap_space = 4.0f;

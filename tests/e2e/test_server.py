@@ -429,6 +429,39 @@ def test_host_tier_brings_conversations_back():
         assert u.prompt_tokens - u.prompt_tokens_details.cached_tokens <= 64 + 1, u
 
 
+def test_cache_hits_answer_as_cold_prompts():
+    """A prompt answers the same, bit for bit, whether its prefix was computed, taken from a stream or
+    loaded from the host tier: a hit computes its prompt's last 64 tokens again, so the rows behind its
+    first token run ggml's tiled flash-attention kernel as the cold prompt's did (under the tile a row
+    sums in f16 alone: 0.1-0.3 nats apart, greedy answers diverging). Requests run one at a time (the
+    same batch shapes); four ~800-token prompts through two streams and no holder make the first go to
+    the host tier and come back."""
+    s = Server("--max-num-seqs", "2", "--prefix-cache-streams", "0", "--cache-ram", "0.25", "--temp", "0")
+    words = "river stone garden lamp window cloud paper market bridge candle forest tower".split()
+    prompts = [" ".join(f"{words[(i * 7 + k * 5) % 12]}{k % 17}" for k in range(330)) + f" Story {i}:"
+               for i in range(4)]
+
+    def ask(p):
+        r = httpx.post(s.url + "/v1/completions", timeout=120,
+                       json={"prompt": p, "max_tokens": 24, "logprobs": 5, "ignore_eos": True})
+        assert r.status_code == 200, r.text
+        c = r.json()["choices"][0]
+        return (c["logprobs"]["tokens"], c["logprobs"]["token_logprobs"], c["logprobs"]["top_logprobs"],
+                r.json()["usage"]["prompt_tokens_details"]["cached_tokens"])
+    try:
+        cold = [ask(p) for p in prompts]
+        m0 = s.metrics()
+        host = ask(prompts[0])    # its stream went to a later prompt: loaded from the host tier
+        device = ask(prompts[0])  # its stream parked: taken over in place
+        m1 = s.metrics()
+    finally:
+        assert s.stop() == 0, s.logs()
+    assert m1["cobatch:host_cache_loads_total"] - m0["cobatch:host_cache_loads_total"] >= 1
+    for hit in (host, device):
+        assert hit[3] > 500  # most of the prompt came from the cache, the last 64 tokens computed again
+        assert hit[:3] == cold[0][:3], (hit[:2], cold[0][:2])
+
+
 def test_trace_accounts_for_every_token(tmp_path):
     trace = tmp_path / "steps.tsv"
     s = Server("--trace", str(trace), "--max-num-batched-tokens", "16")

@@ -33,6 +33,7 @@ static int32_t gen_token(int64_t id, int32_t k) { return (int32_t)((id * 7919 + 
 
 static int32_t g_cache_max_idle; /* the next h_init's radix cache's max_idle */
 static int64_t g_aging_us;       /* the next h_init's cb_sched_config.priority_aging_us */
+static bool g_exact_hits;        /* the next h_init's cb_sched_config.exact_hits */
 static int64_t g_now_us;         /* t_submit_us of the requests h_add queues */
 static cb_swap *g_swap;          /* the next h_init's swap space (cb_sched_config.swap), or NULL */
 static cb_host_cache *g_host;    /* the next h_init's host tier (split layout), or NULL */
@@ -52,6 +53,7 @@ static void h_init_px(harness *h, cb_mode mode, int32_t seqs, int32_t budget, in
                                .prefill_chunk = chunk,
                                .kv_reserve = 4,
                                .split_tile = 64,
+                               .exact_hits = g_exact_hits,
                                .priority_aging_us = g_aging_us,
                                .swap = g_swap,
                                .pace = g_pace,
