@@ -1,5 +1,5 @@
-"""No request may crash the server, freeze it, or stall the others: while hostile requests of each
-kind arrive (grammars nested 20,000 deep, exponential and ambiguous grammars, repetitions of
+"""No request may crash the server, freeze it, stall the others or leave a stream silent: while
+hostile requests of each kind arrive (grammars nested 20,000 deep, exponential and ambiguous grammars, repetitions of
 repetitions, a grammar whose stack unfolds through 120 levels at one character, a 20,000-value enum, a
 30,000-byte property name, tool-call arguments nested 50,000 deep, an output forced ever deeper into
 a tool call, a repetition {3,2} that made llama.cpp's grammar parser loop, a 60 MB answer), a
@@ -27,11 +27,15 @@ GAP_BOUND_S = 3.0 * (2 if os.environ.get("COBATCH_SANITIZED") else 1)
 # 1024-cell streams, a cost not yet explained: it runs 1024-cell streams and the long lane.
 SIZES = ("--max-model-len", "1024", "--long-lane", "8192") if os.environ.get("COBATCH_SANITIZED") else ()
 HEALTH_BOUND_S = 2.0
+# The message limit, lowered from the context's tokens (8,192) to keep the test short: the largest
+# body renders at the worker's low priority, 10x slower beside a busy engine (8,192 messages: 33 s).
+MOST_MESSAGES = 2048
 
 
 @pytest.fixture(scope="module")
 def srv():
-    s = Server("--chat-template", TEMPLATE, "--max-num-seqs", "8", "--temp", "0", *SIZES)
+    s = Server("--chat-template", TEMPLATE, "--max-num-seqs", "8", "--temp", "0", "--sse-ping-interval", "2",
+               "--limit", f"messages={MOST_MESSAGES}", *SIZES)
     yield s
     assert s.stop() == 0, s.logs()
 
@@ -143,3 +147,135 @@ def test_hostile_requests_neither_crash_nor_stall_the_others(srv):
     assert max(gaps) < GAP_BOUND_S
     assert max(health) < HEALTH_BOUND_S
     assert httpx.get(srv.url + "/health", timeout=10).status_code == 200
+
+
+def largest_bodies(url):
+    """The largest body of each dialect the limits let through to rendering (as many messages as the
+    limit: by default the context's tokens, each message renders to one at least), and ones past them
+    (refused before they render)."""
+    most = MOST_MESSAGES - 1  # ends with a user's turn
+    chat = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}"} for i in range(most)]
+    pairs = (most - 1) // 3  # a call is an assistant message and its call, its output a tool message
+    items = []
+    for i in range(pairs):
+        items.append({"type": "function_call", "call_id": f"c{i}", "name": "f", "arguments": "{}"})
+        items.append({"type": "function_call_output", "call_id": f"c{i}", "output": "ok"})
+    return [
+        ("chat, 2,047 messages", "/v1/chat/completions", {"messages": chat, "max_tokens": 1}),
+        ("Messages, 2,047 messages", "/v1/messages", {"model": "m", "max_tokens": 1, "messages": chat}),
+        ("Responses, 682 calls and outputs", "/v1/responses",
+         {"model": "m", "max_output_tokens": 1, "input": [{"role": "user", "content": "Hi"}] + items}),
+        ("Messages, 28,000 messages", "/v1/messages", {"model": "m", "max_tokens": 1, "messages": [
+            {"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}"} for i in range(28001)]}),
+        ("Responses, 7,000 calls and outputs", "/v1/responses", {"model": "m", "input": [
+            {"type": "function_call", "call_id": f"c{i // 2}", "name": "f", "arguments": "{}"} if i % 2 == 0 else
+            {"type": "function_call_output", "call_id": f"c{i // 2}", "output": "ok"} for i in range(14000)]}),
+        ("60,000 template variables", "/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}],
+                                                              "chat_template_kwargs": {f"k{i}": i for i in range(60000)}}),
+    ]
+
+
+def test_dialects_largest_bodies_stall_no_one(srv):
+    """Each dialect's largest body renders on a worker of its own (bodies over 128 KB, at a lower
+    priority than the engine's threads): meanwhile a stream's gaps and a small request's time to its
+    answer stay within the bound, and bodies past the message limit are refused before they render
+    (28,000 Anthropic messages held the one worker 9 s, and every request behind it)."""
+    gaps, done = [], threading.Event()
+
+    def stream():
+        body = {"messages": [{"role": "user", "content": "Count from one to a thousand."}],
+                "max_tokens": 100000, "ignore_eos": True, "stream": True}
+        with httpx.stream("POST", srv.url + "/v1/chat/completions", json=body, timeout=300) as r:
+            last = None
+            for line in r.iter_lines():
+                now = time.monotonic()
+                if line.startswith("data: ") and line != "data: [DONE]":
+                    if last is not None:
+                        gaps.append(now - last)
+                    last = now
+                if done.is_set():
+                    break
+
+    th = threading.Thread(target=stream)
+    th.start()
+    time.sleep(2)
+    rows = []
+    for name, path, body in largest_bodies(srv.url):
+        result = {}
+
+        def big():
+            t = time.monotonic()
+            r = httpx.post(srv.url + path, json=body, timeout=300)
+            result["big"] = (r.status_code, round(time.monotonic() - t, 2), r.text[:160])
+        bt = threading.Thread(target=big)
+        bt.start()
+        time.sleep(0.3)  # the big body is being parsed or rendered
+        t = time.monotonic()
+        small = httpx.post(srv.url + "/v1/chat/completions", timeout=60,
+                           json={"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1})
+        result["small"] = round(time.monotonic() - t, 2)
+        bt.join(timeout=300)
+        rows.append((name, result["big"], result["small"]))
+        assert small.status_code == 200
+        assert result["big"][0] in (200, 400), rows[-1]  # answered, or past the context or the message limit
+        assert result["small"] < HEALTH_BOUND_S + 1, rows[-1]
+    done.set()
+    th.join(timeout=60)
+    for row in rows:
+        print("#", row)
+    print(f"# stream: {len(gaps)} gaps, largest {max(gaps):.3f} s")
+    for name, big, _ in rows[3:]:  # past the limits: refused at once, not rendered
+        assert big[1] < 3 and ("limit" in big[2] or "at most" in big[2]), (name, big)
+    assert max(gaps) < GAP_BOUND_S
+
+
+def test_long_prompts_never_leave_a_stream_silent(srv):
+    """A prompt that takes longer to compute than a client waits in silence (5 s here, ~15 s for
+    Claude Code) keeps each dialect's official client connected: the stream's head goes out after the
+    ping interval (2 s here) with a keep-alive, then one every interval, then the answer."""
+    import anthropic
+    import openai
+    text = " ".join(f"word{i % 97} item{i}" for i in range(250))  # 1,610 tokens: ~7 s to compute alone
+    quiet = 5.0  # seconds without a byte before a client gives up
+    out = {}
+
+    def run_chat():
+        c = openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0, timeout=quiet)
+        s = c.chat.completions.create(model="m", max_tokens=2, stream=True,
+                                      messages=[{"role": "user", "content": "A " + text}])
+        out["chat"] = "".join(ch.choices[0].delta.content or "" for ch in s if ch.choices)
+
+    def run_messages():
+        c = anthropic.Anthropic(base_url=srv.url, api_key="x", max_retries=0, timeout=quiet)
+        with c.messages.stream(model="m", max_tokens=2, messages=[{"role": "user", "content": "B " + text}]) as s:
+            out["messages"] = s.get_final_message().usage.output_tokens
+
+    def run_responses():
+        c = openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0, timeout=quiet)
+        s = c.responses.create(model="m", max_output_tokens=2, stream=True, input="C " + text)
+        out["responses"] = [e.type for e in s][-1]
+
+    errors = []
+
+    def guard(f):
+        try:
+            f()
+        except Exception as e:  # noqa: BLE001 -- the failure is reported below
+            errors.append(f"{f.__name__}: {e!r}")
+    before = httpx.get(srv.url + "/metrics", timeout=10).text
+    t = time.monotonic()
+    threads = [threading.Thread(target=guard, args=(f,)) for f in (run_chat, run_messages, run_responses)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=300)
+    took = time.monotonic() - t
+    after = httpx.get(srv.url + "/metrics", timeout=10).text
+
+    def pings(text):
+        return float([x for x in text.splitlines() if x.startswith("cobatch:sse_pings_total")][0].split()[-1])
+    print(f"# three 1,610-token prompts together: {took:.1f} s, {pings(after) - pings(before):.0f} pings")
+    assert not errors, errors
+    assert took > 10  # silence longer than the clients' 5 s was there to be bridged
+    assert out["chat"] is not None and out["messages"] >= 1 and out["responses"] in ("response.completed", "response.incomplete"), out
+    assert pings(after) - pings(before) >= 3
