@@ -130,6 +130,28 @@ enum cobatch_kv_type {
     COBATCH_KV_N_TYPES
 };
 
+/* RoPE scaling (cobatch_engine_params.rope_scaling; llama.cpp's --rope-scaling): how positions
+ * past the trained context are squeezed into the ones the model knows. */
+enum cobatch_rope_scaling {
+    COBATCH_ROPE_MODEL = -1, /* the model's own (its GGUF's rope.scaling, none for most) */
+    COBATCH_ROPE_NONE = 0,
+    COBATCH_ROPE_LINEAR = 1, /* positions divided by the factor (position interpolation) */
+    COBATCH_ROPE_YARN = 2,   /* YaRN: high frequencies kept, low ones interpolated, attention rescaled */
+};
+
+/* How RoPE is scaled: with linear or YaRN and a factor, a sequence may hold factor x the trained
+ * context (yarn_orig_ctx when given), for some loss of quality (README, 'Context beyond training'). */
+struct cobatch_rope {
+    int scaling;            /* enum cobatch_rope_scaling */
+    float scale;            /* the context factor (llama.cpp's --rope-scale); 0: 1 / freq_scale, or none */
+    float freq_base;        /* 0: the model's */
+    float freq_scale;       /* 0: 1 / scale, or the model's */
+    int32_t yarn_orig_ctx;  /* 0: the model's trained context */
+    float yarn_ext_factor;  /* < 0: llama.cpp's default for the type */
+    float yarn_attn_factor; /* < 0: llama.cpp's default */
+    float yarn_beta_slow, yarn_beta_fast; /* < 0: llama.cpp's defaults (1, 32) */
+};
+
 struct cobatch_engine_params {
     const char *model_path;         /* GGUF file; required. Copied. */
     int32_t n_ctx;                  /* total KV cells; 0 = max_model_len x max_num_seqs (split), 4096 (unified) */
@@ -198,6 +220,9 @@ struct cobatch_engine_params {
      * request may then use this many cells. -1 (default) = the model's trained context when the
      * streams have their default size (n_ctx and max_model_len 0), else none; 0 = none. */
     int32_t long_lane;
+    /* RoPE scaling (scaling COBATCH_ROPE_MODEL by default): max_model_len and long_lane may pass the
+     * trained context only up to what it reaches (cobatch_params_ctx_limit); past it, init refuses. */
+    struct cobatch_rope rope;
     /* Swap space, in GiB of host memory (vLLM's swap_space): a preempted request's KV cells are
      * saved there and put back when it runs again, instead of recomputed from its tokens, when
      * copying costs less (measured) and they fit; else it is recomputed. Unified pools only (the
@@ -276,6 +301,8 @@ struct cobatch_sampling {
     float frequency_penalty;  /* 0 = off */
     int32_t penalty_last_n;   /* tokens the penalties look back on; default 64 */
     uint32_t seed;            /* used when temperature > 0; COBATCH_SEED_RANDOM (default) = a fresh one per request */
+    bool infill;              /* llama.cpp's infill sampler last before the draw (code completion: it gathers the
+                                 chances of tokens one text begins, and ends the output where that is likelier) */
 };
 
 #define COBATCH_SEED_RANDOM 0xFFFFFFFFu
@@ -388,6 +415,12 @@ struct cobatch_request_params {
      * top_logprobs alternatives): logits for every prompt row, so the request shares no cached
      * prefix (it still leaves its own for others). */
     bool prompt_logprobs;
+    /* Code completion (llama-server's n_indent and t_max_predict_ms; both end the output as LENGTH):
+     * min_indent > 0: a line after the first newline that starts with fewer blanks ends the output
+     * before its first character; max_predict_ms > 0: a newline generated later than that after the
+     * first token ends it. */
+    int32_t min_indent;
+    int32_t max_predict_ms;
     void *user_data; /* returned in every event of this request; not touched */
 };
 
@@ -518,6 +551,9 @@ bool cobatch_kv_type_quantized(int type);
  * (max_model_len, when n_ctx and max_model_len are 0), the holder streams, the long lane and the
  * host tier. A second call changes nothing. */
 void cobatch_params_resolve(struct cobatch_engine_params *p);
+/* The most cells a sequence may hold for a model trained on n_ctx_train (0: unknown): that, or with
+ * linear or YaRN scaling and a factor, the factor x yarn_orig_ctx (or x n_ctx_train). */
+int32_t cobatch_params_ctx_limit(const struct cobatch_engine_params *p, int32_t n_ctx_train);
 /* The longest request (prompt and output tokens) an engine made from p accepts: a sequence's cells,
  * or the long lane's where it has one (p resolved as cobatch_params_resolve does; p is not
  * changed). */
@@ -596,6 +632,33 @@ const char *cobatch_pooling_name(enum cobatch_pooling pooling);
 int32_t *cobatch_prompt_tokens(cobatch_engine *engine, const struct cobatch_request_params *params, int32_t *n,
                                struct cobatch_error *err);
 
+/* What the model is, for clients that list models (Ollama's /api/tags and /api/show). */
+struct cobatch_model_desc {
+    char arch[32];       /* general.architecture: "llama" */
+    char size_label[16]; /* its parameters, as "135M" or "7.2B" */
+    char quant[24];      /* its weights' type: "Q4_1" */
+    int64_t n_params, bytes;
+    bool tools;    /* its chat template offers tools */
+    bool thinking; /* its chat template thinks */
+};
+void cobatch_model_desc(const cobatch_engine *engine, struct cobatch_model_desc *out);
+
+/* A code-infill (fill-in-the-middle) request's parts: the text before the cursor and after it, the
+ * line being typed (prompt), and other files' text as context (n_extra of them, a name each). */
+struct cobatch_infill {
+    const char *prefix, *suffix, *prompt; /* NULL: "" */
+    const char *const *extra_names, *const *extra_texts;
+    size_t n_extra;
+    int32_t max_tokens; /* the output's most tokens (the context left for extra files counts it twice) */
+};
+
+/* The prompt llama-server's /infill makes of these parts with the model's FIM tokens (core/fim.h:
+ * its order, repo-level pattern and budgets; texts tokenized as plain text): a malloc'd array and its
+ * length in *n; NULL with err: COBATCH_ERR_INVALID when the model has no FIM tokens (param "model"),
+ * COBATCH_ERR_NOMEM. Thread-safe. */
+int32_t *cobatch_infill_tokens(const cobatch_engine *engine, const struct cobatch_infill *parts, int32_t *n,
+                               struct cobatch_error *err);
+
 /* Asks the engine to stop a request; its cells are freed at the next step and it finishes with
  * CANCELLED (or with its natural reason if it finished first). Returns COBATCH_OK or
  * COBATCH_ERR_NOT_FOUND. */
@@ -661,6 +724,8 @@ struct cobatch_kv_info {
     bool split;
     int32_t seqs, seq_cells, cache_streams, lane_cells;
     int64_t kv_bytes, host_cache_bytes;
+    int32_t n_ctx_train; /* the model's trained context (0: unknown) */
+    int32_t ctx_limit;   /* what a sequence may reach: n_ctx_train, or what RoPE scaling makes of it */
 };
 void cobatch_kv_info(const cobatch_engine *engine, struct cobatch_kv_info *out);
 /* max_queue: requests submitted together beyond it (n choices, several prompts) can never all wait at

@@ -257,6 +257,27 @@ static int one_message(const cJSON *m, int i, cJSON *msgs, cb_openai_error *e) {
 
 /* tools: [{"name", "description"?, "input_schema", "cache_control"?, "type"?: "custom"}]; a
  * server tool (web search, bash, text editor, computer use: a "type" other than custom) is refused. */
+/* Tools Anthropic's side runs (web search and fetch, code execution, tool search: type web_search_20250305
+ * and the like): offered to a model that may use them; this server runs none. Tools the client runs
+ * with Anthropic's schemas (bash, text_editor, computer, memory) are not among them. */
+static bool server_tool(const cJSON *type) {
+    static const char *const KINDS[] = {"web_search_", "web_fetch_", "code_execution_", "tool_search_tool_", NULL};
+    for (int k = 0; cJSON_IsString(type) && KINDS[k]; k++)
+        if (!strncmp(type->valuestring, KINDS[k], strlen(KINDS[k]))) return true;
+    return false;
+}
+
+/* Whether the tools as given hold a server tool named name. */
+static bool names_server_tool(const cJSON *tools, const char *name) {
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tools) {
+        if (server_tool(cJSON_GetObjectItemCaseSensitive(t, "type")) &&
+            cb_dialect_is(cJSON_GetObjectItemCaseSensitive(t, "name"), name))
+            return true;
+    }
+    return false;
+}
+
 static int tools(const cJSON *in, cJSON *out, cb_openai_error *e) {
     static const char *const KEYS[] = {"type",          "name",          "description", "input_schema",
                                        "cache_control", "defer_loading", NULL};
@@ -270,10 +291,15 @@ static int tools(const cJSON *in, cJSON *out, cb_openai_error *e) {
         snprintf(w, sizeof(w), "tools[%d]", i++);
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "type");
         if (!cJSON_IsObject(t)) return cb_openai_bad(e, "tools", "%s must be an object", w);
+        if (server_tool(type)) { /* an offer: this server runs none, and never calls one */
+            cb_dialect_offers++;
+            continue;
+        }
         if (type && !cJSON_IsNull(type) && !cb_dialect_is(type, "custom"))
-            return cb_openai_bad(
-                e, "tools", "%s: server tools (type %s) are not supported; define the tool by name and input_schema", w,
-                cJSON_IsString(type) ? type->valuestring : "?");
+            return cb_openai_bad(e, "tools",
+                                 "%s: tools of type %s are not supported; define the tool by name and input_schema "
+                                 "(server tools are taken as offers this server never calls)",
+                                 w, cJSON_IsString(type) ? type->valuestring : "?");
         if (only(t, KEYS, "tools: ", e) || cache_control(cJSON_GetObjectItemCaseSensitive(t, "cache_control"), w, e))
             return -1;
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(t, "name");
@@ -296,7 +322,7 @@ static int tools(const cJSON *in, cJSON *out, cb_openai_error *e) {
 }
 
 /* tool_choice: {"type": auto | any | tool (with name) | none, "disable_parallel_tool_use"?}. */
-static int tool_choice(const cJSON *in, cJSON *out, cb_openai_error *e) {
+static int tool_choice(const cJSON *in, const cJSON *tools, cJSON *out, cb_openai_error *e) {
     static const char *const KEYS[] = {"type", "name", "disable_parallel_tool_use", NULL};
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(in, "type");
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(in, "name");
@@ -312,6 +338,9 @@ static int tool_choice(const cJSON *in, cJSON *out, cb_openai_error *e) {
              NULL;
     } else if (cb_dialect_is(type, "tool")) {
         if (!cJSON_IsString(name)) return cb_openai_bad(e, "tool_choice", "tool_choice of type tool needs a name");
+        if (names_server_tool(tools, name->valuestring))
+            return cb_openai_bad(e, "tool_choice", "tool_choice: %.64s is a server tool, which this server never calls",
+                                 name->valuestring);
         cJSON *o = cJSON_AddObjectToObject(out, "tool_choice"), *f = o ? cJSON_AddObjectToObject(o, "function") : NULL;
         ok = f && cJSON_AddStringToObject(o, "type", "function") &&
              cJSON_AddStringToObject(f, "name", name->valuestring);
@@ -520,8 +549,12 @@ static int translate(const cJSON *in, bool count_only, cJSON *out, cb_openai_err
         return cb_openai_bad(e, "messages", "a last assistant message (a prefill to continue) is not supported");
     if (keep >= 0) clear_thinking(msgs, keep);
     if ((x = cJSON_GetObjectItemCaseSensitive(in, "tools")) && !cJSON_IsNull(x) && tools(x, out, e)) return -1;
-    if ((x = cJSON_GetObjectItemCaseSensitive(in, "tool_choice")) && !cJSON_IsNull(x) && tool_choice(x, out, e))
+    if ((x = cJSON_GetObjectItemCaseSensitive(in, "tool_choice")) && !cJSON_IsNull(x) &&
+        tool_choice(x, cJSON_GetObjectItemCaseSensitive(in, "tools"), out, e))
         return -1;
+    /* a count generates nothing: no bound of an answer's grammar applies (Claude Code's WebFetch has a
+       maxLength of 524288, refused where an answer could reach it, not past what one token can) */
+    if (count_only && !cJSON_AddNumberToObject(out, "max_tokens", 1)) return cb_dialect_nomem(e);
     return 0;
 }
 

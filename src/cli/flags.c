@@ -232,6 +232,7 @@ _Static_assert(sizeof(enum cobatch_mode) == sizeof(int) && sizeof(enum cobatch_k
 static const int MODES[] = {COBATCH_MODE_CONTINUOUS, COBATCH_MODE_STATIC, COBATCH_MODE_SEQUENTIAL};
 static const int LAYOUTS[] = {COBATCH_KV_SPLIT, COBATCH_KV_UNIFIED};
 static const int FA[] = {1, 0, -1};
+static const int ROPE[] = {COBATCH_ROPE_NONE, COBATCH_ROPE_LINEAR, COBATCH_ROPE_YARN};
 #define KV_TYPES "f16|f32|bf16|q8_0|q4_0|q4_1|iq4_nl|q5_0|q5_1" /* enum cobatch_kv_type's order */
 static const int KV_TYPE[] = {COBATCH_KV_F16,  COBATCH_KV_F32,    COBATCH_KV_BF16, COBATCH_KV_Q8_0, COBATCH_KV_Q4_0,
                               COBATCH_KV_Q4_1, COBATCH_KV_IQ4_NL, COBATCH_KV_Q5_0, COBATCH_KV_Q5_1};
@@ -324,8 +325,28 @@ cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
                  "most 8 GiB), at least max-num-seqs / 4"},
         {"--long-lane", "N", CB_FLAG_I32, &p->long_lane, 0, 1 << 20,
          .help = "split: cells of a second pool for requests longer than a stream\n(longer prompts, outgrown "
-                 "streams): a request may use N cells;\ndefault the model's trained context unless -c or\n"
-                 "--max-model-len is given; 0: none"},
+                 "streams): a request may use N cells;\ndefault the model's trained context (or what RoPE scaling\n"
+                 "reaches) unless -c or --max-model-len is given; 0: none"},
+        {"--rope-scaling", "none|linear|yarn", CB_FLAG_ENUM, &p->rope.scaling, .choices = "none|linear|yarn",
+         .values = ROPE,
+         .help = "RoPE scaling for contexts past the trained one (default: the\nmodel's own); with --rope-scale F "
+                 "a request may use F x the\ntrained context, for some loss of quality (README)"},
+        {"--rope-scale", "F", CB_FLAG_F32, &p->rope.scale, 1, 1024,
+         .help = "the context factor of --rope-scaling (llama.cpp's: frequencies\nscaled by 1/F)"},
+        {"--rope-freq-base", "N", CB_FLAG_F32, &p->rope.freq_base, 1, 1e12,
+         .help = "RoPE base frequency (default: the model's)"},
+        {"--rope-freq-scale", "N", CB_FLAG_F32, &p->rope.freq_scale, 1e-6, 1,
+         .help = "RoPE frequency scale, 1/F (default: 1/--rope-scale or the model's)"},
+        {"--yarn-orig-ctx", "N", CB_FLAG_I32, &p->rope.yarn_orig_ctx, 1, 1 << 24,
+         .help = "YaRN: the context the model was trained on (default: its GGUF's)"},
+        {"--yarn-ext-factor", "N", CB_FLAG_F32, &p->rope.yarn_ext_factor, 0, 1,
+         .help = "YaRN: extrapolation mix factor (default: llama.cpp's)"},
+        {"--yarn-attn-factor", "N", CB_FLAG_F32, &p->rope.yarn_attn_factor, 0, 100,
+         .help = "YaRN: attention magnitude factor (default: llama.cpp's)"},
+        {"--yarn-beta-slow", "N", CB_FLAG_F32, &p->rope.yarn_beta_slow, 0, 1000,
+         .help = "YaRN: high correction dimension (default 1)"},
+        {"--yarn-beta-fast", "N", CB_FLAG_F32, &p->rope.yarn_beta_fast, 0, 1000,
+         .help = "YaRN: low correction dimension (default 32)"},
         {"--swap-space", "GiB", CB_FLAG_F32, &p->swap_space, 0, 1 << 20,
          .help = "host memory for preempted requests' KV cells (put back instead\nof recomputed when cheaper), "
                  "default 4; 0: recompute"},

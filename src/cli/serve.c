@@ -182,6 +182,13 @@ static void say_kv(cobatch_engine *e, const struct cobatch_engine_params *ep) {
     } else
         fprintf(stderr, "cobatch serve: KV: one pool of %d cells for %d requests (%.2f GB, %s/%s)\n", kv.seq_cells,
                 kv.seqs, kv.kv_bytes / 1e9, types[0], types[1]);
+    if (kv.ctx_limit > kv.n_ctx_train && kv.n_ctx_train > 0)
+        fprintf(stderr,
+                "cobatch serve: RoPE %s x%.3g (--rope-scaling): sequences of up to %d tokens on a model trained on "
+                "%d; past %d it recalls less well, and short prompts drift a little too (README, 'Context beyond "
+                "training')\n",
+                ep->rope.scaling == COBATCH_ROPE_YARN ? "yarn" : "linear", (double)kv.ctx_limit / kv.n_ctx_train,
+                kv.ctx_limit, kv.n_ctx_train, kv.n_ctx_train);
 }
 
 int cb_cmd_serve(int argc, char **argv) {

@@ -102,6 +102,32 @@ static size_t find_stop(const cb_textout *t, size_t from, long *which) {
     return best;
 }
 
+void cb_textout_set_indent(cb_textout *t, size_t n) { t->min_indent = n; }
+
+/* Where a line that starts too little indented has its first character (SIZE_MAX: none yet), the
+ * lines checked as far as the text goes. A line is checked once its first non-blank has come (a
+ * newline: an empty line ends the output, as in llama-server); the first line, which continues the
+ * prompt's, is not. */
+static size_t short_indent(cb_textout *t) {
+    if (t->min_indent == 0) return SIZE_MAX;
+    for (;;) {
+        const char *nl = t->line_from < t->len ? memchr(t->buf + t->line_from, '\n', t->len - t->line_from) : NULL;
+        if (t->line_from == 0) { /* the first line: on to the line after its newline */
+            if (!nl) return SIZE_MAX;
+            t->line_from = (size_t)(nl - t->buf) + 1;
+            continue;
+        }
+        size_t p = t->line_from;
+        while (p < t->len && (t->buf[p] == ' ' || t->buf[p] == '\t'))
+            p++;
+        if (p >= t->len) return SIZE_MAX;               /* only blanks so far */
+        if (p - t->line_from < t->min_indent) return p; /* an empty line too, as llama-server ends there */
+        const char *next = memchr(t->buf + p, '\n', t->len - p);
+        if (!next) return SIZE_MAX; /* this line is fine; the next is checked once it starts */
+        t->line_from = (size_t)(next - t->buf) + 1;
+    }
+}
+
 bool cb_textout_push(cb_textout *t, const char *piece, size_t n, const char **out, size_t *out_len) {
     *out = "";
     *out_len = 0;
@@ -114,8 +140,14 @@ bool cb_textout_push(cb_textout *t, const char *piece, size_t n, const char **ou
     t->len += n;
     t->buf[t->len] = '\0';
 
-    size_t at = find_stop(t, t->emitted, &t->stop_hit);
+    long which = -1;
+    size_t at = find_stop(t, t->emitted, &which), cut = short_indent(t);
+    if (cut < at) {
+        at = cut;
+        which = CB_TEXTOUT_INDENT;
+    }
     if (at != SIZE_MAX) {
+        t->stop_hit = which;
         t->stopped = true;
         release(t, at, out, out_len);
         return true;

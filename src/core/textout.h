@@ -24,14 +24,25 @@ typedef struct {
     long stop_hit; /* once stopped: the index (in init's list) of the stop string that matched, else -1 */
     char *out;     /* (out_cap) the last released piece, sanitized */
     size_t out_cap;
-    bool stopped; /* a stop string matched: nothing more is accepted */
-    bool failed;  /* out of memory: a piece was lost, the output is no longer whole */
+    bool stopped;      /* a stop string matched, or a line's indentation: nothing more is accepted */
+    size_t min_indent; /* > 0: a line after a newline whose first character comes after fewer blanks ends
+                          the output there (llama-server's n_indent); stop_hit is then CB_TEXTOUT_INDENT */
+    size_t line_from;  /* where the first line not yet checked for its indentation starts */
+    bool failed;       /* out of memory: a piece was lost, the output is no longer whole */
 } cb_textout;
+
+/* stop_hit of an output ended by a line's indentation (min_indent). */
+#define CB_TEXTOUT_INDENT (-2)
 
 /* Copies the stop strings and sizes the release buffer for the longest of them plus a piece.
  * Returns 0, or -1 on allocation failure. */
 int cb_textout_init(cb_textout *t, const char *const *stops, size_t n_stops);
 void cb_textout_free(cb_textout *t);
+
+/* From now on, a line after the first newline must start with at least n blanks (spaces or tabs)
+ * before its first other character, or the output ends right before that character (its blanks
+ * kept): llama-server's n_indent, for code completion. */
+void cb_textout_set_indent(cb_textout *t, size_t n);
 
 /* Adds a piece (at most CB_TEXTOUT_PIECE_MAX bytes) and releases what became safe. *out (valid
  * until the next call) gets a NUL-terminated UTF-8 string, possibly empty. Returns true when a

@@ -171,6 +171,24 @@ static char *read_text_file(const char *path, char *err, size_t errlen) {
     return t;
 }
 
+/* An operator's --max-model-len or --long-lane past what the model reaches is refused, not cut
+ * short: 0, or -1 with why (and what would serve it). */
+static int past_limit(const struct cobatch_engine_params *given, int32_t limit, int32_t trained, char *err,
+                      size_t errlen) {
+    const char *flag = given->max_model_len > limit ? "max_model_len" : given->long_lane > limit ? "long_lane" : NULL;
+    if (limit <= 0 || !flag) return 0;
+    int32_t want = given->max_model_len > limit ? given->max_model_len : given->long_lane;
+    if (limit == trained)
+        cb_set_err(err, errlen,
+                   "%s %d is past the model's trained context (%d): positions beyond it are untrained; scale RoPE "
+                   "to serve it (--rope-scaling yarn --rope-scale %.3g), at some cost in quality",
+                   flag, want, trained, (double)want / trained);
+    else
+        cb_set_err(err, errlen, "%s %d is past what the RoPE scaling reaches (%d); raise --rope-scale", flag, want,
+                   limit);
+    return -1;
+}
+
 void cobatch_params_resolve(struct cobatch_engine_params *p) {
     if (p->max_num_seqs == 0 && p->kv_layout != COBATCH_KV_UNIFIED) return; /* (refused by init) */
     p->max_num_seqs = cobatch_params_max_num_seqs(p); /* memory-centric: KV memory limits the batch */
@@ -183,12 +201,14 @@ void cobatch_params_resolve(struct cobatch_engine_params *p) {
                                                      (enum cobatch_kv_type)p->cache_type_v, &n_ctx_train);
         int64_t gpu = cb_gpu_free_bytes(), kv_mem = gpu > 0 ? gpu : mem; /* where the cells go */
         if (default_streams)
-            p->max_model_len = cb_default_stream_cells(p->max_num_seqs, n_ctx_train, cell_bytes, kv_mem);
+            p->max_model_len =
+                cb_default_stream_cells(p->max_num_seqs, cobatch_params_ctx_limit(p, n_ctx_train), cell_bytes, kv_mem);
         if (p->prefix_caching && p->prefix_cache_streams < 0)
             p->prefix_cache_streams = cb_default_cache_streams(
                 p->max_num_seqs, cobatch_params_n_ctx(p) / p->max_num_seqs, cell_bytes, kv_mem);
     }
-    if (p->long_lane < 0) p->long_lane = default_streams ? n_ctx_train : 0; /* (0: no model file, no lane) */
+    if (p->long_lane < 0) /* (0: no model file, no lane) */
+        p->long_lane = default_streams ? cobatch_params_ctx_limit(p, n_ctx_train) : 0;
     if (p->cache_ram < 0) /* (a value of whole bytes in GiB: exact in a float to 2^24 GiB) */
         p->cache_ram = p->kv_layout == COBATCH_KV_SPLIT && p->prefix_caching
                            ? (float)((double)cb_default_cache_ram(mem) / (1 << 30))
@@ -312,6 +332,7 @@ static int make_scheduler(cobatch_engine *e, const cb_engine_sizes *z, int32_t b
 
 cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, char *err, size_t errlen) {
     struct cobatch_engine_params p = params ? *params : cobatch_engine_default_params();
+    const struct cobatch_engine_params given = p; /* the operator's, before defaults resolve */
     if (check_params(&p, err, errlen) != 0) return NULL;
     cobatch_params_resolve(&p);
     cb_engine_sizes z;
@@ -338,12 +359,15 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
                           .type_k = (enum cobatch_kv_type)p.cache_type_k,
                           .type_v = (enum cobatch_kv_type)p.cache_type_v,
                           .repack = (cb_repack_mode)p.repack,
+                          .rope = &e->params.rope,
                           .verbose = p.verbose};
     int loaded = cb_model_load(&e->model, &mp, err, errlen);
     free(tmpl);
     if (loaded != 0) goto fail;
-    e->n_ctx_seq = e->model.n_ctx_seq; /* a request's limit: the sequence, never past the trained context */
-    if (e->model.n_ctx_train > 0 && e->n_ctx_seq > e->model.n_ctx_train) e->n_ctx_seq = e->model.n_ctx_train;
+    int32_t limit = cobatch_params_ctx_limit(&p, e->model.n_ctx_train); /* trained, or what scaling reaches */
+    if (past_limit(&given, limit, e->model.n_ctx_train, err, errlen)) goto fail;
+    e->n_ctx_seq = e->model.n_ctx_seq; /* a request's limit: the sequence, never past that */
+    if (limit > 0 && e->n_ctx_seq > limit) e->n_ctx_seq = limit;
     if (cb_kv_init(&e->main.kv, e->model.n_ctx, e->model.n_seq_max, z.split) != 0 ||
         e->main.kv.per_seq_cap != e->model.n_ctx_seq) {
         cb_set_err(err, errlen, "KV accounting does not match the context (%d cells, %d per sequence)", e->model.n_ctx,
@@ -358,7 +382,7 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
     }
     if (make_scheduler(e, &z, budget, params && params->cache_ram > 0, err, errlen) != 0) goto fail;
     int32_t lane = p.long_lane; /* the long lane's pool, after the host tier it shares */
-    if (e->model.n_ctx_train > 0 && lane > e->model.n_ctx_train) lane = e->model.n_ctx_train;
+    if (limit > 0 && lane > limit) lane = limit;
     if (lane > e->main.kv.per_seq_cap && z.split && p.mode == COBATCH_MODE_CONTINUOUS) {
         if (cb_lane_init(e, &mp, lane, p.max_num_seqs < 4 ? p.max_num_seqs : 4, z.budget, z.aging_us, err, errlen) != 0)
             goto fail;
@@ -651,6 +675,8 @@ static cb_engine_req *cb_engine_req_new(const struct cobatch_request_params *p) 
     }
     er->sampling = p->sampling;
     if (er->sampling.seed == COBATCH_SEED_RANDOM) er->sampling.seed = random_seed();
+    if (p->min_indent > 0) cb_textout_set_indent(&er->text, (size_t)p->min_indent);
+    er->max_predict_us = p->max_predict_ms > 0 ? (int64_t)p->max_predict_ms * 1000 : 0;
     er->user_data = p->user_data;
     er->ignore_eos = p->ignore_eos;
     er->logit_margins = p->logit_margins;
@@ -1124,8 +1150,17 @@ void cobatch_kv_info(const cobatch_engine *e, struct cobatch_kv_info *out) {
     out->lane_cells = cb_lane_on(&e->lane) ? e->lane.pool.kv.capacity : 0;
     out->kv_bytes = (int64_t)(e->model.kv_cell_bytes * ((double)e->model.n_ctx + out->lane_cells));
     out->host_cache_bytes = e->host.cap;
+    out->n_ctx_train = e->model.n_ctx_train;
+    out->ctx_limit = cobatch_params_ctx_limit(&e->params, e->model.n_ctx_train);
 }
 int32_t cobatch_max_queue(const cobatch_engine *e) { return e->params.max_queue; }
+
+void cobatch_model_desc(const cobatch_engine *e, struct cobatch_model_desc *out) {
+    cb_model_describe(&e->model, out);
+    const char *tmpl = e->model.tmpls ? cb_common_template_source(e->model.tmpls) : NULL;
+    out->tools = tmpl && strstr(tmpl, "tools") != NULL; /* a Jinja template that reads its tools */
+    out->thinking = e->model.tmpls && cb_common_template_thinking(e->model.tmpls)->thinks;
+}
 
 int32_t cobatch_tokenize(const cobatch_engine *e, const char *text, int32_t *out, int32_t max) {
     return cobatch_tokenize_ext(e, text, true, true, out, max);

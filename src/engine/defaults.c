@@ -35,6 +35,11 @@ struct cobatch_engine_params cobatch_engine_default_params(void) {
     p.flash_attn = 1;
     p.prefix_caching = true;
     p.exact_hits = true;
+    p.rope = (struct cobatch_rope){.scaling = COBATCH_ROPE_MODEL,
+                                   .yarn_ext_factor = -1,
+                                   .yarn_attn_factor = -1,
+                                   .yarn_beta_slow = -1,
+                                   .yarn_beta_fast = -1};
     p.prefix_cache_streams = -1;
     p.long_lane = -1;
     p.swap_space = 4.0f;
@@ -101,4 +106,20 @@ int32_t cobatch_params_n_ctx(const struct cobatch_engine_params *p) {
     if (p->n_ctx > 0) return p->n_ctx;
     int32_t len = p->max_model_len > 0 ? p->max_model_len : p->kv_layout == COBATCH_KV_SPLIT ? 1024 : 4096;
     return p->kv_layout == COBATCH_KV_SPLIT && p->max_num_seqs > 0 ? len * p->max_num_seqs : len;
+}
+
+/* The context factor the scaling asks for: scale, else 1 / freq_scale, else 1. */
+static double rope_factor(const struct cobatch_rope *r) {
+    if (r->scale > 0) return r->scale;
+    if (r->freq_scale > 0) return 1.0 / r->freq_scale;
+    return 1.0;
+}
+
+int32_t cobatch_params_ctx_limit(const struct cobatch_engine_params *p, int32_t n_ctx_train) {
+    const struct cobatch_rope *r = &p->rope;
+    bool scaled = r->scaling == COBATCH_ROPE_LINEAR || r->scaling == COBATCH_ROPE_YARN;
+    int32_t base = scaled && r->yarn_orig_ctx > 0 ? r->yarn_orig_ctx : n_ctx_train;
+    if (!scaled || base <= 0) return n_ctx_train;
+    double limit = (double)base * rope_factor(r);
+    return limit > (double)(1 << 24) ? 1 << 24 : (int32_t)limit;
 }

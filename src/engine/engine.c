@@ -256,7 +256,11 @@ static void sample_one(cobatch_engine *e, cb_request *r, const cb_model *m, int3
     } else {
         int32_t n = shown(er, tok) ? cb_model_token_text(m, tok, piece, (int32_t)sizeof(piece))
                                    : cb_model_piece(m, tok, piece, (int32_t)sizeof(piece));
-        if (n > 0 && cb_textout_push(&er->text, piece, (size_t)n, &out, &out_len)) end = CB_FINISHED_STOP;
+        if (n > 0 && cb_textout_push(&er->text, piece, (size_t)n, &out, &out_len))
+            end = er->text.stop_hit == CB_TEXTOUT_INDENT ? CB_FINISHED_LENGTH : CB_FINISHED_STOP;
+        else if (n > 0 && er->max_predict_us > 0 && memchr(piece, '\n', (size_t)n) &&
+                 now - r->t_first_token_us > er->max_predict_us)
+            end = CB_FINISHED_LENGTH; /* llama-server's t_max_predict_ms: a newline past the time */
     }
     if (er->text.failed) free(lp);
     if (er->text.failed || !emit_token(e, r, tok, margin, lp, out, out_len, now)) {

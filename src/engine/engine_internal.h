@@ -38,6 +38,7 @@ typedef struct {
     char *err_buf; /* (CB_ERR_BUF) the FINISHED event's error message, handed over to it */
     void *user_data;
     bool ignore_eos;
+    int64_t max_predict_us; /* > 0: a newline generated later than this after the first token ends the output */
     bool logit_margins;
     bool prompt_only;            /* max_tokens 0: the request ends when its prompt is computed */
     bool logprobs;               /* every TOKEN event carries its token's log-probability */

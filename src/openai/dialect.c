@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+_Atomic unsigned long long cb_dialect_offers;
+
 int cb_dialect_nomem(cb_openai_error *e) {
     *e = (cb_openai_error){.status = 503, .type = "server_error"};
     snprintf(e->message, sizeof(e->message), "out of memory");

@@ -35,6 +35,7 @@ typedef struct {
     const char *stop_sequence;           /* that string, or NULL */
     int n_prompt, n_cached, n_generated; /* the prompt's tokens (n_cached of them read from the prefix cache),
                                             the output's */
+    double prompt_ms, predicted_ms;      /* from its submit to its first token (its wait too); from there to its end */
 } cb_dialect_answer;
 
 /* A dialect that translates. The server holds one per request (NULL: OpenAI's own, which it writes
@@ -42,8 +43,10 @@ typedef struct {
  * request lifecycle, tool-call parsing, stops, cancellation and the SSE transport are the server's,
  * written once. Every text returned is malloc'd (the caller frees it), NULL when out of memory. */
 typedef struct cb_dialect {
-    const char *id_prefix; /* of its answers' ids: "msg_", "resp_" */
-    const char *ping;      /* what a stream sends to show it is alive while no output comes (framed SSE) */
+    const char *id_prefix;   /* of its answers' ids: "msg_", "resp_" */
+    const char *ping;        /* what a stream sends to show it is alive while no output comes (framed SSE) */
+    bool completion;         /* its body becomes a completions request (else a chat one) */
+    const char *stream_type; /* its streams' Content-Type (NULL: text/event-stream) */
     /* An error the chat parser or the engine raises names chat fields: pairs (chat, the dialect's),
      * NULL-ended, that cb_dialect_error_json renames. params: the error's param and what follows it
      * ('.' or '['); message: exact texts in the message. */
@@ -52,9 +55,14 @@ typedef struct cb_dialect {
     /* root as the chat request it asks for (*chat, the caller's), and (may stay NULL) what each answer
      * repeats (*echo); count_only: for a token count. 0, or -1 with e. */
     int (*to_chat)(const cJSON *root, bool count_only, cJSON **chat, cJSON **echo, cb_openai_error *e);
+    /* What the OpenAI request cannot say, set on the parsed request from *echo (NULL: nothing). */
+    void (*adjust)(const cJSON *echo, struct cobatch_request_params *p);
     char *(*count_json)(int n_tokens); /* a token count's answer */
     char *(*error_json)(const cb_openai_error *e);
     char *(*answer_json)(const cb_dialect_head *h, const cb_dialect_answer *a);
+    /* An embeddings request's answer (n_inputs vectors of dim floats; the inputs' tokens); NULL: the
+     * dialect takes no embeddings request. */
+    char *(*embd_json)(const cb_dialect_head *h, const float *v, int n_inputs, int dim, int n_prompt);
     /* A stream: its state is stream_size zeroed bytes the caller owns; stream_start first, then text
      * and calls as they are read (reasoning first, as it is read; a call k's id and name with its
      * first part, NULL after; *late when a part arrived after the call's event was closed: the stream
@@ -69,6 +77,10 @@ typedef struct cb_dialect {
     char *(*stream_error)(void *st, int status, const char *message);
     void (*stream_free)(void *st);
 } cb_dialect;
+
+/* Hosted tools (web search, file search, ...; Anthropic's server tools) requests offered and this
+ * server took as offers it never uses, since it started (any thread; /metrics). */
+extern _Atomic unsigned long long cb_dialect_offers;
 
 /* The error in d's shape, its chat field names renamed to d's (d->params, d->message); NULL when
  * out of memory. */

@@ -151,11 +151,14 @@ static int input(const cJSON *in, cJSON *msgs, cb_openai_error *e) {
             if (thought && !add(m, "reasoning_content", cJSON_Duplicate(thought, true))) return cb_dialect_nomem(e);
             thought = NULL;
         } else if (cb_dialect_is(type, "function_call")) {
-            static const char *const KEYS[] = {"type", "call_id", "name", "arguments", "id", "status", NULL};
+            static const char *const KEYS[] = {"type",      "call_id", "name",   "arguments",
+                                               "namespace", "id",      "status", NULL};
             if (cb_dialect_only(it, KEYS, "input", "input[]: ", e)) return -1;
             const cJSON *id = get(it, "call_id"), *name = get(it, "name"), *args = get(it, "arguments");
             if (!cJSON_IsString(id) || !cJSON_IsString(name) || !cJSON_IsString(args))
                 return cb_openai_bad(e, "input", "%s: a function_call needs call_id, name and arguments (strings)", w);
+            if (given(get(it, "namespace")) && !cJSON_IsString(get(it, "namespace")))
+                return cb_openai_bad(e, "input", "%s.namespace must be a string", w);
             char what[48];
             snprintf(what, sizeof(what), "%s.arguments", w);
             if (cb_dialect_args_depth(args->valuestring, "input", what, e)) return -1;
@@ -199,52 +202,117 @@ static int input(const cJSON *in, cJSON *msgs, cb_openai_error *e) {
     return thought ? lone_reasoning(msgs, &thought, e) : 0;
 }
 
-/* tools: functions only ({"type": "function", "name", "description"?, "parameters", "strict"?});
- * hosted tools (web search, file search, code interpreter, computer use, MCP, ...) are refused. */
-static int tools(const cJSON *in, cJSON *out, cb_openai_error *e) {
+/* Tools the Responses API runs on its own side (a hosted tool): offered to a model that may use
+ * them. This server runs none: the offer is taken and never used (counted: cb_dialect_offers),
+ * and a tool_choice that forces one is refused. */
+static const char *const HOSTED[] = {"web_search",
+                                     "web_search_preview",
+                                     "web_search_preview_2025_03_11",
+                                     "web_search_2025_08_26",
+                                     "file_search",
+                                     "code_interpreter",
+                                     "image_generation",
+                                     "mcp",
+                                     "computer_use_preview",
+                                     "computer_use",
+                                     "tool_search",
+                                     NULL};
+
+static bool hosted(const cJSON *type) { return one_of(type, HOSTED) && cJSON_IsString(type); }
+
+/* One function tool (t) into the chat's tools (arr); w names it in errors. */
+static int function_tool(const cJSON *t, const char *w, cJSON *arr, cb_openai_error *e) {
     static const char *const KEYS[] = {"type", "name", "description", "parameters", "strict", NULL};
+    const cJSON *name = get(t, "name"), *params = get(t, "parameters");
+    const cJSON *desc = get(t, "description"), *strict = get(t, "strict");
+    if (cb_dialect_only(t, KEYS, "tools", "tools[]: ", e)) return -1;
+    if (!cJSON_IsString(name)) return cb_openai_bad(e, "tools", "%s.name must be a string", w);
+    if (given(params) && !cJSON_IsObject(params))
+        return cb_openai_bad(e, "tools", "%s.parameters must be a JSON schema object", w);
+    if (given(desc) && !cJSON_IsString(desc)) return cb_openai_bad(e, "tools", "%s.description must be a string", w);
+    if (given(strict) && !cJSON_IsBool(strict)) return cb_openai_bad(e, "tools", "%s.strict must be a boolean", w);
+    cJSON *o = object_in(arr), *f = o ? cJSON_AddObjectToObject(o, "function") : NULL;
+    bool ok = f && cJSON_AddStringToObject(o, "type", "function") &&
+              cJSON_AddStringToObject(f, "name", name->valuestring) &&
+              (!given(desc) || cJSON_AddStringToObject(f, "description", desc->valuestring)) &&
+              (!given(params) || add(f, "parameters", cJSON_Duplicate(params, true))) &&
+              (!given(strict) || cJSON_AddBoolToObject(f, "strict", cJSON_IsTrue(strict)));
+    return ok ? 0 : cb_dialect_nomem(e);
+}
+
+/* A namespace ({"type": "namespace", "name", "description"?, "tools": [functions]}): its functions
+ * offered by their own names (a call answers with the name and the namespace, as OpenAI's does). */
+static int namespace_tool(const cJSON *t, const char *w, cJSON *arr, cb_openai_error *e) {
+    static const char *const KEYS[] = {"type", "name", "description", "tools", NULL};
+    const cJSON *inner = get(t, "tools"), *f;
+    if (cb_dialect_only(t, KEYS, "tools", "tools[] (namespace): ", e)) return -1;
+    if (!cJSON_IsString(get(t, "name")) || !cJSON_IsArray(inner))
+        return cb_openai_bad(e, "tools", "%s: a namespace needs a name and its tools", w);
+    int k = 0;
+    cJSON_ArrayForEach(f, inner) {
+        char wk[64];
+        snprintf(wk, sizeof(wk), "%s.tools[%d]", w, k++);
+        if (!cJSON_IsObject(f) || !cb_dialect_is(get(f, "type"), "function"))
+            return cb_openai_bad(e, "tools", "%s: a namespace's tools must be functions here", wk);
+        if (function_tool(f, wk, arr, e)) return -1;
+    }
+    return 0;
+}
+
+/* tools: functions, namespaces of functions, and hosted tools (taken as offers, never used);
+ * others (custom tools, local shell, ...) are refused by name. */
+static int tools(const cJSON *in, cJSON *out, cb_openai_error *e) {
     if (!cJSON_IsArray(in)) return cb_openai_bad(e, "tools", "'tools' must be an array");
     cJSON *arr = cJSON_AddArrayToObject(out, "tools");
     if (!arr) return cb_dialect_nomem(e);
     const cJSON *t;
     int i = 0;
     cJSON_ArrayForEach(t, in) {
-        const cJSON *type = get(t, "type"), *name = get(t, "name"), *params = get(t, "parameters");
-        const cJSON *desc = get(t, "description"), *strict = get(t, "strict");
-        if (!cJSON_IsObject(t) || !cJSON_IsString(type))
-            return cb_openai_bad(e, "tools", "tools[%d] must have a type", i);
-        if (!cb_dialect_is(type, "function"))
-            return cb_openai_bad(e, "tools", "tools[%d]: %s tools are not supported (only functions run here)", i,
-                                 type->valuestring);
-        if (cb_dialect_only(t, KEYS, "tools", "tools[]: ", e)) return -1;
-        if (!cJSON_IsString(name)) return cb_openai_bad(e, "tools", "tools[%d].name must be a string", i);
-        if (given(params) && !cJSON_IsObject(params))
-            return cb_openai_bad(e, "tools", "tools[%d].parameters must be a JSON schema object", i);
-        if (given(desc) && !cJSON_IsString(desc))
-            return cb_openai_bad(e, "tools", "tools[%d].description must be a string", i);
-        if (given(strict) && !cJSON_IsBool(strict))
-            return cb_openai_bad(e, "tools", "tools[%d].strict must be a boolean", i);
-        cJSON *o = object_in(arr), *f = o ? cJSON_AddObjectToObject(o, "function") : NULL;
-        bool ok = f && cJSON_AddStringToObject(o, "type", "function") &&
-                  cJSON_AddStringToObject(f, "name", name->valuestring) &&
-                  (!given(desc) || cJSON_AddStringToObject(f, "description", desc->valuestring)) &&
-                  (!given(params) || add(f, "parameters", cJSON_Duplicate(params, true))) &&
-                  (!given(strict) || cJSON_AddBoolToObject(f, "strict", cJSON_IsTrue(strict)));
-        if (!ok) return cb_dialect_nomem(e);
-        i++;
+        char w[32];
+        snprintf(w, sizeof(w), "tools[%d]", i++);
+        const cJSON *type = get(t, "type");
+        if (!cJSON_IsObject(t) || !cJSON_IsString(type)) return cb_openai_bad(e, "tools", "%s must have a type", w);
+        int rc = 0;
+        if (cb_dialect_is(type, "function"))
+            rc = function_tool(t, w, arr, e);
+        else if (cb_dialect_is(type, "namespace"))
+            rc = namespace_tool(t, w, arr, e);
+        else if (hosted(type))
+            cb_dialect_offers++;
+        else
+            return cb_openai_bad(e, "tools",
+                                 "%s: %s tools are not supported (functions, namespaces of them and "
+                                 "hosted tools, which this server never calls, are)",
+                                 w, type->valuestring);
+        if (rc) return -1;
     }
     return 0;
 }
 
+/* The namespace a function the request offers belongs to (its tools as given), or NULL. */
+static const char *namespace_of(const cJSON *tools, const char *name) {
+    const cJSON *t, *f;
+    cJSON_ArrayForEach(t, tools) {
+        if (!cb_dialect_is(get(t, "type"), "namespace")) continue;
+        cJSON_ArrayForEach(f, get(t, "tools")) if (cb_dialect_is(get(f, "name"), name)) return get(t, "name")
+            ->valuestring;
+    }
+    return NULL;
+}
+
 /* tool_choice: auto, none, required, or {"type": "function", "name"}. */
 static int tool_choice(const cJSON *x, cJSON *out, cb_openai_error *e) {
-    static const char *const MODES[] = {"auto", "none", "required", NULL}, *const KEYS[] = {"type", "name", NULL};
+    static const char *const MODES[] = {"auto", "none", "required", NULL}, *const KEYS[] = {"type", "name", "namespace",
+                                                                                            NULL};
     if (cJSON_IsString(x)) {
         if (!one_of(x, MODES))
             return cb_openai_bad(e, "tool_choice", "'tool_choice' must be auto, none, required or a function");
         return cJSON_AddStringToObject(out, "tool_choice", x->valuestring) ? 0 : cb_dialect_nomem(e);
     }
     const cJSON *name = get(x, "name");
+    if (cJSON_IsObject(x) && hosted(get(x, "type")))
+        return cb_openai_bad(e, "tool_choice", "tool_choice: this server runs no %s tool (it is offered, never called)",
+                             get(x, "type")->valuestring);
     if (!cJSON_IsObject(x) || !cb_dialect_is(get(x, "type"), "function") || !cJSON_IsString(name))
         return cb_openai_bad(e, "tool_choice",
                              "'tool_choice' must be auto, none, required or {\"type\": \"function\", \"name\"}");
@@ -456,6 +524,8 @@ static int translate(const cJSON *in, bool count_only, cJSON *out, cb_openai_err
     if (given(x = get(in, "tools")) && tools(x, out, e)) return -1;
     if (given(x = get(in, "tool_choice")) && tool_choice(x, out, e)) return -1;
     if (given(x = get(in, "text")) && text_format(x, out, e)) return -1;
+    /* a count generates nothing: no bound of an answer's grammar applies */
+    if (count_only && !cJSON_AddNumberToObject(out, "max_tokens", 1)) return cb_dialect_nomem(e);
     return 0;
 }
 
@@ -546,11 +616,15 @@ static cJSON *reasoning_item_of(const char *id, const char *status, const char *
     return NULL;
 }
 
-static cJSON *call_item(const char *id, const char *status, const char *call_id, const char *name, const char *args) {
+/* A function_call item; with the namespace its function came in, when it came in one. */
+static cJSON *call_item(const char *id, const char *status, const char *call_id, const char *name, const char *args,
+                        const cJSON *echo) {
     cJSON *f = cJSON_CreateObject();
+    const char *ns = namespace_of(get(echo, "tools"), name);
     if (f && cJSON_AddStringToObject(f, "id", id) && cJSON_AddStringToObject(f, "type", "function_call") &&
         cJSON_AddStringToObject(f, "status", status) && cJSON_AddStringToObject(f, "call_id", call_id) &&
-        cJSON_AddStringToObject(f, "name", name) && cJSON_AddStringToObject(f, "arguments", args))
+        cJSON_AddStringToObject(f, "name", name) && (!ns || cJSON_AddStringToObject(f, "namespace", ns)) &&
+        cJSON_AddStringToObject(f, "arguments", args))
         return f;
     cJSON_Delete(f);
     return NULL;
@@ -601,7 +675,7 @@ char *cb_responses_json(const char *id, long long created, const char *model, co
     }
     for (size_t k = 0; ok && k < a->n_calls; k++) {
         item_id(iid, sizeof(iid), "fc", id, n++);
-        cJSON *f = call_item(iid, "completed", a->call_ids[k], a->calls[k].name, a->calls[k].arguments);
+        cJSON *f = call_item(iid, "completed", a->call_ids[k], a->calls[k].name, a->calls[k].arguments, echo);
         if (!(ok = f && cJSON_AddItemToArray(output, f))) cJSON_Delete(f);
     }
     if (!ok) {
@@ -784,7 +858,7 @@ char *cb_responses_stream_call(cb_responses_stream *st, int k, const char *call_
     bool ok = true;
     if (call_id) { /* a new call: its item */
         item_id(iid, sizeof(iid), "fc", st->id, cJSON_GetArraySize(st->output));
-        ok = open_item(st, &out, call_item(iid, "in_progress", call_id, name, ""));
+        ok = open_item(st, &out, call_item(iid, "in_progress", call_id, name, "", st->echo));
         if (ok) st->open = k;
     } else if (st->open != k) {
         *late = true;

@@ -61,6 +61,22 @@ static struct llama_context *new_context(struct llama_model *model, const cb_mod
     cp.type_k = kv_ggml_type(p->type_k);
     cp.type_v = kv_ggml_type(p->type_v);
     cp.no_perf = true;
+    const struct cobatch_rope *r = p->rope;
+    if (!r) return llama_init_from_model(model, cp);
+    if (r->scaling != COBATCH_ROPE_MODEL)
+        cp.rope_scaling_type = r->scaling == COBATCH_ROPE_YARN     ? LLAMA_ROPE_SCALING_TYPE_YARN
+                               : r->scaling == COBATCH_ROPE_LINEAR ? LLAMA_ROPE_SCALING_TYPE_LINEAR
+                                                                   : LLAMA_ROPE_SCALING_TYPE_NONE;
+    if (r->freq_base > 0) cp.rope_freq_base = r->freq_base;
+    if (r->freq_scale > 0)
+        cp.rope_freq_scale = r->freq_scale;
+    else if (r->scale > 0)
+        cp.rope_freq_scale = 1.0f / r->scale;
+    if (r->yarn_orig_ctx > 0) cp.yarn_orig_ctx = (uint32_t)r->yarn_orig_ctx;
+    if (r->yarn_ext_factor >= 0) cp.yarn_ext_factor = r->yarn_ext_factor;
+    if (r->yarn_attn_factor >= 0) cp.yarn_attn_factor = r->yarn_attn_factor;
+    if (r->yarn_beta_slow >= 0) cp.yarn_beta_slow = r->yarn_beta_slow;
+    if (r->yarn_beta_fast >= 0) cp.yarn_beta_fast = r->yarn_beta_fast;
     return llama_init_from_model(model, cp);
 }
 
@@ -204,6 +220,8 @@ int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errle
         m->model = NULL;
         return -1;
     }
+    /* read before the context: a YaRN context rewrites the model's trained length to the scaled one */
+    m->n_ctx_train = llama_model_n_ctx_train(m->model);
     m->ctx = new_context(m->model, p);
     if (!m->ctx) {
         cb_set_err(err, errlen,
@@ -228,7 +246,6 @@ int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errle
     }
     m->n_ctx = (int32_t)llama_n_ctx(m->ctx);
     m->n_ctx_seq = (int32_t)llama_n_ctx_seq(m->ctx);
-    m->n_ctx_train = llama_model_n_ctx_train(m->model);
     m->n_batch = (int32_t)llama_n_batch(m->ctx);
     m->n_seq_max = (int32_t)llama_n_seq_max(m->ctx);
     m->split_kv = p->split_kv;
@@ -266,4 +283,23 @@ void cb_model_free(cb_model *m) {
     if (m->ctx) llama_free(m->ctx);
     if (m->model) llama_model_free(m->model);
     memset(m, 0, sizeof(*m));
+}
+
+void cb_model_describe(const cb_model *m, struct cobatch_model_desc *out) {
+    memset(out, 0, sizeof(*out));
+    char desc[128] = "", arch[32] = "", size[16] = "", quant[24] = "";
+    llama_model_desc(m->model, desc, sizeof(desc)); /* "<arch> <size> <type>" */
+    if (sscanf(desc, "%31s %15s %23s", arch, size, quant) < 3) snprintf(quant, sizeof(quant), "unknown");
+    if (llama_model_meta_val_str(m->model, "general.architecture", arch, sizeof(arch)) < 0 && !arch[0])
+        snprintf(arch, sizeof(arch), "unknown");
+    snprintf(out->arch, sizeof(out->arch), "%s", arch);
+    double n = (double)llama_model_n_params(m->model); /* Ollama's label: "134.52M", "7.2B" */
+    if (n >= 1e9)
+        snprintf(out->size_label, sizeof(out->size_label), "%.1fB", n / 1e9);
+    else
+        snprintf(out->size_label, sizeof(out->size_label), "%.2fM", n / 1e6);
+    (void)size;
+    snprintf(out->quant, sizeof(out->quant), "%s", quant);
+    out->n_params = (int64_t)llama_model_n_params(m->model);
+    out->bytes = (int64_t)llama_model_size(m->model);
 }

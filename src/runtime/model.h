@@ -30,6 +30,8 @@ typedef struct {
     const char *chat_template; /* Jinja text overriding the model's own, or NULL */
     const char *rpc;           /* "HOST:PORT,..." of RPC servers the layers go to, or NULL */
     cb_repack_mode repack;     /* which CPU weight layouts the load may use (core/repack.h) */
+    const struct cobatch_rope
+        *rope; /* RoPE scaling for every context made; NULL: the model's own (outlives the model) */
 } cb_model_params;
 
 typedef struct {
@@ -110,6 +112,11 @@ int32_t *cb_model_chat_tokens(const cb_model *m, const cb_common_msg *msgs, size
                               size_t errlen);
 
 bool cb_model_has_chat_template(const cb_model *m);
+/* Its architecture, size label and weight type (llama_model_desc's words), parameters and bytes. */
+void cb_model_describe(const cb_model *m, struct cobatch_model_desc *out);
+/* The model's FIM tokens and BOS rule (core/fim.h's cb_fim_vocab, spm false). */
+void cb_model_fim_vocab(const cb_model *m, int32_t *pre, int32_t *suf, int32_t *mid, int32_t *rep, int32_t *sep,
+                        int32_t *bos, bool *add_bos);
 /* Indexes the vocabulary's special-token texts for tokenizing in pieces (vocab.c); at load. false
  * when memory runs out. */
 bool cb_model_index_specials(cb_model *m);

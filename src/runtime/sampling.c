@@ -29,6 +29,7 @@ struct llama_sampler *cb_sampler_new(const cb_model *m, const struct cobatch_sam
                                                              s->frequency_penalty, s->presence_penalty));
     }
     if (s->temperature <= 0.0f) {
+        if (s->infill) llama_sampler_chain_add(c, llama_sampler_init_infill(m->vocab));
         llama_sampler_chain_add(c, llama_sampler_init_greedy());
         return c;
     }
@@ -36,6 +37,7 @@ struct llama_sampler *cb_sampler_new(const cb_model *m, const struct cobatch_sam
     if (s->top_p > 0.0f && s->top_p < 1.0f) llama_sampler_chain_add(c, llama_sampler_init_top_p(s->top_p, 1));
     if (s->min_p > 0.0f) llama_sampler_chain_add(c, llama_sampler_init_min_p(s->min_p, 1));
     llama_sampler_chain_add(c, llama_sampler_init_temp(s->temperature));
+    if (s->infill) llama_sampler_chain_add(c, llama_sampler_init_infill(m->vocab));
     llama_sampler_chain_add(c, llama_sampler_init_dist(s->seed));
     return c;
 }

@@ -98,6 +98,11 @@ static int vocab_build(vocab *v, int32_t n_vocab) {
     vocab_add(v, "</s>", 0, LLAMA_TOKEN_TYPE_CONTROL);
     vocab_add(v, "<|im_start|>", 0, LLAMA_TOKEN_TYPE_CONTROL);
     vocab_add(v, "<|im_end|>", 0, LLAMA_TOKEN_TYPE_CONTROL);
+    /* fill-in-the-middle tokens (Qwen2.5-Coder's names), ids 5 to 10: /infill runs on such a model */
+    static const char *const FIM[] = {"<fim_prefix>", "<fim_suffix>", "<fim_middle>",
+                                      "<fim_pad>",    "<repo_name>",  "<file_sep>"};
+    for (int k = 0; k < 6; k++)
+        vocab_add(v, FIM[k], 0, LLAMA_TOKEN_TYPE_CONTROL);
     char buf[64];
     for (int b = 0; b < 256; b++) {
         snprintf(buf, sizeof(buf), "<0x%02X>", b);
@@ -228,6 +233,12 @@ static int write_f16(const cb_synth_shape *s, uint64_t seed, const char *path, c
     gguf_set_val_u32(g, "tokenizer.ggml.bos_token_id", 1);
     gguf_set_val_u32(g, "tokenizer.ggml.eos_token_id", 2);
     gguf_set_val_u32(g, "tokenizer.ggml.eot_token_id", 4);
+    static const char *const FIM_KEYS[] = {"fim_pre", "fim_suf", "fim_mid", "fim_pad", "fim_rep", "fim_sep"};
+    for (int k = 0; k < 6; k++) {
+        char fk[64];
+        snprintf(fk, sizeof(fk), "tokenizer.ggml.%s_token_id", FIM_KEYS[k]);
+        gguf_set_val_u32(g, fk, (uint32_t)(5 + k));
+    }
     gguf_set_val_bool(g, "tokenizer.ggml.add_bos_token", true);
     gguf_set_val_str(g, "tokenizer.chat_template",
                      "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"

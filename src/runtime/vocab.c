@@ -494,6 +494,17 @@ int32_t *cb_model_chat_tokens(const cb_model *m, const cb_common_msg *given, siz
     return v;
 }
 
+void cb_model_fim_vocab(const cb_model *m, int32_t *pre, int32_t *suf, int32_t *mid, int32_t *rep, int32_t *sep,
+                        int32_t *bos, bool *add_bos) {
+    const struct llama_vocab *v = m->vocab;
+    int32_t t[6] = {llama_vocab_fim_pre(v), llama_vocab_fim_suf(v), llama_vocab_fim_mid(v),
+                    llama_vocab_fim_rep(v), llama_vocab_fim_sep(v), llama_vocab_bos(v)};
+    for (int i = 0; i < 6; i++)
+        if (t[i] < 0 || t[i] >= m->n_vocab) t[i] = -1; /* LLAMA_TOKEN_NULL, or none of this vocabulary */
+    *pre = t[0], *suf = t[1], *mid = t[2], *rep = t[3], *sep = t[4], *bos = t[5];
+    *add_bos = llama_vocab_get_add_bos(v);
+}
+
 bool cb_model_has_chat_template(const cb_model *m) {
     return m->tmpls || llama_model_chat_template(m->model, NULL) != NULL;
 }

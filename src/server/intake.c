@@ -1,5 +1,6 @@
 /* intake.c — the worker thread (see intake.h). */
 #include "intake.h"
+#include "../native/native.h"
 #include "../openai/dialect.h"
 #include "../util/utf8.h"
 
@@ -70,14 +71,15 @@ static bool left(cb_intake_job *j) {
 
 static cJSON *parse_body(cb_intake_job *j);
 
-/* A Messages or Responses body as the chat request it asks for (0), or the job's error set (-1). */
-static int parse_dialect(intake *q, cb_intake_job *j, bool count_only, cb_openai_error *e) {
-    cJSON *root = parse_body(j), *chat = NULL;
-    if (!root) return -1;
-    int rc = j->dialect->to_chat(root, count_only, &chat, &j->echo, e);
-    cJSON_Delete(root);
-    if (rc == 0) rc = cb_openai_parse_json(CB_OPENAI_CHAT, &q->defaults, chat, &j->req, e);
+/* The request a dialect's translation (chat, the OpenAI request it makes) asks for: parsed into
+ * j->req, with what the OpenAI request cannot say set from the translation's echo. 0, or -1 with the
+ * job's error set. Takes chat. */
+static int parse_translated(intake *q, cb_intake_job *j, int rc, cJSON *chat, cb_openai_error *e) {
+    if (rc == 0)
+        rc = cb_openai_parse_json(j->dialect->completion ? CB_OPENAI_COMPLETION : CB_OPENAI_CHAT, &q->defaults, chat,
+                                  &j->req, e);
     cJSON_Delete(chat);
+    if (rc == 0 && j->dialect->adjust) j->dialect->adjust(j->echo, &j->req.params);
     if (rc != 0) {
         j->status = e->status;
         j->json = error_json(j, e);
@@ -85,10 +87,47 @@ static int parse_dialect(intake *q, cb_intake_job *j, bool count_only, cb_openai
     return rc;
 }
 
+/* A Messages, Responses or llama-server body as the request it asks for (0), or the job's error set
+ * (-1). */
+static int parse_dialect(intake *q, cb_intake_job *j, bool count_only, cb_openai_error *e) {
+    cJSON *root = parse_body(j), *chat = NULL;
+    if (!root) return -1;
+    int rc = j->dialect->to_chat(root, count_only, &chat, &j->echo, e);
+    cJSON_Delete(root);
+    return parse_translated(q, j, rc, chat, e);
+}
+
+/* llama-server's /infill: its parts assembled with the model's FIM tokens into the prompt of a
+ * completions request. */
+static int parse_infill(intake *q, cb_intake_job *j, cb_openai_error *e) {
+    cJSON *root = parse_body(j), *body = NULL;
+    if (!root) return -1;
+    struct cobatch_infill parts;
+    int32_t n = 0, *toks = NULL;
+    int rc = cb_native_infill_parts(root, &parts, e);
+    if (rc == 0) {
+        struct cobatch_error err = {0};
+        toks = cobatch_infill_tokens(q->engine, &parts, &n, &err);
+        cb_native_infill_free(&parts);
+        if (!toks) {
+            bool oom = err.code == COBATCH_ERR_NOMEM;
+            rc = cb_openai_bad(e, oom ? NULL : err.param, "%s", oom ? "out of memory" : err.message);
+            if (oom) e->status = 503;
+        }
+    }
+    if (rc == 0) rc = cb_native_to_completion(root, toks, n, &body, &j->echo, e);
+    free(toks);
+    cJSON_Delete(root);
+    return parse_translated(q, j, rc, body, e);
+}
+
 static void do_completion(intake *q, cb_intake_job *j) {
     cb_openai_error e;
     int rc;
-    if (j->dialect) {
+    if (j->kind == INTAKE_INFILL) {
+        if (parse_infill(q, j, &e) != 0) return;
+        rc = 0;
+    } else if (j->dialect) {
         if (parse_dialect(q, j, false, &e) != 0) return;
         rc = 0;
     } else {
@@ -192,10 +231,12 @@ static void do_count(intake *q, cb_intake_job *j) {
 static void do_embeddings(intake *q, cb_intake_job *j) {
     struct cobatch_embd_info info;
     cobatch_embd_info(q->engine, &info);
-    cJSON *root = parse_body(j);
+    cJSON *root = parse_body(j), *body = NULL;
     if (!root) return;
     cb_openai_error e;
-    int rc = cb_openai_embd_parse_json(root, info.n_embd, &j->embd, &e);
+    int rc = j->dialect ? j->dialect->to_chat(root, false, &body, &j->echo, &e) : 0; /* another API's shape */
+    if (rc == 0) rc = cb_openai_embd_parse_json(body ? body : root, info.n_embd, &j->embd, &e);
+    cJSON_Delete(body);
     cJSON_Delete(root);
     if (rc != 0) {
         j->status = e.status;
@@ -291,6 +332,52 @@ static void do_tokenize(intake *q, cb_intake_job *j) {
     cJSON_Delete(root);
 }
 
+/* The text of tokens (special tokens as their text), malloc'd and valid UTF-8, or NULL (out of
+ * memory, or ids outside the vocabulary: *bad). */
+static char *text_of(intake *q, const int32_t *toks, int32_t n, bool *bad) {
+    int32_t need = cobatch_detokenize(q->engine, toks, n, NULL, 0);
+    *bad = need < 0;
+    char *text = need >= 0 ? malloc((size_t)need + 1) : NULL;
+    int32_t k = text ? cobatch_detokenize(q->engine, toks, n, text, need + 1) : -1;
+    char *clean = k >= 0 ? malloc((size_t)k * 3 + 1) : NULL; /* a token's part of a character: U+FFFD */
+    if (clean) cb_utf8_sanitize(text, (size_t)k, clean);
+    free(text);
+    return clean;
+}
+
+/* llama-server's /apply-template: a chat request (its messages, tools, template variables) ->
+ * {"prompt"}: the text of the tokens it would run (its template's rendering, its marks and specials
+ * as they read). */
+static void do_template(intake *q, cb_intake_job *j) {
+    cb_openai_error e;
+    if (cb_openai_parse(CB_OPENAI_CHAT, &q->defaults, j->body, j->len, &j->req, &e) != 0) {
+        j->status = e.status;
+        j->json = error_json(j, &e);
+        return;
+    }
+    struct cobatch_error err = {0};
+    cobatch_chat *chat = cobatch_chat_new(q->engine, &j->req.params, &err);
+    if (!chat) {
+        bool oom = err.code == COBATCH_ERR_NOMEM;
+        set_error(j, oom ? 503 : 400, oom ? NULL : cb_openai_param(&j->req, err.param),
+                  oom ? "out of memory" : err.message);
+        return;
+    }
+    int32_t n = 0;
+    const int32_t *toks = cobatch_chat_tokens(chat, &n);
+    bool bad = false;
+    char *prompt = text_of(q, toks, n, &bad);
+    cobatch_chat_free(chat);
+    cJSON *out = prompt ? cJSON_CreateObject() : NULL;
+    if (out && cJSON_AddStringToObject(out, "prompt", prompt)) j->json = cJSON_PrintUnformatted(out);
+    cJSON_Delete(out);
+    free(prompt);
+    if (j->json)
+        j->status = 200;
+    else
+        set_error(j, 503, NULL, "out of memory");
+}
+
 /* {"tokens": [ids]} -> {"content", "prompt"}; every id an integer of the vocabulary. */
 static void do_detokenize(intake *q, cb_intake_job *j) {
     cJSON *root = parse_body(j);
@@ -312,19 +399,15 @@ static void do_detokenize(intake *q, cb_intake_job *j) {
         }
     }
     cJSON_Delete(root);
-    int32_t need = ok ? cobatch_detokenize(q->engine, toks, n, NULL, 0) : -1;
-    char *text = need >= 0 ? malloc((size_t)need + 1) : NULL;
-    int32_t k = text ? cobatch_detokenize(q->engine, toks, n, text, need + 1) : -1;
+    bool bad = !ok;
+    char *clean = ok ? text_of(q, toks, n, &bad) : NULL;
     free(toks);
-    if (!ok || need < 0) {
+    if (bad) {
         set_error(j, 400, "tokens", "give 'tokens' as an array of token ids of the model's vocabulary");
-    } else if (k < 0) {
+    } else if (!clean) {
         set_error(j, 500, NULL, "cannot detokenize (out of memory)");
     } else {
-        /* a token may hold part of a character: what is not UTF-8 becomes U+FFFD, as in completions */
-        char *clean = malloc((size_t)k * 3 + 1);
-        cJSON *out = clean ? cJSON_CreateObject() : NULL;
-        if (clean) cb_utf8_sanitize(text, (size_t)k, clean);
+        cJSON *out = cJSON_CreateObject();
         cJSON_AddStringToObject(out, "content", clean);
         cJSON_AddStringToObject(out, "prompt", clean);
         free(clean);
@@ -335,7 +418,6 @@ static void do_detokenize(intake *q, cb_intake_job *j) {
         else
             set_error(j, 500, NULL, "out of memory");
     }
-    free(text);
 }
 
 void cb_intake_job_free(cb_intake_job *j) {
@@ -374,7 +456,7 @@ static void *worker(void *arg) {
         j->next = NULL;
         if (j->kind == INTAKE_CALL)
             j->call(j);
-        else if (j->kind == INTAKE_COMPLETION)
+        else if (j->kind == INTAKE_COMPLETION || j->kind == INTAKE_INFILL)
             do_completion(q, j);
         else if (j->kind == INTAKE_TOKENIZE)
             do_tokenize(q, j);
@@ -382,6 +464,8 @@ static void *worker(void *arg) {
             do_count(q, j);
         else if (j->kind == INTAKE_EMBEDDINGS)
             do_embeddings(q, j);
+        else if (j->kind == INTAKE_TEMPLATE)
+            do_template(q, j);
         else
             do_detokenize(q, j);
         if (j->status != 200 && !j->json) j->status = 500; /* the error body could not be made: a bare 500 */

@@ -22,7 +22,9 @@ typedef enum {
     INTAKE_DETOKENIZE,
     INTAKE_CALL,
     INTAKE_COUNT,
-    INTAKE_EMBEDDINGS
+    INTAKE_EMBEDDINGS,
+    INTAKE_TEMPLATE, /* a chat's prompt as its template renders it (llama-server's /apply-template) */
+    INTAKE_INFILL    /* llama-server's /infill: a completion whose prompt the model's FIM tokens assemble */
 } cb_intake_kind;
 
 /* One prompt of a completion request, as the engine will queue it. */

@@ -1,4 +1,5 @@
 #include "metrics.h"
+#include "../openai/dialect.h"
 #include "../util/buf.h"
 
 #include <stdarg.h>
@@ -66,6 +67,10 @@ static void http_part(cb_buf *bp, const cb_srv_metrics *m, const cb_srv_gauges *
             (double)m->client_gone);
     counter(bp, "cobatch:slow_clients_total", "Streams dropped because their client left too much unread.", model,
             (double)m->slow_clients);
+    counter(bp, "cobatch:hosted_tools_offered_total",
+            "Hosted tools (web search, file search, ...; Anthropic's server tools) offered in requests, taken as "
+            "offers this server never calls.",
+            model, (double)cb_dialect_offers);
     counter(bp, "cobatch:sse_pings_total", "Keep-alives sent on streams with no output for the ping interval.", model,
             (double)m->sse_pings);
     gauge(bp, "cobatch:http_connections", "Open HTTP connections.", model, g->connections);

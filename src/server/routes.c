@@ -22,6 +22,24 @@ static const cb_srv_route ROUTES[] = {
     {"/", false, false, R_WEBUI},
     {"/index.html", false, false, R_WEBUI},
     {"/v1/embeddings", true, true, R_EMBEDDINGS},
+    /* the paths clients' configurations assume (a base URL without /v1, llama-server's own) */
+    {"/v1/health", false, false, R_HEALTH},
+    {"/chat/completions", true, true, R_CHAT},
+    {"/completions", true, true, R_COMPLETIONS},
+    {"/embeddings", true, true, R_EMBEDDINGS},
+    {"/models", false, true, R_MODELS},
+    {"/props", false, true, R_PROPS},
+    {"/apply-template", true, true, R_APPLY_TEMPLATE},
+    {"/completion", true, true, R_NATIVE_COMPLETION},
+    {"/infill", true, true, R_INFILL},
+    {"/api/version", false, false, R_OLLAMA_VERSION},
+    {"/api/tags", false, true, R_OLLAMA_TAGS},
+    {"/api/ps", false, true, R_OLLAMA_PS},
+    {"/api/show", true, true, R_OLLAMA_SHOW},
+    {"/api/chat", true, true, R_OLLAMA_CHAT},
+    {"/api/generate", true, true, R_OLLAMA_GENERATE},
+    {"/api/embed", true, true, R_OLLAMA_EMBED},
+    {"/api/embeddings", true, true, R_OLLAMA_EMBEDDINGS},
 };
 
 const cb_srv_route *cb_srv_route_find(const char *target) {

@@ -20,6 +20,18 @@ typedef enum {
     R_RESPONSES,
     R_INPUT_TOKENS,
     R_EMBEDDINGS,
+    R_PROPS,             /* llama-server's GET /props: the model, its context, the template */
+    R_APPLY_TEMPLATE,    /* llama-server's POST /apply-template: a chat's rendered prompt */
+    R_NATIVE_COMPLETION, /* llama-server's POST /completion */
+    R_INFILL,            /* llama-server's POST /infill (code completion) */
+    R_OLLAMA_VERSION,    /* Ollama's API: GET /api/version, /api/tags, /api/ps, POST /api/show, */
+    R_OLLAMA_TAGS,       /* /api/chat, /api/generate, /api/embed, /api/embeddings */
+    R_OLLAMA_PS,
+    R_OLLAMA_SHOW,
+    R_OLLAMA_CHAT,
+    R_OLLAMA_GENERATE,
+    R_OLLAMA_EMBED,
+    R_OLLAMA_EMBEDDINGS,
     R_WEBUI /* the chat page: public, as /health (the API calls it makes need the key) */
 } cb_srv_route_id;
 

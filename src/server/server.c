@@ -16,6 +16,8 @@
 #include "../openai/bounds.h"
 #include "../openai/openai.h"
 #include "guard.h"
+#include "../native/native.h"
+#include "../ollama/ollama.h"
 #include "routes.h"
 #include "webui.h"
 
@@ -29,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <strings.h>
 #include <sys/random.h>
 #include <time.h>
@@ -104,6 +107,7 @@ typedef struct cb_srv_req {
     bool stream, include_usage, started; /* started: the stream's head and first chunk are out */
     int64_t quiet_since_us;              /* streamed and submitted: when its last bytes went (or its submit) */
     int n_prompt_hint;                   /* its prompt's tokens, for a stream started before any output */
+    double prompt_ms, predicted_ms;      /* its first choice's: first step to first token, and on to its end */
     char cid[48];                        /* "cmpl-..." / "chatcmpl-..." */
     long created;
     cb_srv_choice *ch;         /* (n) */
@@ -321,7 +325,9 @@ static cb_dialect_head head(const srv *s, const cb_srv_req *r) {
 
 static void start_stream(srv *s, cb_srv_req *r, const struct cobatch_event *ev) {
     r->started = true;
-    cb_conn_stream_start(r->conn, 200, "text/event-stream", "Cache-Control: no-cache\r\n");
+    cb_conn_stream_start(r->conn, 200,
+                         r->dialect && r->dialect->stream_type ? r->dialect->stream_type : "text/event-stream",
+                         "Cache-Control: no-cache\r\n");
     if (r->dialect) { /* its state, then its first events (the usage so far: the prompt, its cached part) */
         cb_dialect_head h = head(s, r);
         if (!(r->dst = calloc(1, r->dialect->stream_size)))
@@ -351,7 +357,8 @@ static void on_ping(evutil_socket_t fd, short what, void *arg) {
     for (cb_srv_req *r = s->reqs; r && every > 0; r = r->next) {
         if (!r->stream || !r->conn || r->at_intake || r->live == 0 || now - r->quiet_since_us < every) continue;
         if (!r->started) start_stream(s, r, &(struct cobatch_event){.n_prompt = r->n_prompt_hint});
-        if (r->conn && !sse_raw(s, r, strdup(r->dialect ? r->dialect->ping : ": ping\n\n"))) continue;
+        if (r->conn && !sse_raw(s, r, strdup(r->dialect && r->dialect->ping ? r->dialect->ping : ": ping\n\n")))
+            continue;
         s->m.sse_pings++;
     }
 }
@@ -656,7 +663,9 @@ static cb_dialect_answer dialect_answer(const cb_srv_req *r, const char *const *
                                .stop_sequence = c->stop >= 0 && c->stop < r->n_stops ? r->stops[c->stop] : NULL,
                                .n_prompt = r->n_prompt,
                                .n_cached = r->n_cached,
-                               .n_generated = r->n_generated};
+                               .n_generated = r->n_generated,
+                               .prompt_ms = r->prompt_ms,
+                               .predicted_ms = r->predicted_ms};
 }
 
 /* The whole response of a request whose choices all ended well, not streamed: the final read of
@@ -664,6 +673,10 @@ static cb_dialect_answer dialect_answer(const cb_srv_req *r, const char *const *
  * can be tens of megabytes: 8 prompts x n 16 with echo and top-20 logprobs is 72 MB, seconds of
  * work), so it reads only the request, never its connection. */
 static char *whole_answer(srv *s, cb_srv_req *r) {
+    if (r->kind == CB_OPENAI_EMBEDDINGS && r->dialect) {
+        cb_dialect_head h = head(s, r);
+        return r->dialect->embd_json(&h, r->embd, r->embd_inputs, r->embd_dim, r->n_prompt);
+    }
     if (r->kind == CB_OPENAI_EMBEDDINGS)
         return cb_openai_embd_response_json(s->model, r->embd, r->embd_inputs, r->embd_dim, r->embd_base64,
                                             r->n_prompt);
@@ -857,6 +870,11 @@ static void on_finished(srv *s, cb_srv_choice *c, struct cobatch_event *ev) {
         if (first) {
             r->n_prompt += ev->n_prompt;
             r->n_cached += ev->n_cached;
+        }
+        if (c->index == 0 && ev->timings.t_first_token_us) {
+            const struct cobatch_timings *t = &ev->timings;
+            r->prompt_ms = (double)(t->t_first_token_us - t->t_submit_us) / 1e3; /* its wait too */
+            r->predicted_ms = (double)(t->t_finish_us - t->t_first_token_us) / 1e3;
         }
         r->n_generated += ev->n_generated;
         r->n_reasoning += ev->n_reasoning;
@@ -1074,7 +1092,8 @@ static void on_intake(evutil_socket_t fd, short what, void *arg) {
         cb_srv_req *r = j->owner;
         r->at_intake = false;
         r->jb = NULL;
-        if (r->conn && (j->status != 200 || (j->kind != INTAKE_COMPLETION && j->kind != INTAKE_EMBEDDINGS)))
+        bool runs = j->kind == INTAKE_COMPLETION || j->kind == INTAKE_INFILL; /* to the engine, when parsed */
+        if (r->conn && (j->status != 200 || (!runs && j->kind != INTAKE_EMBEDDINGS)))
             reply_json(s, r->conn, j->status, j->json, NULL);
         else if (r->conn && j->kind == INTAKE_EMBEDDINGS)
             submit_embeddings(s, r, j);
@@ -1088,7 +1107,7 @@ static void on_intake(evutil_socket_t fd, short what, void *arg) {
 /* Hands the request's body to the intake worker. */
 static void to_intake(srv *s, cb_conn *c, cb_http_req *hr, cb_intake_kind kind, cb_openai_kind api,
                       const cb_dialect *d) {
-    if (s->draining && (kind == INTAKE_COMPLETION || kind == INTAKE_EMBEDDINGS)) {
+    if (s->draining && (kind == INTAKE_COMPLETION || kind == INTAKE_INFILL || kind == INTAKE_EMBEDDINGS)) {
         dreply_error(s, c, d, 503, "service_unavailable", NULL, "the server is shutting down; retry elsewhere");
         return;
     }
@@ -1193,6 +1212,69 @@ static void handle_tokenizer_info(srv *s, cb_conn *c) {
     reply_cjson(s, c, root);
 }
 
+/* Ollama's model endpoints: the one model, whatever name a request gives (/api/show's body names it:
+ * the same answer for any name, as every endpoint here serves the one model). */
+static void handle_ollama_model(srv *s, cb_conn *c, cb_srv_route_id id) {
+    struct cobatch_model_desc d;
+    struct cobatch_vocab_info v;
+    struct cobatch_embd_info embd;
+    struct stat st;
+    cobatch_model_desc(s->engine, &d);
+    cobatch_vocab_info(s->engine, &v);
+    cobatch_embd_info(s->engine, &embd);
+    bool file = s->p.model_path && stat(s->p.model_path, &st) == 0;
+    cb_ollama_model m = {.name = s->model,
+                         .path = s->p.model_path,
+                         .size = file ? (long long)st.st_size : d.bytes,
+                         .family = d.arch,
+                         .params = d.size_label,
+                         .quant = d.quant,
+                         .chat_template = v.chat_template,
+                         .ctx = cobatch_n_ctx_seq(s->engine),
+                         .embeddings = embd.n_embd > 0,
+                         .tools = d.tools,
+                         .thinking = d.thinking,
+                         .modified = file ? (long long)st.st_mtime : (long long)time(NULL)};
+    char *j = id == R_OLLAMA_SHOW ? cb_ollama_show_json(&m) : cb_ollama_tags_json(&m, id == R_OLLAMA_PS);
+    reply_json(s, c, 200, j, NULL);
+    free(j);
+}
+
+/* llama-server's GET /props, what clients of it read: the context a request may use, the slots (the
+ * requests run at once), the model, its template and special tokens, the defaults a request gets. */
+static void handle_props(srv *s, cb_conn *c) {
+    struct cobatch_vocab_info v;
+    struct cobatch_kv_info kv;
+    cobatch_vocab_info(s->engine, &v);
+    cobatch_kv_info(s->engine, &kv);
+    const struct cobatch_sampling *d = &s->p.defaults.sampling;
+    cJSON *root = cJSON_CreateObject(), *g = cJSON_AddObjectToObject(root, "default_generation_settings");
+    cJSON *params = g ? cJSON_AddObjectToObject(g, "params") : NULL, *mod = cJSON_AddObjectToObject(root, "modalities");
+    cJSON_AddNumberToObject(g, "n_ctx", cobatch_n_ctx_seq(s->engine));
+    cJSON_AddNumberToObject(params, "n_predict", s->p.defaults.max_tokens > 0 ? s->p.defaults.max_tokens : -1);
+    cJSON_AddNumberToObject(params, "temperature", d->temperature);
+    cJSON_AddNumberToObject(params, "top_k", d->top_k);
+    cJSON_AddNumberToObject(params, "top_p", d->top_p);
+    cJSON_AddNumberToObject(params, "min_p", d->min_p);
+    cJSON_AddNumberToObject(params, "repeat_penalty", d->repetition_penalty);
+    cJSON_AddNumberToObject(params, "presence_penalty", d->presence_penalty);
+    cJSON_AddNumberToObject(params, "frequency_penalty", d->frequency_penalty);
+    cJSON_AddNumberToObject(root, "total_slots", kv.seqs);
+    cJSON_AddStringToObject(root, "model_alias", s->model);
+    cJSON_AddStringToObject(root, "model_path", s->p.model_path ? s->p.model_path : s->model);
+    if (v.chat_template)
+        cJSON_AddStringToObject(root, "chat_template", v.chat_template);
+    else
+        cJSON_AddNullToObject(root, "chat_template");
+    cJSON_AddStringToObject(root, "bos_token", v.bos_text);
+    cJSON_AddStringToObject(root, "eos_token", v.eos_text);
+    cJSON_AddBoolToObject(mod, "vision", false);
+    cJSON_AddBoolToObject(mod, "audio", false);
+    cJSON_AddStringToObject(root, "build_info", "cobatch");
+    cJSON_AddBoolToObject(root, "is_sleeping", false);
+    reply_cjson(s, c, root);
+}
+
 /* The chat page. Its policy lets it reach this server's API and nothing else (no scripts, styles or
  * fonts from elsewhere, no form posts, no framing by another site). */
 static void handle_webui(cb_conn *c) {
@@ -1238,6 +1320,16 @@ static const cb_dialect *dialect_of(cb_srv_route_id id) {
     case R_COUNT_TOKENS: return &cb_anthropic_dialect;
     case R_RESPONSES:
     case R_INPUT_TOKENS: return &cb_responses_dialect;
+    case R_NATIVE_COMPLETION:
+    case R_INFILL: return &cb_native_dialect;
+    case R_OLLAMA_CHAT: return &cb_ollama_chat_dialect;
+    case R_OLLAMA_GENERATE: return &cb_ollama_generate_dialect;
+    case R_OLLAMA_EMBED: return &cb_ollama_embed_dialect;
+    case R_OLLAMA_EMBEDDINGS: return &cb_ollama_embeddings_dialect;
+    case R_OLLAMA_VERSION:
+    case R_OLLAMA_TAGS:
+    case R_OLLAMA_PS:
+    case R_OLLAMA_SHOW: return &cb_ollama_embed_dialect; /* Ollama's error shape */
     default: return NULL;
     }
 }
@@ -1246,6 +1338,8 @@ static const cb_dialect *dialect_of(cb_srv_route_id id) {
 static const cb_dialect *dialect_of_path(const char *path) {
     if (!strncmp(path, "/v1/messages", 12)) return &cb_anthropic_dialect;
     if (!strncmp(path, "/v1/responses", 13)) return &cb_responses_dialect;
+    if (!strcmp(path, "/completion") || !strcmp(path, "/infill")) return &cb_native_dialect;
+    if (!strncmp(path, "/api/", 5)) return &cb_ollama_embed_dialect; /* Ollama's error shape */
     return NULL;
 }
 
@@ -1340,6 +1434,8 @@ static void on_request(cb_conn *c, cb_http_req *hr, void *user) {
     case R_CHAT: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_CHAT, NULL); return;
     case R_MESSAGES:
     case R_RESPONSES: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_CHAT, dialect_of(rt->id)); return;
+    case R_NATIVE_COMPLETION: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_COMPLETION, &cb_native_dialect); return;
+    case R_INFILL: to_intake(s, c, hr, INTAKE_INFILL, CB_OPENAI_COMPLETION, &cb_native_dialect); return;
     case R_COUNT_TOKENS:
     case R_INPUT_TOKENS: to_intake(s, c, hr, INTAKE_COUNT, CB_OPENAI_CHAT, dialect_of(rt->id)); return;
     case R_TOKENIZE: to_intake(s, c, hr, INTAKE_TOKENIZE, CB_OPENAI_COMPLETION, NULL); return;
@@ -1351,6 +1447,22 @@ static void on_request(cb_conn *c, cb_http_req *hr, void *user) {
         else
             to_intake(s, c, hr, INTAKE_EMBEDDINGS, CB_OPENAI_EMBEDDINGS, NULL);
         return;
+    case R_PROPS: handle_props(s, c); return;
+    case R_OLLAMA_VERSION: reply_json(s, c, 200, "{\"version\":\"" CB_OLLAMA_VERSION "\"}", NULL); return;
+    case R_OLLAMA_TAGS:
+    case R_OLLAMA_PS:
+    case R_OLLAMA_SHOW: handle_ollama_model(s, c, rt->id); return;
+    case R_OLLAMA_CHAT:
+    case R_OLLAMA_GENERATE: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_CHAT, dialect_of(rt->id)); return;
+    case R_OLLAMA_EMBED:
+    case R_OLLAMA_EMBEDDINGS:
+        if (!s->has_embeddings)
+            dreply_error(s, c, dialect_of(rt->id), 501, "not_supported_error", NULL,
+                         "this server computes no embeddings (started with --no-embeddings)");
+        else
+            to_intake(s, c, hr, INTAKE_EMBEDDINGS, CB_OPENAI_EMBEDDINGS, dialect_of(rt->id));
+        return;
+    case R_APPLY_TEMPLATE: to_intake(s, c, hr, INTAKE_TEMPLATE, CB_OPENAI_CHAT, NULL); return;
     case R_WEBUI: handle_webui(c); return;
     }
 }

@@ -256,12 +256,15 @@ check "tools under a template with no call format: an error line that says so" \
      grep -q "\"custom_id\":\"js\"" "$dir/so_out2.jsonl"'
 # bench's multi-prefix workload as a job: a system prompt, two documents behind it, a question
 # each; the prefix tree has both levels and the grouping enlarges its first level to system +
-# document (two groups of 40 + 60 tokens; without enlargement one group of the system prompt)
+# document (two groups of 40 + 60 tokens; without enlargement one group of the system prompt). The
+# questions are 8 tokens: the whole hit taken (--approximate-hits), or each would compute its
+# prompt's last 64 tokens again (README: exact hits)
 "$bin" bench -m "$model" --workload multi-prefix --num-prompts 8 --system-len 40 --prefix-len 60 --distinct-len 8 \
     --output-len 4 --sharing-degree 4 --write-batch "$dir/mp.jsonl" 2>"$dir/log10"
 rc=$?
 check "multi-prefix job written" '[ $rc -eq 0 ] && [ "$(wc -l <"$dir/mp.jsonl")" -eq 8 ]'
-"$bin" batch "${flags[@]}" -i "$dir/mp.jsonl" -o "$dir/mp_out.jsonl" --json "$dir/mp.json" 2>"$dir/log11"
+"$bin" batch "${flags[@]}" --approximate-hits -i "$dir/mp.jsonl" -o "$dir/mp_out.jsonl" --json "$dir/mp.json" \
+    2>"$dir/log11"
 rc=$?
 check "multi-prefix job: every request answered, two groups of system prompt + document" \
     '[ $rc -eq 0 ] && [ "$(wc -l <"$dir/mp_out.jsonl")" -eq 8 ] && python3 - "$dir/mp.json" <<PY
@@ -272,7 +275,7 @@ assert r["tree_tokens"] == 40 + 2 * 60 + 8 * 8, r
 assert r["groups"] == 2 and r["group_tokens"] == 2 * (40 + 60) + 8 * 8, r
 assert r["processed_prefill_tokens"] == r["tree_tokens"], r  # every shared part computed once
 PY'
-"$bin" batch "${flags[@]}" -i "$dir/mp.jsonl" -o "$dir/mp_flat.jsonl" --json "$dir/mp_flat.json" --no-prefix-enlarge \
+"$bin" batch "${flags[@]}" --approximate-hits -i "$dir/mp.jsonl" -o "$dir/mp_flat.jsonl" --json "$dir/mp_flat.json" --no-prefix-enlarge \
     2>"$dir/log12"
 rc=$?
 check "--no-prefix-enlarge: one group of the system prompt, the documents computed per request" \

@@ -19,6 +19,7 @@ WEATHER = {"name": "get_weather", "description": "Current weather of a city",
            "input_schema": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 24}},
                             "required": ["city"], "additionalProperties": False}}
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+WEB_SEARCH = {"type": "web_search_20250305", "name": "web_search", "max_uses": 3}
 KEY = "sk-test-anthropic"
 
 
@@ -108,7 +109,8 @@ def test_what_cannot_be_honoured_is_refused_by_name(srv):
     cases = [
         (dict(messages=[{"role": "user", "content": [image]}]), "image"),
         (dict(messages=ASK, thinking={"type": "enabled", "budget_tokens": 1024}), "thinking"),
-        (dict(messages=ASK, tools=[{"type": "web_search_20250305", "name": "web_search"}]), "server tools"),
+        (dict(messages=ASK, tools=[{"type": "bash_20250124", "name": "bash"}]), "bash_20250124"),
+        (dict(messages=ASK, tools=[WEB_SEARCH], tool_choice={"type": "tool", "name": "web_search"}), "server tool"),
         (dict(messages=ASK, extra_body={"frobnicate": 1}), "frobnicate"),
         (dict(messages=[{"role": "tool", "content": "x"}]), "role"),
         (dict(messages=ASK + [{"role": "assistant", "content": "The weather"}]), "prefill"),
@@ -118,6 +120,22 @@ def test_what_cannot_be_honoured_is_refused_by_name(srv):
             c.messages.create(model="local", max_tokens=8, **kw)
         assert e.value.status_code == 400 and says in str(e.value), (says, e.value)
         assert e.value.body["type"] == "error" and e.value.body["error"]["type"] == "invalid_request_error"
+
+
+def test_server_tools_are_offers_never_called(srv):
+    """A server tool (web search, ...) is an offer the model may take on Anthropic's side: this server
+    runs none, so it takes the offer and never calls it (counted in /metrics); the rest of the
+    request is served, and a count of its tokens answers too."""
+    c = client(srv)
+    def offered():
+        text = httpx.get(srv.url + "/metrics", headers={"x-api-key": KEY}, timeout=10).text
+        return float([x for x in text.splitlines() if x.startswith("cobatch:hosted_tools_offered_total")][0].split()[-1])
+    before = offered()
+    m = c.messages.create(model="local", max_tokens=8, messages=ASK, tools=[WEATHER, WEB_SEARCH])
+    assert m.stop_reason in ("end_turn", "max_tokens", "tool_use")
+    assert all(b.type != "server_tool_use" and getattr(b, "name", "") != "web_search" for b in m.content)
+    assert c.messages.count_tokens(model="local", messages=ASK, tools=[WEATHER, WEB_SEARCH]).input_tokens > 5
+    assert offered() - before == 2
 
 
 def test_keys_and_error_shape(srv):

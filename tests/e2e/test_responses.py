@@ -112,7 +112,7 @@ def test_input_tokens(srv):
 @pytest.mark.parametrize("extra,param", [
     ({"store": True}, "store"),
     ({"previous_response_id": "resp_abc"}, "previous_response_id"),
-    ({"tools": [{"type": "web_search"}]}, "tools"),
+    ({"tools": [{"type": "custom", "name": "grep"}]}, "tools"),
     ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "http://x/y.png"}]}]}, "input"),
     ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input"),
     ({"reasoning": {"effort": "extreme"}}, "reasoning"),

@@ -163,13 +163,15 @@ def test_disconnects_free_kv(server):
         s = socket.create_connection(("127.0.0.1", server.port))
         body = json.dumps({"prompt": f"Tell a long story number {i}.", "max_tokens": 2000, "stream": True,
                            "ignore_eos": True})
-        s.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        s.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                    f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
         socks.append(s)
     for s in socks:  # wait until each stream is really flowing
         got = b""
         while got.count(b"data: ") < 2:
-            got += s.recv(4096)
+            more = s.recv(4096)
+            assert more, got  # the server closed it: refused, not streamed
+            got += more
     assert server.metrics()["cobatch:kv_cache_used_cells"] > 0
     for s in socks:
         s.close()

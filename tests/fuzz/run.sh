@@ -13,7 +13,7 @@ limit=(-max_total_time="${1:-20}")
 if [ "${1:-}" = "--runs" ]; then limit=(-runs="$2"); shift; fi
 [ $# -gt 0 ] && shift
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(openai embeddings anthropic responses http batch workload textout grammar chat)
+[ ${#names[@]} -gt 0 ] || names=(openai embeddings anthropic responses dialects http batch workload textout grammar chat)
 cc="$(command -v clang-14 || command -v clang)" || { echo "fuzz: clang is missing (scripts/deps.sh installs it)" >&2; exit 1; }
 cxx="$(command -v clang++-14 || command -v clang++)" || { echo "fuzz: clang++ is missing (scripts/deps.sh installs it)" >&2; exit 1; }
 CC="$cc" CXX="$cxx" cmake -S "$root" -B "$build" -G Ninja -DCOBATCH_FUZZ=ON >/dev/null || exit 1

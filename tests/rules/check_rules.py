@@ -11,7 +11,7 @@ import os
 import re
 import sys
 
-FRONT = {"openai", "anthropic", "responses", "server", "batch", "bench", "cli"}
+FRONT = {"openai", "anthropic", "responses", "native", "ollama", "server", "batch", "bench", "cli"}
 LAYER = {"util": "util", "core": "core", "runtime": "runtime", "engine": "engine"}
 LAYER.update({d: "front" for d in FRONT})
 
