@@ -37,12 +37,12 @@ typedef struct {
     cb_tokens prefix, suffix, prompt;
     const cb_tokens *files, *texts; /* (n_extra) each extra chunk's "filename\n" and text */
     int32_t n_extra;
-    cb_tokens repo;      /* "myproject\n" (with FIM_REP) */
-    cb_tokens snippet;   /* "\n\n--- snippet ---\n\n" (without FIM_SEP) */
-    cb_tokens cur_file;  /* "filename\n" (with FIM_SEP) */
-    int32_t n_batch;     /* the budget the prefix and suffix share (llama-server's --batch-size: 2048) */
-    int32_t n_predict;   /* the output's most tokens (< 0: none given: 0 here) */
-    int32_t n_ctx;       /* a sequence's cells */
+    cb_tokens repo;     /* "myproject\n" (with FIM_REP) */
+    cb_tokens snippet;  /* "\n\n--- snippet ---\n\n" (without FIM_SEP) */
+    cb_tokens cur_file; /* "filename\n" (with FIM_SEP) */
+    int32_t n_batch;    /* the budget the prefix and suffix share (llama-server's --batch-size: 2048) */
+    int32_t n_predict;  /* the output's most tokens (< 0: none given: 0 here) */
+    int32_t n_ctx;      /* a sequence's cells */
 } cb_fim_request;
 
 /* Whether the vocabulary can infill (FIM_PRE, FIM_SUF and FIM_MID). */

@@ -48,8 +48,12 @@ int32_t *cobatch_infill_tokens(const cobatch_engine *e, const struct cobatch_inf
     int32_t **owned = calloc(2 * k + 7, sizeof(*owned)); /* every array tokenized here, to free */
     bool ok = files && texts && owned;
     size_t o = 0;
-    cb_fim_request r = {.files = files, .texts = texts, .n_extra = (int32_t)k, .n_batch = CB_FIM_BATCH,
-                        .n_predict = in->max_tokens, .n_ctx = e->n_ctx_seq};
+    cb_fim_request r = {.files = files,
+                        .texts = texts,
+                        .n_extra = (int32_t)k,
+                        .n_batch = CB_FIM_BATCH,
+                        .n_predict = in->max_tokens,
+                        .n_ctx = e->n_ctx_seq};
     ok = ok && plain(&e->model, in->prefix, &r.prefix, &owned[o++]) &&
          plain(&e->model, in->suffix, &r.suffix, &owned[o++]) && plain(&e->model, in->prompt, &r.prompt, &owned[o++]) &&
          plain(&e->model, "myproject\n", &r.repo, &owned[o++]) &&

@@ -19,28 +19,29 @@ static bool add(cJSON *o, const char *k, cJSON *v) {
 /* ---------------------------------------------------------------- the request --------------- */
 
 /* Fields taken as they are into the completions request (llama-server's names are OpenAI's). */
-static const char *const SAME[] = {"temperature", "top_k",     "top_p",   "min_p", "presence_penalty",
-                                   "frequency_penalty", "ignore_eos", "grammar", "stream", "model", NULL};
+static const char *const SAME[] = {
+    "temperature", "top_k",  "top_p", "min_p", "presence_penalty", "frequency_penalty", "ignore_eos",
+    "grammar",     "stream", "model", NULL};
 
 /* Knobs accepted at the value that asks for nothing (llama-server's defaults; each would change the
  * output otherwise, and this server has none of them). */
 static const struct {
     const char *key;
     double off;
-} NEUTRAL[] = {{"typical_p", 1},    {"mirostat", 0},        {"dynatemp_range", 0}, {"xtc_probability", 0},
-               {"dry_multiplier", 0}, {"top_n_sigma", -1},  {"min_keep", 0},       {"n_probs", 0},
-               {"n_cmpl", 1},       {"id_slot", -1}};
+} NEUTRAL[] = {{"typical_p", 1},      {"mirostat", 0},     {"dynatemp_range", 0}, {"xtc_probability", 0},
+               {"dry_multiplier", 0}, {"top_n_sigma", -1}, {"min_keep", 0},       {"n_probs", 0},
+               {"n_cmpl", 1},         {"id_slot", -1}};
 
 /* Knobs of samplers that do nothing at their neutral values above, and of a context shift (never
  * made here: a prompt past the context is refused): any value is the same request. */
-static const char *const INERT[] = {"dynatemp_exponent", "xtc_threshold", "dry_base",  "dry_allowed_length",
-                                    "dry_penalty_last_n", "dry_sequence_breakers", "n_keep", "n_discard",
-                                    "mirostat_tau", "mirostat_eta", "cache_prompt", NULL};
+static const char *const INERT[] = {"dynatemp_exponent",  "xtc_threshold",         "dry_base",     "dry_allowed_length",
+                                    "dry_penalty_last_n", "dry_sequence_breakers", "n_keep",       "n_discard",
+                                    "mirostat_tau",       "mirostat_eta",          "cache_prompt", NULL};
 
 /* llama-server's sampler names in the order this server's chain applies them (sampling.c): a list
  * must keep that order; one left out is off. */
-static const char *const CHAIN[] = {"penalties", "dry",         "top_n_sigma", "top_k", "typ_p",
-                                    "top_p",     "min_p",       "xtc",         "temperature", "infill", NULL};
+static const char *const CHAIN[] = {"penalties", "dry", "top_n_sigma", "top_k",  "typ_p", "top_p",
+                                    "min_p",     "xtc", "temperature", "infill", NULL};
 
 static bool is_number(const cJSON *x, double v) { return cJSON_IsNumber(x) && x->valuedouble == v; }
 
@@ -66,8 +67,9 @@ static int samplers(const cJSON *list, cJSON *out, bool *infill, cb_openai_error
                                  cJSON_IsString(x) ? x->valuestring : "a non-string",
                                  "penalties, dry, top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature, infill");
         if (k < at || on[k])
-            return cb_openai_bad(e, "samplers", "'samplers': this server applies them in the order penalties, "
-                                                "top_k, top_p, min_p, temperature, infill (each once)");
+            return cb_openai_bad(e, "samplers",
+                                 "'samplers': this server applies them in the order penalties, "
+                                 "top_k, top_p, min_p, temperature, infill (each once)");
         on[k] = true;
         at = k;
     }
@@ -115,7 +117,8 @@ static int n_predict(const cJSON *in, cJSON *out, bool *zero, cb_openai_error *e
         }
     *zero = false;
     if (!x) return cJSON_AddNumberToObject(out, "max_tokens", 1 << 24) ? 0 : cb_dialect_nomem(e);
-    if (!cb_dialect_whole(x, -1, 1 << 24)) return cb_openai_bad(e, which, "'%s' must be -1 (no limit) or a count", which);
+    if (!cb_dialect_whole(x, -1, 1 << 24))
+        return cb_openai_bad(e, which, "'%s' must be -1 (no limit) or a count", which);
     *zero = x->valuedouble == 0;
     bool ok = cJSON_AddNumberToObject(out, "max_tokens", x->valuedouble < 0 ? 1 << 24 : x->valuedouble) &&
               (!*zero || cJSON_AddBoolToObject(out, "echo", true));
@@ -124,11 +127,27 @@ static int n_predict(const cJSON *in, cJSON *out, bool *zero, cb_openai_error *e
 
 /* The knobs that take one value here, the inert ones, and the ones this dialect reads itself. */
 static int knobs(const cJSON *in, bool infill, cb_openai_error *e) {
-    static const char *const OWN[] = {"prompt", "n_predict", "max_tokens", "max_completion_tokens", "seed", "stop",
-                                      "logit_bias", "repeat_penalty", "repeat_last_n", "json_schema", "samplers",
-                                      "t_max_predict_ms", "t_max_prompt_ms", "n_indent", "response_fields",
-                                      "return_tokens", "timings_per_token", "post_sampling_probs",
-                                      "return_progress", "lora", NULL},
+    static const char *const OWN[] = {"prompt",
+                                      "n_predict",
+                                      "max_tokens",
+                                      "max_completion_tokens",
+                                      "seed",
+                                      "stop",
+                                      "logit_bias",
+                                      "repeat_penalty",
+                                      "repeat_last_n",
+                                      "json_schema",
+                                      "samplers",
+                                      "t_max_predict_ms",
+                                      "t_max_prompt_ms",
+                                      "n_indent",
+                                      "response_fields",
+                                      "return_tokens",
+                                      "timings_per_token",
+                                      "post_sampling_probs",
+                                      "return_progress",
+                                      "lora",
+                                      NULL},
                              *const FIM[] = {"input_prefix", "input_suffix", "input_extra", NULL};
     for (const cJSON *x = in->child; x; x = x->next) {
         bool known = false;
@@ -143,8 +162,9 @@ static int knobs(const cJSON *in, bool infill, cb_openai_error *e) {
         for (size_t k = 0; k < sizeof(NEUTRAL) / sizeof(NEUTRAL[0]) && !known; k++)
             if (!strcmp(x->string, NEUTRAL[k].key)) {
                 if (given(x) && !is_number(x, NEUTRAL[k].off))
-                    return cb_openai_bad(e, x->string, "'%s' is not supported by this server (only %g, which asks for "
-                                                       "nothing)",
+                    return cb_openai_bad(e, x->string,
+                                         "'%s' is not supported by this server (only %g, which asks for "
+                                         "nothing)",
                                          x->string, NEUTRAL[k].off);
                 known = true;
             }
@@ -172,7 +192,8 @@ static cJSON *settings(const cJSON *chat, bool infill_sampler) {
         if (get(chat, KEYS[k])) add(s, KEYS[k], cJSON_Duplicate(get(chat, KEYS[k]), true));
     const cJSON *mt = get(chat, "max_tokens");
     if (s) cJSON_AddNumberToObject(s, "n_predict", mt && mt->valuedouble < (1 << 24) ? mt->valuedouble : -1);
-    if (s && get(chat, "repetition_penalty")) add(s, "repeat_penalty", cJSON_Duplicate(get(chat, "repetition_penalty"), true));
+    if (s && get(chat, "repetition_penalty"))
+        add(s, "repeat_penalty", cJSON_Duplicate(get(chat, "repetition_penalty"), true));
     if (s) cJSON_AddBoolToObject(s, "infill_sampler", infill_sampler);
     return s;
 }
@@ -194,8 +215,9 @@ static int translate(const cJSON *in, const int32_t *tokens, int32_t n_tokens, b
         for (const cJSON *t = ids ? x->child : NULL; t; t = t->next)
             ids = ids && cb_dialect_whole(t, 0, INT32_MAX);
         if (!cJSON_IsString(x) && !ids)
-            return cb_openai_bad(e, "prompt", "'prompt' must be a string or an array of token ids (one prompt a "
-                                              "request here)");
+            return cb_openai_bad(e, "prompt",
+                                 "'prompt' must be a string or an array of token ids (one prompt a "
+                                 "request here)");
         if (!add(out, "prompt", cJSON_Duplicate(x, true))) return cb_dialect_nomem(e);
     }
     bool zero = false, sampler_infill = false;
@@ -212,8 +234,8 @@ static int translate(const cJSON *in, const int32_t *tokens, int32_t n_tokens, b
     if (given(x = get(in, "json_schema"))) {
         cJSON *rf = cJSON_AddObjectToObject(out, "response_format"),
               *js = rf ? cJSON_AddObjectToObject(rf, "json_schema") : NULL;
-        if (!js || !cJSON_AddStringToObject(rf, "type", "json_schema") || !cJSON_AddStringToObject(js, "name", "output") ||
-            !add(js, "schema", cJSON_Duplicate(x, true)))
+        if (!js || !cJSON_AddStringToObject(rf, "type", "json_schema") ||
+            !cJSON_AddStringToObject(js, "name", "output") || !add(js, "schema", cJSON_Duplicate(x, true)))
             return cb_dialect_nomem(e);
     }
     if (given(x = get(in, "samplers")) && samplers(x, out, &sampler_infill, e)) return -1;
@@ -223,8 +245,8 @@ static int translate(const cJSON *in, const int32_t *tokens, int32_t n_tokens, b
         return cb_openai_bad(e, "response_fields", "'response_fields' must be an array of field names");
     bool ok = (!given(fields) || add(echo, "response_fields", cJSON_Duplicate(fields, true))) &&
               add(echo, "generation_settings", settings(out, sampler_infill)) &&
-              cJSON_AddBoolToObject(echo, "prompt_only", zero) && cJSON_AddBoolToObject(echo, "infill_sampler",
-                                                                                        sampler_infill);
+              cJSON_AddBoolToObject(echo, "prompt_only", zero) &&
+              cJSON_AddBoolToObject(echo, "infill_sampler", sampler_infill);
     return ok ? 0 : cb_dialect_nomem(e);
 }
 
@@ -243,8 +265,8 @@ static int limits(const cJSON *in, cJSON *echo, cb_openai_error *e) {
     return ok ? 0 : cb_dialect_nomem(e);
 }
 
-static int to_completion(const cJSON *root, const int32_t *tokens, int32_t n, bool infill, cJSON **out,
-                         cJSON **echo, cb_openai_error *e) {
+static int to_completion(const cJSON *root, const int32_t *tokens, int32_t n, bool infill, cJSON **out, cJSON **echo,
+                         cb_openai_error *e) {
     *out = cJSON_CreateObject();
     *echo = cJSON_CreateObject();
     if (!*out || !*echo) {
@@ -296,7 +318,8 @@ int cb_native_infill_parts(const cJSON *root, struct cobatch_infill *parts, cb_o
         if (!cJSON_IsObject(c) || !cJSON_IsString(t) || (given(f) && !cJSON_IsString(f))) {
             free(names);
             free(texts);
-            return cb_openai_bad(e, "input_extra", "input_extra[%zu] must be {\"filename\": string, \"text\": string}", i);
+            return cb_openai_bad(e, "input_extra", "input_extra[%zu] must be {\"filename\": string, \"text\": string}",
+                                 i);
         }
         names[i] = given(f) ? f->valuestring : NULL;
         texts[i++] = t->valuestring;
@@ -308,7 +331,8 @@ int cb_native_infill_parts(const cJSON *root, struct cobatch_infill *parts, cb_o
                                      .extra_texts = texts,
                                      .n_extra = n};
     const cJSON *np = get(root, "n_predict");
-    parts->max_tokens = cJSON_IsNumber(np) && np->valuedouble > 0 && np->valuedouble < INT32_MAX ? (int32_t)np->valuedouble : 0;
+    parts->max_tokens =
+        cJSON_IsNumber(np) && np->valuedouble > 0 && np->valuedouble < INT32_MAX ? (int32_t)np->valuedouble : 0;
     return 0;
 }
 
@@ -343,7 +367,8 @@ static cJSON *timings(const cb_dialect_answer *a) {
         cJSON_AddNumberToObject(t, "prompt_per_second", a->prompt_ms > 0 ? 1e3 * prompt_n / a->prompt_ms : 0) &&
         cJSON_AddNumberToObject(t, "predicted_n", a->n_generated) &&
         cJSON_AddNumberToObject(t, "predicted_ms", a->predicted_ms) &&
-        cJSON_AddNumberToObject(t, "predicted_per_token_ms", a->n_generated > 0 ? a->predicted_ms / a->n_generated : 0) &&
+        cJSON_AddNumberToObject(t, "predicted_per_token_ms",
+                                a->n_generated > 0 ? a->predicted_ms / a->n_generated : 0) &&
         cJSON_AddNumberToObject(t, "predicted_per_second",
                                 a->predicted_ms > 0 ? 1e3 * a->n_generated / a->predicted_ms : 0))
         return t;

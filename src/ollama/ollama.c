@@ -28,15 +28,15 @@ static bool one_of(const char *k, const char *const *keys) {
 
 /* Options that load a model (threads, GPU layers, memory mapping, batch): this server loaded its
  * own at start, and they change no output: taken as hints. */
-static const char *const LOAD[] = {"numa",     "num_batch", "num_gpu",  "main_gpu", "low_vram",   "vocab_only",
-                                   "use_mmap", "use_mlock", "num_thread", "num_keep", "mirostat_eta", "mirostat_tau",
-                                   NULL};
+static const char *const LOAD[] = {"numa",         "num_batch",    "num_gpu",   "main_gpu",   "low_vram",
+                                   "vocab_only",   "use_mmap",     "use_mlock", "num_thread", "num_keep",
+                                   "mirostat_eta", "mirostat_tau", NULL};
 
 /* options: the sampling ones mapped to the chat request's fields; load-time ones taken as hints;
  * the ones this server lacks refused unless at the value that asks for nothing. */
 static int options(const cJSON *o, cJSON *out, cb_openai_error *e) {
-    static const char *const SAME[] = {"temperature", "top_k", "top_p", "min_p", "seed", "presence_penalty",
-                                       "frequency_penalty", "stop", NULL};
+    static const char *const SAME[] = {"temperature",       "top_k", "top_p", "min_p", "seed", "presence_penalty",
+                                       "frequency_penalty", "stop",  NULL};
     if (!cJSON_IsObject(o)) return cb_openai_bad(e, "options", "'options' must be an object");
     for (const cJSON *x = o->child; x; x = x->next) {
         const char *k = x->string;
@@ -54,7 +54,8 @@ static int options(const cJSON *o, cJSON *out, cb_openai_error *e) {
             if (x->valuedouble >= 0 && !cJSON_AddNumberToObject(out, "max_tokens", x->valuedouble))
                 return cb_dialect_nomem(e);
         } else if (!strcmp(k, "num_ctx")) { /* the context is the server's: a prompt past it is refused, never cut */
-            if (!cb_dialect_whole(x, 1, 1 << 24)) return cb_openai_bad(e, where, "'%s' must be a count of tokens", where);
+            if (!cb_dialect_whole(x, 1, 1 << 24))
+                return cb_openai_bad(e, where, "'%s' must be a count of tokens", where);
         } else if (!strcmp(k, "repeat_last_n")) {
             if (!(cJSON_IsNumber(x) && x->valuedouble == 64))
                 return cb_openai_bad(e, where, "'%s': penalties look back 64 tokens here (only 64)", where);
@@ -126,12 +127,13 @@ static int calls_of(const cJSON *calls, int i, cJSON *m, cb_openai_error *e) {
     cJSON_ArrayForEach(c, calls) {
         const cJSON *f = get(c, "function"), *name = get(f, "name"), *args = get(f, "arguments");
         if (!cJSON_IsString(name) || (given(args) && !cJSON_IsObject(args)))
-            return cb_openai_bad(e, "messages", "messages[%d].tool_calls[%d] needs a function's name and arguments object",
-                                 i, k);
+            return cb_openai_bad(e, "messages",
+                                 "messages[%d].tool_calls[%d] needs a function's name and arguments object", i, k);
         char id[32], *a = given(args) ? cJSON_PrintUnformatted(args) : strdup("{}");
         snprintf(id, sizeof(id), "call_%d_%d", i, k++);
         cJSON *o = cJSON_CreateObject(), *fo = o ? cJSON_AddObjectToObject(o, "function") : NULL;
-        bool ok = arr && a && fo && cJSON_AddStringToObject(o, "id", id) && cJSON_AddStringToObject(o, "type", "function") &&
+        bool ok = arr && a && fo && cJSON_AddStringToObject(o, "id", id) &&
+                  cJSON_AddStringToObject(o, "type", "function") &&
                   cJSON_AddStringToObject(fo, "name", name->valuestring) && cJSON_AddStringToObject(fo, "arguments", a);
         free(a);
         if (!ok || !cJSON_AddItemToArray(arr, o)) {
@@ -163,10 +165,13 @@ static int messages(const cJSON *in, cJSON *msgs, cb_openai_error *e) {
         bool ok = o && cJSON_AddItemToArray(msgs, o) && cJSON_AddStringToObject(o, "role", role->valuestring) &&
                   cJSON_AddStringToObject(o, "content", given(content) ? content->valuestring : "");
         if (!ok) return cb_dialect_nomem(e);
-        if (given(x = get(m, "thinking")) && (!cJSON_IsString(x) || !add(o, "reasoning_content", cJSON_Duplicate(x, true))))
-            return cJSON_IsString(x) ? cb_dialect_nomem(e) : cb_openai_bad(e, "messages", "messages[%d].thinking: a string", i);
+        if (given(x = get(m, "thinking")) &&
+            (!cJSON_IsString(x) || !add(o, "reasoning_content", cJSON_Duplicate(x, true))))
+            return cJSON_IsString(x) ? cb_dialect_nomem(e)
+                                     : cb_openai_bad(e, "messages", "messages[%d].thinking: a string", i);
         if (given(x = get(m, "tool_name")) && (!cJSON_IsString(x) || !add(o, "name", cJSON_Duplicate(x, true))))
-            return cJSON_IsString(x) ? cb_dialect_nomem(e) : cb_openai_bad(e, "messages", "messages[%d].tool_name: a string", i);
+            return cJSON_IsString(x) ? cb_dialect_nomem(e)
+                                     : cb_openai_bad(e, "messages", "messages[%d].tool_name: a string", i);
         if (given(x = get(m, "tool_calls")) && calls_of(x, i, o, e)) return -1;
         i++;
     }
@@ -174,13 +179,14 @@ static int messages(const cJSON *in, cJSON *msgs, cb_openai_error *e) {
 }
 
 static int chat_to_chat(const cJSON *root, bool count_only, cJSON **out, cJSON **echo, cb_openai_error *e) {
-    static const char *const KEYS[] = {"model", "messages", "tools", "format", "options", "stream", "keep_alive",
-                                       "think", NULL};
+    static const char *const KEYS[] = {"model",  "messages",   "tools", "format", "options",
+                                       "stream", "keep_alive", "think", NULL};
     (void)count_only;
     *echo = NULL;
     if (!cJSON_IsObject(root)) return cb_openai_bad(e, "", "the body must be a JSON object");
     for (const cJSON *x = root->child; x; x = x->next)
-        if (!one_of(x->string, KEYS)) return cb_openai_bad(e, x->string, "'%s' is not supported by this server", x->string);
+        if (!one_of(x->string, KEYS))
+            return cb_openai_bad(e, x->string, "'%s' is not supported by this server", x->string);
     if (!(*out = cJSON_CreateObject())) return cb_dialect_nomem(e);
     cJSON *msgs = cJSON_AddArrayToObject(*out, "messages");
     if (!msgs) return cb_dialect_nomem(e);
@@ -192,13 +198,14 @@ static int chat_to_chat(const cJSON *root, bool count_only, cJSON **out, cJSON *
  * suffix (fill in the middle), a template of the request's own, a context of old tokens and images
  * are refused. */
 static int generate_to_chat(const cJSON *root, bool count_only, cJSON **out, cJSON **echo, cb_openai_error *e) {
-    static const char *const KEYS[] = {"model", "prompt", "system", "suffix", "template", "raw", "context", "images",
-                                       "format", "options", "stream", "keep_alive", "think", NULL};
+    static const char *const KEYS[] = {"model",  "prompt", "system",  "suffix", "template",   "raw",   "context",
+                                       "images", "format", "options", "stream", "keep_alive", "think", NULL};
     (void)count_only;
     *echo = NULL;
     if (!cJSON_IsObject(root)) return cb_openai_bad(e, "", "the body must be a JSON object");
     for (const cJSON *x = root->child; x; x = x->next)
-        if (!one_of(x->string, KEYS)) return cb_openai_bad(e, x->string, "'%s' is not supported by this server", x->string);
+        if (!one_of(x->string, KEYS))
+            return cb_openai_bad(e, x->string, "'%s' is not supported by this server", x->string);
     const cJSON *x;
     if (cJSON_IsTrue(get(root, "raw")))
         return cb_openai_bad(e, "raw", "raw prompts go to /v1/completions or /completion here (raw: false only)");
@@ -207,7 +214,8 @@ static int generate_to_chat(const cJSON *root, bool count_only, cJSON **out, cJS
     if (given(x = get(root, "template")) && !(cJSON_IsString(x) && !x->valuestring[0]))
         return cb_openai_bad(e, "template", "'template': the server's chat template renders every request");
     if (given(x = get(root, "context")) && !(cJSON_IsArray(x) && cJSON_GetArraySize(x) == 0))
-        return cb_openai_bad(e, "context", "'context' (earlier tokens): send the conversation as text or use /api/chat");
+        return cb_openai_bad(e, "context",
+                             "'context' (earlier tokens): send the conversation as text or use /api/chat");
     if (given(x = get(root, "images")) && !(cJSON_IsArray(x) && cJSON_GetArraySize(x) == 0))
         return cb_openai_bad(e, "images", "'images': this server's model reads no images");
     if (!(*out = cJSON_CreateObject())) return cb_dialect_nomem(e);
@@ -425,8 +433,10 @@ static char *stream_end(void *st, const cb_dialect_answer *a) {
     }
     size_t n = strlen(calls), m = strlen(last);
     char *both = realloc(calls, n + m + 1);
-    if (both) memcpy(both + n, last, m + 1);
-    else free(calls);
+    if (both)
+        memcpy(both + n, last, m + 1);
+    else
+        free(calls);
     free(last);
     return both;
 }
@@ -488,40 +498,38 @@ static char *embeddings_json(const cb_dialect_head *h, const float *v, int n_inp
     return print_line(o);
 }
 
-#define OLLAMA_STREAM                                                                                              \
-    .stream_type = "application/x-ndjson", .count_json = count_json, .error_json = error_json,                     \
-    .stream_size = sizeof(ollama_stream), .stream_text = stream_text, .stream_reasoning = stream_reasoning,        \
+#define OLLAMA_STREAM                                                                                                  \
+    .stream_type = "application/x-ndjson", .count_json = count_json, .error_json = error_json,                         \
+    .stream_size = sizeof(ollama_stream), .stream_text = stream_text, .stream_reasoning = stream_reasoning,            \
     .stream_call = stream_call, .stream_end = stream_end, .stream_error = stream_error, .stream_free = stream_free
 
 /* A line that says nothing (an NDJSON stream has no comments): what a quiet stream sends. */
-const cb_dialect cb_ollama_chat_dialect = {.id_prefix = "chat-",
-                                           .ping = "{\"message\":{\"role\":\"assistant\",\"content\":\"\"},\"done\":false}\n",
-                                           .to_chat = chat_to_chat,
-                                           .answer_json = chat_answer,
-                                           .stream_start = chat_start,
-                                           OLLAMA_STREAM};
+const cb_dialect cb_ollama_chat_dialect = {
+    .id_prefix = "chat-",
+    .ping = "{\"message\":{\"role\":\"assistant\",\"content\":\"\"},\"done\":false}\n",
+    .to_chat = chat_to_chat,
+    .answer_json = chat_answer,
+    .stream_start = chat_start,
+    OLLAMA_STREAM};
 const cb_dialect cb_ollama_generate_dialect = {.id_prefix = "gen-",
                                                .ping = "{\"response\":\"\",\"done\":false}\n",
                                                .to_chat = generate_to_chat,
                                                .answer_json = generate_answer,
                                                .stream_start = generate_start,
                                                OLLAMA_STREAM};
-const cb_dialect cb_ollama_embed_dialect = {.id_prefix = "emb-",
-                                            .to_chat = embed_to_chat,
-                                            .error_json = error_json,
-                                            .embd_json = embed_json};
-const cb_dialect cb_ollama_embeddings_dialect = {.id_prefix = "emb-",
-                                                 .to_chat = embeddings_to_chat,
-                                                 .error_json = error_json,
-                                                 .embd_json = embeddings_json};
+const cb_dialect cb_ollama_embed_dialect = {
+    .id_prefix = "emb-", .to_chat = embed_to_chat, .error_json = error_json, .embd_json = embed_json};
+const cb_dialect cb_ollama_embeddings_dialect = {
+    .id_prefix = "emb-", .to_chat = embeddings_to_chat, .error_json = error_json, .embd_json = embeddings_json};
 
 /* ---------------------------------------------------------------- the model endpoints ------- */
 
 static cJSON *details(const cb_ollama_model *m) {
     cJSON *d = cJSON_CreateObject(), *fams = cJSON_CreateArray();
-    bool ok = d && fams && cJSON_AddStringToObject(d, "parent_model", "") && cJSON_AddStringToObject(d, "format", "gguf") &&
-              cJSON_AddStringToObject(d, "family", m->family) && cJSON_AddItemToArray(fams, cJSON_CreateString(m->family)) &&
-              cJSON_AddItemToObject(d, "families", fams) && cJSON_AddStringToObject(d, "parameter_size", m->params) &&
+    bool ok = d && fams && cJSON_AddStringToObject(d, "parent_model", "") &&
+              cJSON_AddStringToObject(d, "format", "gguf") && cJSON_AddStringToObject(d, "family", m->family) &&
+              cJSON_AddItemToArray(fams, cJSON_CreateString(m->family)) && cJSON_AddItemToObject(d, "families", fams) &&
+              cJSON_AddStringToObject(d, "parameter_size", m->params) &&
               cJSON_AddStringToObject(d, "quantization_level", m->quant);
     if (ok) return d;
     if (!cJSON_GetObjectItemCaseSensitive(d, "families")) cJSON_Delete(fams);

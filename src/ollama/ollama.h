@@ -10,9 +10,9 @@
 #include <cjson/cJSON.h>
 #include <stdint.h>
 
-extern const cb_dialect cb_ollama_chat_dialect;     /* POST /api/chat */
-extern const cb_dialect cb_ollama_generate_dialect; /* POST /api/generate */
-extern const cb_dialect cb_ollama_embed_dialect;    /* POST /api/embed */
+extern const cb_dialect cb_ollama_chat_dialect;       /* POST /api/chat */
+extern const cb_dialect cb_ollama_generate_dialect;   /* POST /api/generate */
+extern const cb_dialect cb_ollama_embed_dialect;      /* POST /api/embed */
 extern const cb_dialect cb_ollama_embeddings_dialect; /* POST /api/embeddings (the older one: one prompt) */
 
 /* The version this server answers /api/version with: that of Ollama whose API it speaks. */
@@ -27,7 +27,7 @@ typedef struct {
     const char *params; /* "135M" */
     const char *quant;  /* "Q4_1" */
     const char *chat_template;
-    int ctx;             /* the context a request may use */
+    int ctx; /* the context a request may use */
     bool embeddings, tools, thinking;
     long long modified; /* the file's mtime, seconds */
 } cb_ollama_model;

@@ -49,9 +49,19 @@ static void answers(const cb_dialect *d, const char *text, const cJSON *echo) {
     cb_dialect_head h = {.id = "id_1", .created = 1, .model = text, .echo = echo};
     struct cobatch_tool_call call = {.name = (char *)text, .arguments = (char *)text};
     const char *ids[] = {"call_1"};
-    cb_dialect_answer a = {.text = text, .reasoning = text, .n_reasoning = 3, .calls = &call, .n_calls = 1,
-                           .call_ids = ids, .finish = "length", .stop = -1, .n_prompt = 5, .n_cached = 2,
-                           .n_generated = 4, .prompt_ms = 1.5, .predicted_ms = 2.5};
+    cb_dialect_answer a = {.text = text,
+                           .reasoning = text,
+                           .n_reasoning = 3,
+                           .calls = &call,
+                           .n_calls = 1,
+                           .call_ids = ids,
+                           .finish = "length",
+                           .stop = -1,
+                           .n_prompt = 5,
+                           .n_cached = 2,
+                           .n_generated = 4,
+                           .prompt_ms = 1.5,
+                           .predicted_ms = 2.5};
     if (d->answer_json) json_value(d->answer_json(&h, &a));
     a.finish = "stop", a.stop = 0, a.stop_sequence = text;
     if (d->answer_json) json_value(d->answer_json(&h, &a));
@@ -126,16 +136,33 @@ static void infill(const cJSON *root) {
 static void fim(const uint8_t *data, size_t size) {
     if (size < 8) return;
     int32_t ids[256];
-    for (int i = 0; i < 256; i++) ids[i] = 100 + i;
+    for (int i = 0; i < 256; i++)
+        ids[i] = 100 + i;
     cb_tokens t[8];
-    for (int i = 0; i < 8; i++) t[i] = (cb_tokens){ids, data[i] % 200};
+    for (int i = 0; i < 8; i++)
+        t[i] = (cb_tokens){ids, data[i] % 200};
     cb_tokens files[2] = {t[5], t[6]}, texts[2] = {t[6], t[7]};
-    cb_fim_vocab v = {.pre = 1, .suf = 2, .mid = 3, .rep = data[0] & 1 ? 4 : -1, .sep = data[0] & 1 ? 5 : -1,
-                      .bos = 6, .add_bos = data[1] & 1, .spm = data[2] & 1};
+    cb_fim_vocab v = {.pre = 1,
+                      .suf = 2,
+                      .mid = 3,
+                      .rep = data[0] & 1 ? 4 : -1,
+                      .sep = data[0] & 1 ? 5 : -1,
+                      .bos = 6,
+                      .add_bos = data[1] & 1,
+                      .spm = data[2] & 1};
     int32_t budget = size > 8 ? (int32_t)data[8] * 8 : 64;
-    cb_fim_request r = {.prefix = t[0], .suffix = t[1], .prompt = t[2], .files = files, .texts = texts,
-                        .n_extra = data[3] % 3, .repo = t[3], .snippet = t[4], .cur_file = t[4],
-                        .n_batch = budget, .n_predict = data[4] % 64 - 8, .n_ctx = budget * 2 + (data[5] % 7) * 50};
+    cb_fim_request r = {.prefix = t[0],
+                        .suffix = t[1],
+                        .prompt = t[2],
+                        .files = files,
+                        .texts = texts,
+                        .n_extra = data[3] % 3,
+                        .repo = t[3],
+                        .snippet = t[4],
+                        .cur_file = t[4],
+                        .n_batch = budget,
+                        .n_predict = data[4] % 64 - 8,
+                        .n_ctx = budget * 2 + (data[5] % 7) * 50};
     int32_t n = 0, *out = cb_fim_assemble(&v, &r, &n);
     if (!out) abort();
     int32_t most = 8 + t[0].n + t[1].n + t[2].n + t[3].n + t[4].n * (1 + r.n_extra) + 2 * 200 * r.n_extra;
@@ -183,8 +210,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *text = strndup(body, len);
     if (text) {
         answers(d, text, echo);
-        cb_ollama_model m = {.name = text, .path = text, .size = (long long)len, .family = text, .params = text,
-                             .quant = text, .chat_template = text, .ctx = 8192, .tools = data[0] & 16};
+        cb_ollama_model m = {.name = text,
+                             .path = text,
+                             .size = (long long)len,
+                             .family = text,
+                             .params = text,
+                             .quant = text,
+                             .chat_template = text,
+                             .ctx = 8192,
+                             .tools = data[0] & 16};
         json_value(cb_ollama_tags_json(&m, data[0] & 32));
         json_value(cb_ollama_show_json(&m));
     }

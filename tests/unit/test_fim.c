@@ -94,8 +94,8 @@ static void budgets_take_from_the_right_ends(void **state) {
                         .texts = texts,
                         .n_extra = 1,
                         .cur_file = span(cur, 1),
-                        .n_batch = 16,     /* prefix 12, suffix 4 - 3 = 1 */
-                        .n_predict = 2,    /* extra: 40 - 16 - 4 = 20 of [SEP 77 text(30) SEP 77] */
+                        .n_batch = 16,  /* prefix 12, suffix 4 - 3 = 1 */
+                        .n_predict = 2, /* extra: 40 - 16 - 4 = 20 of [SEP 77 text(30) SEP 77] */
                         .n_ctx = 40};
     int32_t n = 0;
     int32_t *t = cb_fim_assemble(&v, &r, &n);
