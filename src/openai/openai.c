@@ -790,7 +790,7 @@ static const char *const COMMON_KEYS[] = {"model",
                                           "grammar",
                                           "user",
                                           NULL};
-static const char *const COMPLETION_KEYS[] = {"prompt", "echo", NULL};
+static const char *const COMPLETION_KEYS[] = {"prompt", "echo", "suffix", NULL};
 static const char *const CHAT_KEYS[] = {"messages",
                                         "top_logprobs",
                                         "tools",
@@ -971,6 +971,22 @@ static int parse_logprobs(cb_openai_kind kind, cJSON *root, cb_openai_request *r
     return boolean(root, "return_tokens_as_token_ids", &r->tokens_as_ids, e);
 }
 
+/* completions: "suffix", the text after the insertion; the prompt is the text before it, and the
+ * output fills the middle (the server builds the model's fill-in-the-middle prompt, as /infill does).
+ * Text prompts only, and not with echo (the echoed prompt would be the FIM prompt, not the client's). */
+static int parse_suffix(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
+    cJSON *x = cJSON_GetObjectItemCaseSensitive(root, "suffix");
+    if (!x || cJSON_IsNull(x)) return 0;
+    if (!cJSON_IsString(x)) return cb_openai_bad(e, "suffix", "'suffix' must be a string");
+    if (!x->valuestring[0]) return 0;
+    if (r->echo) return cb_openai_bad(e, "suffix", "'suffix' and 'echo' cannot be used together");
+    for (int i = 0; i < r->n_prompts; i++)
+        if (!r->prompts[i].text)
+            return cb_openai_bad(e, "suffix",
+                                 "'suffix' needs a text prompt (the text before the insertion), not token ids");
+    return (r->suffix = keep(r, x->valuestring)) ? 0 : oom(e);
+}
+
 int cb_openai_parse_json(cb_openai_kind kind, const cb_openai_defaults *defaults, cJSON *root, cb_openai_request *r,
                          cb_openai_error *e) {
     memset(r, 0, sizeof(*r));
@@ -1018,6 +1034,7 @@ int cb_openai_parse_json(cb_openai_kind kind, const cb_openai_defaults *defaults
         if (boolean(so, "include_usage", &r->include_usage, e)) goto out;
     }
     if (parse_logprobs(kind, root, r, e) != 0 || parse_format(root, r, e) != 0) goto out;
+    if (kind == CB_OPENAI_COMPLETION && parse_suffix(root, r, e) != 0) goto out;
     if (kind == CB_OPENAI_CHAT && (parse_tools(root, r, e) != 0 || cb_openai_parse_reasoning(root, r, e) != 0))
         goto out;
     if (r->params.max_tokens == 0 && !r->echo) {

@@ -30,6 +30,7 @@ typedef struct {
     cb_openai_prompt *prompts; /* (n_prompts) completions: the prompt list (one prompt: one entry); params
                                   hold the first; chat: NULL */
     int n_prompts;
+    const char *suffix; /* completions: the text after the insertion (fill-in-the-middle), or NULL */
     bool echo;          /* completions: the prompt comes back before the output (its log-probabilities with logprobs) */
     int top;            /* with params.logprobs: alternatives per token (completions logprobs, chat top_logprobs) */
     bool tokens_as_ids; /* vLLM's return_tokens_as_token_ids: log-probabilities name tokens "token_id:N" */

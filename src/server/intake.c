@@ -172,7 +172,13 @@ static void do_completion(intake *q, cb_intake_job *j) {
                       oom ? "out of memory" : err.message);
             return;
         }
-        out->tokens = cobatch_prompt_tokens(q->engine, &p, &out->n_tokens, &err);
+        if (j->req.suffix) { /* the model's fill-in-the-middle prompt, as /infill builds it */
+            struct cobatch_infill parts = {.prefix = p.prompt, .suffix = j->req.suffix, .max_tokens = p.max_tokens};
+            out->tokens = cobatch_infill_tokens(q->engine, &parts, &out->n_tokens, &err);
+            if (!out->tokens && err.param && !strcmp(err.param, "model")) err.param = "suffix";
+        } else {
+            out->tokens = cobatch_prompt_tokens(q->engine, &p, &out->n_tokens, &err);
+        }
         if (out->tokens && j->req.echo && !(out->text = echo_text(q, &j->req.prompts[i]))) err.code = COBATCH_ERR_NOMEM;
         bool oom = err.code == COBATCH_ERR_NOMEM;
         if (out->tokens && !oom) continue;

@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 
 import httpx
+import openai
 import pytest
 
 from conftest import Server
@@ -141,6 +142,18 @@ def test_infill_as_editors_send_it(fim):
     assert r.json()["prompt_n"] > 20  # the FIM prompt: prefix, suffix, the extra file, the tokens around them
     cont = httpx.post(fim.url + "/completion", json={"prompt": "x = 1", "n_predict": 4, "stream": False}, timeout=120)
     assert cont.status_code == 200
+
+
+def test_completions_suffix_is_the_infill_prompt(fim):
+    """OpenAI's suffix: the prompt before the insertion, the suffix after it, the same FIM prompt /infill makes."""
+    pre, suf = "def add(a, b):\n    return", "\n\nprint(add(1, 2))\n"
+    c = openai.OpenAI(base_url=fim.url + "/v1", api_key="x", max_retries=0)
+    out = c.completions.create(model="m", prompt=pre, suffix=suf, max_tokens=3, temperature=0)
+    inf = httpx.post(fim.url + "/infill", json={"input_prefix": pre, "input_suffix": suf, "n_predict": 3}, timeout=60)
+    assert inf.status_code == 200, inf.text
+    assert out.usage.prompt_tokens == inf.json()["tokens_evaluated"]
+    plain = c.completions.create(model="m", prompt=pre, max_tokens=1)
+    assert plain.usage.prompt_tokens < out.usage.prompt_tokens  # the suffix and the FIM tokens are in the prompt
 
 
 def test_infill_needs_a_model_with_fim_tokens(srv):

@@ -101,6 +101,22 @@ static void duplicate_keys_are_refused(void **state) {
     cb_openai_request_free(&r);
 }
 
+/* suffix: kept for the server to build a fill-in-the-middle prompt; "" (some clients send it always)
+ * asks for nothing. */
+static void completion_suffix(void **state) {
+    (void)state;
+    cb_openai_request r;
+    cb_openai_error e;
+    assert_int_equal(parse(CB_OPENAI_COMPLETION, "{\"prompt\":[\"a\",\"b\"],\"suffix\":\"}\\n\"}", &r, &e), 0);
+    assert_non_null(r.suffix);
+    assert_string_equal(r.suffix, "}\n");
+    assert_int_equal(r.n_prompts, 2);
+    cb_openai_request_free(&r);
+    assert_int_equal(parse(CB_OPENAI_COMPLETION, "{\"prompt\":\"a\",\"suffix\":\"\"}", &r, &e), 0);
+    assert_null(r.suffix);
+    cb_openai_request_free(&r);
+}
+
 /* Fields left out take the operator's defaults; seed -1 asks for a fresh seed whatever they say. */
 static void operator_defaults_and_seed(void **state) {
     (void)state;
@@ -765,7 +781,10 @@ static void refusals_name_the_field(void **state) {
         {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\"} trailing", "", 400},
         {CB_OPENAI_COMPLETION, "{\"prompt\":\"a\\u0000b\"}", "", 400},
         {CB_OPENAI_COMPLETION, "[1]", "", 400},
-        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"suffix\":\"y\"}", "suffix", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"suffix\":\"y\",\"echo\":true}", "suffix", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":[1,2],\"suffix\":\"y\"}", "suffix", 400},
+        {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"suffix\":3}", "suffix", 400},
+        {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"suffix\":\"y\"}", "suffix", 400},
         {CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"store\":true}", "store", 400},
         {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"metadata\":{}}", "metadata", 400},
         {CB_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"modalities\":[\"text\",\"audio\"]}",
@@ -962,6 +981,7 @@ int main(void) {
         cmocka_unit_test(logit_bias_and_null_fields),
         cmocka_unit_test(duplicate_keys_are_refused),
         cmocka_unit_test(operator_defaults_and_seed),
+        cmocka_unit_test(completion_suffix),
         cmocka_unit_test(prompts_echo_and_logprobs),
         cmocka_unit_test(logprobs_shapes),
         cmocka_unit_test(response_format_and_grammar),
