@@ -22,8 +22,8 @@ int32_t cb_rng_range(uint64_t *rng, int32_t lo, int32_t hi) {
 }
 
 const char *cb_workload_names(void) {
-    return "long, long16, mixed, mixed-small, decode-heavy, prefill-heavy, random, shared-prefix, multi-prefix, "
-           "sessions";
+    return "long, long16, long-context, mixed, mixed-small, decode-heavy, prefill-heavy, random, shared-prefix, "
+           "multi-prefix, sessions";
 }
 
 /* Lengths of each workload, before prompts are made. */
@@ -32,7 +32,7 @@ static int plan_lengths(const char *name, const cb_workload_opts *o, uint64_t *r
     int count;
     if (!strcmp(name, "long"))
         count = 186;
-    else if (!strcmp(name, "long16"))
+    else if (!strcmp(name, "long16") || !strcmp(name, "long-context"))
         count = 16;
     else if (!strcmp(name, "mixed"))
         count = 20;
@@ -59,6 +59,9 @@ static int plan_lengths(const char *name, const cb_workload_opts *o, uint64_t *r
         if (!strcmp(name, "long") || !strcmp(name, "long16")) { /* CoBaLI: multi-sentence prompts */
             a = cb_rng_range(rng, 60, 500);
             b = cb_rng_range(rng, 32, 128);
+        } else if (!strcmp(name, "long-context")) { /* where agents live: distinct prompts of context_len */
+            a = o->context_len > 0 ? o->context_len : 4096;
+            b = o->output_len > 0 ? o->output_len : 128;
         } else if (!strcmp(name, "mixed")) { /* nano-vLLM's control workload */
             static const int32_t P[] = {128, 256, 384, 512}, O[] = {24, 24, 24, 96, 24, 24, 24, 128};
             a = P[i % 4];

@@ -41,6 +41,7 @@ typedef struct {
     int num_prompts; /* 0 = the workload's own count */
     uint64_t seed;
     int32_t random_input_len, random_output_len; /* `random` */
+    int32_t context_len;                         /* `long-context`: each prompt's tokens; 0 = 4096 */
     double random_range_ratio;
     int32_t prefix_len, distinct_len, output_len, sharing_degree; /* `shared-prefix`, `multi-prefix`; 0 = defaults */
     int32_t sessions, turns, system_len, task_len, turn_len;      /* `sessions` (output_len too; system_len:
@@ -51,9 +52,10 @@ typedef struct {
 /* Fills out[0, n) with exactly n prompt tokens drawn with *rng. Returns 0 or -1. */
 typedef int (*cb_prompt_fn)(void *ctx, uint64_t *rng, int32_t n, int32_t *out);
 
-/* Names: long, long16, mixed, mixed-small, decode-heavy, prefill-heavy, random, shared-prefix,
- * multi-prefix, sessions. shared-prefix (BatchLLM-style): groups of sharing_degree requests share a
- * prefix of prefix_len tokens, each adds distinct_len tokens of its own and asks for output_len;
+/* Names: long, long16, long-context, mixed, mixed-small, decode-heavy, prefill-heavy, random,
+ * shared-prefix, multi-prefix, sessions. long-context: 16 distinct prompts of context_len tokens (4096)
+ * asking for output_len (128), where agents' requests live. shared-prefix (BatchLLM-style): groups of sharing_degree
+ * requests share a prefix of prefix_len tokens, each adds distinct_len tokens of its own and asks for output_len;
  * requests are shuffled. multi-prefix (BatchLLM's prefix tree of two levels): every request starts
  * with one system prompt of system_len tokens (470), then its group's document of prefix_len (1000;
  * a group: sharing_degree requests, 4), then a question of distinct_len (100) of its own, and asks

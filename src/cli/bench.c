@@ -63,7 +63,9 @@ static void print_ceiling(const cb_ceiling *c) {
     for (int i = 0; i < c->n_batch; i++)
         printf("%.0f | ", c->decode_tps[i]);
     printf("\n\nsched eff = (prompt tokens / best prefill tok/s + output tokens / decode tok/s at "
-           "min(max_num_seqs, requests)) / wall time; all-at-once arrivals only\n");
+           "min(max_num_seqs, requests)) / wall time, the decode ceiling at the workload's mean context over its "
+           "output tokens; all-at-once arrivals only; sessions: the prompt tokens the ideal computes (the system "
+           "prompt once, each turn's new message), requests = sessions, no think time\n");
 }
 
 static int cmp_wall(const void *a, const void *b) {
@@ -76,7 +78,7 @@ typedef struct {
     struct cobatch_engine_params ep;
     cb_wargs wa;
     const char *trace_path, *json_path, *plot_dir, *batch_path;
-    bool ceiling_on;
+    bool ceiling_on, ceiling_only;
     char modes_s[128], chunks_s[128], layouts_s[64], caching_s[16], budgets_s[128], seqs_s[128];
     char seqs_shown[128]; /* --max-num-seqs as given (seqs_s is cut into its items) */
     int64_t repeat;
@@ -105,6 +107,9 @@ static int parse_bench_flags(int argc, char **argv, bench_opts *o) {
                *seqs_a = NULL;
     bool no_ceiling = false;
     const cb_flag own[] = {
+        {"--ceiling-only", NULL, CB_FLAG_SET, &o->ceiling_only,
+         .help = "measure llama_decode alone at the workload's context (with\n--workload long-context: "
+                 "--context-len) and run nothing else"},
         {"--modes", "LIST", CB_FLAG_STR, &modes_a, .help = "of sequential,static,continuous (default all three)"},
         {"--prefill-chunks, --prefill-chunk", "LIST", CB_FLAG_STR, &chunks_a,
          .help = "token counts or none (default 256)"},
@@ -329,6 +334,24 @@ static void count_tokens(const cb_workload *w, int64_t *tin, int64_t *tout) {
         *tin += w->items[i].n_in, *tout += w->items[i].n_out;
 }
 
+/* The context a decoding sequence holds, on average over the workload's output tokens: a request's
+ * prompt and half its output; a session turn's whole conversation so far (the system prompt, every
+ * turn before with its answer), its own message and half its answer. */
+static int32_t decode_context(const cb_workload *w) {
+    double sum = 0, weight = 0;
+    int per = w->n_sessions > 0 ? w->n_sessions : w->n;
+    for (int s = 0; s < per; s++) {
+        double conv = w->n_sessions > 0 ? w->n_system : 0;
+        for (int i = s; i < w->n; i += per) {
+            double out = w->items[i].n_out > 0 ? w->items[i].n_out : 1;
+            sum += out * (conv + w->items[i].n_in + out / 2);
+            weight += out;
+            if (w->n_sessions > 0) conv += w->items[i].n_in + w->items[i].n_out;
+        }
+    }
+    return weight > 0 ? (int32_t)(sum / weight) : 16;
+}
+
 /* Sizes the configurations' contexts to the workload's longest request (of a session workload, its
  * longest conversation). */
 static void fit_contexts(cb_bench_config *cfgs, int n, const cb_workload *w) {
@@ -376,10 +399,15 @@ static int run_configs(const bench_opts *o, const cb_bench_config *cfgs, int n, 
             fprintf(stderr, "%s: wall %.2f s, median of %lld (min %.2f, max %.2f)\n", cfgs[i].label, runs[mid].wall_s,
                     (long long)repeat, runs[0].wall_s, runs[repeat - 1].wall_s);
         res[i] = runs[mid];
-        if (o->ceiling_on && o->wa.rate <= 0 && concurrency <= 0 && w->n_sessions == 0) /* (turns wait for answers) */
+        /* a session workload's ideal: every session at once, each turn computing its new message alone
+           (the system prompt once), no think time */
+        int64_t tin, tout;
+        count_tokens(w, &tin, &tout);
+        if (o->ceiling_on && o->wa.rate <= 0 && concurrency <= 0 && (w->n_sessions == 0 || w->think_s <= 0))
             cb_bench_efficiency(
                 &res[i], ceil,
-                cfgs[i].engine.mode == COBATCH_MODE_SEQUENTIAL ? 1 : cobatch_params_max_num_seqs(&cfgs[i].engine));
+                cfgs[i].engine.mode == COBATCH_MODE_SEQUENTIAL ? 1 : cobatch_params_max_num_seqs(&cfgs[i].engine),
+                w->n_sessions > 0 ? w->n_sessions : w->n, w->n_sessions > 0 ? w->n_system + tin : -1);
         for (int k = 0; k < repeat; k++)
             if (k != mid) cb_bench_result_free(&runs[k]);
         if (trace) cb_bench_write_trace(trace, cfgs[i].label, &res[i]);
@@ -481,15 +509,20 @@ int cb_cmd_bench(int argc, char **argv) {
     if (o.ceiling_on) {
         /* decode cost grows with context: measure at the workload's mean context over a request's
          * decode (prompt + half the output), not at its prompt alone */
-        int64_t tin, tout;
-        count_tokens(&w, &tin, &tout);
-        int32_t ctx = (int32_t)((tin + tout / 2) / (w.n ? w.n : 1));
-        if (ctx > 512) ctx = 512;
+        int32_t ctx = decode_context(&w);
         if (cb_ceiling_measure_for(&cp, ctx, &ceil, err, sizeof(err)) != 0) {
             fprintf(stderr, "cobatch bench: ceiling: %s\n", err);
             cb_workload_free(&w);
             return 1;
         }
+    }
+    if (o.ceiling_only) {
+        printf("model %s (%s); flash attention %s, KV cache %s/%s, %s layout\n", model_name, o.ep.model_path,
+               cobatch_params_flash_attn(&cp) ? "on" : "off", cobatch_kv_type_name(cp.cache_type_k),
+               cobatch_kv_type_name(cp.cache_type_v), cp.kv_layout == COBATCH_KV_UNIFIED ? "unified" : "split");
+        if (o.ceiling_on) print_ceiling(&ceil);
+        cb_workload_free(&w);
+        return 0;
     }
 
     FILE *trace = NULL;

@@ -19,7 +19,7 @@ typedef struct {
 
 void cb_wargs_init(cb_wargs *a);
 /* The workload and arrival flags (flags.h), writing into a (not owned; it must outlive the group). */
-#define CB_WARGS_FLAGS 20
+#define CB_WARGS_FLAGS 24
 cb_flag_group cb_wargs_flags(cb_flag *room, cb_wargs *a);
 /* Makes the workload in tokens of ep's model (loads its vocabulary), sets arrival times. Writes
  * the model's name into model_name. Returns 0, or -1 with a message. */

@@ -42,7 +42,7 @@ int cb_ceiling_measure(const cb_ceiling_params *p, cb_ceiling *c, char *err, siz
                           .n_ctx = (maxb * per_seq > 1024 ? maxb * per_seq : 1024),
                           .n_threads = p->n_threads,
                           .n_seq_max = maxb,
-                          .n_batch = 512 > ctxlen ? 512 : ctxlen,
+                          .n_batch = 512,
                           .n_outputs_max = maxb,
                           .split_kv = p->split_kv,
                           .flash_attn = p->flash_attn,
@@ -68,11 +68,21 @@ int cb_ceiling_measure(const cb_ceiling_params *p, cb_ceiling *c, char *err, siz
         c->chunk[c->n_chunk] = chunks[i];
         c->prefill_tps[c->n_chunk++] = best;
     }
+    /* every sequence holds ctxlen tokens of its own before a decode step is timed. Split layout: one
+     * sequence is prefilled (in chunks of n_batch) and its stream copied to the others (a buffer copy,
+     * no compute), so an agent's 16k context costs one prefill, not one per sequence and batch size.
+     * Unified layout: the copy would share cells (a step would read ctxlen cells, not maxb x ctxlen),
+     * so every sequence is prefilled. */
+    llama_memory_clear(mem, true);
+    for (int32_t sq = 0; sq < (p->split_kv ? 1 : maxb); sq++)
+        for (int32_t pos = 0; pos < ctxlen; pos += mp.n_batch) {
+            int32_t k = ctxlen - pos < mp.n_batch ? ctxlen - pos : mp.n_batch;
+            if (timed_decode(&m, &b, sq, 1, k, pos) < 0) goto done;
+        }
+    for (int32_t sq = 1; p->split_kv && sq < maxb; sq++)
+        llama_memory_seq_cp(mem, 0, sq, -1, -1);
     for (int32_t bsz = 1; c->n_batch < CB_CEIL_MAX; bsz *= 2) {
         if (bsz > maxb) bsz = maxb;
-        llama_memory_clear(mem, true);
-        for (int32_t sq = 0; sq < bsz; sq++) /* every sequence gets its own context */
-            if (timed_decode(&m, &b, sq, 1, ctxlen, 0) < 0) goto done;
         const int steps = 8;
         double total = 0;
         for (int s = 0; s < steps; s++) {
@@ -80,6 +90,8 @@ int cb_ceiling_measure(const cb_ceiling_params *p, cb_ceiling *c, char *err, siz
             if (t < 0) goto done;
             total += t;
         }
+        for (int32_t sq = 0; sq < bsz; sq++) /* back to ctxlen tokens for the next batch size */
+            llama_memory_seq_rm(mem, sq, ctxlen, -1);
         c->batch[c->n_batch] = bsz;
         c->decode_tps[c->n_batch++] = bsz * steps / total;
         if (bsz == maxb) break;

@@ -133,6 +133,22 @@ check "sessions: later turns read most of their prompt from the cache" \
     'grep "^| [23] | 6 |" "$dir/s.md" | awk -F"|" "{n++; if (\$8+0 < 70) bad=1} END {exit bad || n != 2}"'
 check "sessions: the host tier loaded conversations back, none failed" \
     'grep -Eq "host tier [1-9][0-9]*: [1-9][0-9]* loads, [0-9]+ saves, 0 failed" "$dir/s.md"'
+# the ceiling at the workload's context, over its output tokens: a session turn's whole conversation
+# (system 40; turn 1: 40 + 20 + 8/2 = 64; turn 2: 40 + 20 + 8 + 10 + 8/2 = 82; mean 73), and the
+# sessions' scheduling efficiency against it
+"$bin" bench -m "$dir/tiny.gguf" --workload sessions --sessions 2 --turns 2 --system-len 40 --task-len 20 \
+    --turn-len 10 --output-len 8 --modes continuous --max-num-seqs 2 >"$dir/se.md" 2>"$dir/se.err"
+rc=$?
+check "sessions with the ceiling: exits 0, measured at the conversations' context, efficiency reported" \
+    '[ $rc -eq 0 ] && grep -q "^| decode batch (context 73) | 1 | 2 |" "$dir/se.md" &&
+     grep "^| continuous chunk=" "$dir/se.md" | grep -q "| [0-9]*% |"'
+# long-context: distinct prompts of --context-len; --ceiling-only measures at 300 + 128/2 and runs nothing
+"$bin" bench -m "$dir/tiny.gguf" --workload long-context --context-len 300 --ceiling-only --max-num-seqs 4 \
+    >"$dir/lc.md" 2>"$dir/lc.err"
+rc=$?
+check "long-context --ceiling-only: the ceiling at context 364 for 1, 2 and 4 sequences, no run" \
+    '[ $rc -eq 0 ] && grep -q "^| decode batch (context 364) | 1 | 2 | 4 |" "$dir/lc.md" &&
+     grep -q "flash attention on, KV cache f16/f16, split layout" "$dir/lc.md" && ! grep -q "^| continuous" "$dir/lc.md"'
 # a conversation that outgrows a request's context ends there, failed, as a client's would: its
 # turn is refused (too long), its later turns are not sent, the run goes on
 "$bin" bench -m "$dir/tiny.gguf" --workload sessions --sessions 3 --turns 3 --system-len 40 --task-len 20 \
