@@ -182,15 +182,19 @@ def test_disconnects_free_kv(server):
 def test_prefix_cache_shares_a_repeated_prefix(server):
     system = ("You are a careful assistant. Answer briefly and never invent facts. " * 8).strip()
     m0 = server.metrics()
-    texts, cached = [], []
+    texts, cached, prompt = [], [], []
     for question in ["What is the capital of France?", "What is the capital of Italy?"]:
         r = httpx.post(server.url + "/v1/chat/completions", timeout=60, json={
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": question}],
             "max_tokens": 8}).json()
         texts.append(r["choices"][0]["message"]["content"])
         cached.append(r["usage"]["prompt_tokens_details"]["cached_tokens"])
+        prompt.append(r["usage"]["prompt_tokens"])
     m1 = server.metrics()
-    shared = tokens_of(server, system)  # the second request finds at least the system prompt cached
+    # the second request finds at least the system prompt cached, but for the prompt's last 64 tokens
+    # that an exact hit computes again (README, --approximate-hits)
+    shared = min(tokens_of(server, system), prompt[1] - 64)
+    assert shared > 40
     hits = m1["cobatch:prefix_cache_hits_total"] - m0["cobatch:prefix_cache_hits_total"]
     assert hits >= shared - 2, (hits, shared)
     assert cached[1] >= shared - 2 and cached[1] <= hits, (cached, shared, hits)  # OpenAI's usage field
@@ -422,7 +426,9 @@ def test_host_tier_brings_conversations_back():
     assert m["cobatch:host_cache_saves_total"] >= 6
     assert m["cobatch:host_cache_loads_total"] >= 6  # the later turns of the conversations no stream kept
     assert m["cobatch:host_cache_failures_total"] == 0
-    assert m["cobatch:prefix_cache_host_hits_total"] >= 6 * 60
+    # each load brings back its conversation but the prompt's last 64 tokens, computed again by an
+    # exact hit (turns of 80-140 tokens here)
+    assert m["cobatch:prefix_cache_host_hits_total"] >= 6 * 25
     assert 0 < m["cobatch:host_cache_used_bytes"] <= m["cobatch:host_cache_capacity_bytes"] == 0.25 * 2**30
     assert m["cobatch:host_cache_entries"] >= 2
     assert m["cobatch:kv_mismatched_sequences"] == 0
@@ -678,6 +684,8 @@ def test_fields_that_ask_for_something_unsupported_are_refused(server, body, par
     assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
 
 
+@pytest.mark.skipif(bool(os.environ.get("COBATCH_SANITIZED")),
+                    reason="a prompt of the whole trained context: uninstrumented compute, the plain build runs it")
 def test_requests_get_the_trained_context_by_default(server):
     """With the defaults a request may use the model's trained context (8192): streams are sized by
     memory (4096 cells where the running ones and a quarter more fit an eighth of the host's memory:
