@@ -145,6 +145,8 @@ def test_metrics_count_embeddings(srv, client):
     assert after["cobatch:embedding_requests_waiting"] == 0
 
 
+@pytest.mark.skipif(bool(os.environ.get("COBATCH_SANITIZED")),
+                    reason="a stream's gaps beside embedding passes, timing: the plain build measures it")
 def test_embeddings_beside_a_stream(srv, client):
     gaps, done, tokens_seen = [], threading.Event(), []
 
