@@ -1,4 +1,4 @@
-"""What RoPE scaling costs and buys (BENCHMARKS.md, 'Context beyond training'): the mean negative
+"""What RoPE scaling costs and buys (README, 'Context beyond training'): the mean negative
 log-likelihood per token of one long English text (Python's own documentation, pydoc_data.topics),
 measured through /v1/completions with echo and logprobs, by position in the context, on the model as
 trained (to its trained context) and with --rope-scaling yarn|linear --rope-scale 4 (to 4x it); and a
