@@ -49,6 +49,13 @@ static void set_error(cb_intake_job *j, int status, const char *param, const cha
     j->json = error_json(j, &e);
 }
 
+/* An engine error as the job's answer: 503 out of memory, else a 400 naming the request's field. */
+static void engine_error(cb_intake_job *j, const struct cobatch_error *err) {
+    bool oom = err->code == COBATCH_ERR_NOMEM;
+    set_error(j, oom ? 503 : 400, oom ? NULL : cb_openai_param(&j->req, err->param),
+              oom ? "out of memory" : err->message);
+}
+
 /* The text an echo gives back for prompt q: the request's, or its token ids detokenized. */
 static char *echo_text(intake *q, const cb_openai_prompt *p) {
     if (p->text) return strdup(p->text);
@@ -167,9 +174,7 @@ static void do_completion(intake *q, cb_intake_job *j) {
         if (j->req.kind == CB_OPENAI_CHAT) { /* rendered once, with its tools' grammar and parser */
             j->chat = cobatch_chat_new(q->engine, &p, &err);
             if (j->chat) continue;
-            bool oom = err.code == COBATCH_ERR_NOMEM;
-            set_error(j, oom ? 503 : 400, oom ? NULL : cb_openai_param(&j->req, err.param),
-                      oom ? "out of memory" : err.message);
+            engine_error(j, &err);
             return;
         }
         if (j->req.suffix) { /* the model's fill-in-the-middle prompt, as /infill builds it */
@@ -220,9 +225,7 @@ static void do_count(intake *q, cb_intake_job *j) {
     struct cobatch_error err = {0};
     cobatch_chat *chat = cobatch_chat_new(q->engine, &j->req.params, &err);
     if (!chat) {
-        bool oom = err.code == COBATCH_ERR_NOMEM;
-        set_error(j, oom ? 503 : 400, oom ? NULL : cb_openai_param(&j->req, err.param),
-                  oom ? "out of memory" : err.message);
+        engine_error(j, &err);
         return;
     }
     int32_t n = 0;
@@ -364,9 +367,7 @@ static void do_template(intake *q, cb_intake_job *j) {
     struct cobatch_error err = {0};
     cobatch_chat *chat = cobatch_chat_new(q->engine, &j->req.params, &err);
     if (!chat) {
-        bool oom = err.code == COBATCH_ERR_NOMEM;
-        set_error(j, oom ? 503 : 400, oom ? NULL : cb_openai_param(&j->req, err.param),
-                  oom ? "out of memory" : err.message);
+        engine_error(j, &err);
         return;
     }
     int32_t n = 0;
