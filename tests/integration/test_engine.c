@@ -19,6 +19,11 @@ bool cb_utf8_check(const char *s, size_t n) { return cb_utf8_valid_prefix(s, n, 
  * continuous run forms depend on when its requests arrive; the widest margin seen to flip was 0.28
  * (a sanitizer build's slower submits, 16 prompts of up to 92 words). */
 #define NEAR_TIE_EPS 0.35f
+/* A preempted request's cells are computed again in other batch shapes, and the requests beside it
+ * see different batches too: its rows drift further (prompt rows measured up to 0.30 apart, in the
+ * test that preempts), and a flip needs the top two logits to move apart by twice a row's drift.
+ * A flip seen at margin 0.41 (2 runs in 17). A misplaced or lost row moves logits by whole units. */
+#define PREEMPTED_NEAR_TIE_EPS 0.6f
 
 static const char *TEXT =
     "The history of the printing press begins in the fifteenth century when movable type changed how "
@@ -47,17 +52,21 @@ static struct cobatch_engine_params engine_params(enum cobatch_mode mode, int se
     return p;
 }
 
-static int compare_all(const it_result *ref, const it_result *b, int n, const char *what) {
+static int compare_all_within(const it_result *ref, const it_result *b, int n, const char *what, float eps) {
     int differ = 0;
     for (int i = 0; i < n; i++) {
         assert_int_equal(b[i].n_finished, 1);
         assert_int_equal(ref[i].n_finished, 1);
-        int c = it_compare(&ref[i], &b[i], NEAR_TIE_EPS, what, i);
+        int c = it_compare(&ref[i], &b[i], eps, what, i);
         if (c < 0) fail_msg("%s: request %d differs where the logits were not a near-tie", what, i);
         differ += c;
     }
     printf("# %s: %d of %d outputs differ from sequential (all at near-ties)\n", what, differ, n);
     return differ;
+}
+
+static int compare_all(const it_result *ref, const it_result *b, int n, const char *what) {
+    return compare_all_within(ref, b, n, what, NEAR_TIE_EPS);
 }
 
 /* Dropping the prefix cache with nothing running leaves no cell in use (within 2 s). */
@@ -260,7 +269,7 @@ static void preemption_keeps_outputs(void **state) {
             assert_int_equal(tight[i].reason, COBATCH_FINISH_LENGTH);
             assert_int_equal(tight[i].n_generated, 48);
         }
-        compare_all(ref, tight, N, "preempted");
+        compare_all_within(ref, tight, N, "preempted", PREEMPTED_NEAR_TIE_EPS);
         for (int i = 0; i < N; i += 2) {
             assert_int_equal(tight[i].prompt_lp_events, 1);
             double worst = 0, sum = 0;
