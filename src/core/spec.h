@@ -1,0 +1,56 @@
+/* spec.h — how many draft tokens a step should check, from what rows cost and how often drafts hold.
+ * Pure, no llama.h.
+ *
+ * A request that checks k drafted tokens adds k rows to the step and gets, when each draft holds
+ * with probability a given the ones before held, 1 + a + a^2 + ... + a^k tokens (the last row's
+ * sample is a token whether or not the drafts held). A step's time is modelled as fixed + row x rows
+ * (the pass over the weights, then each row's share: its matrix work and its attention over its
+ * context), fitted on the steps the engine runs. The k-th draft of a request gains a^k tokens for
+ * one more row; it is worth adding while that gain per row beats what the step earns per row of its
+ * time, d / (fixed / row + d) tokens for d decoding requests: with one request decoding and a large
+ * fixed cost nearly any draft pays (deep drafts), with a full batch and rows that cost as much as
+ * the fixed part only drafts that almost always hold do, and under heavy load none: speculation
+ * turns itself off rather than slow a batch down (llama.cpp's lookup decoding ran at 0.77x at 8
+ * slots because it did not). */
+#ifndef CB_SPEC_H
+#define CB_SPEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* A least-squares line through (rows, microseconds) of recent steps, older steps weighing less. */
+typedef struct {
+    double w, x, y, xx, xy; /* decayed sums: weight, rows, us, rows^2, rows x us */
+} cb_row_cost;
+
+/* A step of `rows` rows took `us`; the sums decay by `keep` (in (0, 1]) first. */
+void cb_row_cost_note(cb_row_cost *c, int32_t rows, int64_t us, double keep);
+/* The fitted fixed and per-row cost in microseconds; false until steps of different row counts give a
+ * line with a positive slope (then nothing is written). A negative intercept (noise) gives fixed 0. */
+bool cb_row_cost_get(const cb_row_cost *c, double *fixed_us, double *row_us);
+
+/* How often a request's drafts hold: accepted of drafted, counted from a prior of `prior_accepted`
+ * of `prior_drafted` so a new request neither trusts nor distrusts its first draft too much. */
+typedef struct {
+    double drafted, accepted;
+} cb_accept;
+
+/* A step tried `drafted` draft tokens and `accepted` held; counts decay by `keep` first. Tried: those
+ * that held and the one that failed, if one did (a draft behind a failed one was never tried), so
+ * the rate is that of one token holding given the ones before it held. */
+void cb_accept_note(cb_accept *a, int32_t drafted, int32_t accepted, double keep);
+/* The chance that a draft token holds given those before it did, in [0, 1]. */
+double cb_accept_rate(const cb_accept *a, double prior_accepted, double prior_drafted);
+
+/* One step's choice. n requests decode (each one row before drafts); request i has avail[i] draft
+ * tokens ready and holds them at rate rate[i]. fixed_us and row_us: the fitted costs; room: draft
+ * rows the step's token budget and cells allow in all. Writes k[i] (0..avail[i]) and returns the
+ * draft rows in all. Greedy by the next draft's gain (rate^(k+1)); stops at the first that does not
+ * pay. O(n x (total rows + 1)), n is at most the batch's sequences. */
+int32_t cb_spec_choose(int32_t n, const int32_t *avail, const double *rate, double fixed_us, double row_us,
+                       int32_t room, int32_t *k);
+
+/* The tokens a request expects from k drafts holding at rate a: 1 + a + ... + a^k. */
+double cb_spec_expected(double a, int32_t k);
+
+#endif

@@ -1,0 +1,229 @@
+/* Speculation's pure parts: where drafts come from (core/draft.h: lookup in a text, from where a
+ * prediction left off, the shared n-gram pool) and how many a step checks (core/spec.h: the fitted
+ * row cost, the acceptance rate, the greedy choice that turns itself off under load). Tokens are
+ * small integers. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../../src/core/draft.h"
+#include "../../src/core/spec.h"
+
+static void check(const int32_t *got, int32_t n, const int32_t *want, int32_t k) {
+    assert_int_equal(n, k);
+    for (int32_t i = 0; i < k; i++)
+        if (got[i] != want[i]) fail_msg("draft token %d: %d, want %d", i, got[i], want[i]);
+}
+
+#define LEN(a) ((int32_t)(sizeof(a) / sizeof((a)[0])))
+
+static void lookup_finds_what_followed_the_ending(void **state) {
+    (void)state;
+    int32_t out[8], end;
+    int32_t t[] = {1, 2, 3, 4, 5, 9, 9, 1, 2, 3};
+    int32_t n = cb_draft_lookup(t, LEN(t), t, LEN(t), 2, 4, -1, 3, out, &end);
+    check(out, n, (int32_t[]){4, 5, 9}, 3);
+    assert_int_equal(end, 6);
+    /* k past the text's end: what there is */
+    n = cb_draft_lookup(t, LEN(t), t, LEN(t), 2, 4, -1, 8, out, &end);
+    check(out, n, (int32_t[]){4, 5, 9, 9, 1, 2, 3}, 7);
+    /* an ending that never occurred before: nothing, and no n-gram shorter than n_min counts */
+    int32_t u[] = {1, 2, 3, 4, 5, 9, 9, 7, 3};
+    assert_int_equal(cb_draft_lookup(u, LEN(u), u, LEN(u), 2, 4, -1, 3, out, &end), 0);
+    assert_int_equal(end, -1);
+    check(out, cb_draft_lookup(u, LEN(u), u, LEN(u), 1, 4, -1, 3, out, NULL), (int32_t[]){4, 5, 9}, 3);
+}
+
+static void lookup_prefers_longer_then_recent(void **state) {
+    (void)state;
+    int32_t out[4];
+    /* "1 2 3" -> 10 is a longer match than the more recent "2 3" -> 11 */
+    int32_t t[] = {5, 1, 2, 3, 10, 6, 2, 3, 11, 8, 1, 2, 3};
+    check(out, cb_draft_lookup(t, LEN(t), t, LEN(t), 2, 4, -1, 1, out, NULL), (int32_t[]){10}, 1);
+    /* with n_max 2 both are the same length: the most recent wins */
+    check(out, cb_draft_lookup(t, LEN(t), t, LEN(t), 2, 2, -1, 1, out, NULL), (int32_t[]){11}, 1);
+    /* a text that repeats one token drafts into its own ending */
+    int32_t r[] = {4, 4, 4, 4};
+    check(out, cb_draft_lookup(r, LEN(r), r, LEN(r), 2, 3, -1, 4, out, NULL), (int32_t[]){4}, 1);
+}
+
+static void prediction_lookup_goes_on_from_the_last_match(void **state) {
+    (void)state;
+    int32_t out[4], end;
+    int32_t pred[] = {2, 3, 10, 2, 3, 11, 2, 3, 12};
+    int32_t key[] = {7, 2, 3};
+    check(out, cb_draft_lookup(key, 3, pred, LEN(pred), 2, 4, 4, 1, out, &end), (int32_t[]){11}, 1);
+    assert_int_equal(end, 6);
+    check(out, cb_draft_lookup(key, 3, pred, LEN(pred), 2, 4, 0, 2, out, &end), (int32_t[]){10, 2}, 2);
+    check(out, cb_draft_lookup(key, 3, pred, LEN(pred), 2, 4, -1, 1, out, NULL), (int32_t[]){12}, 1);
+    /* nothing at or after `from`: the last one */
+    check(out, cb_draft_lookup(key, 3, pred, LEN(pred), 2, 4, 9, 1, out, NULL), (int32_t[]){12}, 1);
+    /* bad arguments draft nothing */
+    assert_int_equal(cb_draft_lookup(key, 3, pred, LEN(pred), 0, 4, -1, 1, out, NULL), 0);
+    assert_int_equal(cb_draft_lookup(key, 3, pred, LEN(pred), 3, 2, -1, 1, out, NULL), 0);
+    assert_int_equal(cb_draft_lookup(key, 1, pred, LEN(pred), 2, 4, -1, 1, out, NULL), 0);
+    assert_int_equal(cb_draft_lookup(key, 3, pred, LEN(pred), 2, 4, -1, 0, out, NULL), 0);
+}
+
+static void pool_walks_what_it_learned(void **state) {
+    (void)state;
+    assert_null(cb_ngram_pool_new(4, 2));
+    assert_null(cb_ngram_pool_new(16, 0));
+    assert_null(cb_ngram_pool_new(16, 17));
+    cb_ngram_pool *p = cb_ngram_pool_new(16, 2);
+    assert_non_null(p);
+    int32_t out[8];
+    int32_t t[] = {1, 2, 3, 4, 5, 6, 7};
+    cb_ngram_pool_learn(p, t, 5, 0); /* 6 and 7 not yet accepted */
+    int32_t q[] = {9, 2, 3};
+    check(out, cb_ngram_pool_draft(p, q, 3, 8, out), (int32_t[]){4, 5}, 2);
+    cb_ngram_pool_learn(p, t, LEN(t), 5);
+    check(out, cb_ngram_pool_draft(p, q, 3, 8, out), (int32_t[]){4, 5, 6, 7}, 4);
+    check(out, cb_ngram_pool_draft(p, q, 3, 2, out), (int32_t[]){4, 5}, 2);
+    /* the latest follower wins */
+    int32_t u[] = {2, 3, 8};
+    cb_ngram_pool_learn(p, u, 3, 0);
+    check(out, cb_ngram_pool_draft(p, q, 3, 1, out), (int32_t[]){8}, 1);
+    assert_int_equal(cb_ngram_pool_draft(p, q, 1, 4, out), 0); /* shorter than an n-gram */
+    cb_ngram_pool_free(p);
+
+    /* a small pool full of other n-grams answers an unknown one with nothing (the tag tells them
+     * apart), and a known one with its follower */
+    p = cb_ngram_pool_new(8, 3);
+    enum { N = 20000 };
+    int32_t *big = malloc(N * sizeof(int32_t));
+    assert_non_null(big);
+    srand(7);
+    for (int i = 0; i < N; i++)
+        big[i] = rand() % 50000;
+    cb_ngram_pool_learn(p, big, N, 0);
+    int32_t unknown[] = {50001, 50002, 50003};
+    assert_int_equal(cb_ngram_pool_draft(p, unknown, 3, 4, out), 0);
+    assert_int_equal(cb_ngram_pool_draft(p, big, N - 1, 1, out), 1);
+    assert_int_equal(out[0], big[N - 1]); /* the last one learned holds its slot */
+    free(big);
+    cb_ngram_pool_free(p);
+}
+
+static void row_cost_fits_a_line(void **state) {
+    (void)state;
+    cb_row_cost c = {0};
+    double f, r;
+    assert_false(cb_row_cost_get(&c, &f, &r));
+    cb_row_cost_note(&c, 8, 9000, 0.9);
+    cb_row_cost_note(&c, 8, 9100, 0.9);
+    assert_false(cb_row_cost_get(&c, &f, &r)); /* one row count: no slope */
+    for (int32_t rows = 1; rows <= 16; rows++)
+        cb_row_cost_note(&c, rows, 5000 + 300 * rows, 0.9);
+    assert_true(cb_row_cost_get(&c, &f, &r));
+    assert_true(f > 4500 && f < 5600 && r > 270 && r < 330);
+    /* the costs change (a longer context): recent steps win */
+    for (int i = 0; i < 60; i++)
+        cb_row_cost_note(&c, 1 + i % 16, 5000 + 3000 * (1 + i % 16), 0.9);
+    assert_true(cb_row_cost_get(&c, &f, &r));
+    assert_true(r > 2800 && r < 3100);
+    cb_row_cost_note(&c, 0, 100, 0.9);  /* ignored */
+    cb_row_cost_note(&c, 4, -1, 0.9);   /* ignored */
+    cb_row_cost z = {0};
+    for (int32_t rows = 1; rows <= 8; rows++) /* falling with rows: noise, no model */
+        cb_row_cost_note(&z, rows, 9000 - 100 * rows, 1);
+    assert_false(cb_row_cost_get(&z, &f, &r));
+}
+
+static void acceptance_counts_from_a_prior(void **state) {
+    (void)state;
+    cb_accept a = {0};
+    assert_float_equal(cb_accept_rate(&a, 1, 2), 0.5, 1e-9);
+    cb_accept_note(&a, 10, 9, 1);
+    assert_float_equal(cb_accept_rate(&a, 1, 2), 10.0 / 12, 1e-9);
+    cb_accept_note(&a, 3, 7, 1); /* more held than tried: counted as all */
+    assert_float_equal(cb_accept_rate(&a, 1, 2), 13.0 / 15, 1e-9);
+    for (int i = 0; i < 100; i++)
+        cb_accept_note(&a, 4, 0, 0.8); /* drafts stop holding: the rate follows */
+    assert_true(cb_accept_rate(&a, 1, 2) < 0.1);
+    assert_float_equal(cb_spec_expected(0.5, 2), 1.75, 1e-9);
+    assert_float_equal(cb_spec_expected(0.9, 0), 1, 1e-9);
+}
+
+static void choice_runs_deep_alone_and_stops_under_load(void **state) {
+    (void)state;
+    int32_t k[16], avail[16];
+    double rate[16];
+    for (int i = 0; i < 16; i++)
+        avail[i] = 8, rate[i] = 0.9;
+    /* one request, a pass over the weights 20x a row: every draft it has */
+    assert_int_equal(cb_spec_choose(1, avail, rate, 10000, 500, 64, k), 8);
+    assert_int_equal(k[0], 8);
+    /* the step's budget bounds it */
+    assert_int_equal(cb_spec_choose(1, avail, rate, 10000, 500, 3, k), 3);
+    /* sixteen decoding at a long context (a row costs 3x the fixed part): drafts that hold half the
+     * time do not pay, and none is checked */
+    for (int i = 0; i < 16; i++)
+        rate[i] = 0.5;
+    assert_int_equal(cb_spec_choose(16, avail, rate, 10000, 30000, 256, k), 0);
+    for (int i = 0; i < 16; i++)
+        assert_int_equal(k[i], 0);
+    /* the same batch with cheap rows (short context): some drafts pay, the likeliest first */
+    rate[3] = 0.95;
+    int32_t total = cb_spec_choose(16, avail, rate, 40000, 500, 256, k);
+    assert_true(total > 0);
+    assert_true(k[3] >= k[0] && k[3] > 0);
+    /* drafts that never hold, an unknown row cost, nothing decoding: none */
+    for (int i = 0; i < 16; i++)
+        rate[i] = 0;
+    assert_int_equal(cb_spec_choose(16, avail, rate, 10000, 500, 256, k), 0);
+    rate[0] = 0.9;
+    assert_int_equal(cb_spec_choose(1, avail, rate, 10000, 0, 256, k), 0);
+    assert_int_equal(cb_spec_choose(0, avail, rate, 10000, 500, 256, k), 0);
+    /* no drafts ready: none, whatever the rate */
+    avail[0] = 0;
+    assert_int_equal(cb_spec_choose(1, avail, rate, 10000, 500, 256, k), 0);
+}
+
+/* The choice maximizes the step's expected tokens per unit of time: no single draft more or less
+ * does better (checked against the model by brute force on small cases). */
+static void choice_is_the_best_rate(void **state) {
+    (void)state;
+    double rates[3][3] = {{0.9, 0.6, 0.3}, {0.5, 0.5, 0.5}, {0.99, 0.1, 0.7}};
+    double costs[3][2] = {{10000, 500}, {10000, 5000}, {2000, 4000}};
+    for (int a = 0; a < 3; a++)
+        for (int c = 0; c < 3; c++) {
+            int32_t avail[3] = {4, 4, 4}, k[3];
+            cb_spec_choose(3, avail, rates[a], costs[c][0], costs[c][1], 64, k);
+            double best = 0;
+            int32_t bk[3] = {0};
+            for (int32_t x = 0; x <= 4; x++)
+                for (int32_t y = 0; y <= 4; y++)
+                    for (int32_t z = 0; z <= 4; z++) {
+                        double tok = cb_spec_expected(rates[a][0], x) + cb_spec_expected(rates[a][1], y) +
+                                     cb_spec_expected(rates[a][2], z);
+                        double v = tok / (costs[c][0] + costs[c][1] * (3 + x + y + z));
+                        if (v > best + 1e-12) best = v, bk[0] = x, bk[1] = y, bk[2] = z;
+                    }
+            double got = (cb_spec_expected(rates[a][0], k[0]) + cb_spec_expected(rates[a][1], k[1]) +
+                          cb_spec_expected(rates[a][2], k[2])) /
+                         (costs[c][0] + costs[c][1] * (3 + k[0] + k[1] + k[2]));
+            if (got < best * (1 - 1e-9))
+                fail_msg("rates %d costs %d: chose %d %d %d (%.4g), best %d %d %d (%.4g)", a, c, k[0], k[1], k[2],
+                         got, bk[0], bk[1], bk[2], best);
+        }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(lookup_finds_what_followed_the_ending),
+        cmocka_unit_test(lookup_prefers_longer_then_recent),
+        cmocka_unit_test(prediction_lookup_goes_on_from_the_last_match),
+        cmocka_unit_test(pool_walks_what_it_learned),
+        cmocka_unit_test(row_cost_fits_a_line),
+        cmocka_unit_test(acceptance_counts_from_a_prior),
+        cmocka_unit_test(choice_runs_deep_alone_and_stops_under_load),
+        cmocka_unit_test(choice_is_the_best_rate),
+    };
+    return cmocka_run_group_tests_name("spec", tests, NULL, NULL);
+}
