@@ -43,6 +43,24 @@ static int write_batch(const char *path, const cb_workload *w) {
     return fclose(f) == 0 && !bad ? 0 : -1;
 }
 
+/* The chance a at which k drafts (each holding with chance a once those before it held) give as many
+ * tokens per second as one-row steps, when checking them makes a step `ratio` times longer:
+ * 1 + a + ... + a^k = ratio (above k + 1 they never pay: 1). */
+static double break_even(double ratio, int32_t k) {
+    if (ratio >= k + 1) return 1;
+    double lo = 0, hi = 1;
+    for (int it = 0; it < 50; it++) {
+        double a = (lo + hi) / 2, sum = 1, term = 1;
+        for (int32_t i = 0; i < k; i++)
+            sum += (term *= a);
+        if (sum < ratio)
+            lo = a;
+        else
+            hi = a;
+    }
+    return (lo + hi) / 2;
+}
+
 static void print_ceiling(const cb_ceiling *c) {
     printf("\nceiling (llama_decode alone, this machine; weights in %s):\n\n| prompt chunk | ", c->weight_bufts);
     for (int i = 0; i < c->n_chunk; i++)
@@ -62,6 +80,14 @@ static void print_ceiling(const cb_ceiling *c) {
     printf("\n| decode tok/s | ");
     for (int i = 0; i < c->n_batch; i++)
         printf("%.0f | ", c->decode_tps[i]);
+    if (c->verify_k > 0) {
+        printf("\n| a step checking %d drafts a sequence, x a one-row step | ", c->verify_k);
+        for (int i = 0; i < c->n_batch; i++)
+            printf(c->verify_ratio[i] > 0 ? "%.2f | " : "- | ", c->verify_ratio[i]);
+        printf("\n| drafts pay when each holds with chance above | ");
+        for (int i = 0; i < c->n_batch; i++)
+            printf(c->verify_ratio[i] > 0 ? "%.2f | " : "- | ", break_even(c->verify_ratio[i], c->verify_k));
+    }
     printf("\n\nsched eff = (prompt tokens / best prefill tok/s + output tokens / decode tok/s at "
            "min(max_num_seqs, requests)) / wall time, the decode ceiling at the workload's mean context over its "
            "output tokens; all-at-once arrivals only; sessions: the prompt tokens the ideal computes (the system "
@@ -79,6 +105,7 @@ typedef struct {
     cb_wargs wa;
     const char *trace_path, *json_path, *plot_dir, *batch_path;
     bool ceiling_on, ceiling_only;
+    int64_t ceiling_verify; /* drafts a sequence checks in the ceiling's verify steps (0: none) */
     char modes_s[128], chunks_s[128], layouts_s[64], caching_s[16], budgets_s[128], seqs_s[128];
     char seqs_shown[128]; /* --max-num-seqs as given (seqs_s is cut into its items) */
     int64_t repeat;
@@ -110,6 +137,9 @@ static int parse_bench_flags(int argc, char **argv, bench_opts *o) {
         {"--ceiling-only", NULL, CB_FLAG_SET, &o->ceiling_only,
          .help = "measure llama_decode alone at the workload's context (with\n--workload long-context: "
                  "--context-len) and run nothing else"},
+        {"--ceiling-verify", "K", CB_FLAG_I64, &o->ceiling_verify, 0, 32,
+         .help = "also time steps where every sequence checks K drafts (1 + K\nrows, logits on each): what "
+                 "speculation costs per batch size"},
         {"--modes", "LIST", CB_FLAG_STR, &modes_a, .help = "of sequential,static,continuous (default all three)"},
         {"--prefill-chunks, --prefill-chunk", "LIST", CB_FLAG_STR, &chunks_a,
          .help = "token counts or none (default 256)"},
@@ -510,7 +540,7 @@ int cb_cmd_bench(int argc, char **argv) {
         /* decode cost grows with context: measure at the workload's mean context over a request's
          * decode (prompt + half the output), not at its prompt alone */
         int32_t ctx = decode_context(&w);
-        if (cb_ceiling_measure_for(&cp, ctx, &ceil, err, sizeof(err)) != 0) {
+        if (cb_ceiling_measure_for(&cp, ctx, (int32_t)o.ceiling_verify, &ceil, err, sizeof(err)) != 0) {
             fprintf(stderr, "cobatch bench: ceiling: %s\n", err);
             cb_workload_free(&w);
             return 1;

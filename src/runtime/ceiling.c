@@ -8,9 +8,10 @@
 #include <string.h>
 
 /* One llama_decode of per_seq tokens for each of sequences [s0, s0 + n_seqs), at positions
- * [pos, pos + per_seq); returns its seconds, or -1. */
-static double timed_decode(cb_model *m, struct llama_batch *b, int32_t s0, int32_t n_seqs, int32_t per_seq,
-                           int32_t pos) {
+ * [pos, pos + per_seq), logits on each sequence's last row (every row: all_logits); returns its
+ * seconds, or -1. */
+static double timed_decode_rows(cb_model *m, struct llama_batch *b, int32_t s0, int32_t n_seqs, int32_t per_seq,
+                                int32_t pos, bool all_logits) {
     b->n_tokens = 0;
     for (int32_t s = s0; s < s0 + n_seqs; s++) {
         for (int32_t k = 0; k < per_seq; k++) {
@@ -19,7 +20,7 @@ static double timed_decode(cb_model *m, struct llama_batch *b, int32_t s0, int32
             b->pos[row] = pos + k;
             b->n_seq_id[row] = 1;
             b->seq_id[row][0] = s;
-            b->logits[row] = k == per_seq - 1;
+            b->logits[row] = all_logits || k == per_seq - 1;
         }
     }
     int64_t t0 = cobatch_time_us();
@@ -28,14 +29,21 @@ static double timed_decode(cb_model *m, struct llama_batch *b, int32_t s0, int32
     return (double)(cobatch_time_us() - t0) / 1e6;
 }
 
+static double timed_decode(cb_model *m, struct llama_batch *b, int32_t s0, int32_t n_seqs, int32_t per_seq,
+                           int32_t pos) {
+    return timed_decode_rows(m, b, s0, n_seqs, per_seq, pos, false);
+}
+
 int cb_ceiling_measure(const cb_ceiling_params *p, cb_ceiling *c, char *err, size_t errlen) {
     memset(c, 0, sizeof(*c));
     int32_t maxb = p->max_batch < 1 ? 1 : p->max_batch;
     int32_t ctxlen = p->context < 16 ? 16 : p->context;
+    int32_t vk = p->verify_k < 0 ? 0 : p->verify_k > 32 ? 32 : p->verify_k;
+    const int vsteps = 4; /* verify steps timed per batch size: their rows must fit the spare cells */
     static const int32_t chunks[] = {32, 64, 128, 256, 512};
     /* split layout: every sequence has n_ctx / maxb cells and the largest prompt chunk runs in one */
     const int32_t max_chunk = chunks[sizeof(chunks) / sizeof(chunks[0]) - 1];
-    int32_t per_seq = ctxlen + 64;
+    int32_t per_seq = ctxlen + 64 + vsteps * (1 + vk);
     if (p->split_kv && per_seq < max_chunk + 64) per_seq = max_chunk + 64;
     cb_model m;
     cb_model_params mp = {.path = p->model_path,
@@ -43,7 +51,7 @@ int cb_ceiling_measure(const cb_ceiling_params *p, cb_ceiling *c, char *err, siz
                           .n_threads = p->n_threads,
                           .n_seq_max = maxb,
                           .n_batch = 512,
-                          .n_outputs_max = maxb,
+                          .n_outputs_max = maxb * (1 + vk),
                           .split_kv = p->split_kv,
                           .flash_attn = p->flash_attn,
                           .type_k = (enum cobatch_kv_type)p->type_k,
@@ -92,11 +100,22 @@ int cb_ceiling_measure(const cb_ceiling_params *p, cb_ceiling *c, char *err, siz
         }
         for (int32_t sq = 0; sq < bsz; sq++) /* back to ctxlen tokens for the next batch size */
             llama_memory_seq_rm(mem, sq, ctxlen, -1);
+        double vtotal = 0;
+        bool verify = vk > 0 && bsz * (1 + vk) <= mp.n_batch;
+        for (int s = 0; verify && s < vsteps; s++) {
+            double t = timed_decode_rows(&m, &b, 0, bsz, 1 + vk, ctxlen + s * (1 + vk), true);
+            if (t < 0) goto done;
+            vtotal += t;
+        }
+        for (int32_t sq = 0; verify && sq < bsz; sq++)
+            llama_memory_seq_rm(mem, sq, ctxlen, -1);
+        c->verify_ratio[c->n_batch] = verify ? (vtotal / vsteps) / (total / steps) : 0;
         c->batch[c->n_batch] = bsz;
         c->decode_tps[c->n_batch++] = bsz * steps / total;
         if (bsz == maxb) break;
     }
     c->context = ctxlen;
+    c->verify_k = vk;
     rc = 0;
 done:
     if (rc != 0) cb_set_err(err, errlen, "llama_decode failed while measuring the ceiling");
@@ -142,8 +161,8 @@ static void *ceiling_thread(void *arg) {
  * computes, and a team left behind on the caller's thread makes libgomp count more busy threads
  * than cores and throttle its spinning, which measurably slowed every later small step (ITL of
  * sequential runs 6.5 -> 11 ms on 2 cores). */
-int cb_ceiling_measure_for(const struct cobatch_engine_params *p, int32_t context, cb_ceiling *out, char *err,
-                           size_t errlen) {
+int cb_ceiling_measure_for(const struct cobatch_engine_params *p, int32_t context, int32_t verify_k, cb_ceiling *out,
+                           char *err, size_t errlen) {
     ceiling_job j = {.p = {.model_path = p->model_path,
                            .n_threads = p->n_threads,
                            .split_kv = p->kv_layout == COBATCH_KV_SPLIT,
@@ -153,7 +172,8 @@ int cb_ceiling_measure_for(const struct cobatch_engine_params *p, int32_t contex
                            .repack = (int)p->repack,
                            .type_k = p->cache_type_k,
                            .type_v = p->cache_type_v,
-                           .context = context},
+                           .context = context,
+                           .verify_k = verify_k},
                      .out = out,
                      .err = err,
                      .errlen = errlen,

@@ -18,7 +18,11 @@ typedef struct {
     int32_t batch[CB_CEIL_MAX];
     double decode_tps[CB_CEIL_MAX]; /* tok/s when batch[i] sequences decode one token per step */
     int n_batch;
-    int32_t context;        /* tokens of context each decoding sequence holds */
+    int32_t context; /* tokens of context each decoding sequence holds */
+    /* speculation's cost: a step where each of batch[i] sequences checks verify_k drafts (1 + verify_k
+     * rows, logits on every row) takes verify_ratio[i] x its one-row step; 0 when not measured */
+    int32_t verify_k;
+    double verify_ratio[CB_CEIL_MAX];
     char weight_bufts[160]; /* the buffer types the weights were loaded into (cb_model.weight_bufts) */
 } cb_ceiling;
 
@@ -31,6 +35,7 @@ typedef struct {
     const char *rpc;    /* the engine's RPC servers (its layers run there), or NULL */
     int repack;         /* the engine's CPU weight layouts (enum cobatch_repack) */
     int type_k, type_v; /* the engine's KV cache types (enum cobatch_kv_type) */
+    int32_t verify_k;   /* also time steps of 1 + verify_k rows a sequence (0: not; at most 32) */
 } cb_ceiling_params;
 
 /* Measures the ceiling (a few seconds to tens of seconds) on the caller's thread. Returns 0, or -1
@@ -39,8 +44,8 @@ int cb_ceiling_measure(const cb_ceiling_params *p, cb_ceiling *out, char *err, s
 
 /* The same for the model, threads, layout and flash attention of engine parameters, decode batches
  * up to max_num_seqs, each decoding sequence holding `context` tokens; on a thread of its own. */
-int cb_ceiling_measure_for(const struct cobatch_engine_params *params, int32_t context, cb_ceiling *out, char *err,
-                           size_t errlen);
+int cb_ceiling_measure_for(const struct cobatch_engine_params *params, int32_t context, int32_t verify_k,
+                           cb_ceiling *out, char *err, size_t errlen);
 
 /* Best prompt tok/s over the chunks; decode tok/s at batch b (interpolated, clamped). */
 double cb_ceiling_prefill(const cb_ceiling *c);

@@ -142,13 +142,17 @@ rc=$?
 check "sessions with the ceiling: exits 0, measured at the conversations' context, efficiency reported" \
     '[ $rc -eq 0 ] && grep -q "^| decode batch (context 73) | 1 | 2 |" "$dir/se.md" &&
      grep "^| continuous chunk=" "$dir/se.md" | grep -q "| [0-9]*% |"'
-# long-context: distinct prompts of --context-len; --ceiling-only measures at 300 + 128/2 and runs nothing
+# long-context: distinct prompts of --context-len; --ceiling-only measures at 300 + 128/2 and runs
+# nothing; --ceiling-verify times steps of 1 + 3 rows a sequence too
 "$bin" bench -m "$dir/tiny.gguf" --workload long-context --context-len 300 --ceiling-only --max-num-seqs 4 \
-    >"$dir/lc.md" 2>"$dir/lc.err"
+    --ceiling-verify 3 >"$dir/lc.md" 2>"$dir/lc.err"
 rc=$?
 check "long-context --ceiling-only: the ceiling at context 364 for 1, 2 and 4 sequences, no run" \
     '[ $rc -eq 0 ] && grep -q "^| decode batch (context 364) | 1 | 2 | 4 |" "$dir/lc.md" &&
      grep -q "flash attention on, KV cache f16/f16, split layout" "$dir/lc.md" && ! grep -q "^| continuous" "$dir/lc.md"'
+check "--ceiling-verify 3: what a step checking 3 drafts costs per batch size, and the chance where they pay" \
+    'grep -Eq "^\| a step checking 3 drafts a sequence, x a one-row step \| ([0-9]+\.[0-9]+ \| ){3}$" "$dir/lc.md" &&
+     grep -Eq "^\| drafts pay when each holds with chance above \| (0\.[0-9]+ \| |1\.00 \| ){3}$" "$dir/lc.md"'
 # a conversation that outgrows a request's context ends there, failed, as a client's would: its
 # turn is refused (too long), its later turns are not sent, the run goes on
 "$bin" bench -m "$dir/tiny.gguf" --workload sessions --sessions 3 --turns 3 --system-len 40 --task-len 20 \

@@ -127,8 +127,8 @@ static void row_cost_fits_a_line(void **state) {
         cb_row_cost_note(&c, 1 + i % 16, 5000 + 3000 * (1 + i % 16), 0.9);
     assert_true(cb_row_cost_get(&c, &f, &r));
     assert_true(r > 2800 && r < 3100);
-    cb_row_cost_note(&c, 0, 100, 0.9);  /* ignored */
-    cb_row_cost_note(&c, 4, -1, 0.9);   /* ignored */
+    cb_row_cost_note(&c, 0, 100, 0.9); /* ignored */
+    cb_row_cost_note(&c, 4, -1, 0.9);  /* ignored */
     cb_row_cost z = {0};
     for (int32_t rows = 1; rows <= 8; rows++) /* falling with rows: noise, no model */
         cb_row_cost_note(&z, rows, 9000 - 100 * rows, 1);
@@ -209,8 +209,8 @@ static void choice_is_the_best_rate(void **state) {
                           cb_spec_expected(rates[a][2], k[2])) /
                          (costs[c][0] + costs[c][1] * (3 + k[0] + k[1] + k[2]));
             if (got < best * (1 - 1e-9))
-                fail_msg("rates %d costs %d: chose %d %d %d (%.4g), best %d %d %d (%.4g)", a, c, k[0], k[1], k[2],
-                         got, bk[0], bk[1], bk[2], best);
+                fail_msg("rates %d costs %d: chose %d %d %d (%.4g), best %d %d %d (%.4g)", a, c, k[0], k[1], k[2], got,
+                         bk[0], bk[1], bk[2], best);
         }
 }
 
