@@ -44,16 +44,16 @@ static int write_batch(const char *path, const cb_workload *w) {
 }
 
 /* The chance a at which k drafts (each holding with chance a once those before it held) give as many
- * tokens per second as one-row steps, when checking them makes a step `ratio` times longer:
- * 1 + a + ... + a^k = ratio (above k + 1 they never pay: 1). */
-static double break_even(double ratio, int32_t k) {
-    if (ratio >= k + 1) return 1;
+ * tokens per second as one-row steps: 1 + a + ... + a^k = want, the tokens one sequence must get from
+ * a step that checking makes longer (above k + 1 they never pay: 1). */
+static double break_even(double want, int32_t k) {
+    if (want >= k + 1) return 1;
     double lo = 0, hi = 1;
     for (int it = 0; it < 50; it++) {
         double a = (lo + hi) / 2, sum = 1, term = 1;
         for (int32_t i = 0; i < k; i++)
             sum += (term *= a);
-        if (sum < ratio)
+        if (sum < want)
             lo = a;
         else
             hi = a;
@@ -84,9 +84,17 @@ static void print_ceiling(const cb_ceiling *c) {
         printf("\n| a step checking %d drafts a sequence, x a one-row step | ", c->verify_k);
         for (int i = 0; i < c->n_batch; i++)
             printf(c->verify_ratio[i] > 0 ? "%.2f | " : "- | ", c->verify_ratio[i]);
-        printf("\n| drafts pay when each holds with chance above | ");
+        printf("\n| ... where one sequence of the batch checks them | ");
+        for (int i = 0; i < c->n_batch; i++)
+            printf(c->verify_one_ratio[i] > 0 ? "%.2f | " : "- | ", c->verify_one_ratio[i]);
+        printf("\n| drafts pay (every sequence checking) when each holds with chance above | ");
         for (int i = 0; i < c->n_batch; i++)
             printf(c->verify_ratio[i] > 0 ? "%.2f | " : "- | ", break_even(c->verify_ratio[i], c->verify_k));
+        /* b sequences, one checking: b - 1 + E tokens in ratio x the time of b */
+        printf("\n| ... (one sequence checking) | ");
+        for (int i = 0; i < c->n_batch; i++)
+            printf(c->verify_one_ratio[i] > 0 ? "%.2f | " : "- | ",
+                   break_even(c->batch[i] * c->verify_one_ratio[i] - (c->batch[i] - 1), c->verify_k));
     }
     printf("\n\nsched eff = (prompt tokens / best prefill tok/s + output tokens / decode tok/s at "
            "min(max_num_seqs, requests)) / wall time, the decode ceiling at the workload's mean context over its "

@@ -7,20 +7,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* One llama_decode of per_seq tokens for each of sequences [s0, s0 + n_seqs), at positions
- * [pos, pos + per_seq), logits on each sequence's last row (every row: all_logits); returns its
- * seconds, or -1. */
-static double timed_decode_rows(cb_model *m, struct llama_batch *b, int32_t s0, int32_t n_seqs, int32_t per_seq,
-                                int32_t pos, bool all_logits) {
+/* One llama_decode of `first` tokens for sequence s0 and per_seq for each of sequences (s0, s0 +
+ * n_seqs), each from position pos, logits on each sequence's last row (every row: all_logits);
+ * returns its seconds, or -1. */
+static double timed_decode_rows(cb_model *m, struct llama_batch *b, int32_t s0, int32_t n_seqs, int32_t first,
+                                int32_t per_seq, int32_t pos, bool all_logits) {
     b->n_tokens = 0;
     for (int32_t s = s0; s < s0 + n_seqs; s++) {
-        for (int32_t k = 0; k < per_seq; k++) {
+        int32_t rows = s == s0 ? first : per_seq;
+        for (int32_t k = 0; k < rows; k++) {
             int32_t row = b->n_tokens++;
             b->token[row] = (100 + (row * 7919) % 1000) % m->n_vocab; /* arbitrary ordinary tokens */
             b->pos[row] = pos + k;
             b->n_seq_id[row] = 1;
             b->seq_id[row][0] = s;
-            b->logits[row] = all_logits || k == per_seq - 1;
+            b->logits[row] = all_logits || k == rows - 1;
         }
     }
     int64_t t0 = cobatch_time_us();
@@ -31,7 +32,24 @@ static double timed_decode_rows(cb_model *m, struct llama_batch *b, int32_t s0, 
 
 static double timed_decode(cb_model *m, struct llama_batch *b, int32_t s0, int32_t n_seqs, int32_t per_seq,
                            int32_t pos) {
-    return timed_decode_rows(m, b, s0, n_seqs, per_seq, pos, false);
+    return timed_decode_rows(m, b, s0, n_seqs, per_seq, per_seq, pos, false);
+}
+
+/* The mean seconds of `steps` steps at position pos where sequence 0 has `first` rows and sequences
+ * [1, n_seqs) have per_seq, logits on every row, each step's cells taken back after it (every step
+ * sees the same context); -1 on a failed decode. */
+static double timed_verify(cb_model *m, struct llama_batch *b, int32_t n_seqs, int32_t first, int32_t per_seq,
+                           int32_t pos, int steps) {
+    llama_memory_t mem = llama_get_memory(m->ctx);
+    double total = 0;
+    for (int s = 0; s < steps; s++) {
+        double t = timed_decode_rows(m, b, 0, n_seqs, first, per_seq, pos, true);
+        if (t < 0) return -1;
+        total += t;
+        for (int32_t sq = 0; sq < n_seqs; sq++)
+            llama_memory_seq_rm(mem, sq, pos, -1);
+    }
+    return total / steps;
 }
 
 int cb_ceiling_measure(const cb_ceiling_params *p, cb_ceiling *c, char *err, size_t errlen) {
@@ -39,11 +57,11 @@ int cb_ceiling_measure(const cb_ceiling_params *p, cb_ceiling *c, char *err, siz
     int32_t maxb = p->max_batch < 1 ? 1 : p->max_batch;
     int32_t ctxlen = p->context < 16 ? 16 : p->context;
     int32_t vk = p->verify_k < 0 ? 0 : p->verify_k > 32 ? 32 : p->verify_k;
-    const int vsteps = 4; /* verify steps timed per batch size: their rows must fit the spare cells */
+    const int vsteps = 4; /* verify steps timed per batch size, per kind */
     static const int32_t chunks[] = {32, 64, 128, 256, 512};
     /* split layout: every sequence has n_ctx / maxb cells and the largest prompt chunk runs in one */
     const int32_t max_chunk = chunks[sizeof(chunks) / sizeof(chunks[0]) - 1];
-    int32_t per_seq = ctxlen + 64 + vsteps * (1 + vk);
+    int32_t per_seq = ctxlen + 64 + vk;
     if (p->split_kv && per_seq < max_chunk + 64) per_seq = max_chunk + 64;
     cb_model m;
     cb_model_params mp = {.path = p->model_path,
@@ -100,16 +118,16 @@ int cb_ceiling_measure(const cb_ceiling_params *p, cb_ceiling *c, char *err, siz
         }
         for (int32_t sq = 0; sq < bsz; sq++) /* back to ctxlen tokens for the next batch size */
             llama_memory_seq_rm(mem, sq, ctxlen, -1);
-        double vtotal = 0;
-        bool verify = vk > 0 && bsz * (1 + vk) <= mp.n_batch;
-        for (int s = 0; verify && s < vsteps; s++) {
-            double t = timed_decode_rows(&m, &b, 0, bsz, 1 + vk, ctxlen + s * (1 + vk), true);
-            if (t < 0) goto done;
-            vtotal += t;
+        /* every sequence checks vk drafts; then only the first does, beside one-row sequences (the
+         * split layout runs rows of unequal counts as separate passes over the weights) */
+        if (vk > 0 && bsz * (1 + vk) <= mp.n_batch) {
+            double one = timed_verify(&m, &b, bsz, 1, 1, ctxlen, vsteps);
+            double all = timed_verify(&m, &b, bsz, 1 + vk, 1 + vk, ctxlen, vsteps);
+            double first = timed_verify(&m, &b, bsz, 1 + vk, 1, ctxlen, vsteps);
+            if (one <= 0 || all < 0 || first < 0) goto done;
+            c->verify_ratio[c->n_batch] = all / one;
+            c->verify_one_ratio[c->n_batch] = first / one;
         }
-        for (int32_t sq = 0; verify && sq < bsz; sq++)
-            llama_memory_seq_rm(mem, sq, ctxlen, -1);
-        c->verify_ratio[c->n_batch] = verify ? (vtotal / vsteps) / (total / steps) : 0;
         c->batch[c->n_batch] = bsz;
         c->decode_tps[c->n_batch++] = bsz * steps / total;
         if (bsz == maxb) break;

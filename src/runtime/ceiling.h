@@ -20,9 +20,10 @@ typedef struct {
     int n_batch;
     int32_t context; /* tokens of context each decoding sequence holds */
     /* speculation's cost: a step where each of batch[i] sequences checks verify_k drafts (1 + verify_k
-     * rows, logits on every row) takes verify_ratio[i] x its one-row step; 0 when not measured */
+     * rows, logits on every row) takes verify_ratio[i] x its one-row step (logits on every row too),
+     * one where only one of them does verify_one_ratio[i] x; 0 when not measured */
     int32_t verify_k;
-    double verify_ratio[CB_CEIL_MAX];
+    double verify_ratio[CB_CEIL_MAX], verify_one_ratio[CB_CEIL_MAX];
     char weight_bufts[160]; /* the buffer types the weights were loaded into (cb_model.weight_bufts) */
 } cb_ceiling;
 

@@ -152,7 +152,9 @@ check "long-context --ceiling-only: the ceiling at context 364 for 1, 2 and 4 se
      grep -q "flash attention on, KV cache f16/f16, split layout" "$dir/lc.md" && ! grep -q "^| continuous" "$dir/lc.md"'
 check "--ceiling-verify 3: what a step checking 3 drafts costs per batch size, and the chance where they pay" \
     'grep -Eq "^\| a step checking 3 drafts a sequence, x a one-row step \| ([0-9]+\.[0-9]+ \| ){3}$" "$dir/lc.md" &&
-     grep -Eq "^\| drafts pay when each holds with chance above \| (0\.[0-9]+ \| |1\.00 \| ){3}$" "$dir/lc.md"'
+     grep -Eq "^\| \.\.\. where one sequence of the batch checks them \| ([0-9]+\.[0-9]+ \| ){3}$" "$dir/lc.md" &&
+     grep -Eq "^\| \.\.\. \(one sequence checking\) \| (0\.[0-9]+ \| |1\.00 \| ){3}$" "$dir/lc.md" &&
+     grep -Eq "^\| drafts pay \(every sequence checking\) when each holds with chance above \| (0\.[0-9]+ \| |1\.00 \| ){3}$" "$dir/lc.md"'
 # a conversation that outgrows a request's context ends there, failed, as a client's would: its
 # turn is refused (too long), its later turns are not sent, the run goes on
 "$bin" bench -m "$dir/tiny.gguf" --workload sessions --sessions 3 --turns 3 --system-len 40 --task-len 20 \
