@@ -41,6 +41,32 @@ double cb_accept_rate(const cb_accept *a, double prior_accepted, double prior_dr
     return r < 0 ? 0 : r > 1 ? 1 : r;
 }
 
+int32_t cb_spec_check_sampled(const int32_t *ids, const float *probs, int32_t n, int32_t d, double u, double u2,
+                              bool *held) {
+    *held = false;
+    double pd = 0, rest = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (ids[i] == d)
+            pd += probs[i];
+        else
+            rest += probs[i] > 0 ? probs[i] : 0;
+    }
+    if (u < pd) {
+        *held = true;
+        return d;
+    }
+    if (!(rest > 0)) return -1;
+    double target = u2 * rest, run = 0;
+    int32_t last = -1;
+    for (int32_t i = 0; i < n; i++) {
+        if (ids[i] == d || !(probs[i] > 0)) continue;
+        run += probs[i];
+        last = ids[i];
+        if (target < run) return ids[i];
+    }
+    return last; /* rounding left target at the sum's end */
+}
+
 double cb_spec_expected(double a, int32_t k) {
     double sum = 1, term = 1;
     for (int32_t i = 0; i < k; i++) {

@@ -50,6 +50,17 @@ double cb_accept_rate(const cb_accept *a, double prior_accepted, double prior_dr
 int32_t cb_spec_choose(int32_t n, const int32_t *avail, const double *rate, double fixed_us, double row_us,
                        int32_t room, int32_t *k);
 
+/* Checking a drafted token d when sampling (not greedy): the standard rule that keeps the output
+ * distribution exactly the target's. A draft from text (lookup, prediction, pool) is one token with
+ * certainty (q(d) = 1), so d holds with the target's probability p(d) (u < p(d)); otherwise the token
+ * is drawn from the residual max(0, p - q) renormalized, which is p without d. ids/probs: the
+ * target's candidates after its sampler chain (penalties, top-k/p, temperature; n of them, the
+ * probabilities summing to 1); u, u2: uniform in [0, 1) from the request's seeded generator. Returns
+ * the token and whether it is d (*held); -1 when no candidate is left (p(d) = 1 and d rejected
+ * cannot happen: u < 1). */
+int32_t cb_spec_check_sampled(const int32_t *ids, const float *probs, int32_t n, int32_t d, double u, double u2,
+                              bool *held);
+
 /* The tokens a request expects from k drafts holding at rate a: 1 + a + ... + a^k. */
 double cb_spec_expected(double a, int32_t k);
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <math.h>
 
 #include "../../src/core/draft.h"
 #include "../../src/core/spec.h"
@@ -214,6 +215,47 @@ static void choice_is_the_best_rate(void **state) {
         }
 }
 
+/* A sampled check keeps the target's distribution: over many uniform draws, each token comes out
+ * as often as its probability says, whichever token was drafted (one the target likes, one it
+ * dislikes, one it rules out), and the draft holds as often as the target gives it. */
+static void sampled_check_keeps_the_target_distribution(void **state) {
+    (void)state;
+    int32_t ids[] = {10, 11, 12, 13};
+    float probs[] = {0.5f, 0.3f, 0.15f, 0.05f};
+    int32_t drafts[] = {10, 13, 99};
+    srand(11);
+    for (int di = 0; di < 3; di++) {
+        enum { DRAWS = 200000 };
+        long count[4] = {0}, held_n = 0;
+        for (int t = 0; t < DRAWS; t++) {
+            bool held;
+            double u = rand() / (RAND_MAX + 1.0), u2 = rand() / (RAND_MAX + 1.0);
+            int32_t tok = cb_spec_check_sampled(ids, probs, 4, drafts[di], u, u2, &held);
+            assert_true(tok >= 10 && tok <= 13);
+            assert_true(held == (tok == drafts[di]));
+            count[tok - 10]++;
+            held_n += held;
+        }
+        for (int i = 0; i < 4; i++) {
+            double f = (double)count[i] / DRAWS;
+            if (f < probs[i] - 0.005 || f > probs[i] + 0.005)
+                fail_msg("draft %d: token %d came out %.4f of the time, want %.2f", drafts[di], ids[i], f, probs[i]);
+        }
+        double want = drafts[di] == 10 ? 0.5 : drafts[di] == 13 ? 0.05 : 0;
+        assert_true(fabs((double)held_n / DRAWS - want) < 0.005);
+    }
+    /* a target certain of one token: a draft of it always holds, any other never does */
+    int32_t one[] = {7};
+    float sure[] = {1.0f};
+    bool held;
+    assert_int_equal(cb_spec_check_sampled(one, sure, 1, 7, 0.999, 0.5, &held), 7);
+    assert_true(held);
+    assert_int_equal(cb_spec_check_sampled(one, sure, 1, 8, 0.2, 0.5, &held), 7);
+    assert_false(held);
+    /* nothing left once the draft is taken out: -1 */
+    assert_int_equal(cb_spec_check_sampled(one, (float[]){0.4f}, 1, 7, 0.9, 0.5, &held), -1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(lookup_finds_what_followed_the_ending),
@@ -224,6 +266,7 @@ int main(void) {
         cmocka_unit_test(acceptance_counts_from_a_prior),
         cmocka_unit_test(choice_runs_deep_alone_and_stops_under_load),
         cmocka_unit_test(choice_is_the_best_rate),
+        cmocka_unit_test(sampled_check_keeps_the_target_distribution),
     };
     return cmocka_run_group_tests_name("spec", tests, NULL, NULL);
 }
