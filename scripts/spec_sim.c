@@ -47,6 +47,10 @@ static sim simulate(sample *s, int ns, double fixed, double row, int clients, in
     static int32_t avail[256], k[256], draft[256][64];
     static double rate[256];
     sim r = {0};
+    /* every request's counts start from 4 tries at the rate all requests have seen (itself from 3 of 4):
+     * a prior of one half would keep a request whose step costs favour only likely drafts from ever
+     * trying one, and so from ever learning its rate */
+    cb_accept all = {0};
     int next = 0;
     for (int c = 0; c < clients; c++)
         cur[c] = next < ns ? next++ : -1, done_upto[c] = 0, acc[c] = (cb_accept){0};
@@ -59,7 +63,8 @@ static sim simulate(sample *s, int ns, double fixed, double row, int clients, in
             int32_t left = x->n_out - done_upto[c] - 1; /* drafts past the output's end never hold */
             int32_t want = kmax < left ? kmax : left;
             avail[live] = want > 0 ? cb_draft_lookup(x->t, n, x->t, n, nmin, nmax, -1, want, draft[c], NULL) : 0;
-            rate[live] = cb_accept_rate(&acc[c], 1, 2);
+            double prior = cb_accept_rate(&all, 3, 4);
+            rate[live] = cb_accept_rate(&acc[c], 4 * prior, 4);
             live++;
         }
         if (live == 0) break;
@@ -74,6 +79,7 @@ static sim simulate(sample *s, int ns, double fixed, double row, int clients, in
                 h++;
             int32_t t = h < k[i] ? h + 1 : h; /* tried: those held and the one that failed */
             cb_accept_note(&acc[c], t, h, 0.9);
+            cb_accept_note(&all, t, h, 0.99);
             r.drafted += k[i], r.held += h, r.tried += t;
             rows += 1 + k[i];
             done_upto[c] += h + 1; /* the held drafts and the token the last row samples */
