@@ -3,7 +3,8 @@ log-likelihood per token of one long English text (Python's own documentation, p
 measured through /v1/completions with echo and logprobs, by position in the context, on the model as
 trained (to its trained context) and with --rope-scaling yarn|linear --rope-scale 4 (to 4x it); and a
 pass key hidden at half depth in filler, asked for at the end (greedy), at each length.
-usage: bench_rope.py BIN MODEL [LENGTH]   (run on a quiet machine; LENGTH: tokens, default 16384)"""
+usage: bench_rope.py BIN MODEL [LENGTH]   (LENGTH: tokens, default 16384; needs httpx: tests/e2e's virtual
+environment has it; about an hour on two cores)"""
 import math, random, statistics, sys
 import httpx
 from pydoc_data.topics import topics
