@@ -77,6 +77,8 @@ struct cobatch_step_info {
     int64_t t_start_us, t_end_us; /* around schedule + llama_decode + postprocess, the long lane's too */
     int32_t decode_rows;          /* requests that got one token each */
     int32_t prefill_tokens;       /* prompt (or recompute) tokens in the batch */
+    int32_t draft_rows;           /* draft tokens checked beside decode rows (speculation) */
+    int32_t draft_accepted;       /* of those, held */
     int32_t n_requests;           /* requests with rows in the batch */
     int32_t running, waiting;     /* after the step */
     int32_t kv_used;              /* cells after the step */
@@ -151,6 +153,10 @@ struct cobatch_rope {
     float yarn_attn_factor; /* < 0: llama.cpp's default */
     float yarn_beta_slow, yarn_beta_fast; /* < 0: llama.cpp's defaults (1, 32) */
 };
+
+/* Speculative decoding (cobatch_engine_params.spec). */
+enum cobatch_spec { COBATCH_SPEC_OFF = 0, COBATCH_SPEC_NGRAM = 1 };
+#define COBATCH_SPEC_MAX 32
 
 struct cobatch_engine_params {
     const char *model_path;         /* GGUF file; required. Copied. */
@@ -238,6 +244,17 @@ struct cobatch_engine_params {
      * sliding-window model); 0 = none. A positive value needs the split layout and prefix caching,
      * and a model without a sliding window. */
     float cache_ram;
+    /* Speculative decoding: a decoding request checks draft tokens, taken from its own text (prompt
+     * and output so far: the longest recent n-gram that ends it and occurred before, and what
+     * followed it there), as extra rows of the same batch; the tokens the model agrees with are
+     * kept (greedy: the same output; sampled: the same distribution, the draft held when the
+     * sample is it), the rest of the rows' cells dropped. Each step the scheduler checks only the
+     * drafts worth their rows, from the measured cost of a row at the step's shape and each
+     * request's rate of drafts that held (spec.h): under load none. spec: COBATCH_SPEC_OFF
+     * (default) or COBATCH_SPEC_NGRAM; spec_max: drafts a request checks in one step at most (0 = 8,
+     * at most COBATCH_SPEC_MAX). The main pool only (not the long lane's requests). */
+    int spec;
+    int32_t spec_max;
     /* llama.cpp's RPC backend (a build with -DCOBATCH_RPC=ON): "HOST:PORT,..." of ggml-rpc-server
      * processes; the model's layers go to them (split by their free memory), the token embeddings
      * and the sampling stay here. NULL = local. Copied. */
@@ -421,6 +438,12 @@ struct cobatch_request_params {
      * first token ends it. */
     int32_t min_indent;
     int32_t max_predict_ms;
+    bool no_speculation; /* check no draft tokens for this request (cobatch_engine_params.spec) */
+    /* The text the output is expected to repeat in large part (OpenAI's Predicted Outputs: the file
+     * being edited), or NULL: its tokens are draft tokens for this request, after the point the
+     * output last matched, whatever cobatch_engine_params.spec says (unless no_speculation). The
+     * output is the same with or without it. At most the engine's context in tokens; copied. */
+    const char *prediction;
     void *user_data; /* returned in every event of this request; not touched */
 };
 
@@ -464,8 +487,13 @@ struct cobatch_event {
     int32_t n_prompt; /* also in TOKEN events */
     int32_t n_generated;
     int32_t n_preemptions;
-    int32_t n_cached;    /* prompt tokens taken from the prefix cache instead of computed (last admission); also
-                            in TOKEN events */
+    int32_t n_cached;     /* prompt tokens taken from the prefix cache instead of computed (last admission); also
+                             in TOKEN events */
+    int32_t n_drafted;    /* FINISHED: draft tokens checked for it (speculation) */
+    int32_t n_accepted;   /* FINISHED: of those, the ones that held (its output's tokens that came with no pass of their
+                             own) */
+    int32_t n_prediction; /* FINISHED: tokens of the request's prediction (0: none) */
+    int32_t n_prediction_accepted; /* FINISHED: of n_accepted, drafts taken from the prediction */
     int32_t n_reasoning; /* FINISHED: generated tokens written inside a reasoning block (a chat whose output is read
                             for reasoning), else 0 */
     struct cobatch_timings timings;
@@ -522,6 +550,10 @@ struct cobatch_stats {
     int64_t embd_passes;   /* passes (llama_decode calls of the embedding context) */
     int64_t embd_us;       /* their time */
     int32_t embd_waiting;  /* embedding requests accepted and not finished (also in waiting) */
+    /* speculation (cobatch_engine_params.spec): */
+    int64_t spec_drafted;  /* draft tokens checked */
+    int64_t spec_accepted; /* of those, held (tokens generated without a pass of their own) */
+    int64_t spec_steps;    /* steps that checked drafts */
 };
 
 struct cobatch_engine_params cobatch_engine_default_params(void);

@@ -188,7 +188,7 @@ int cb_batch_out_result(cb_batch_out *o, const char *custom_id, cb_openai_kind k
                                                            .calls = n_calls ? calls->calls : NULL,
                                                            .n_calls = n_calls,
                                                            .call_ids = id_of},
-                                       1, n_prompt, n_generated, n_cached, n_reasoning);
+                                       1, &(cb_openai_usage){n_prompt, n_generated, n_cached, n_reasoning, -1, 0});
     }
     free(ids);
     free(id_of);

@@ -101,7 +101,8 @@ typedef struct {
     const cb_workload *w;
     cb_bench_result *r;
     cobatch_engine *e;
-    bool *sent; /* (n) submitted, or given up as failed */
+    bool *sent;      /* (n) submitted, or given up as failed */
+    bool prediction; /* requests send their item's prediction (cb_bench_config.prediction) */
     sessions ss;
     int64_t t0;
     int first, done, in_flight; /* first: the first item not yet sent */
@@ -169,6 +170,7 @@ static int submit_ready(bench_run *run, int concurrency, double now_s, double *w
         }
         p.max_tokens = it->n_out;
         p.ignore_eos = true; /* exact output lengths */
+        if (run->prediction) p.prediction = it->prediction;
         p.priority = it->priority;
         p.user_data = &r->tl[i];
         struct cobatch_error refused = {0};
@@ -223,7 +225,7 @@ static void take_events(bench_run *run, int timeout_ms) {
 
 int cb_bench_run(const cb_bench_config *cfg, const cb_workload *w, int concurrency, bool progress, cb_bench_result *r,
                  char *err, size_t errlen) {
-    bench_run run = {.w = w, .r = r};
+    bench_run run = {.w = w, .r = r, .prediction = cfg->prediction};
     int rc = run_alloc(&run, err, errlen);
     if (rc != 0) goto early;
     struct cobatch_engine_params ep = cfg->engine;

@@ -12,6 +12,7 @@
 
 typedef struct {
     struct cobatch_engine_params engine;
+    bool prediction; /* requests send their workload item's prediction (the `edit` workload's file) */
     char label[96];
 } cb_bench_config;
 

@@ -158,7 +158,12 @@ static char *body_of(const lg *g, int idx) {
         }
     } else if (strstr(p->path, "/chat/completions")) { /* the prompt's text as one user message */
         add_message(cJSON_AddArrayToObject(b, "messages"), "user", it->text);
-    } else if (it->text) {
+        if (p->prediction && it->prediction) {
+            cJSON *pr = cJSON_AddObjectToObject(b, "prediction");
+            cJSON_AddStringToObject(pr, "type", "content");
+            cJSON_AddStringToObject(pr, "content", it->prediction);
+        }
+    } else if (it->text && !it->prediction) { /* (an edit's text is its user message: its tokens are the chat's) */
         cJSON_AddStringToObject(b, "prompt", it->text);
     } else {
         cJSON *arr = cJSON_AddArrayToObject(b, "prompt");

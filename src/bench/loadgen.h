@@ -15,6 +15,7 @@ typedef struct {
     const char *api_key; /* NULL = no Authorization header */
     int concurrency;     /* > 0: closed loop with this many in flight; else arrival times */
     int timeout_s;       /* per request; default 600 */
+    bool prediction;     /* chat: send a workload item's prediction (its "prediction" field) */
 } cb_loadgen_params;
 
 typedef struct {

@@ -53,3 +53,11 @@ int32_t *cb_prompt_tokenize(void *engine, const char *text, int32_t *n) {
     *n = k;
     return t;
 }
+
+int32_t *cb_prompt_chat(void *engine, const char *user, int32_t *n) {
+    struct cobatch_chat_message m = {.role = "user", .content = user};
+    struct cobatch_request_params p = cobatch_request_default_params();
+    p.messages = &m;
+    p.n_messages = 1;
+    return cobatch_prompt_tokens(engine, &p, n, NULL);
+}

@@ -60,6 +60,9 @@ static cJSON *config(const cb_bench_config *c) {
     cJSON_AddBoolToObject(o, "flash_attn", cobatch_params_flash_attn(p));
     cJSON_AddStringToObject(o, "cache_type_k", cobatch_kv_type_name(p->cache_type_k));
     cJSON_AddStringToObject(o, "cache_type_v", cobatch_kv_type_name(p->cache_type_v));
+    cJSON_AddStringToObject(o, "spec", p->spec == COBATCH_SPEC_NGRAM ? "ngram" : "off");
+    cJSON_AddNumberToObject(o, "spec_max", p->spec_max > 0 ? p->spec_max : 8);
+    cJSON_AddBoolToObject(o, "prediction", c->prediction);
     return o;
 }
 
@@ -67,6 +70,8 @@ static cJSON *result(const cb_bench_result *r) {
     const cb_metrics *m = &r->m;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "wall_s", r->wall_s);
+    cJSON_AddNumberToObject(o, "spec_drafted", (double)r->stats.spec_drafted);
+    cJSON_AddNumberToObject(o, "spec_accepted", (double)r->stats.spec_accepted);
     cJSON_AddNumberToObject(o, "cpu_s", r->cpu_s);
     cJSON_AddNumberToObject(o, "cpu_user_s", r->cpu_user_s);
     cJSON_AddNumberToObject(o, "kv_bytes", (double)r->kv.kv_bytes);

@@ -23,7 +23,7 @@ int32_t cb_rng_range(uint64_t *rng, int32_t lo, int32_t hi) {
 
 const char *cb_workload_names(void) {
     return "long, long16, long-context, mixed, mixed-small, decode-heavy, prefill-heavy, random, shared-prefix, "
-           "multi-prefix, sessions";
+           "multi-prefix, sessions, edit";
 }
 
 /* Lengths of each workload, before prompts are made. */
@@ -46,6 +46,8 @@ static int plan_lengths(const char *name, const cb_workload_opts *o, uint64_t *r
         count = 100;
     else if (!strcmp(name, "shared-prefix") || !strcmp(name, "multi-prefix"))
         count = 32;
+    else if (!strcmp(name, "edit"))
+        count = 16;
     else if (!strcmp(name, "sessions"))
         count = (o->sessions > 0 ? o->sessions : 32) * (o->turns > 0 ? o->turns : 4);
     else
@@ -188,6 +190,17 @@ int cb_workload_make(const char *name, const cb_workload_opts *o, cb_prompt_fn f
         return -1;
     }
     w->n = n;
+    if (!strcmp(name, "edit")) { /* prompts and lengths from its files (edit.c) */
+        free(in);
+        free(out);
+        for (int i = 0; i < n; i++)
+            w->items[i].session = -1;
+        if (cb_workload_edit(o, &rng, w, err, errlen) != 0) {
+            cb_workload_free(w);
+            return -1;
+        }
+        return 0;
+    }
     bool shared = !strcmp(name, "shared-prefix") || !strcmp(name, "multi-prefix");
     for (int i = 0; i < n; i++) {
         cb_work_item *it = &w->items[i];
@@ -223,7 +236,7 @@ int cb_workload_make(const char *name, const cb_workload_opts *o, cb_prompt_fn f
 
 void cb_workload_free(cb_workload *w) {
     for (int i = 0; i < w->n; i++)
-        free(w->items[i].tokens), free(w->items[i].text);
+        free(w->items[i].tokens), free(w->items[i].text), free(w->items[i].prediction);
     free(w->items);
     free(w->system_tokens);
     free(w->system_text);

@@ -14,12 +14,14 @@ typedef struct {
     int32_t n_in, n_out;
     double arrival_s;
     int32_t priority;
-    int32_t *tokens; /* (n_in) owned by the workload */
-    char *text;      /* the prompt as text, for a client that sends text (loadgen --text-prompts); NULL
-                        otherwise; owned */
-    int32_t session; /* `sessions`: the conversation it is a turn of (tokens: that turn's new user message);
-                        -1 otherwise */
-    int32_t turn;    /* `sessions`: which turn (0: the first) */
+    int32_t *tokens;  /* (n_in) owned by the workload */
+    char *text;       /* the prompt as text, for a client that sends text (loadgen --text-prompts); NULL
+                         otherwise; owned */
+    int32_t session;  /* `sessions`: the conversation it is a turn of (tokens: that turn's new user message);
+                         -1 otherwise */
+    int32_t turn;     /* `sessions`: which turn (0: the first) */
+    char *prediction; /* `edit`: the text the answer is expected to repeat (the file), for a client that
+                         sends it (OpenAI's Predicted Outputs); NULL otherwise; owned */
 } cb_work_item;
 
 typedef struct {
@@ -37,6 +39,9 @@ typedef struct {
     double think_s;
 } cb_workload;
 
+/* Text to tokens (with BOS as the model wants): returns a malloc'd array and its length, or NULL. */
+typedef int32_t *(*cb_tokenize_fn)(void *ctx, const char *text, int32_t *n);
+
 typedef struct {
     int num_prompts; /* 0 = the workload's own count */
     uint64_t seed;
@@ -47,6 +52,9 @@ typedef struct {
     int32_t sessions, turns, system_len, task_len, turn_len;      /* `sessions` (output_len too; system_len:
                                                                      `multi-prefix` too); 0 = defaults */
     double think_s;                                               /* `sessions`: between an answer and the next turn */
+    int32_t edit_lines;                                           /* `edit`: lines of each file; 0 = 40 */
+    cb_tokenize_fn chat_fn; /* `edit`: a user message to the prompt tokens the model's chat template makes */
+    void *chat_ctx;
 } cb_workload_opts;
 
 /* Fills out[0, n) with exactly n prompt tokens drawn with *rng. Returns 0 or -1. */
@@ -61,14 +69,17 @@ typedef int (*cb_prompt_fn)(void *ctx, uint64_t *rng, int32_t n, int32_t *out);
  * a group: sharing_degree requests, 4), then a question of distinct_len (100) of its own, and asks
  * for output_len (50); shuffled. sessions: `sessions` conversations (default 32) of `turns` turns (4) behind a system
  * prompt of system_len tokens (470): a task of task_len tokens (90), then turn_len new tokens (50)
- * a turn, output_len answer tokens (32) each. Returns 0, or -1 with a message (unknown name, a prompt that could not be
+ * a turn, output_len answer tokens (32) each. edit (edit.c): 16 requests, each a file of edit_lines
+ * lines (40) of Python functions and the instruction to rename one and reply with the whole file
+ * (rendered by chat_fn; the file also as the item's prediction), asking for the file's tokens and 16
+ * more (output_len if given). Returns 0, or -1 with a message (unknown name, a prompt that could not be
  * made). */
 int cb_workload_make(const char *name, const cb_workload_opts *opts, cb_prompt_fn fn, void *ctx, cb_workload *out,
                      char *err, size_t errlen);
 void cb_workload_free(cb_workload *w);
-
-/* Text to tokens (with BOS as the model wants): returns a malloc'd array and its length, or NULL. */
-typedef int32_t *(*cb_tokenize_fn)(void *ctx, const char *text, int32_t *n);
+/* edit.c: the `edit` workload's w->n items (tokens, text, prediction), drawn with *rng. 0, or -1 with
+ * a message. */
+int cb_workload_edit(const cb_workload_opts *o, uint64_t *rng, cb_workload *w, char *err, size_t errlen);
 
 /* Loads a workload from JSONL: one request per line, {"prompt": "text"} or
  * {"prompt_tokens": [ids]}, with optional "max_tokens" (default 128), "arrival_s" and "priority".

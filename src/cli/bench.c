@@ -114,15 +114,15 @@ typedef struct {
     const char *trace_path, *json_path, *plot_dir, *batch_path;
     bool ceiling_on, ceiling_only;
     int64_t ceiling_verify; /* drafts a sequence checks in the ceiling's verify steps (0: none) */
-    char modes_s[128], chunks_s[128], layouts_s[64], caching_s[16], budgets_s[128], seqs_s[128];
+    char modes_s[128], chunks_s[128], layouts_s[64], caching_s[16], budgets_s[128], seqs_s[128], specs_s[64];
     char seqs_shown[128]; /* --max-num-seqs as given (seqs_s is cut into its items) */
     int64_t repeat;
 } bench_opts;
 
 /* The configuration lists, split: every configuration takes one item of each. */
 typedef struct {
-    char *modes[8], *chunks[8], *layouts[4], *caching[2];
-    int n_modes, n_chunks, n_layouts, n_caching, n_budgets, n_seqs;
+    char *modes[8], *chunks[8], *layouts[4], *caching[2], *specs[3];
+    int n_modes, n_chunks, n_layouts, n_caching, n_budgets, n_seqs, n_specs;
     int32_t budgets[8];
     int32_t seqs[8];   /* max_num_seqs values; 0 = auto */
     int first_max;     /* the first largest budget: chunk none runs at it alone */
@@ -139,7 +139,7 @@ static int parse_bench_flags(int argc, char **argv, bench_opts *o) {
                       .repeat = 1};
     cb_wargs_init(&o->wa);
     const char *modes_a = NULL, *chunks_a = NULL, *layouts_a = NULL, *caching_a = NULL, *budgets_a = NULL,
-               *seqs_a = NULL;
+               *seqs_a = NULL, *specs_a = NULL;
     bool no_ceiling = false;
     const cb_flag own[] = {
         {"--ceiling-only", NULL, CB_FLAG_SET, &o->ceiling_only,
@@ -161,6 +161,9 @@ static int parse_bench_flags(int argc, char **argv, bench_opts *o) {
         {"--kv-layouts", "LIST", CB_FLAG_STR, &layouts_a, .help = "of split,unified (default: --kv-layout's, split)"},
         {"--prefix-caching", "LIST", CB_FLAG_STR, &caching_a,
          .help = "of on,off (default on; off with --no-prefix-caching)"},
+        {"--specs", "LIST", CB_FLAG_STR, &specs_a,
+         .help = "of off,ngram,prediction (default: --spec's): speculation off, on,\nor on with each request's "
+                 "prediction sent (the edit workload's file)"},
         {"--repeat", "N", CB_FLAG_I64, &o->repeat, 1, 100,
          .help = "run each configuration N times, report the median-wall run\n(of an even count, the faster "
                  "middle one)"},
@@ -194,10 +197,13 @@ static int parse_bench_flags(int argc, char **argv, bench_opts *o) {
     TAKE(o->budgets_s, budgets_a);
     TAKE(o->seqs_s, seqs_a);
     TAKE(o->seqs_shown, seqs_a);
+    TAKE(o->specs_s, specs_a);
 #undef TAKE
     /* the lists default to the engine flags (--kv-layout, --no-prefix-caching) */
     if (!o->layouts_s[0])
         snprintf(o->layouts_s, sizeof(o->layouts_s), "%s", o->ep.kv_layout == COBATCH_KV_SPLIT ? "split" : "unified");
+    if (!o->specs_s[0])
+        snprintf(o->specs_s, sizeof(o->specs_s), "%s", o->ep.spec == COBATCH_SPEC_NGRAM ? "ngram" : "off");
     if (!o->caching_s[0]) snprintf(o->caching_s, sizeof(o->caching_s), "%s", o->ep.prefix_caching ? "on" : "off");
     if (!o->ep.model_path) o->ep.model_path = cb_default_model();
     return -1;
@@ -241,11 +247,13 @@ static int split_config_lists(bench_opts *o, config_lists *cl) {
     cl->n_chunks = split_list(o->chunks_s, cl->chunks, 8);
     cl->n_layouts = split_list(o->layouts_s, cl->layouts, 4);
     cl->n_caching = split_list(o->caching_s, cl->caching, 2);
+    cl->n_specs = split_list(o->specs_s, cl->specs, 3);
     cl->n_budgets = o->budgets_s[0] ? split_list(o->budgets_s, budget_items, 8) : 0;
     const char *too_many = cl->n_modes < 0     ? "--modes takes at most 8"
                            : cl->n_chunks < 0  ? "--prefill-chunks takes at most 8"
                            : cl->n_layouts < 0 ? "--kv-layouts takes at most 4"
                            : cl->n_caching < 0 ? "--prefix-caching takes at most 2"
+                           : cl->n_specs < 0   ? "--specs takes at most 3"
                            : cl->n_budgets < 0 ? "--max-num-batched-tokens takes at most 8"
                                                : NULL;
     if (too_many) {
@@ -269,6 +277,12 @@ static int split_config_lists(bench_opts *o, config_lists *cl) {
     cl->first_max = 0;
     for (int b = 0; b < cl->n_budgets; b++)
         if (cl->budgets[b] > budget_max) budget_max = cl->budgets[b], cl->first_max = b;
+    for (int sp = 0; sp < cl->n_specs; sp++) {
+        if (strcmp(cl->specs[sp], "off") && strcmp(cl->specs[sp], "ngram") && strcmp(cl->specs[sp], "prediction")) {
+            fprintf(stderr, "cobatch bench: --specs takes off, ngram and prediction (got '%s')\n", cl->specs[sp]);
+            return 2;
+        }
+    }
     for (int pc = 0; pc < cl->n_caching; pc++) {
         if (strcmp(cl->caching[pc], "on") && strcmp(cl->caching[pc], "off")) {
             fprintf(stderr, "cobatch bench: --prefix-caching takes on, off or on,off (got '%s')\n", cl->caching[pc]);
@@ -281,12 +295,15 @@ static int split_config_lists(bench_opts *o, config_lists *cl) {
 /* Fills cfg with prefix caching pc, layout l, mode m and chunk-budget-and-seqs k of the lists (k
  * counts max_num_seqs fastest, then budgets, then chunks). 0, 1 when the combination is not run,
  * or 2 with a message. */
-static int make_config(const config_lists *cl, const struct cobatch_engine_params *ep, int pc, int l, int m, int k,
-                       cb_bench_config *cfg) {
+static int make_config(const config_lists *cl, const struct cobatch_engine_params *ep, int sp, int pc, int l, int m,
+                       int k, cb_bench_config *cfg) {
     int64_t x;
     int si = k % cl->n_seqs, c = k / cl->n_seqs;
     int bi = c % cl->n_budgets;
     cfg->engine = *ep;
+    const char *spec = cl->specs[sp];
+    cfg->engine.spec = strcmp(spec, "off") ? COBATCH_SPEC_NGRAM : COBATCH_SPEC_OFF;
+    cfg->prediction = !strcmp(spec, "prediction");
     int mode = -1;
     for (int k = 0; k < 3; k++)
         if (!strcmp(cl->modes[m], MODE_NAMES[k])) mode = k;
@@ -326,8 +343,10 @@ static int make_config(const config_lists *cl, const struct cobatch_engine_param
         else
             snprintf(sl, sizeof(sl), " seqs=%d", cl->seqs[si]);
     }
-    snprintf(cfg->label, sizeof(cfg->label), "%s chunk=%s%s%s %s%s", cl->modes[m], chunk, bl, sl, layout,
-             uncached ? " no-prefix-cache" : "");
+    char spl[24] = "";
+    if (cl->n_specs > 1 || strcmp(spec, "off")) snprintf(spl, sizeof(spl), " spec=%s", spec);
+    snprintf(cfg->label, sizeof(cfg->label), "%s chunk=%s%s%s %s%s%s", cl->modes[m], chunk, bl, sl, layout,
+             uncached ? " no-prefix-cache" : "", spl);
     return 0;
 }
 
@@ -343,9 +362,9 @@ static int build_configs(bench_opts *o, cb_bench_config *cfgs, int *n_out, int *
     for (int pc = 0; pc < cl.n_caching; pc++)
         for (int l = 0; l < cl.n_layouts; l++) {
             for (int m = 0; m < cl.n_modes; m++) {
-                for (int k = 0; k < cl.n_chunks * cl.n_budgets * cl.n_seqs; k++) {
+                for (int k = 0; k < cl.n_chunks * cl.n_budgets * cl.n_seqs * cl.n_specs; k++) {
                     cb_bench_config one;
-                    rc = make_config(&cl, &o->ep, pc, l, m, k, &one);
+                    rc = make_config(&cl, &o->ep, k % cl.n_specs, pc, l, m, k / cl.n_specs, &one);
                     if (rc == 2) return 2;
                     if (rc == 1) continue;
                     if (n == MAX_CFG) {

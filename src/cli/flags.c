@@ -237,6 +237,7 @@ static const int ROPE[] = {COBATCH_ROPE_NONE, COBATCH_ROPE_LINEAR, COBATCH_ROPE_
 static const int KV_TYPE[] = {COBATCH_KV_F16,  COBATCH_KV_F32,    COBATCH_KV_BF16, COBATCH_KV_Q8_0, COBATCH_KV_Q4_0,
                               COBATCH_KV_Q4_1, COBATCH_KV_IQ4_NL, COBATCH_KV_Q5_0, COBATCH_KV_Q5_1};
 static const int REPACK[] = {COBATCH_REPACK_AUTO, COBATCH_REPACK_ON, COBATCH_REPACK_OFF};
+static const int SPEC[] = {COBATCH_SPEC_OFF, COBATCH_SPEC_NGRAM};
 static const int REASONING[] = {COBATCH_REASONING_SEPARATED, COBATCH_REASONING_NONE, COBATCH_REASONING_SEPARATED,
                                 COBATCH_REASONING_SEPARATED};
 
@@ -353,6 +354,10 @@ cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
         {"--cache-ram", "GiB", CB_FLAG_F32, &p->cache_ram, 0, 1 << 20,
          .help = "split: host memory keeping cached conversations that leave the\nKV streams (copied back "
                  "instead of recomputed when cheaper);\ndefault 1/8 of the host's memory, at most 8; 0: none"},
+        {"--spec", "off|ngram", CB_FLAG_ENUM, &p->spec, .choices = "off|ngram", .values = SPEC,
+         .help = "ngram: check drafts from a request's own text where they pay"},
+        {"--spec-max", "K", CB_FLAG_I32, &p->spec_max, 1, COBATCH_SPEC_MAX,
+         .help = "drafts a request checks a step, default 8"},
         {"--rpc", "HOST:PORT,...", CB_FLAG_STR, &p->rpc_servers,
          .help = "run the model's layers on these ggml-rpc-server processes (a\nbuild with -DCOBATCH_RPC=ON; "
                  "README: a model split across hosts)"},

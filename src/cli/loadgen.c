@@ -69,6 +69,8 @@ static int parse_loadgen_flags(int argc, char **argv, loadgen_opts *o) {
          .help = "e.g. ttft:500,tpot:50,e2el:10000 (ms): requests meeting all of them"},
         {"--label", "TEXT", CB_FLAG_STR, &o->label, .help = "the row's name in the table"},
         {"--json", "FILE", CB_FLAG_STR, &o->json_path, .help = "every figure as JSON"},
+        {"--prediction", NULL, CB_FLAG_SET, &o->lp.prediction,
+         .help = "chat: send each request's prediction (the edit workload's file,\nOpenAI's Predicted Outputs)"},
         {"--text-prompts", NULL, CB_FLAG_SET, &o->wa.text,
          .help = "send prompts as text (the tokens detokenized) instead of token ids:\nfor routers that take "
                  "text only (sglang-router)"},

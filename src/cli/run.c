@@ -94,8 +94,10 @@ int cb_cmd_run(int argc, char **argv) {
                                                        1e3 / (ev.n_generated - 1)
                                                  : 0;
                 fprintf(stderr,
-                        "finish=%s prompt_tokens=%d completion_tokens=%d ttft_ms=%.1f tpot_ms=%.2f total_s=%.2f\n",
-                        cobatch_finish_reason_str(ev.reason), ev.n_prompt, ev.n_generated, ttft, tpot, total);
+                        "finish=%s prompt_tokens=%d completion_tokens=%d ttft_ms=%.1f tpot_ms=%.2f total_s=%.2f "
+                        "drafted=%d accepted=%d\n",
+                        cobatch_finish_reason_str(ev.reason), ev.n_prompt, ev.n_generated, ttft, tpot, total,
+                        ev.n_drafted, ev.n_accepted);
             }
         }
         cobatch_event_clear(&ev);

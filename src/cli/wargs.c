@@ -42,6 +42,8 @@ cb_flag_group cb_wargs_flags(cb_flag *room, cb_wargs *a) {
          .help = "sessions: the first user message's tokens, default 90"},
         {"--turn-len", "N", CB_FLAG_I32, &a->o.turn_len, 1, 1 << 20,
          .help = "sessions: each later user message's tokens, default 50\n(--output-len: answer tokens, default 32)"},
+        {"--edit-lines", "N", CB_FLAG_I32, &a->o.edit_lines, 1, 1 << 16,
+         .help = "edit: lines of each file, default 40"},
         {"--think-ms", "MS", CB_FLAG_F64, &a->think_ms, 0, 1e7,
          .help = "sessions: from an answer to the next turn (default 0)"},
         {"--workload-file", "FILE", CB_FLAG_STR, &a->file,
@@ -86,6 +88,8 @@ int cb_wargs_build(const cb_wargs *a, const struct cobatch_engine_params *ep, cb
     bool file_arrivals = false;
     cb_workload_opts o = a->o;
     o.think_s = a->think_ms / 1000;
+    o.chat_fn = cb_prompt_chat;
+    o.chat_ctx = e;
     int rc = a->file ? cb_workload_load_jsonl(a->file, cb_prompt_tokenize, e, w, &file_arrivals, err, errlen)
                      : cb_workload_make(a->workload, &o, cb_prompt_make, e, w, err, errlen);
     if (rc == 0 && a->text && w->n_system > 0 && !(w->system_text = detokenized(e, w->system_tokens, w->n_system))) {
@@ -94,7 +98,7 @@ int cb_wargs_build(const cb_wargs *a, const struct cobatch_engine_params *ep, cb
     }
     for (int i = 0; rc == 0 && a->text && i < w->n; i++) { /* the tokens as text: a round trip of the tokenizer */
         cb_work_item *it = &w->items[i];
-        if (!(it->text = detokenized(e, it->tokens, it->n_in))) {
+        if (!it->text && !(it->text = detokenized(e, it->tokens, it->n_in))) {
             snprintf(err, errlen, "request %d: its prompt could not be turned into text", i + 1);
             rc = -1;
         }

@@ -19,6 +19,8 @@ typedef struct {
     int32_t pos0;     /* first token index = the request's n_computed */
     int32_t n_tokens; /* tokens [pos0, pos0 + n_tokens) of req->tokens go in the batch */
     bool logits;      /* the last of them needs logits (it completes the request's pending tokens) */
+    int32_t n_draft;  /* of n_tokens, draft tokens after a decode row (each wants logits; the commit counts
+                         none of them computed: the engine adds those that hold) */
 } cb_plan_item;
 
 typedef struct {
@@ -28,6 +30,7 @@ typedef struct {
     int32_t n_decode;         /* items of one generated token (decode rows); a prompt token is prefill */
     int32_t n_prefill_tokens; /* the other rows */
     int32_t n_paced_tokens;   /* of them, rows of requests a step pace cuts (scheduler.h: those that fit a tile) */
+    int32_t n_draft_rows;     /* draft tokens of the decode items (plan items' n_draft summed) */
     int32_t n_logit_rows;     /* prompt rows wanting logits besides the items' last (cb_request.all_logits_to) */
     cb_kv_ops ops;            /* changes to the cells to apply, in order, before the batch (releases, shares,
                                  publications, evictions); owned by the plan */

@@ -66,6 +66,14 @@ typedef struct cb_request {
         size_t size;
         void *pin; /* the prefix cache's hold on [0, from) (cache.h), or NULL */
     } swap;
+    /* Speculation (spec.h): the engine writes `avail` draft tokens after the request's tokens (in
+     * tokens[n_tokens, n_tokens + avail), within cap) before a step, with the rate they hold at; the
+     * scheduler puts some of them in the step's plan beside its decode row (cb_plan_item.n_draft);
+     * `idle`: steps since it last checked one (exploration: cb_sched_config.spec_explore). */
+    struct {
+        int32_t avail, idle;
+        double rate;
+    } draft;
     int32_t in_plan;    /* tokens scheduled in the current (uncommitted) step */
     bool static_member; /* belongs to the current static group */
 

@@ -24,6 +24,9 @@ struct cb_sched {
     int32_t tile_cap;               /* tile_chunks: the step's tokens a tile-shaped chunk may reach */
     int32_t prompt_left;            /* short prompts' tokens this step may still take by its pace; INT32_MAX: unpaced */
     cb_sched_stats stats;
+    /* (max_num_seqs) scratch of a step's draft choice (schedule_drafts) */
+    int32_t *sp_item, *sp_avail, *sp_k;
+    double *sp_rate;
 };
 
 /* The aged rank key of r (cfg.priority_aging_us > 0). */

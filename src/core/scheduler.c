@@ -65,10 +65,15 @@ cb_sched *cb_sched_new(const cb_sched_config *cfg, cb_kv *kv, cb_cache *cache) {
     s->kv = kv;
     s->cache = cache;
     s->running = calloc((size_t)cfg->max_num_seqs, sizeof(*s->running));
+    s->sp_item = calloc((size_t)cfg->max_num_seqs, sizeof(int32_t));
+    s->sp_avail = calloc((size_t)cfg->max_num_seqs, sizeof(int32_t));
+    s->sp_k = calloc((size_t)cfg->max_num_seqs, sizeof(int32_t));
+    s->sp_rate = calloc((size_t)cfg->max_num_seqs, sizeof(double));
     s->cur = &s->pending;
     /* the cell changes of a busy step, up front: a lost op could not be repaired, so running out
      * of memory while queueing one aborts (kv.h); this makes that need far more than a step */
-    if (!s->running || cb_kv_ops_reserve(&s->pending, CB_OPS_RESERVE) != 0) {
+    if (!s->running || !s->sp_item || !s->sp_avail || !s->sp_k || !s->sp_rate ||
+        cb_kv_ops_reserve(&s->pending, CB_OPS_RESERVE) != 0) {
         cb_sched_free(s);
         return NULL;
     }
@@ -78,6 +83,10 @@ cb_sched *cb_sched_new(const cb_sched_config *cfg, cb_kv *kv, cb_cache *cache) {
 void cb_sched_free(cb_sched *s) {
     if (!s) return;
     free(s->running);
+    free(s->sp_item);
+    free(s->sp_avail);
+    free(s->sp_k);
+    free(s->sp_rate);
     free(s->waiting);
     cb_kv_ops_free(&s->pending);
     free(s);
@@ -132,6 +141,7 @@ static void plan_add(cb_sched *s, cb_plan *plan, cb_request *r, int32_t n) {
     it->pos0 = r->n_computed;
     it->n_tokens = n;
     it->logits = r->n_computed + n == cb_request_n_tokens(r);
+    it->n_draft = 0;
     r->in_plan = n;
     plan->n_tokens += n;
     plan->n_logit_rows += cb_request_logit_rows(r, n);
@@ -190,6 +200,57 @@ static int32_t chunk_for(cb_sched *s, const cb_plan *plan, const cb_request *r, 
     return n > 0 ? n : 0;
 }
 
+/* Draft rows after the decode rows (cb_sched_config.spec_cost): what cb_spec_choose finds worth
+ * checking, each request within its drafts, its stream's cells less one and what the budget and the
+ * free cells leave. */
+static void schedule_drafts(cb_sched *s, cb_plan *plan, int32_t *budget_left) {
+    if (!s->cfg.spec_cost || *budget_left <= 0) return;
+    int32_t n = 0;
+    for (int32_t i = 0; i < plan->n_items; i++) {
+        cb_plan_item *it = &plan->items[i];
+        cb_request *r = it->req;
+        if (it->n_tokens != 1 || !it->logits || r->n_computed < r->n_prompt || r->draft.avail <= 0) continue;
+        int32_t avail = r->draft.avail, room = cb_kv_room(s->kv, r->seq_id) - 1;
+        if (avail > room) avail = room;
+        if (avail <= 0) continue;
+        s->sp_item[n] = i;
+        s->sp_avail[n] = avail;
+        s->sp_rate[n] = r->draft.rate;
+        n++;
+    }
+    if (n == 0) return;
+    double fixed = 10, row = 1; /* until fitted: a row is a tenth of the pass over the weights */
+    cb_row_cost_get(s->cfg.spec_cost, &fixed, &row);
+    int32_t room = *budget_left, cells = cb_kv_free_cells(s->kv) - s->cfg.kv_reserve;
+    if (room > cells) room = cells;
+    if (room <= 0) return;
+    /* split layout: beside other rows a request's drafts make a graph run of their own (plan.h), a
+     * pass over the weights more; alone its rows are one run */
+    double start = s->kv->split && plan->n_items > 1 ? fixed : 0;
+    cb_spec_choose(n, s->sp_avail, s->sp_rate, fixed, row, start, room, s->sp_k);
+    int32_t used = 0;
+    for (int32_t j = 0; j < n; j++)
+        used += s->sp_k[j];
+    for (int32_t j = 0; j < n; j++) {
+        cb_plan_item *it = &plan->items[s->sp_item[j]];
+        cb_request *r = it->req;
+        int32_t k = s->sp_k[j];
+        if (k == 0 && s->cfg.spec_explore > 0 && ++r->draft.idle >= s->cfg.spec_explore && used < room) {
+            k = 1; /* a try now and then: a request whose first drafts failed may hold them later */
+            used++;
+        }
+        if (k == 0) continue;
+        r->draft.idle = 0;
+        cb_kv_grow(s->kv, r->seq_id, k);
+        it->n_tokens += k;
+        it->n_draft = k;
+        r->in_plan += k;
+        plan->n_tokens += k;
+        plan->n_draft_rows += k;
+        *budget_left -= k;
+    }
+}
+
 static void schedule_decodes(cb_sched *s, cb_plan *plan, int32_t *budget_left) {
     for (;;) { /* evict cache, then preempt, until every decode row has its cell */
         int32_t need = 0;
@@ -206,6 +267,7 @@ static void schedule_decodes(cb_sched *s, cb_plan *plan, int32_t *budget_left) {
         plan_add(s, plan, r, 1);
         (*budget_left)--;
     }
+    schedule_drafts(s, plan, budget_left);
 }
 
 static void schedule_prefills(cb_sched *s, cb_plan *plan, int32_t *budget_left) {
@@ -359,7 +421,7 @@ static void schedule_admissions(cb_sched *s, cb_plan *plan, int32_t *budget_left
 int32_t cb_sched_step(cb_sched *s, cb_plan *plan, int32_t budget, bool strict) {
     plan->n_items = plan->n_tokens = plan->n_decode = plan->n_prefill_tokens = plan->n_paced_tokens = 0;
     plan->n_preempted = plan->n_failed = 0;
-    plan->n_logit_rows = 0;
+    plan->n_logit_rows = plan->n_draft_rows = 0;
     /* the plan starts with the changes made since the last one; this step's follow them */
     cb_kv_ops done = plan->ops;
     plan->ops = s->pending;
@@ -405,7 +467,7 @@ int32_t cb_sched_step(cb_sched *s, cb_plan *plan, int32_t budget, bool strict) {
 void cb_sched_commit(cb_sched *s, cb_plan *plan, int64_t now_us) {
     for (int32_t i = 0; i < plan->n_items; i++) {
         cb_request *r = plan->items[i].req;
-        r->n_computed += plan->items[i].n_tokens;
+        r->n_computed += plan->items[i].n_tokens - plan->items[i].n_draft; /* held drafts: the engine */
         r->in_plan = 0;
         if (!r->t_scheduled_us) r->t_scheduled_us = now_us;
         /* prompt cells go to the cache as they are made, so a request sharing them can start */

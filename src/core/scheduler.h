@@ -14,6 +14,7 @@
 #include "kv.h"
 #include "plan.h"
 #include "request.h"
+#include "spec.h"
 #include "swap.h"
 
 typedef enum { CB_MODE_CONTINUOUS = 0, CB_MODE_STATIC = 1 } cb_mode;
@@ -41,6 +42,13 @@ typedef struct {
                                    split_tile, beside decode rows, are bounded by time too, at pace_share
                                    (plan.h; not owned, the engine measures it); NULL: by the budget alone */
     double pace_share;
+    /* Speculation (spec.h): what a step's rows cost, fitted by the engine on its steps (not owned);
+     * NULL: no draft rows. Decoding requests with drafts ready (cb_request.draft) get the draft rows
+     * cb_spec_choose finds worth their time, within the budget and the cells; until the costs are
+     * fitted a row is taken to cost a tenth of a step's fixed part. A request that checked none for
+     * spec_explore steps checks one (its rate would otherwise never learn); 0: never. */
+    const cb_row_cost *spec_cost;
+    int32_t spec_explore;
 } cb_sched_config;
 
 typedef struct cb_sched cb_sched;

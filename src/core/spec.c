@@ -77,26 +77,38 @@ double cb_spec_expected(double a, int32_t k) {
 }
 
 int32_t cb_spec_choose(int32_t n, const int32_t *avail, const double *rate, double fixed_us, double row_us,
-                       int32_t room, int32_t *k) {
+                       double start_us, int32_t room, int32_t *k) {
     for (int32_t i = 0; i < n; i++)
         k[i] = 0;
-    if (n <= 0 || room <= 0 || !(row_us > 0) || !(fixed_us >= 0)) return 0;
+    if (n <= 0 || room <= 0 || !(row_us > 0) || !(fixed_us >= 0) || !(start_us >= 0)) return 0;
     double tokens = n, time = fixed_us + row_us * n;
     int32_t total = 0;
     while (total < room) {
-        int32_t best = -1;
-        double gain = 0;
+        /* the best next piece: one more draft of a request that drafts, or the best first m drafts of
+         * one that does not yet (they pay start_us between them), by expected tokens per time */
+        int32_t best = -1, best_m = 0;
+        double best_gain = 0, best_cost = 1, best_ratio = 0;
         for (int32_t i = 0; i < n; i++) {
             if (k[i] >= avail[i]) continue;
-            double g = pow(rate[i], k[i] + 1);
-            if (g > gain) gain = g, best = i;
+            double gain = 0, term = 1, ratio = 0, g = 0, cost = 0;
+            int32_t m = 0, most = k[i] > 0 ? 1 : avail[i];
+            if (most > room - total) most = room - total;
+            for (int32_t j = 0; j < k[i]; j++)
+                term *= rate[i];
+            for (int32_t j = 1; j <= most; j++) {
+                term *= rate[i];
+                gain += term;
+                double c = (k[i] > 0 ? 0 : start_us) + row_us * j;
+                if (gain / c > ratio) ratio = gain / c, m = j, g = gain, cost = c;
+            }
+            if (m > 0 && ratio > best_ratio) best = i, best_m = m, best_gain = g, best_cost = cost, best_ratio = ratio;
         }
-        /* worth a row when its expected tokens beat the step's tokens per row of time */
-        if (best < 0 || gain * time <= tokens * row_us) break;
-        k[best]++;
-        total++;
-        tokens += gain;
-        time += row_us;
+        /* worth it when its expected tokens per time beat the step's */
+        if (best < 0 || best_gain * time <= tokens * best_cost) break;
+        k[best] += best_m;
+        total += best_m;
+        tokens += best_gain;
+        time += best_cost;
     }
     return total;
 }

@@ -43,12 +43,16 @@ void cb_accept_note(cb_accept *a, int32_t drafted, int32_t accepted, double keep
 double cb_accept_rate(const cb_accept *a, double prior_accepted, double prior_drafted);
 
 /* One step's choice. n requests decode (each one row before drafts); request i has avail[i] draft
- * tokens ready and holds them at rate rate[i]. fixed_us and row_us: the fitted costs; room: draft
- * rows the step's token budget and cells allow in all. Writes k[i] (0..avail[i]) and returns the
- * draft rows in all. Greedy by the next draft's gain (rate^(k+1)); stops at the first that does not
- * pay. O(n x (total rows + 1)), n is at most the batch's sequences. */
+ * tokens ready and holds them at rate rate[i]. fixed_us and row_us: the fitted costs; start_us: what
+ * a request's drafts cost before their rows (the split layout: its rows after the first are a graph
+ * run of their own, another pass over the weights; 0 where rows share one graph); room: draft rows
+ * the step's token budget and cells allow in all. Writes k[i] (0..avail[i]) and returns the draft
+ * rows in all. Greedy by expected tokens per time: the next draft of a request that drafts
+ * (rate^(k+1) for row_us), or the best first drafts of one that does not (their gains for start_us
+ * and their rows); stops at the first piece that does not beat the step's own tokens per time.
+ * O(n x avail x pieces), n at most the batch's sequences. */
 int32_t cb_spec_choose(int32_t n, const int32_t *avail, const double *rate, double fixed_us, double row_us,
-                       int32_t room, int32_t *k);
+                       double start_us, int32_t room, int32_t *k);
 
 /* Checking a drafted token d when sampling (not greedy): the standard rule that keeps the output
  * distribution exactly the target's. A draft from text (lookup, prediction, pool) is one token with

@@ -64,7 +64,7 @@ void cb_engine_push_event(cobatch_engine *e, struct cobatch_event *ev) {
  * above the backlog. Called with ev_mu held. Returns false when out of memory. */
 static bool reserve_event(cobatch_engine *e) {
     cb_event_queue *q = &e->events;
-    int need = e->event_backlog + 2 * e->params.max_num_seqs + q->reserved + 1;
+    int need = e->event_backlog + (2 + e->spec_max) * e->params.max_num_seqs + q->reserved + 1;
     if (q->cap < need) {
         int cap = q->cap ? q->cap : 1024;
         while (cap < need)
@@ -272,6 +272,8 @@ static cobatch_engine *engine_alloc(const struct cobatch_engine_params *p) {
     e->event_fd = -1;
     e->next_id = 1;
     e->event_backlog = CB_EVENT_BACKLOG;
+    e->spec_max = p->spec_max > 0 ? p->spec_max : 8; /* a prediction drafts with speculation off too */
+    e->spec_ngram = p->spec == COBATCH_SPEC_NGRAM;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cond, NULL);
     pthread_mutex_init(&e->ev_mu, NULL);
@@ -301,7 +303,9 @@ static int make_scheduler(cobatch_engine *e, const cb_engine_sizes *z, int32_t b
                           .priority_aging_us = z->aging_us,
                           .swap = &e->swap,
                           .pace = p->step_pacing > 0 ? &e->pace : NULL,
-                          .pace_share = p->step_pacing};
+                          .pace_share = p->step_pacing,
+                          .spec_cost = &e->spec_cost,
+                          .spec_explore = 16};
     /* llama.cpp saves a sliding-window model's sequence without the cells its window has passed,
      * so a load trimmed to a shorter match would lack cells the window needs: no host tier there */
     bool swa = cb_model_has_swa(&e->model);
@@ -683,6 +687,9 @@ static cb_engine_req *cb_engine_req_new(const struct cobatch_request_params *p) 
     er->prompt_only = p->max_tokens == 0;
     er->logprobs = p->logprobs;
     er->n_top = p->top_logprobs;
+    er->no_spec = p->no_speculation;
+    er->pred_from = 0; /* a prediction is matched from its start */
+    er->pred_at = -1;
     atomic_init(&er->cancel, false);
     return er;
 }
@@ -958,6 +965,28 @@ static int check_request(const cobatch_engine *e, const struct cobatch_request_p
     return COBATCH_OK;
 }
 
+/* The prediction's tokens (as text: no special tokens parsed), into er; false with err filled. */
+static bool prediction_tokens(cobatch_engine *e, cb_engine_req *er, const char *text, struct cobatch_error *err) {
+    size_t len = strlen(text);
+    if (len / 8 > (size_t)e->n_ctx_seq) { /* (a token is rarely 8 bytes: no need to tokenize to know) */
+        refuse(err, COBATCH_ERR_INVALID, "prediction", "the prediction is longer than this engine's context");
+        return false;
+    }
+    int32_t n = 0;
+    er->pred = len ? cb_model_tokenize(&e->model, text, len, false, false, &n) : NULL;
+    if (len && !er->pred) {
+        refuse(err, COBATCH_ERR_NOMEM, NULL, "out of memory");
+        return false;
+    }
+    if (n > e->n_ctx_seq) {
+        refuse(err, COBATCH_ERR_INVALID, "prediction", "the prediction has %d tokens; this engine's context holds %d",
+               n, e->n_ctx_seq);
+        return false;
+    }
+    er->n_pred = n;
+    return true;
+}
+
 /* The request p asks for, its prompt tokens taken from its chat or made from its prompt, its
  * grammar and log-probability rows ready; NULL with err filled. */
 static cb_request *request_new(cobatch_engine *e, const struct cobatch_request_params *p, struct cobatch_error *err) {
@@ -991,6 +1020,10 @@ static cb_request *request_new(cobatch_engine *e, const struct cobatch_request_p
     if (r) r->rt = er;
     bool ok = er && (!p->prompt_logprobs || prompt_logprobs_new(er, r, toks));
     free(toks);
+    if (ok && p->prediction && !prediction_tokens(e, er, p->prediction, err)) {
+        cb_engine_free_request(r);
+        return NULL;
+    }
     const struct llama_sampler *shared = chat && chat->grammar ? chat->grammar : (const void *)p->parsed_grammar;
     char why[240] = "";
     cb_grammar_limits lim = grammar_limits(e, p->max_tokens);

@@ -24,6 +24,7 @@ void cb_engine_free_request(cb_request *r) {
         free(er->shown);
         free(er->err_buf);
         free(er->plp);
+        free(er->pred);
         free(er);
     }
     cb_request_free(r);
@@ -103,6 +104,10 @@ static void finish(cobatch_engine *e, cb_request *r, cb_state st, const char *er
     ev.n_preemptions = r->n_preemptions;
     ev.n_cached = r->n_cached;
     ev.n_reasoning = r->rt ? ((cb_engine_req *)r->rt)->n_reasoning : 0;
+    ev.n_drafted = er->n_drafted;
+    ev.n_accepted = er->n_accepted;
+    ev.n_prediction = er->n_pred;
+    ev.n_prediction_accepted = er->n_pred_accepted;
     ev.timings.t_submit_us = r->t_submit_us;
     ev.timings.t_scheduled_us = r->t_scheduled_us;
     ev.timings.t_first_token_us = r->t_first_token_us;
@@ -216,12 +221,12 @@ static void record_prompt_logprobs(const cb_runner *runner, const cb_model *m, c
     }
 }
 
-static void sample_one(cobatch_engine *e, cb_request *r, const cb_model *m, int32_t row, int64_t now) {
+bool cb_engine_sample_one(cobatch_engine *e, cb_request *r, const cb_model *m, int32_t row, int64_t now) {
     cb_engine_req *er = r->rt;
     char piece[CB_TEXTOUT_PIECE_MAX];
     if (er->prompt_only) {
         finish(e, r, CB_FINISHED_LENGTH, NULL);
-        return;
+        return false;
     }
     float margin = 0;
     bool inside = er->think && cb_common_think_inside(er->think);
@@ -234,14 +239,14 @@ static void sample_one(cobatch_engine *e, cb_request *r, const cb_model *m, int3
         if (tok == -2) cb_common_grammar_blown(er->grammar, &why);
         er->invalid = true;
         finish(e, r, CB_FINISHED_ERROR, why);
-        return;
+        return false;
     }
     struct cobatch_logprob *lp = NULL;
     if (er->logprobs) {
         lp = malloc(sizeof(*lp) * (size_t)(1 + er->n_top));
         if (!lp) {
             finish(e, r, CB_FINISHED_ERROR, "out of memory: the log-probabilities could not be kept");
-            return;
+            return false;
         }
         cb_logprobs(m, row, tok, er->n_top, lp);
     }
@@ -265,23 +270,31 @@ static void sample_one(cobatch_engine *e, cb_request *r, const cb_model *m, int3
     if (er->text.failed) free(lp);
     if (er->text.failed || !emit_token(e, r, tok, margin, lp, out, out_len, now)) {
         finish(e, r, CB_FINISHED_ERROR, "out of memory: the output could not be kept whole");
-        return;
+        return false;
     }
     if (end == CB_RUNNING && (r->n_generated >= r->max_tokens || cb_request_n_tokens(r) >= e->n_ctx_seq))
         end = CB_FINISHED_LENGTH;
     if (end != CB_RUNNING) {
         finish(e, r, end, NULL);
-    } else if (!er->in_lane && cb_lane_on(&e->lane) && cb_request_n_tokens(r) >= e->main.kv.per_seq_cap &&
-               !cb_lane_migrate(e, r)) { /* its stream is full: on in the long lane */
-        finish(e, r, CB_FINISHED_ERROR, "out of memory: the request could not move to the long lane");
+        return false;
     }
+    if (!er->in_lane && cb_lane_on(&e->lane) && cb_request_n_tokens(r) >= e->main.kv.per_seq_cap) {
+        if (!cb_lane_migrate(e, r)) /* its stream is full: on in the long lane */
+            finish(e, r, CB_FINISHED_ERROR, "out of memory: the request could not move to the long lane");
+        return false;
+    }
+    return true;
 }
 
 /* Samples every item that asked for logits, appends, checks stops, emits, retires. */
 static void sample_and_emit(cobatch_engine *e, cb_pool *pool, cb_plan *plan) {
     int64_t now = cobatch_time_us();
-    for (int32_t i = 0; i < plan->n_items; i++)
-        if (plan->items[i].logits) sample_one(e, plan->items[i].req, pool->model, pool->runner.logit_row[i], now);
+    for (int32_t i = 0; i < plan->n_items; i++) {
+        if (plan->items[i].n_draft > 0)
+            cb_spec_check(e, pool, plan, i, now);
+        else if (plan->items[i].logits)
+            cb_engine_sample_one(e, plan->items[i].req, pool->model, pool->runner.logit_row[i], now);
+    }
 }
 
 /* A decode that failed (aborted, or an error) may have kept some of the step's cells: llama.cpp
@@ -388,6 +401,9 @@ static void update_stats(cobatch_engine *e) {
     e->stats.embd_passes = e->embd.passes;
     e->stats.embd_us = e->embd.us;
     e->stats.embd_waiting = e->embd_requests_open;
+    e->stats.spec_drafted = e->spec_drafted;
+    e->stats.spec_accepted = e->spec_accepted;
+    e->stats.spec_steps = e->spec_steps;
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -446,6 +462,10 @@ static void note_main(cobatch_engine *e, const cb_plan *plan, int64_t run_us, in
                       struct cobatch_step_info *info) {
     info->decode_rows = plan->n_decode;
     info->prefill_tokens = plan->n_prefill_tokens;
+    info->draft_rows = plan->n_draft_rows;
+    e->spec_steps += plan->n_draft_rows > 0;
+    /* what speculation weighs a draft row against: steps of decode rows and drafts alone */
+    if (plan->n_prefill_tokens == 0) cb_row_cost_note(&e->spec_cost, plan->n_tokens, run_us, 0.98);
     info->n_requests = plan->n_items;
     info->preempted = plan->n_preempted;
     info->swapped = (int32_t)swapped;
@@ -456,7 +476,7 @@ static void note_main(cobatch_engine *e, const cb_plan *plan, int64_t run_us, in
     if (plan->n_prefill_tokens >= 32) cb_swap_note_prefill(&e->swap, plan->n_tokens, run_us);
     /* what the pace cuts: steps of decode rows and short prompts only (a long prompt's row at an
      * agent's context costs several times a short one's) */
-    if (plan->n_paced_tokens == plan->n_prefill_tokens)
+    if (plan->n_paced_tokens == plan->n_prefill_tokens && plan->n_draft_rows == 0)
         cb_step_pace_note(&e->pace, plan->n_decode, plan->n_prefill_tokens, run_us,
                           cb_sched_get_config(e->main.sched)->max_num_seqs);
 }
@@ -495,7 +515,9 @@ static bool postprocess(cobatch_engine *e, cb_pool *pool, cb_plan *plan, int rc,
     else
         note_lane(e, plan, run_us, info);
     record_prompt_logprobs(&pool->runner, pool->model, plan);
+    int64_t held = e->spec_accepted;
     sample_and_emit(e, pool, plan);
+    info->draft_accepted += (int32_t)(e->spec_accepted - held);
     return true;
 }
 
@@ -503,6 +525,7 @@ static bool postprocess(cobatch_engine *e, cb_pool *pool, cb_plan *plan, int rc,
  * Returns the tokens it ran (0: none, or it failed). */
 static int32_t pool_step(cobatch_engine *e, cb_pool *pool, int32_t budget, struct cobatch_step_info *info) {
     int64_t swapped = e->swap.swapped_out;
+    if (pool == &e->main) cb_spec_prepare(e);
     cb_plan *plan = schedule(e, pool, budget, false);
     int64_t t_run = cobatch_time_us(), copy_us = e->swap.copy_us + e->host.copy_us, decode_us = pool->runner.decode_us;
     int rc = run_plan(e, pool, &plan, budget);

@@ -9,6 +9,7 @@
 #include "../core/kv.h"
 #include "../core/request.h"
 #include "../core/scheduler.h"
+#include "../core/spec.h"
 #include "../core/textout.h"
 #include "../runtime/embd.h"
 #include "../runtime/model.h"
@@ -47,7 +48,18 @@ typedef struct {
                                     filled (prompt_logprobs), handed to the first event after the prompt */
     bool plp_ready;              /* plp is whole: the next event takes it */
     bool in_lane;                /* runs in the long lane's pool (lane.c), not the main one */
-    atomic_bool cancel;          /* cobatch_cancel asked for it (set under mu while the request is live) */
+    bool no_spec;                /* checks no drafts (cobatch_request_params.no_speculation) */
+    cb_accept acc;               /* how often its drafts held (speculate.c) */
+    int32_t n_drafted, n_accepted;
+    int32_t *pred; /* (n_pred) the prediction's tokens (cobatch_request_params.prediction), or NULL */
+    int32_t n_pred;
+    int32_t pred_from; /* where in pred the output's last match ended (cb_draft_lookup's from), -1: none */
+    int32_t pred_at;   /* the step's drafts start at pred[pred_at]; -1: they are not the prediction's */
+    int32_t n_pred_accepted;
+    /* A draft not checked still tells whether it would have held: its first token is compared with
+     * the token sampled at shadow_at (0: none pending), so a request's rate learns without rows. */
+    int32_t shadow_at, shadow_tok;
+    atomic_bool cancel; /* cobatch_cancel asked for it (set under mu while the request is live) */
 } cb_engine_req;
 
 #define CB_ERR_BUF 160
@@ -92,8 +104,9 @@ int32_t cb_lane_budget(struct cobatch_engine *e, int32_t used);
 #define CB_EVENT_BACKLOG 4096
 
 typedef struct {
-    struct cobatch_event *v; /* (cap) ring; cap >= event_backlog + 2 x max_num_seqs + reserved, so pushing
-                                never allocates (a step pushes at most max_num_seqs TOKEN events) */
+    struct cobatch_event *v; /* (cap) ring; cap >= event_backlog + (2 + spec_max) x max_num_seqs + reserved,
+                                so pushing never allocates (a step pushes at most a TOKEN event per
+                                request of each pool, and one per draft that held) */
     int head, len, cap;
     int reserved; /* live requests whose FINISHED event is not queued yet */
 } cb_event_queue;
@@ -192,7 +205,15 @@ struct cobatch_engine {
     cb_swap swap;       /* host memory for preempted requests' cells, the scheduler's and the lane's (swap.h) */
     cb_step_pace pace;  /* what a decode row and a prompt token of a step cost (plan.h), for step_pacing */
     cb_host_cache host; /* the prefix cache's host tier (hostcache.h; cap 0: none) */
-    int32_t n_ctx_seq;  /* a request's limit: its stream, or the long lane's pool */
+    /* speculation (speculate.c): drafts a request checks in a step at most; whether requests draft
+     * from their own text (else only from a prediction); what a main-pool step's rows cost (decode
+     * steps); how often all requests' drafts held; the totals */
+    int32_t spec_max;
+    bool spec_ngram;
+    cb_row_cost spec_cost;
+    cb_accept spec_all;
+    int64_t spec_drafted, spec_accepted, spec_steps;
+    int32_t n_ctx_seq;             /* a request's limit: its stream, or the long lane's pool */
     struct llama_token_data *cand; /* (n_vocab) engine thread: candidates of a constrained request's row */
 
     pthread_t thread;
@@ -242,6 +263,15 @@ struct cobatch_engine {
 };
 
 void *cb_engine_main(void *arg);
+/* engine.c: samples r's next token from batch row `row` of m's context, appends, checks its stops,
+ * emits it. Returns whether r goes on in its pool (false: it ended, and is freed, or it moved to the
+ * long lane). */
+bool cb_engine_sample_one(cobatch_engine *e, cb_request *r, const cb_model *m, int32_t row, int64_t now);
+/* speculate.c, main pool. cb_spec_prepare: before a step is planned, the drafts of its decoding
+ * requests (cb_request.draft). cb_spec_check: after the decode, item i's decode row and drafts are
+ * sampled in order while the drafts hold; the cells of those that did not are dropped. */
+void cb_spec_prepare(cobatch_engine *e);
+void cb_spec_check(cobatch_engine *e, cb_pool *pool, const cb_plan *plan, int32_t i, int64_t now);
 void cb_engine_free_request(cb_request *r);
 /* Drops id from the live requests (it can no longer be cancelled). */
 void cb_engine_live_remove(cobatch_engine *e, cobatch_req_id id);

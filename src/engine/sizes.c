@@ -57,6 +57,10 @@ int cb_engine_resolve(const struct cobatch_engine_params *p, cb_engine_sizes *ou
     if (p->cache_ram > 0 && (p->kv_layout != COBATCH_KV_SPLIT || !p->prefix_caching))
         return fail(err, errlen,
                     "cache_ram (the prefix cache's host-memory tier) needs the split KV layout with prefix caching");
+    if (p->spec != COBATCH_SPEC_OFF && p->spec != COBATCH_SPEC_NGRAM)
+        return fail(err, errlen, "spec must be COBATCH_SPEC_OFF or COBATCH_SPEC_NGRAM (got %d)", p->spec);
+    if (p->spec_max < 0 || p->spec_max > COBATCH_SPEC_MAX)
+        return fail(err, errlen, "spec_max must be from 0 (default) to %d (got %d)", COBATCH_SPEC_MAX, p->spec_max);
     if (p->priority_aging_ms < 0)
         return fail(err, errlen, "priority_aging_ms must be 0 or positive (got %d)", p->priority_aging_ms);
     if (p->prefix_cache_max_idle < 0)

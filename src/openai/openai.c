@@ -788,10 +788,12 @@ static const char *const COMMON_KEYS[] = {"model",
                                           "return_tokens_as_token_ids",
                                           "response_format",
                                           "grammar",
+                                          "speculative",
                                           "user",
                                           NULL};
 static const char *const COMPLETION_KEYS[] = {"prompt", "echo", "suffix", NULL};
 static const char *const CHAT_KEYS[] = {"messages",
+                                        "prediction",
                                         "top_logprobs",
                                         "tools",
                                         "tool_choice",
@@ -862,6 +864,40 @@ struct cobatch_sampling cb_openai_default_sampling(void) {
 
 cb_openai_defaults cb_openai_default_defaults(void) {
     return (cb_openai_defaults){.sampling = cb_openai_default_sampling(), .max_tokens = 0};
+}
+
+/* Predicted Outputs: {"type": "content", "content": text or [{"type": "text", "text": ...}, ...]},
+ * the text the output is expected to repeat; its tokens become draft tokens (the output is the same
+ * with or without it). */
+static int parse_prediction(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
+    cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prediction");
+    if (!p || cJSON_IsNull(p)) return 0;
+    cJSON *type = cJSON_GetObjectItemCaseSensitive(p, "type");
+    if (!cJSON_IsObject(p) || !cJSON_IsString(type) || strcmp(type->valuestring, "content") != 0)
+        return cb_openai_bad(e, "prediction", "'prediction' must be {\"type\": \"content\", \"content\": ...}");
+    for (cJSON *x = p->child; x; x = x->next)
+        if (strcmp(x->string, "type") != 0 && strcmp(x->string, "content") != 0)
+            return cb_openai_bad(e, "prediction", "'prediction.%s' is not supported", x->string);
+    cJSON *c = cJSON_GetObjectItemCaseSensitive(p, "content");
+    if (cJSON_IsString(c)) return (r->prediction = strdup(c->valuestring)) ? 0 : oom(e);
+    if (!cJSON_IsArray(c)) return cb_openai_bad(e, "prediction", "'prediction.content' must be a string or text parts");
+    size_t len = 0;
+    for (cJSON *x = c->child; x; x = x->next) {
+        cJSON *t = cJSON_GetObjectItemCaseSensitive(x, "text"), *k = cJSON_GetObjectItemCaseSensitive(x, "type");
+        if (!cJSON_IsString(t) || !cJSON_IsString(k) || strcmp(k->valuestring, "text") != 0)
+            return cb_openai_bad(e, "prediction",
+                                 "'prediction.content' parts must be {\"type\": \"text\", \"text\": ...}");
+        len += strlen(t->valuestring);
+    }
+    if (!(r->prediction = malloc(len + 1))) return oom(e);
+    len = 0;
+    for (cJSON *x = c->child; x; x = x->next) {
+        const char *t = cJSON_GetObjectItemCaseSensitive(x, "text")->valuestring;
+        memcpy(r->prediction + len, t, strlen(t));
+        len += strlen(t);
+    }
+    r->prediction[len] = '\0';
+    return 0;
 }
 
 /* response_format (OpenAI: text, json_object, json_schema) and llama-server's grammar (GBNF). */
@@ -1020,6 +1056,11 @@ int cb_openai_parse_json(cb_openai_kind kind, const cb_openai_defaults *defaults
     if ((kind == CB_OPENAI_COMPLETION ? parse_prompt(root, r, e) : parse_messages(root, r, e)) != 0) goto out;
     if (parse_sampling(root, r, e) != 0 || parse_stop(root, r, e) != 0 || parse_logit_bias(root, r, e) != 0) goto out;
     if (boolean(root, "stream", &r->stream, e) || boolean(root, "ignore_eos", &r->params.ignore_eos, e)) goto out;
+    bool spec = true; /* speculative: false checks no drafts for this request (the engine's --spec) */
+    if (boolean(root, "speculative", &spec, e)) goto out;
+    r->params.no_speculation = !spec;
+    if (kind == CB_OPENAI_CHAT && parse_prediction(root, r, e) != 0) goto out;
+    r->params.prediction = r->prediction;
     cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
     if (so && !cJSON_IsNull(so)) {
         if (!cJSON_IsObject(so)) {
@@ -1064,6 +1105,7 @@ void cb_openai_request_free(cb_openai_request *r) {
     free(r->prompts);
     free(r->json_schema);
     free(r->grammar);
+    free(r->prediction);
     free(r->template_kwargs);
     free(r->messages);
     free(r->logit_bias);
@@ -1084,16 +1126,22 @@ static cJSON *envelope(cb_openai_kind kind, const char *id, long created, const 
     return o;
 }
 
-static void add_usage(cJSON *o, int prompt_tokens, int completion_tokens, int cached_tokens, int reasoning_tokens) {
+static void add_usage(cJSON *o, const cb_openai_usage *x) {
     cJSON *u = cJSON_AddObjectToObject(o, "usage");
-    cJSON_AddNumberToObject(u, "prompt_tokens", prompt_tokens);
-    cJSON_AddNumberToObject(u, "completion_tokens", completion_tokens);
-    cJSON_AddNumberToObject(u, "total_tokens", prompt_tokens + completion_tokens);
-    if (cached_tokens >= 0) /* OpenAI's place for prompt tokens served from a prefix cache */
-        cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "prompt_tokens_details"), "cached_tokens", cached_tokens);
-    if (reasoning_tokens >= 0) /* and for the output's tokens of reasoning */
-        cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "completion_tokens_details"), "reasoning_tokens",
-                                reasoning_tokens);
+    cJSON_AddNumberToObject(u, "prompt_tokens", x->prompt_tokens);
+    cJSON_AddNumberToObject(u, "completion_tokens", x->completion_tokens);
+    cJSON_AddNumberToObject(u, "total_tokens", x->prompt_tokens + x->completion_tokens);
+    if (x->cached_tokens >= 0) /* OpenAI's place for prompt tokens served from a prefix cache */
+        cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "prompt_tokens_details"), "cached_tokens", x->cached_tokens);
+    cJSON *d =
+        x->reasoning_tokens >= 0 || x->prediction >= 0 ? cJSON_AddObjectToObject(u, "completion_tokens_details") : NULL;
+    if (x->reasoning_tokens >= 0) /* and for the output's tokens of reasoning */
+        cJSON_AddNumberToObject(d, "reasoning_tokens", x->reasoning_tokens);
+    if (x->prediction >= 0) { /* Predicted Outputs */
+        int rejected = x->prediction - x->accepted_prediction;
+        cJSON_AddNumberToObject(d, "accepted_prediction_tokens", x->accepted_prediction);
+        cJSON_AddNumberToObject(d, "rejected_prediction_tokens", rejected > 0 ? rejected : 0);
+    }
 }
 
 static char *print(cJSON *o) {
@@ -1232,8 +1280,7 @@ static void add_logprobs(cJSON *c, cb_openai_kind kind, const cb_openai_logprobs
 }
 
 char *cb_openai_response_json(cb_openai_kind kind, const char *id, long created, const char *model,
-                              const cb_openai_choice *choices, int n_choices, int prompt_tokens, int completion_tokens,
-                              int cached_tokens, int reasoning_tokens) {
+                              const cb_openai_choice *choices, int n_choices, const cb_openai_usage *usage) {
     cJSON *o = envelope(kind, id, created, model, false);
     cJSON *arr = cJSON_AddArrayToObject(o, "choices");
     for (int i = 0; i < n_choices; i++) {
@@ -1266,7 +1313,7 @@ char *cb_openai_response_json(cb_openai_kind kind, const char *id, long created,
         cJSON_AddStringToObject(c, "finish_reason", choices[i].finish);
         cJSON_AddItemToArray(arr, c);
     }
-    add_usage(o, prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens);
+    add_usage(o, usage);
     return print(o);
 }
 
@@ -1326,10 +1373,10 @@ char *cb_openai_tool_chunk_json(const char *id, long created, const char *model,
 }
 
 char *cb_openai_usage_chunk_json(cb_openai_kind kind, const char *id, long created, const char *model,
-                                 int prompt_tokens, int completion_tokens, int cached_tokens, int reasoning_tokens) {
+                                 const cb_openai_usage *usage) {
     cJSON *o = envelope(kind, id, created, model, true);
     cJSON_AddArrayToObject(o, "choices");
-    add_usage(o, prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens);
+    add_usage(o, usage);
     return print(o);
 }
 

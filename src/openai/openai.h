@@ -38,6 +38,7 @@ typedef struct {
      * turned into params.grammar by cb_openai_resolve_schema; llama-server's `grammar` gives GBNF */
     char *json_schema;
     char *grammar;    /* behind params.grammar */
+    char *prediction; /* chat: behind params.prediction (Predicted Outputs' content, its parts joined) */
     bool calls_tools; /* chat: tools are offered and tool_choice is not none (the output may be calls) */
     /* chat, reasoning (cb_openai_parse_reasoning): the template's variables (behind params), the name the
        budget was given by, whether the answer leaves the reasoning out (include_reasoning false) and a
@@ -142,8 +143,15 @@ char *cb_openai_error_json(const cb_openai_error *e);
 /* e as a 400 naming param (NULL: none; the message printf-style); returns -1. */
 int cb_openai_bad(cb_openai_error *e, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* id: "cmpl-..." or "chatcmpl-...". */
-/* cached_tokens >= 0 adds usage.prompt_tokens_details.cached_tokens (prefix cache hits), reasoning_tokens
- * >= 0 usage.completion_tokens_details.reasoning_tokens; < 0 omits them. */
+/* A response's usage. cached_tokens >= 0 adds usage.prompt_tokens_details.cached_tokens (prefix cache
+ * hits), reasoning_tokens >= 0 usage.completion_tokens_details.reasoning_tokens, prediction >= 0 (a
+ * request with a prediction: its tokens over every choice) its accepted_prediction_tokens (the
+ * prediction's tokens the output took as drafts that held) and rejected_prediction_tokens (the
+ * rest); < 0 omits them. */
+typedef struct {
+    int prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens;
+    int prediction, accepted_prediction;
+} cb_openai_usage;
 typedef struct {
     const char *text;
     const char *reasoning;        /* chat: message.reasoning_content (NULL or "": none) */
@@ -156,8 +164,7 @@ typedef struct {
     const char *const *call_ids;
 } cb_openai_choice;
 char *cb_openai_response_json(cb_openai_kind kind, const char *id, long created, const char *model,
-                              const cb_openai_choice *choices, int n_choices, int prompt_tokens, int completion_tokens,
-                              int cached_tokens, int reasoning_tokens);
+                              const cb_openai_choice *choices, int n_choices, const cb_openai_usage *usage);
 /* A chat stream chunk of reasoning (delta.reasoning_content, llama-server's and vLLM's). */
 char *cb_openai_reasoning_chunk_json(const char *id, long created, const char *model, int index, const char *text);
 /* A stream chunk. role_first: the chat chunk that opens the stream (role, and content text: "", or
@@ -177,6 +184,6 @@ int32_t cb_openai_text_end(const cb_openai_logprobs *lp);
 char *cb_openai_abort_chunk_json(cb_openai_kind kind, const char *id, long created, const char *model, int index,
                                  int status, const char *type, const char *message);
 char *cb_openai_usage_chunk_json(cb_openai_kind kind, const char *id, long created, const char *model,
-                                 int prompt_tokens, int completion_tokens, int cached_tokens, int reasoning_tokens);
+                                 const cb_openai_usage *usage);
 
 #endif

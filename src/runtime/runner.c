@@ -14,13 +14,16 @@ int cb_runner_init(cb_runner *r, cb_model *m, int32_t max_items) {
     r->batch = malloc(sizeof(*r->batch));
     if (r->batch) *r->batch = llama_batch_init(m->n_batch, 0, 1);
     r->logit_row = calloc((size_t)max_items, sizeof(int32_t));
+    r->draft_base = calloc((size_t)max_items, sizeof(int32_t));
+    r->draft_row = calloc((size_t)m->n_batch, sizeof(int32_t));
     r->order = calloc(2 * (size_t)max_items, sizeof(cb_row_piece));
     r->lp = calloc((size_t)m->n_batch, sizeof(cb_lp_row));
     r->restore_failed = calloc((size_t)max_items, sizeof(*r->restore_failed));
     r->max_restore_failed = max_items;
     r->n_pending = m->n_seq_max > 0 ? m->n_seq_max : 1;
     r->pending = calloc((size_t)r->n_pending, 1);
-    if (!r->logit_row || !r->order || !r->lp || !r->restore_failed || !r->pending || !r->batch || !r->batch->token) {
+    if (!r->logit_row || !r->draft_base || !r->draft_row || !r->order || !r->lp || !r->restore_failed || !r->pending ||
+        !r->batch || !r->batch->token) {
         cb_runner_free(r);
         return -1;
     }
@@ -32,6 +35,9 @@ void cb_runner_free(cb_runner *r) {
     free(r->batch);
     r->batch = NULL;
     free(r->logit_row);
+    free(r->draft_base);
+    free(r->draft_row);
+    r->draft_base = r->draft_row = NULL;
     free(r->order);
     free(r->lp);
     free(r->restore_failed);
@@ -275,6 +281,10 @@ int cb_runner_run(cb_runner *r, const cb_plan *plan) {
         r->n_order = plan->n_items;
         r->n_runs = 1;
     }
+    for (int32_t i = 0, base = 0; i < plan->n_items; i++) {
+        r->draft_base[i] = base;
+        if (plan->items[i].n_draft > 0) base += plan->items[i].n_draft + 1;
+    }
     for (int32_t j = 0; j < r->n_order; j++) {
         const cb_row_piece *pc = &r->order[j];
         const cb_plan_item *it = &plan->items[pc->item];
@@ -285,6 +295,11 @@ int cb_runner_run(cb_runner *r, const cb_plan *plan) {
             b->n_seq_id[row] = 1;
             b->seq_id[row][0] = it->req->seq_id;
             b->logits[row] = it->logits && k == it->n_tokens - 1;
+            int32_t d = k - (it->n_tokens - 1 - it->n_draft); /* 0: the decode row, then the drafts */
+            if (it->n_draft > 0 && d >= 0) {
+                b->logits[row] = true;
+                r->draft_row[r->draft_base[pc->item] + d] = row;
+            }
             if (it->pos0 + k < it->req->all_logits_to && it->pos0 + k >= it->req->all_logits_from) {
                 b->logits[row] = true;
                 r->lp[r->n_lp++] = (cb_lp_row){.item = pc->item, .pos = it->pos0 + k, .row = row};

@@ -23,7 +23,11 @@ typedef struct {
     cb_model *model;
     struct llama_batch *batch; /* (n_batch rows) reused every step */
     int32_t n_batch;
-    int32_t *logit_row;  /* (max items) batch row whose logits item i gets, or -1 */
+    int32_t *logit_row; /* (max items) batch row whose logits item i gets, or -1 */
+    /* An item with drafts (cb_plan_item.n_draft) has logits on its decode row and each draft row:
+     * row j of them (0: the decode row) is draft_row[draft_base[i] + j]. */
+    int32_t *draft_base; /* (max items) */
+    int32_t *draft_row;  /* (n_batch) */
     cb_row_piece *order; /* (2 x max items) the order the items' rows go in the batch */
     int32_t n_order;
     cb_lp_row *lp; /* (n_batch) rows of prompts that want every row's logits (cb_request.all_logits_to) */

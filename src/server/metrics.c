@@ -158,6 +158,11 @@ char *cb_srv_metrics_render(const cb_srv_metrics *m, const cb_srv_gauges *g, con
     counter(&b, "cobatch:embedding_passes_total", "Passes of the embedding context (llama_decode calls).", model,
             (double)st->embd_passes);
     counter(&b, "cobatch:embedding_seconds_total", "Time the embedding passes took.", model, (double)st->embd_us / 1e6);
+    counter(&b, "cobatch:spec_decode_num_draft_tokens_total", "Draft tokens checked (speculative decoding, --spec).",
+            model, (double)st->spec_drafted);
+    counter(&b, "cobatch:spec_decode_num_accepted_tokens_total",
+            "Draft tokens that held: tokens generated without a pass of their own.", model, (double)st->spec_accepted);
+    counter(&b, "cobatch:spec_decode_steps_total", "Steps that checked draft tokens.", model, (double)st->spec_steps);
     gauge(&b, "cobatch:embedding_requests_waiting", "Embedding requests accepted and not finished.", model,
           st->embd_waiting);
     cb_buf_printf(&b, "# HELP cobatch:request_success_total Finished requests by reason.\n"

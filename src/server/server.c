@@ -130,6 +130,7 @@ typedef struct cb_srv_req {
     bool failed;                         /* a choice failed: the answer was an error, the rest are cancelled */
     int n_prompt, n_cached, n_generated; /* usage: the prompt once, the outputs summed */
     int n_reasoning;                     /* of the outputs' tokens, those of reasoning */
+    int n_prediction, n_pred_accepted;   /* a prediction's tokens over the choices, and those that held as drafts */
     struct cb_srv_req *prev, *next;      /* the server's list of requests */
 
     /* embeddings (kind CB_OPENAI_EMBEDDINGS: one engine request, ch[0]): its vectors once it ended well */
@@ -672,6 +673,16 @@ static cb_dialect_answer dialect_answer(const cb_srv_req *r, const char *const *
  * tool-calling outputs and the JSON text. NULL when out of memory. On the answers worker (an answer
  * can be tens of megabytes: 8 prompts x n 16 with echo and top-20 logprobs is 72 MB, seconds of
  * work), so it reads only the request, never its connection. */
+/* The request's usage as OpenAI's answers give it. */
+static cb_openai_usage usage_of(const cb_srv_req *r) {
+    return (cb_openai_usage){.prompt_tokens = r->n_prompt,
+                             .completion_tokens = r->n_generated,
+                             .cached_tokens = r->n_cached,
+                             .reasoning_tokens = r->thinks ? r->n_reasoning : -1,
+                             .prediction = r->n_prediction > 0 ? r->n_prediction : -1,
+                             .accepted_prediction = r->n_pred_accepted};
+}
+
 static char *whole_answer(srv *s, cb_srv_req *r) {
     if (r->kind == CB_OPENAI_EMBEDDINGS && r->dialect) {
         cb_dialect_head h = head(s, r);
@@ -730,9 +741,8 @@ static char *whole_answer(srv *s, cb_srv_req *r) {
             ok = !r->ch[i].n_ids || ids;
             cs[i].call_ids = ids;
         }
-        if (ok)
-            j = cb_openai_response_json(r->kind, r->cid, r->created, s->model, cs, r->n, r->n_prompt, r->n_generated,
-                                        r->n_cached, r->thinks ? r->n_reasoning : -1);
+        cb_openai_usage u = usage_of(r);
+        if (ok) j = cb_openai_response_json(r->kind, r->cid, r->created, s->model, cs, r->n, &u);
         for (int i = 0; i < r->n; i++)
             free((void *)cs[i].call_ids);
     }
@@ -766,8 +776,8 @@ static bool answer(srv *s, cb_srv_req *r) {
     if (r->stream) {
         bool sent = true;
         if (r->include_usage) {
-            char *j = cb_openai_usage_chunk_json(r->kind, r->cid, r->created, s->model, r->n_prompt, r->n_generated,
-                                                 r->n_cached, r->thinks ? r->n_reasoning : -1);
+            cb_openai_usage u = usage_of(r);
+            char *j = cb_openai_usage_chunk_json(r->kind, r->cid, r->created, s->model, &u);
             sent = sse(s, r, j);
             free(j);
         }
@@ -878,6 +888,8 @@ static void on_finished(srv *s, cb_srv_choice *c, struct cobatch_event *ev) {
         }
         r->n_generated += ev->n_generated;
         r->n_reasoning += ev->n_reasoning;
+        r->n_prediction += ev->n_prediction;
+        r->n_pred_accepted += ev->n_prediction_accepted;
         if (r->conn && !take_prompt(s, c, ev)) {
             lost_output(s, r);
         } else if (r->conn && r->parses) { /* the output read whole (with the answer when not streamed) */

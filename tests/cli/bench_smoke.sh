@@ -165,6 +165,17 @@ cat "$dir/o.md"
 check "sessions outgrowing the context: exits 0" '[ $rc -eq 0 ]'
 check "sessions outgrowing the context: turns 1-2 answered, turn 3 failed" \
     'grep -q "^| 1 | 3 | 0 |" "$dir/o.md" && grep -q "^| 2 | 3 | 0 |" "$dir/o.md" && grep -q "^| 3 | 3 | 3 |" "$dir/o.md"'
+# edit: files of Python rendered with the chat template, answered with speculation off, on, and
+# with each file sent as the request's prediction; the JSON tells the drafts apart
+"$bin" bench -m "$dir/tiny.gguf" --workload edit --num-prompts 2 --edit-lines 10 --modes continuous --no-ceiling \
+    --specs off,ngram,prediction --max-num-seqs 2 --json "$dir/ed.json" >"$dir/ed.md" 2>"$dir/ed.err"
+rc=$?
+check "edit with --specs off,ngram,prediction: exits 0, a row each, drafts only where speculation is on" \
+    '[ $rc -eq 0 ] && grep -q "^| continuous chunk=256 split spec=off |" "$dir/ed.md" &&
+     grep -q "^| continuous chunk=256 split spec=ngram |" "$dir/ed.md" &&
+     grep -q "^| continuous chunk=256 split spec=prediction |" "$dir/ed.md" &&
+     python3 -c "import json,sys; c=json.load(open(sys.argv[1]))[\"configurations\"]; \
+sys.exit(not (c[0][\"result\"][\"spec_drafted\"] == 0 and c[2][\"result\"][\"spec_drafted\"] > 0 and c[2][\"prediction\"]))" "$dir/ed.json"'
 "$bin" bench -m "$dir/tiny.gguf" --max-num-batched-tokens 64,x >/dev/null 2>"$dir/e4"; rc=$?
 check "bad budget refused" '[ $rc -eq 2 ] && grep -q "max-num-batched-tokens takes" "$dir/e4"'
 "$bin" bench -m "$dir/tiny.gguf" --max-num-seqs 4,0 >/dev/null 2>"$dir/e7"; rc=$?

@@ -207,6 +207,56 @@ def test_responses_namespace_and_hosted_tools(srv):
     assert r.status_code == 400 and "custom" in r.json()["error"]["message"]
 
 
+# ---------------------------------------------------------------- Predicted Outputs
+
+CODE = "def add(a, b):\n    total = a + b\n    return total\n\n\ndef scale(values, k):\n    return [v * k for v in values]\n"
+
+
+def near_tie_or_same(ref, other):
+    """The same tokens, or the first that differs was a near-tie in ref (a draft row is one more row of
+    the batch, and this model's logits move by tenths across batch shapes)."""
+    for a, b in zip(ref.logprobs.content, other.logprobs.content):
+        if a.token != b.token:
+            top = a.top_logprobs
+            return len(top) > 1 and top[0].logprob - top[1].logprob < 0.35
+    return len(ref.logprobs.content) == len(other.logprobs.content)
+
+
+def test_predicted_outputs_with_the_openai_sdk(srv):
+    """OpenAI's Predicted Outputs through the official SDK: the prediction's tokens are drafts, the
+    answer is the one without it, usage counts the prediction's tokens accepted and rejected;
+    speculative false checks none; where OpenAI has no such field (completions) it is refused by name."""
+    c = openai.OpenAI(base_url=srv.url + "/v1", api_key="x")
+    ask = dict(model="m", temperature=0, max_tokens=60, logprobs=True, top_logprobs=2,
+               messages=[{"role": "user", "content": "Repeat this code exactly:\n" + CODE}])
+    before = httpx.get(srv.url + "/metrics").text
+    plain = c.chat.completions.create(**ask)
+    pred = c.chat.completions.create(**ask, prediction={"type": "content", "content": CODE})
+    assert near_tie_or_same(plain.choices[0], pred.choices[0])
+    d = pred.usage.completion_tokens_details
+    n_pred = len(httpx.post(srv.url + "/tokenize", json={"content": CODE}).json()["tokens"])
+    assert d.accepted_prediction_tokens > 0
+    assert d.accepted_prediction_tokens + d.rejected_prediction_tokens == n_pred
+    assert plain.usage.completion_tokens_details is None or plain.usage.completion_tokens_details.accepted_prediction_tokens is None
+
+    def accepted(text):
+        return sum(float(l.split()[-1]) for l in text.splitlines()
+                   if l.startswith("cobatch:spec_decode_num_accepted_tokens_total"))
+    assert accepted(httpx.get(srv.url + "/metrics").text) - accepted(before) >= d.accepted_prediction_tokens
+    parts = c.chat.completions.create(**ask, extra_body={"speculative": False},
+                                      prediction={"type": "content", "content": [{"type": "text", "text": CODE}]})
+    assert parts.usage.completion_tokens_details.accepted_prediction_tokens == 0
+    assert near_tie_or_same(plain.choices[0], parts.choices[0])
+    for bad in [{"type": "text", "content": CODE}, {"type": "content", "content": 3},
+                {"type": "content", "content": [{"type": "image", "text": "x"}]}]:
+        r = httpx.post(srv.url + "/v1/chat/completions", timeout=60,
+                       json={"model": "m", "messages": [{"role": "user", "content": "hi"}], "prediction": bad})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "prediction", r.text
+    r = httpx.post(srv.url + "/v1/completions", timeout=60,
+                   json={"model": "m", "prompt": "hi", "prediction": {"type": "content", "content": "x"}})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "prediction", r.text
+
+
 # ---------------------------------------------------------------- context beyond training
 
 @pytest.mark.skipif(bool(os.environ.get("COBATCH_SANITIZED")),

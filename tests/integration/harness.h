@@ -26,6 +26,7 @@ typedef struct {
     int n_finished; /* FINISHED events seen: must end at exactly 1 */
     enum cobatch_finish_reason reason;
     int32_t n_prompt, n_generated, n_preemptions, n_reasoning;
+    int32_t n_drafted, n_accepted;
     bool pieces_valid_utf8;
     char error[256]; /* the FINISHED event's error message, if any */
     bool invalid;    /* the FINISHED event blamed the request */
@@ -85,6 +86,8 @@ static inline int it_take(struct cobatch_event *ev) {
         r->n_generated = ev->n_generated;
         r->n_preemptions = ev->n_preemptions;
         r->n_reasoning = ev->n_reasoning;
+        r->n_drafted = ev->n_drafted;
+        r->n_accepted = ev->n_accepted;
         if (ev->error) snprintf(r->error, sizeof(r->error), "%s", ev->error);
         r->invalid = ev->invalid;
         if (ev->reason == COBATCH_FINISH_ERROR) fprintf(stderr, "request error: %s\n", ev->error);

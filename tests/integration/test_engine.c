@@ -295,6 +295,69 @@ static void preemption_keeps_outputs(void **state) {
     it_free(ref, N);
 }
 
+/* Speculation: requests that copy text they read check drafts from it; greedy outputs are those of
+ * the same engine without drafts (up to near-ties: a draft row is one more row of the batch), with
+ * their stop strings, grammars and log-probabilities; the drafts that did not hold leave no cell. */
+static void speculation_keeps_outputs(void **state) {
+    (void)state;
+    enum { N = 6 };
+    struct cobatch_request_params ps[N];
+    char *prompts[N];
+    static const char *const stop[] = {"books"};
+    for (int i = 0; i < N; i++) {
+        char *w = words(24 + 6 * i);
+        size_t n = 3 * strlen(w) + 64;
+        prompts[i] = malloc(n);
+        snprintf(prompts[i], n, "Copy the text.\nText: %s\nCopy: %s\nCopy: ", w, w); /* it copies it again */
+        free(w);
+        ps[i] = cobatch_request_default_params();
+        ps[i].prompt = prompts[i];
+        ps[i].max_tokens = 40;
+        ps[i].logit_margins = true;
+        ps[i].logprobs = i % 2 == 0;
+        ps[i].top_logprobs = i % 2 == 0 ? 1 : 0;
+    }
+    ps[1].stop = stop; /* a stop string inside text that drafts cover */
+    ps[1].n_stop = 1;
+    ps[3].grammar = "root ::= [a-z ,.]+"; /* no capitals, no newline: the grammar sees each held token */
+    static it_result ref[N], spec[N];
+    struct cobatch_engine_params p = engine_params(COBATCH_MODE_CONTINUOUS, 8, 64);
+    cobatch_engine *e = it_engine(p);
+    assert_true(it_run(e, ps, ref, N));
+    cobatch_engine_free(e);
+    p.spec = COBATCH_SPEC_NGRAM;
+    e = it_engine(p);
+    assert_non_null(e);
+    assert_true(it_run(e, ps, spec, N));
+    struct cobatch_stats st;
+    cobatch_engine_stats(e, &st);
+    int64_t drafted = 0, accepted = 0;
+    for (int i = 0; i < N; i++) {
+        assert_true(spec[i].n_accepted <= spec[i].n_drafted);
+        drafted += spec[i].n_drafted;
+        accepted += spec[i].n_accepted;
+        assert_int_equal(spec[i].reason, ref[i].reason);
+        if (it_compare(&ref[i], &spec[i], NEAR_TIE_EPS, "speculation", i) == 0) {
+            assert_memory_equal(spec[i].text, ref[i].text, ref[i].text_len + 1);
+            for (int k = 0; ps[i].logprobs && k < spec[i].n_tokens; k++) /* as if decoded one at a time */
+                assert_true(fabsf(spec[i].logprob[k] - ref[i].logprob[k]) < 0.1f);
+        }
+    }
+    printf("# speculation: %lld drafts checked, %lld held, in %lld steps of %lld\n", (long long)st.spec_drafted,
+           (long long)st.spec_accepted, (long long)st.spec_steps, (long long)st.steps);
+    compare_all(ref, spec, N, "speculation");
+    assert_int_equal(drafted, st.spec_drafted);
+    assert_int_equal(accepted, st.spec_accepted);
+    assert_true(st.spec_accepted > 0);
+    assert_int_equal(st.kv_mismatches, 0);
+    assert_true(strstr(ref[1].text, "books") == NULL && ref[1].reason == COBATCH_FINISH_STOP);
+    cobatch_engine_free(e);
+    for (int i = 0; i < N; i++)
+        free(prompts[i]);
+    it_free(ref, N);
+    it_free(spec, N);
+}
+
 static void count_running(const struct cobatch_step_info *info, void *user) {
     int32_t *most = user;
     if (info->running > *most) *most = info->running;
@@ -1552,6 +1615,7 @@ int main(void) {
     const struct CMUnitTest own[] = {
         cmocka_unit_test(batch_invariance),
         cmocka_unit_test(preemption_keeps_outputs),
+        cmocka_unit_test(speculation_keeps_outputs),
         cmocka_unit_test(memory_centric_batch_is_limited_by_cells),
         cmocka_unit_test(prompt_logprobs_match_generated),
         cmocka_unit_test(requests_stop_at_the_trained_context),

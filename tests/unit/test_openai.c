@@ -640,8 +640,8 @@ static void tools_and_tool_messages(void **state) {
     const char *ids[2] = {"call_a", "call_b"};
     char *j = cb_openai_response_json(
         CB_OPENAI_CHAT, "chatcmpl-1", 1, "m",
-        &(cb_openai_choice){.text = "", .finish = "tool_calls", .calls = calls, .n_calls = 2, .call_ids = ids}, 1, 3, 4,
-        -1, -1);
+        &(cb_openai_choice){.text = "", .finish = "tool_calls", .calls = calls, .n_calls = 2, .call_ids = ids}, 1,
+        &(cb_openai_usage){3, 4, -1, -1, -1, 0});
     cJSON *o = cJSON_Parse(j);
     free(j);
     cJSON *m = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "choices"), 0), "message");
@@ -696,7 +696,7 @@ static void logprobs_shapes(void **state) {
     cb_openai_logprobs lp = {.rows = rows, .n_rows = 3, .stride = 3, .top = 2, .text_offset = 10, .piece = fake_piece};
     cJSON *o = json(cb_openai_response_json(CB_OPENAI_COMPLETION, "cmpl-1", 1, "m",
                                             &(cb_openai_choice){.text = "t5t6\xe2", .finish = "length", .lp = &lp}, 1,
-                                            1, 2, -1, -1));
+                                            &(cb_openai_usage){1, 2, -1, -1, -1, 0}));
     cJSON *l = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "choices"), 0),
                                                 "logprobs");
     assert_string_equal(str_at(l, "tokens.0"), "t5");
@@ -904,9 +904,9 @@ static void reasoning_fields(void **state) {
     cb_openai_request_free(&r);
 
     /* a chat's reasoning in its answer and its stream */
-    char *j =
-        cb_openai_response_json(CB_OPENAI_CHAT, "chatcmpl-1", 1, "m",
-                                &(cb_openai_choice){.text = "4", .reasoning = "2+2", .finish = "stop"}, 1, 5, 9, -1, 7);
+    char *j = cb_openai_response_json(CB_OPENAI_CHAT, "chatcmpl-1", 1, "m",
+                                      &(cb_openai_choice){.text = "4", .reasoning = "2+2", .finish = "stop"}, 1,
+                                      &(cb_openai_usage){5, 9, -1, 7, -1, 0});
     cJSON *o = cJSON_Parse(j);
     free(j);
     assert_string_equal(
@@ -925,19 +925,23 @@ static void reasoning_fields(void **state) {
 static void response_shapes(void **state) {
     (void)state;
     cJSON *o = json(cb_openai_response_json(CB_OPENAI_CHAT, "chatcmpl-1", 100, "m",
-                                            &(cb_openai_choice){.text = "Paris.", .finish = "stop", .lp = NULL}, 1, 10,
-                                            3, 4, -1));
+                                            &(cb_openai_choice){.text = "Paris.", .finish = "stop", .lp = NULL}, 1,
+                                            &(cb_openai_usage){10, 3, 4, -1, 12, 2}));
     assert_string_equal(str_at(o, "object"), "chat.completion");
     assert_string_equal(str_at(o, "choices.0.message.role"), "assistant");
     assert_string_equal(str_at(o, "choices.0.message.content"), "Paris.");
     assert_string_equal(str_at(o, "choices.0.finish_reason"), "stop");
     assert_true(num_at(o, "usage.total_tokens") == 13);
     assert_true(num_at(o, "usage.prompt_tokens_details.cached_tokens") == 4);
+    /* a prediction of 12 tokens of which 2 held as drafts (Predicted Outputs) */
+    assert_true(num_at(o, "usage.completion_tokens_details.accepted_prediction_tokens") == 2);
+    assert_true(num_at(o, "usage.completion_tokens_details.rejected_prediction_tokens") == 10);
+    assert_null(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "usage"), "reasoning_tokens"));
     cJSON_Delete(o);
 
     o = json(cb_openai_response_json(CB_OPENAI_COMPLETION, "cmpl-1", 100, "m",
-                                     &(cb_openai_choice){.text = "x", .finish = "length", .lp = NULL}, 1, 1, 1, -1,
-                                     -1));
+                                     &(cb_openai_choice){.text = "x", .finish = "length", .lp = NULL}, 1,
+                                     &(cb_openai_usage){1, 1, -1, -1, -1, 0}));
     assert_string_equal(str_at(o, "object"), "text_completion");
     assert_string_equal(str_at(o, "choices.0.text"), "x");
     assert_null(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "usage"),

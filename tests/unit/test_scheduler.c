@@ -532,6 +532,62 @@ static void pacing_bounds_a_steps_prompt_beside_decodes(void **state) {
     }
 }
 
+/* Draft rows (cb_sched_config.spec_cost): after the decode rows, as many as the choice finds worth
+ * it within the budget; the commit counts the decode row computed and leaves the drafts to the
+ * engine, which gives back the cells of those that did not hold. */
+static void drafts_follow_decode_rows_within_the_budget(void **state) {
+    (void)state;
+    harness h;
+    h_init(&h, CB_MODE_CONTINUOUS, 4, 64, 32, 4096, false);
+    cb_sched_free(h.s);
+    cb_row_cost cost = {0}; /* not fitted: a row is taken as a tenth of a step */
+    h.cfg.spec_cost = &cost;
+    h.s = cb_sched_new(&h.cfg, &h.kv, h.cache);
+    assert_non_null(h.s);
+    cb_request *a = h_add(&h, 10, 20, 0), *b = h_add(&h, 12, 20, 0);
+    h_step(&h); /* both prompts, then a token each: both decode */
+    assert_int_equal(cb_request_pending(a), 1);
+    assert_int_equal(cb_request_pending(b), 1);
+    a->draft.avail = 6, a->draft.rate = 1.0; /* drafts that always hold: every one pays */
+    b->draft.avail = 0;
+    int32_t used = h.kv.used[a->seq_id], computed = a->n_computed;
+    cb_sched_step(h.s, &h.plan, 0, false);
+    assert_int_equal(h.plan.n_items, 2);
+    assert_int_equal(h.plan.n_decode, 2);
+    assert_int_equal(h.plan.n_draft_rows, 6);
+    assert_int_equal(h.plan.n_tokens, 8);
+    for (int32_t i = 0; i < 2; i++) {
+        const cb_plan_item *it = &h.plan.items[i];
+        assert_int_equal(it->n_draft, it->req == a ? 6 : 0);
+        assert_int_equal(it->n_tokens, 1 + it->n_draft);
+        assert_true(it->logits);
+    }
+    assert_int_equal(h.kv.used[a->seq_id], used + 7);
+    cb_sched_commit(h.s, &h.plan, 1);
+    assert_int_equal(a->n_computed, computed + 1); /* the drafts: the engine's to count */
+    /* two held: their cells stay, the other four go; the last row's token comes on top */
+    cb_kv_grow(&h.kv, a->seq_id, -4);
+    a->n_computed += 2;
+    for (int32_t k = 0; k < 3; k++)
+        assert_true(cb_request_append(a, 7));
+    assert_true(cb_request_append(b, 7));
+    assert_int_equal(cb_request_pending(a), 1);
+    assert_int_equal(h.kv.used[a->seq_id], a->n_computed);
+    /* a budget of 4 strict: two decode rows, two drafts */
+    cb_sched_step(h.s, &h.plan, 4, true);
+    assert_int_equal(h.plan.n_tokens, 4);
+    assert_int_equal(h.plan.n_draft_rows, 2);
+    cb_sched_rollback(h.s, &h.plan);
+    assert_int_equal(h.kv.used[a->seq_id], a->n_computed);
+    /* drafts that never hold: none, whatever the budget */
+    a->draft.rate = 0;
+    cb_sched_step(h.s, &h.plan, 0, false);
+    assert_int_equal(h.plan.n_draft_rows, 0);
+    assert_int_equal(h.plan.n_tokens, 2);
+    cb_sched_rollback(h.s, &h.plan);
+    h_free(&h);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(budget_and_decode_first),
@@ -552,6 +608,7 @@ int main(void) {
         cmocka_unit_test(aging_bounds_the_wait),
         cmocka_unit_test(split_layout_caps_sequences),
         cmocka_unit_test(pacing_bounds_a_steps_prompt_beside_decodes),
+        cmocka_unit_test(drafts_follow_decode_rows_within_the_budget),
         cmocka_unit_test(randomized_traces),
     };
     return cmocka_run_group_tests_name("scheduler", tests, NULL, NULL);
