@@ -24,11 +24,12 @@ static size_t one_function(uint64_t *rng, char *b, size_t len, size_t cap, char 
     snprintf(name, name_len, "%s_%s", PICK(VERBS), PICK(NOUNS));
     int k = cb_rng_range(rng, 2, 9), shape = cb_rng_range(rng, 0, 2);
     if (shape == 0)
-        len += (size_t)snprintf(b + len, cap - len,
-                                "\ndef %s(%s, %s):\n    result = []\n    for item in %s:\n        if item > %s:\n"
-                                "            result.append(item * %d)\n        else:\n            result.append(item + %d)\n"
-                                "    return result\n",
-                                name, a, c, a, c, k, k);
+        len += (size_t)snprintf(
+            b + len, cap - len,
+            "\ndef %s(%s, %s):\n    result = []\n    for item in %s:\n        if item > %s:\n"
+            "            result.append(item * %d)\n        else:\n            result.append(item + %d)\n"
+            "    return result\n",
+            name, a, c, a, c, k, k);
     else if (shape == 1)
         len += (size_t)snprintf(b + len, cap - len,
                                 "\ndef %s(%s, %s):\n    total = 0\n    for index, item in enumerate(%s):\n"
@@ -63,23 +64,20 @@ int cb_workload_edit(const cb_workload_opts *o, uint64_t *rng, cb_workload *w, c
         while (nf < 64 && (int)(len / 28) < lines) /* ~28 bytes a line */
             len = one_function(rng, file, len, cap, names[nf], sizeof(names[nf])), nf++;
         const char *old = names[cb_rng_range(rng, 0, nf - 1)];
-        snprintf(msg, cap + 256,
-                 "Rename the function %s to %s_v2 in this file. Reply with the whole file and nothing else.\n\n%s", old,
-                 old, file);
+        int head = snprintf(msg, cap + 256,
+                            "Rename the function %s to %s_v2 in this file. Reply with the whole file "
+                            "and nothing else.\n\n",
+                            old, old);
         int32_t n_msg = 0, n_bare = 0;
-        int32_t *toks = o->chat_fn(o->chat_ctx, msg, &n_msg);
-        snprintf(msg, cap + 256, "Rename the function %s to %s_v2 in this file. Reply with the whole file and "
-                                 "nothing else.\n\n", old, old);
-        int32_t *bare = toks ? o->chat_fn(o->chat_ctx, msg, &n_bare) : NULL;
+        int32_t *bare = o->chat_fn(o->chat_ctx, msg, &n_bare); /* the instruction alone */
+        snprintf(msg + head, cap + 256 - (size_t)head, "%s", file);
+        int32_t *toks = bare ? o->chat_fn(o->chat_ctx, msg, &n_msg) : NULL;
         free(bare);
-        if (!toks || !bare) {
-            free(toks), free(file), free(msg);
+        if (!toks) {
+            free(file), free(msg);
             cb_set_err(err, errlen, "edit: request %d could not be rendered with the chat template", i + 1);
             return -1;
         }
-        snprintf(msg, cap + 256,
-                 "Rename the function %s to %s_v2 in this file. Reply with the whole file and nothing else.\n\n%s", old,
-                 old, file);
         it->tokens = toks;
         it->n_in = n_msg;
         /* the answer is the file again (its tokens, and a few for the new names and a fence) */
