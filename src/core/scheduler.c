@@ -211,7 +211,9 @@ static void schedule_drafts(cb_sched *s, cb_plan *plan, int32_t *budget_left) {
         cb_request *r = it->req;
         if (it->n_tokens != 1 || !it->logits || r->n_computed < r->n_prompt || r->draft.avail <= 0) continue;
         int32_t avail = r->draft.avail, room = cb_kv_room(s->kv, r->seq_id) - 1;
+        int32_t fits = r->cap - cb_request_n_tokens(r) - 1; /* the drafts and the last row's token */
         if (avail > room) avail = room;
+        if (avail > fits) avail = fits;
         if (avail <= 0) continue;
         s->sp_item[n] = i;
         s->sp_avail[n] = avail;
