@@ -225,6 +225,7 @@ static void schedule_drafts(cb_sched *s, cb_plan *plan, int32_t *budget_left) {
     cb_row_cost_get(s->cfg.spec_cost, &fixed, &row);
     int32_t room = *budget_left, cells = cb_kv_free_cells(s->kv) - s->cfg.kv_reserve;
     if (room > cells) room = cells;
+    if (s->cfg.max_draft_rows > 0 && room > s->cfg.max_draft_rows) room = s->cfg.max_draft_rows;
     if (room <= 0) return;
     /* split layout: beside other rows a request's drafts make a graph run of their own (plan.h), a
      * pass over the weights more; alone its rows are one run */

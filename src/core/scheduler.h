@@ -49,6 +49,7 @@ typedef struct {
      * spec_explore steps checks one (its rate would otherwise never learn); 0: never. */
     const cb_row_cost *spec_cost;
     int32_t spec_explore;
+    int32_t max_draft_rows; /* draft rows of a step at most (each wants logits); 0: no bound */
 } cb_sched_config;
 
 typedef struct cb_sched cb_sched;

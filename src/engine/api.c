@@ -304,7 +304,8 @@ static int make_scheduler(cobatch_engine *e, const cb_engine_sizes *z, int32_t b
                           .swap = &e->swap,
                           .pace = p->step_pacing > 0 ? &e->pace : NULL,
                           .pace_share = p->step_pacing,
-                          .spec_cost = &e->spec_cost,
+                          .spec_cost = cb_model_has_state(&e->model) ? NULL : &e->spec_cost,
+                          .max_draft_rows = CB_SPEC_ROWS,
                           .spec_explore = 16};
     /* llama.cpp saves a sliding-window model's sequence without the cells its window has passed,
      * so a load trimmed to a shorter match would lack cells the window needs: no host tier there */
@@ -357,7 +358,7 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
                           .n_threads = p.n_threads,
                           .n_seq_max = z.n_seq_max,
                           .n_batch = budget,
-                          .n_outputs_max = z.n_seq_max + CB_PROMPT_LOGIT_ROWS + CB_RUNNER_FA_TILE,
+                          .n_outputs_max = z.n_seq_max + CB_PROMPT_LOGIT_ROWS + CB_RUNNER_FA_TILE + CB_SPEC_ROWS,
                           .split_kv = z.split,
                           .flash_attn = cobatch_params_flash_attn(&p),
                           .type_k = (enum cobatch_kv_type)p.cache_type_k,
@@ -974,7 +975,8 @@ static bool prediction_tokens(cobatch_engine *e, cb_engine_req *er, const char *
     }
     int32_t n = 0;
     er->pred = len ? cb_model_tokenize(&e->model, text, len, false, false, &n) : NULL;
-    if (len && !er->pred) {
+    er->pred_seen = n > 0 ? calloc((size_t)n, 1) : NULL;
+    if (len && (!er->pred || (n > 0 && !er->pred_seen))) {
         refuse(err, COBATCH_ERR_NOMEM, NULL, "out of memory");
         return false;
     }
@@ -1020,7 +1022,7 @@ static cb_request *request_new(cobatch_engine *e, const struct cobatch_request_p
     if (r) r->rt = er;
     bool ok = er && (!p->prompt_logprobs || prompt_logprobs_new(er, r, toks));
     free(toks);
-    if (ok && p->prediction && !prediction_tokens(e, er, p->prediction, err)) {
+    if (ok && p->prediction && !p->no_speculation && !prediction_tokens(e, er, p->prediction, err)) {
         cb_engine_free_request(r);
         return NULL;
     }

@@ -25,6 +25,7 @@ void cb_engine_free_request(cb_request *r) {
         free(er->err_buf);
         free(er->plp);
         free(er->pred);
+        free(er->pred_seen);
         free(er);
     }
     cb_request_free(r);

@@ -53,9 +53,10 @@ typedef struct {
     int32_t n_drafted, n_accepted;
     int32_t *pred; /* (n_pred) the prediction's tokens (cobatch_request_params.prediction), or NULL */
     int32_t n_pred;
-    int32_t pred_from; /* where in pred the output's last match ended (cb_draft_lookup's from), -1: none */
-    int32_t pred_at;   /* the step's drafts start at pred[pred_at]; -1: they are not the prediction's */
-    int32_t n_pred_accepted;
+    int32_t pred_from;       /* where in pred the output's last match ended (cb_draft_lookup's from), -1: none */
+    int32_t pred_at;         /* the step's drafts start at pred[pred_at]; -1: they are not the prediction's */
+    uint8_t *pred_seen;      /* (n_pred) the prediction's tokens the output took (each counted once) */
+    int32_t n_pred_accepted; /* how many: usage's accepted_prediction_tokens */
     /* A draft not checked still tells whether it would have held: its first token is compared with
      * the token sampled at shadow_at (0: none pending), so a request's rate learns without rows. */
     int32_t shadow_at, shadow_tok;
@@ -98,6 +99,9 @@ int32_t cb_lane_budget(struct cobatch_engine *e, int32_t used);
  * running request: sizes llama.cpp's output buffers (n_vocab floats a row; 12 MB for a 49k
  * vocabulary), so a longer prompt's log-probabilities take several steps. */
 #define CB_PROMPT_LOGIT_ROWS 64
+/* Draft rows one step may check at most (speculate.c), each with logits: sized into the same output
+ * buffers. */
+#define CB_SPEC_ROWS 64
 
 /* Events not yet polled, beyond which the engine waits before its next step (back-pressure on a
  * poller that does not keep up; the server drains every event at each wake-up). */

@@ -31,6 +31,13 @@
 #define SPEC_KEEP_REQUEST 0.9
 #define SPEC_KEEP_ALL 0.99
 
+/* The prediction's token at `at` appeared in the output: counted once (usage). */
+static void pred_took(cb_engine_req *er, int32_t at) {
+    if (at < 0 || at >= er->n_pred || er->pred_seen[at]) return;
+    er->pred_seen[at] = 1;
+    er->n_pred_accepted++;
+}
+
 void cb_spec_prepare(cobatch_engine *e) {
     double prior = cb_accept_rate(&e->spec_all, 3, 4);
     cb_request *r;
@@ -41,7 +48,7 @@ void cb_spec_prepare(cobatch_engine *e) {
             bool held = r->tokens[er->shadow_at] == er->shadow_tok;
             cb_accept_note(&er->acc, 1, held, SPEC_KEEP_REQUEST);
             cb_accept_note(&e->spec_all, 1, held, SPEC_KEEP_ALL);
-            if (held && er->pred_at >= 0) er->pred_from = er->pred_at + 1;
+            if (held && er->pred_at >= 0) er->pred_from = er->pred_at + 1, pred_took(er, er->pred_at);
         }
         er->shadow_at = 0;
         if (!er->pred && !e->spec_ngram) continue;
@@ -88,7 +95,7 @@ void cb_spec_check(cobatch_engine *e, cb_pool *pool, const cb_plan *plan, int32_
         r->n_computed++;
         cb_kv_grow(&pool->kv, seq, 1);
         er->n_accepted++;
-        er->n_pred_accepted += er->pred_at >= 0;
+        if (er->pred_at >= 0) pred_took(er, er->pred_at + held - 1);
         e->spec_accepted++;
     }
     if (alive && er->pred_at >= 0) er->pred_from = er->pred_at + held; /* the next match: from here on */

@@ -157,6 +157,10 @@ double cb_model_file_cell_bytes(const char *path, enum cobatch_kv_type type_k, e
 
 bool cb_model_has_swa(const cb_model *m) { return m->model && llama_model_n_swa(m->model) > 0; }
 
+bool cb_model_has_state(const cb_model *m) {
+    return m->model && (llama_model_is_recurrent(m->model) || llama_model_is_hybrid(m->model));
+}
+
 int64_t cb_gpu_free_bytes(void) {
     int64_t sum = 0;
     for (size_t i = 0; i < ggml_backend_dev_count(); i++) {

@@ -76,6 +76,9 @@ double cb_model_file_cell_bytes(const char *path, enum cobatch_kv_type type_k, e
 /* Whether the loaded model attends through a sliding window (llama.cpp then saves a sequence without
  * the cells its window has passed). */
 bool cb_model_has_swa(const cb_model *m);
+/* Whether the model keeps a recurrent state (a recurrent or hybrid model): its sequences cannot be cut back
+ * to a position, so no draft rows (speculate.c) run on it. */
+bool cb_model_has_state(const cb_model *m);
 /* Free memory of the GPU devices llama.cpp has, summed, in bytes: where a GPU build puts the KV
  * cells (every layer offloaded); 0 without a GPU (a CPU build: the cells are in host memory). */
 int64_t cb_gpu_free_bytes(void);
