@@ -120,6 +120,7 @@ enum cobatch_pooling {
 
 /* KV cache element types (cobatch_engine_params.cache_type_k and cache_type_v). */
 enum cobatch_kv_type {
+    COBATCH_KV_AUTO = -1, /* the engine measures f16, bf16 and f32 and takes the fastest (engine params only) */
     COBATCH_KV_F16 = 0,
     COBATCH_KV_F32,
     COBATCH_KV_BF16,
@@ -179,16 +180,17 @@ struct cobatch_engine_params {
     int32_t priority_aging_ms;              /* PRIORITY: waiting time worth one priority point; default 1000,
                                                0 = no aging (a steady stream of higher priorities starves lower ones) */
     enum cobatch_kv_layout kv_layout;
-    /* Flash attention: 1 on (default), 0 off, -1 auto = on in the unified layout (it skips the
-     * masked cells of other sequences), off in the split layout (5-14% faster there on this
-     * project's CPU, but a prompt computed with or without a cached prefix then differs in the
-     * last bits, so seeded sampling is no longer repeatable across cache hits: BENCHMARKS.md,
-     * 'Flash attention in the split layout'). cobatch_params_flash_attn resolves. */
+    /* Flash attention: 1 on, 0 off, -1 auto (default) = the faster on this host's CPU kernels as
+     * measured (src/core/attn.h; cached per host and model shape), kept on where off breaks a
+     * promise: exact cache hits (a prompt computed with or without a cached prefix differs in the
+     * last bits without it), the unified layout (it skips the masked cells of other sequences), a
+     * quantized V. cobatch_params_flash_attn and cobatch_params_resolve resolve it. */
     int flash_attn;
-    /* KV cache element types (enum cobatch_kv_type; llama.cpp's type_k and type_v), f16 by default.
-     * A quantized type holds two to four times the cells in the same memory, for a small drift in
-     * the outputs (BENCHMARKS.md, 'KV cache types'). A quantized V needs flash attention (auto turns
-     * it on); a quantized type needs attention heads whose size is a multiple of its 32-value blocks. */
+    /* KV cache element types (enum cobatch_kv_type; llama.cpp's type_k and type_v): COBATCH_KV_AUTO
+     * (default) = f16, bf16 or f32 as measured with the flash attention choice. A quantized type (only
+     * when named) holds two to four times the cells in the same memory, for a small drift in the
+     * outputs (BENCHMARKS.md, 'KV cache types'). A quantized V needs flash attention (auto keeps it
+     * on); a quantized type needs attention heads whose size is a multiple of its 32-value blocks. */
     int cache_type_k, cache_type_v;
     bool prefix_caching; /* share resident prompt prefixes across requests; default true */
     /* Split layout: a cache hit computes at least its prompt's last flash-attention tile (64 tokens)
@@ -569,8 +571,8 @@ int32_t cobatch_params_n_ctx(const struct cobatch_engine_params *p);
  * max_num_batched_tokens): KV memory then limits them. */
 #define COBATCH_MEMORY_SEQS 224 /* llama.cpp's 256 sequence ids, less 32 for the prefix cache's own */
 int32_t cobatch_params_max_num_seqs(const struct cobatch_engine_params *p);
-/* Whether these parameters run flash attention (flash_attn, with auto resolved by the layout, and on
- * for a quantized V cache). */
+/* Whether these parameters run flash attention (flash_attn, with auto resolved as
+ * cobatch_params_resolve does: measured, or the measurement cached). */
 bool cobatch_params_flash_attn(const struct cobatch_engine_params *p);
 /* A KV cache type's name as llama.cpp spells it ("f16", "q8_0", ...), NULL for none; and back, -1
  * for an unknown name. Whether it is quantized (stored in blocks of 32 values). */
@@ -579,9 +581,10 @@ int cobatch_kv_type_from_name(const char *name);
 bool cobatch_kv_type_quantized(int type);
 /* Fills in what p leaves to defaults that need the model file (its KV cell size and trained
  * context: the GGUF header alone is read) and the host's memory, as cobatch_engine_init does: the
- * requests run at once (max_num_seqs 0), and in the split layout a running stream's cells
- * (max_model_len, when n_ctx and max_model_len are 0), the holder streams, the long lane and the
- * host tier. A second call changes nothing. */
+ * attention path (flash_attn and the cache types auto: measured on this host, seconds the first
+ * time for a model shape, then cached under ~/.cache/cobatch), the requests run at once (max_num_seqs 0), and in the
+ * split layout a running stream's cells (max_model_len, when n_ctx and max_model_len are 0), the holder streams, the
+ * long lane and the host tier. A second call changes nothing. */
 void cobatch_params_resolve(struct cobatch_engine_params *p);
 /* The most cells a sequence may hold for a model trained on n_ctx_train (0: unknown): that, or with
  * linear or YaRN scaling and a factor, the factor x yarn_orig_ctx (or x n_ctx_train). */
@@ -756,8 +759,11 @@ struct cobatch_kv_info {
     bool split;
     int32_t seqs, seq_cells, cache_streams, lane_cells;
     int64_t kv_bytes, host_cache_bytes;
-    int32_t n_ctx_train; /* the model's trained context (0: unknown) */
-    int32_t ctx_limit;   /* what a sequence may reach: n_ctx_train, or what RoPE scaling makes of it */
+    int32_t n_ctx_train;   /* the model's trained context (0: unknown) */
+    int32_t ctx_limit;     /* what a sequence may reach: n_ctx_train, or what RoPE scaling makes of it */
+    bool flash_attn;       /* the attention path run (auto resolved) */
+    int type_k, type_v;    /* the cache's element types (enum cobatch_kv_type, auto resolved) */
+    const char *attention; /* how the path was chosen, one line (the engine's, valid while it lives) */
 };
 void cobatch_kv_info(const cobatch_engine *engine, struct cobatch_kv_info *out);
 /* max_queue: requests submitted together beyond it (n choices, several prompts) can never all wait at

@@ -574,6 +574,7 @@ int cb_cmd_bench(int argc, char **argv) {
         }
     }
     if (o.ceiling_only) {
+        cobatch_params_resolve(&cp); /* (the attention path as the ceiling ran it) */
         printf("model %s (%s); flash attention %s, KV cache %s/%s, %s layout\n", model_name, o.ep.model_path,
                cobatch_params_flash_attn(&cp) ? "on" : "off", cobatch_kv_type_name(cp.cache_type_k),
                cobatch_kv_type_name(cp.cache_type_v), cp.kv_layout == COBATCH_KV_UNIFIED ? "unified" : "split");

@@ -233,9 +233,9 @@ static const int MODES[] = {COBATCH_MODE_CONTINUOUS, COBATCH_MODE_STATIC, COBATC
 static const int LAYOUTS[] = {COBATCH_KV_SPLIT, COBATCH_KV_UNIFIED};
 static const int FA[] = {1, 0, -1};
 static const int ROPE[] = {COBATCH_ROPE_NONE, COBATCH_ROPE_LINEAR, COBATCH_ROPE_YARN};
-#define KV_TYPES "f16|f32|bf16|q8_0|q4_0|q4_1|iq4_nl|q5_0|q5_1" /* enum cobatch_kv_type's order */
-static const int KV_TYPE[] = {COBATCH_KV_F16,  COBATCH_KV_F32,    COBATCH_KV_BF16, COBATCH_KV_Q8_0, COBATCH_KV_Q4_0,
-                              COBATCH_KV_Q4_1, COBATCH_KV_IQ4_NL, COBATCH_KV_Q5_0, COBATCH_KV_Q5_1};
+#define KV_TYPES "auto|f16|f32|bf16|q8_0|q4_0|q4_1|iq4_nl|q5_0|q5_1" /* KV_TYPE's order */
+static const int KV_TYPE[] = {COBATCH_KV_AUTO, COBATCH_KV_F16,  COBATCH_KV_F32,    COBATCH_KV_BF16, COBATCH_KV_Q8_0,
+                              COBATCH_KV_Q4_0, COBATCH_KV_Q4_1, COBATCH_KV_IQ4_NL, COBATCH_KV_Q5_0, COBATCH_KV_Q5_1};
 static const int REPACK[] = {COBATCH_REPACK_AUTO, COBATCH_REPACK_ON, COBATCH_REPACK_OFF};
 static const int SPEC[] = {COBATCH_SPEC_OFF, COBATCH_SPEC_NGRAM};
 static const int REASONING[] = {COBATCH_REASONING_SEPARATED, COBATCH_REASONING_NONE, COBATCH_REASONING_SEPARATED,
@@ -304,12 +304,13 @@ cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
         {"--max-queue", "N", CB_FLAG_I32, &p->max_queue, 1, 1 << 24,
          .help = "waiting requests before refusing, default 1024"},
         {"-fa, --flash-attn", "on|off|auto", CB_FLAG_ENUM, &p->flash_attn, .choices = "on|off|auto", .values = FA,
-         .help = "flash attention, default on; auto: off in the split layout\n(5-14% faster on this project's CPU; "
-                 "seeded sampling is then\nnot repeatable across prefix-cache hits), on in unified"},
+         .help = "flash attention, default auto: on or off as measured fastest\non this host (kept on where off "
+                 "breaks something: exact\ncache hits, the unified layout, a quantized V)"},
         {"--no-flash-attn", NULL, CB_FLAG_CONST, &p->flash_attn, 0, .help = "= --flash-attn off"},
         {"-ctk, --cache-type-k", "TYPE", CB_FLAG_ENUM, &p->cache_type_k, .choices = KV_TYPES, .values = KV_TYPE,
-         .help = "KV cache type of K: f16 (default), f32, bf16, q8_0, q4_0,\nq4_1, iq4_nl, q5_0 or q5_1 (quantized: "
-                 "2-4x the cells in the\nsame memory, for a small drift; BENCHMARKS.md)"},
+         .help =
+             "KV cache type of K: auto (default: f16, bf16 or f32, as\nmeasured fastest), f16, f32, bf16, q8_0, q4_0, "
+             "q4_1, iq4_nl,\nq5_0 or q5_1 (quantized: 2-4x the cells, for a small drift)"},
         {"-ctv, --cache-type-v", "TYPE", CB_FLAG_ENUM, &p->cache_type_v, .choices = KV_TYPES, .values = KV_TYPE,
          .help = "KV cache type of V, as --cache-type-k; a quantized V needs\nflash attention"},
         {"--enable-prefix-caching", NULL, CB_FLAG_SET, &p->prefix_caching,

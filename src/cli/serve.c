@@ -170,7 +170,8 @@ static int parse_serve_flags(int argc, char **argv, struct cobatch_engine_params
 static void say_kv(cobatch_engine *e, const struct cobatch_engine_params *ep) {
     struct cobatch_kv_info kv;
     cobatch_kv_info(e, &kv);
-    const char *types[2] = {cobatch_kv_type_name(ep->cache_type_k), cobatch_kv_type_name(ep->cache_type_v)};
+    const char *types[2] = {cobatch_kv_type_name(kv.type_k), cobatch_kv_type_name(kv.type_v)};
+    fprintf(stderr, "cobatch serve: attention: %s\n", kv.attention);
     if (kv.split) {
         char lane[48] = "";
         if (kv.lane_cells > 0) snprintf(lane, sizeof lane, ", long lane %d cells", kv.lane_cells);

@@ -189,7 +189,15 @@ static int past_limit(const struct cobatch_engine_params *given, int32_t limit, 
     return -1;
 }
 
+bool cobatch_params_flash_attn(const struct cobatch_engine_params *p) {
+    if (p->flash_attn >= 0) return p->flash_attn != 0;
+    struct cobatch_engine_params q = *p;
+    cb_attn_resolve(&q, NULL, 0);
+    return q.flash_attn != 0;
+}
+
 void cobatch_params_resolve(struct cobatch_engine_params *p) {
+    cb_attn_resolve(p, NULL, 0); /* first: the cells' bytes depend on the types */
     if (p->max_num_seqs == 0 && p->kv_layout != COBATCH_KV_UNIFIED) return; /* (refused by init) */
     p->max_num_seqs = cobatch_params_max_num_seqs(p); /* memory-centric: KV memory limits the batch */
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -238,13 +246,18 @@ static int check_params(const struct cobatch_engine_params *p, char *err, size_t
         cb_set_err(err, errlen, "repack must be auto, on or off");
         return -1;
     }
-    if (!cobatch_kv_type_name(p->cache_type_k) || !cobatch_kv_type_name(p->cache_type_v)) {
+    if ((p->cache_type_k != COBATCH_KV_AUTO && !cobatch_kv_type_name(p->cache_type_k)) ||
+        (p->cache_type_v != COBATCH_KV_AUTO && !cobatch_kv_type_name(p->cache_type_v))) {
         cb_set_err(err, errlen,
-                   "cache_type_k and cache_type_v must be one of f16, f32, bf16, q8_0, q4_0, q4_1, "
+                   "cache_type_k and cache_type_v must be auto or one of f16, f32, bf16, q8_0, q4_0, q4_1, "
                    "iq4_nl, q5_0, q5_1");
         return -1;
     }
-    if (cobatch_kv_type_quantized(p->cache_type_v) && !cobatch_params_flash_attn(p)) {
+    if (p->flash_attn > 1) {
+        cb_set_err(err, errlen, "flash_attn must be 1 (on), 0 (off) or -1 (auto)");
+        return -1;
+    }
+    if (cobatch_kv_type_quantized(p->cache_type_v) && p->flash_attn == 0) {
         cb_set_err(err, errlen, "cache_type_v %s: a quantized V cache needs flash attention (--flash-attn on)",
                    cobatch_kv_type_name(p->cache_type_v));
         return -1;
@@ -339,6 +352,9 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
     struct cobatch_engine_params p = params ? *params : cobatch_engine_default_params();
     const struct cobatch_engine_params given = p; /* the operator's, before defaults resolve */
     if (check_params(&p, err, errlen) != 0) return NULL;
+    char attn_why[CB_ATTN_WHY];
+    snprintf(attn_why, sizeof attn_why, "as given");
+    cb_attn_resolve(&p, attn_why, sizeof attn_why);
     cobatch_params_resolve(&p);
     cb_engine_sizes z;
     if (cb_engine_resolve(&p, &z, err, errlen) != 0) return NULL;
@@ -346,6 +362,7 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
     int32_t budget = z.budget;
     cobatch_engine *e = engine_alloc(&p);
     if (!e) return NULL;
+    memcpy(e->attn_why, attn_why, sizeof attn_why);
 
     char *tmpl = NULL; /* the operator's chat template, read for the model's load */
     if (!p.chat_template && p.chat_template_file && !(tmpl = read_text_file(p.chat_template_file, err, errlen)))
@@ -1187,6 +1204,10 @@ void cobatch_kv_info(const cobatch_engine *e, struct cobatch_kv_info *out) {
     out->host_cache_bytes = e->host.cap;
     out->n_ctx_train = e->model.n_ctx_train;
     out->ctx_limit = cobatch_params_ctx_limit(&e->params, e->model.n_ctx_train);
+    out->flash_attn = e->params.flash_attn != 0;
+    out->type_k = e->params.cache_type_k;
+    out->type_v = e->params.cache_type_v;
+    out->attention = e->attn_why;
 }
 int32_t cobatch_max_queue(const cobatch_engine *e) { return e->params.max_queue; }
 

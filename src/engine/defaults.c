@@ -32,7 +32,8 @@ struct cobatch_engine_params cobatch_engine_default_params(void) {
     p.sched_policy = COBATCH_SCHED_FCFS;
     p.priority_aging_ms = 1000;
     p.kv_layout = COBATCH_KV_SPLIT;
-    p.flash_attn = 1;
+    p.flash_attn = -1;
+    p.cache_type_k = p.cache_type_v = COBATCH_KV_AUTO;
     p.prefix_caching = true;
     p.exact_hits = true;
     p.rope = (struct cobatch_rope){.scaling = COBATCH_ROPE_MODEL,
@@ -80,11 +81,6 @@ int32_t cobatch_params_max_num_seqs(const struct cobatch_engine_params *p) {
     if (p->max_num_seqs != 0) return p->max_num_seqs;
     return p->max_num_batched_tokens > 0 && p->max_num_batched_tokens < COBATCH_MEMORY_SEQS ? p->max_num_batched_tokens
                                                                                             : COBATCH_MEMORY_SEQS;
-}
-
-bool cobatch_params_flash_attn(const struct cobatch_engine_params *p) {
-    if (p->flash_attn >= 0) return p->flash_attn != 0;
-    return p->kv_layout == COBATCH_KV_UNIFIED || cobatch_kv_type_quantized(p->cache_type_v);
 }
 
 static const char *const kv_type_names[COBATCH_KV_N_TYPES] = {"f16",  "f32",    "bf16", "q8_0", "q4_0",

@@ -19,6 +19,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#define CB_ATTN_WHY 400 /* bytes of the attention path's why line */
+
 /* Per-request state the scheduler does not see (cb_request.rt). Everything its FINISHED event
  * needs is allocated at submit (err_buf, the text buffer, a slot in the event ring), so a request
  * always ends with its event, also when memory runs out. */
@@ -214,6 +216,7 @@ struct cobatch_engine {
      * steps); how often all requests' drafts held; the totals */
     int32_t spec_max;
     bool spec_ngram;
+    char attn_why[CB_ATTN_WHY]; /* how the attention path was chosen (attn.c) */
     cb_row_cost spec_cost;
     cb_accept spec_all;
     int64_t spec_drafted, spec_accepted, spec_steps;
@@ -294,5 +297,9 @@ void cb_engine_push_event(cobatch_engine *e, struct cobatch_event *ev);
 void cb_engine_wake_pollers(cobatch_engine *e);
 /* Waits while CB_EVENT_BACKLOG events are queued and the engine is not stopping. */
 void cb_engine_wait_for_event_space(cobatch_engine *e);
+
+/* attn.c: the params' auto flash attention and cache types made one path, measured on this host (or
+ * its cached times); why (may be NULL) gets the line the server logs. Paths already given stay. */
+void cb_attn_resolve(struct cobatch_engine_params *p, char *why, size_t cap);
 
 #endif

@@ -23,4 +23,8 @@ int64_t cobatch_test_nodes_seen(cobatch_engine *e);
  * submitting anything. */
 void cobatch_test_set_event_backlog(cobatch_engine *e, int n);
 
+/* Forgets the attention-path times this process measured or read (attn.c): the next engine reads
+ * the cache file again, as a new process would. */
+void cobatch_test_attn_forget(void);
+
 #endif

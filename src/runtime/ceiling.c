@@ -179,12 +179,15 @@ static void *ceiling_thread(void *arg) {
  * computes, and a team left behind on the caller's thread makes libgomp count more busy threads
  * than cores and throttle its spinning, which measurably slowed every later small step (ITL of
  * sequential runs 6.5 -> 11 ms on 2 cores). */
-int cb_ceiling_measure_for(const struct cobatch_engine_params *p, int32_t context, int32_t verify_k, cb_ceiling *out,
-                           char *err, size_t errlen) {
+int cb_ceiling_measure_for(const struct cobatch_engine_params *params, int32_t context, int32_t verify_k,
+                           cb_ceiling *out, char *err, size_t errlen) {
+    struct cobatch_engine_params r = *params; /* the attention path the engine would run */
+    cobatch_params_resolve(&r);
+    const struct cobatch_engine_params *p = &r;
     ceiling_job j = {.p = {.model_path = p->model_path,
                            .n_threads = p->n_threads,
                            .split_kv = p->kv_layout == COBATCH_KV_SPLIT,
-                           .flash_attn = cobatch_params_flash_attn(p),
+                           .flash_attn = r.flash_attn != 0,
                            .max_batch = cobatch_params_max_num_seqs(p),
                            .rpc = p->rpc_servers,
                            .repack = (int)p->repack,

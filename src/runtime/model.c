@@ -129,14 +129,12 @@ static double gguf_arch_u(const struct gguf_context *g, const char *arch, const 
     return 0;
 }
 
-double cb_model_file_cell_bytes(const char *path, enum cobatch_kv_type type_k, enum cobatch_kv_type type_v,
-                                int32_t *n_ctx_train) {
-    if (n_ctx_train) *n_ctx_train = 0;
-    if (!path) return 0;
+bool cb_model_file_shape(const char *path, cb_model_shape *out) {
+    memset(out, 0, sizeof(*out));
+    if (!path) return false;
     struct gguf_init_params gp = {.no_alloc = true, .ctx = NULL};
     struct gguf_context *g = gguf_init_from_file(path, gp);
-    if (!g) return 0;
-    double bytes = 0;
+    if (!g) return false;
     int64_t a = gguf_find_key(g, "general.architecture");
     if (a >= 0 && gguf_get_kv_type(g, a) == GGUF_TYPE_STRING) {
         const char *arch = gguf_get_val_str(g, a);
@@ -147,12 +145,25 @@ double cb_model_file_cell_bytes(const char *path, enum cobatch_kv_type type_k, e
         if (heads_kv <= 0) heads_kv = heads;
         if (k <= 0 && heads > 0) k = embd / heads;
         if (v <= 0) v = k;
-        bytes = cell_bytes(layers, heads_kv, k, v, type_k, type_v);
         double ctx = gguf_arch_u(g, arch, "context_length");
-        if (n_ctx_train && ctx > 0 && ctx < INT32_MAX) *n_ctx_train = (int32_t)ctx;
+        if (layers < INT32_MAX && heads < INT32_MAX && heads_kv < INT32_MAX && k < INT32_MAX && v < INT32_MAX)
+            *out = (cb_model_shape){.n_layer = (int32_t)layers,
+                                    .n_head = (int32_t)heads,
+                                    .n_head_kv = (int32_t)heads_kv,
+                                    .head_k = (int32_t)k,
+                                    .head_v = (int32_t)v,
+                                    .n_ctx_train = ctx > 0 && ctx < INT32_MAX ? (int32_t)ctx : 0};
     }
     gguf_free(g);
-    return bytes;
+    return out->n_layer > 0 && out->n_head > 0 && out->head_k > 0;
+}
+
+double cb_model_file_cell_bytes(const char *path, enum cobatch_kv_type type_k, enum cobatch_kv_type type_v,
+                                int32_t *n_ctx_train) {
+    cb_model_shape s;
+    cb_model_file_shape(path, &s);
+    if (n_ctx_train) *n_ctx_train = s.n_ctx_train;
+    return cell_bytes(s.n_layer, s.n_head_kv, s.head_k, s.head_v, type_k, type_v);
 }
 
 bool cb_model_has_swa(const cb_model *m) { return m->model && llama_model_n_swa(m->model) > 0; }

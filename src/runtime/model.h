@@ -67,6 +67,14 @@ typedef struct {
  * nothing is left allocated. */
 int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errlen);
 void cb_model_free(cb_model *m);
+/* The attention's shape as a GGUF file's header gives it (largest of per-layer counts), read before
+ * any load. */
+typedef struct {
+    int32_t n_layer, n_head, n_head_kv, head_k, head_v; /* head_k/v: values per head of K and V */
+    int32_t n_ctx_train;                                /* 0 when the header names none */
+} cb_model_shape;
+/* Fills out; false (out zeroed where unread) when the file or its keys cannot be read. */
+bool cb_model_file_shape(const char *path, cb_model_shape *out);
 /* One cell's K and V over all layers (F16) as the GGUF file's header gives them, read before any
  * load (sizes chosen by memory); 0 when the file or its keys cannot be read. *n_ctx_train (may be
  * NULL): the trained context the header names, 0 when it names none. */

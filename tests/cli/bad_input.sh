@@ -25,7 +25,7 @@ expect "zero max tokens" 2 "-n takes a whole number" "$bin" run -m "$model" -p h
 expect "bad temperature" 2 "--temp takes a number" "$bin" run -m "$model" -p hi --temp -1
 expect "bad mode" 2 "--mode is continuous, static or sequential (got 'fast')" "$bin" run -m "$model" -p hi --mode fast
 expect "bad flash attention" 2 "--flash-attn is on, off or auto (got 'maybe')" "$bin" run -m "$model" -p hi --flash-attn maybe
-expect "bad KV cache type" 2 "--cache-type-k is f16, f32, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0 or q5_1 (got 'q3')" \
+expect "bad KV cache type" 2 "--cache-type-k is auto, f16, f32, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0 or q5_1 (got 'q3')" \
     "$bin" run -m "$model" -p hi --cache-type-k q3
 expect "quantized V without flash attention" 1 "cache_type_v q4_0: a quantized V cache needs flash attention" \
     "$bin" run -m "$model" -p hi -ctv q4_0 --flash-attn off

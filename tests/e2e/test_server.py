@@ -394,7 +394,7 @@ def test_host_tier_brings_conversations_back():
                                          top_logprobs=5)
 
     s = Server("--max-num-seqs", "2", "--prefix-cache-streams", "0", "--cache-ram", "0.25")
-    ref = Server("--max-num-seqs", "2", "--no-prefix-caching")
+    ref = Server("--max-num-seqs", "2", "--no-prefix-caching", "--flash-attn", "on")  # the same kernels
     try:
         c = OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0)
         convs = [[{"role": "system", "content": "You are a helpful assistant who answers in one sentence."},

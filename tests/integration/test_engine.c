@@ -1516,9 +1516,11 @@ static void kv_cache_types_hold_more_cells(void **state) {
     ep.cache_type_v = COBATCH_KV_N_TYPES;
     ep.flash_attn = 1;
     assert_null(cobatch_engine_init(&ep, err, sizeof(err)));
-    assert_non_null(strstr(err, "cache_type_k and cache_type_v must be one of"));
-    ep.flash_attn = -1; /* auto: off in the split layout, but on for a quantized V */
-    assert_false(cobatch_params_flash_attn(&ep));
+    assert_non_null(strstr(err, "cache_type_k and cache_type_v must be auto or one of"));
+    ep.flash_attn = -1; /* auto: kept on for exact cache hits, and for a quantized V */
+    ep.cache_type_v = COBATCH_KV_F16;
+    assert_true(cobatch_params_flash_attn(&ep));
+    ep.exact_hits = false;
     ep.cache_type_v = COBATCH_KV_Q8_0;
     assert_true(cobatch_params_flash_attn(&ep));
     assert_int_equal(cobatch_kv_type_from_name("q5_1"), COBATCH_KV_Q5_1);

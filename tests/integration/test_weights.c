@@ -12,6 +12,7 @@
 
 #include "../../src/util/utf8.h"
 #include "../../src/runtime/cpu.h"
+#include "../../src/engine/testing.h"
 #include "../../src/runtime/synth.h"
 #include "harness.h"
 
@@ -118,11 +119,71 @@ static void default_answers_a_prompt(void **state) {
     cobatch_engine_free(e);
 }
 
+/* The engine of params p on the tiny model; its attention line and path into kv. */
+static cobatch_engine *attn_engine(struct cobatch_engine_params p, struct cobatch_kv_info *kv) {
+    p.model_path = path_q4_0;
+    p.max_num_seqs = 2;
+    p.max_model_len = 512;
+    cobatch_engine *e = it_engine(p);
+    assert_non_null(e);
+    cobatch_kv_info(e, kv);
+    printf("# attention: %s\n", kv->attention);
+    return e;
+}
+
+/* The attention path by default: measured (flash attention kept on: exact cache hits), kept in a
+ * file under COBATCH_CACHE whose first line is the key, read back by a later process, measured again
+ * when the file's key is not this one; a path the flags name is taken as given. */
+static void attention_path_is_measured_then_read_back(void **state) {
+    (void)state;
+    char dir[] = "/tmp/cobatch-attn-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    setenv("COBATCH_CACHE", dir, 1);
+    cobatch_test_attn_forget();
+    struct cobatch_kv_info kv;
+    cobatch_engine *e = attn_engine(cobatch_engine_default_params(), &kv);
+    assert_non_null(strstr(kv.attention, "measured fastest of 5 paths"));
+    assert_non_null(strstr(kv.attention, "(measured)"));
+    assert_true(kv.flash_attn);
+    assert_true(kv.type_k == kv.type_v && (kv.type_k == COBATCH_KV_F16 || kv.type_k == COBATCH_KV_BF16));
+    int type = kv.type_k;
+    cobatch_engine_free(e);
+    char cmd[300], line[200] = "";
+    snprintf(cmd, sizeof cmd, "head -c 40 %s/attn-*.txt", dir);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(line, sizeof line, f));
+    pclose(f);
+    assert_true(strncmp(line, "attn v1; cpu ", 13) == 0);
+    cobatch_test_attn_forget(); /* as a new process */
+    e = attn_engine(cobatch_engine_default_params(), &kv);
+    assert_non_null(strstr(kv.attention, "(cached)"));
+    assert_int_equal(kv.type_k, type);
+    cobatch_engine_free(e);
+    snprintf(cmd, sizeof cmd, "for f in %s/attn-*.txt; do sed -i '1s/cpu /cpu other /' $f; done", dir);
+    assert_int_equal(system(cmd), 0); /* another host's times under this name */
+    cobatch_test_attn_forget();
+    e = attn_engine(cobatch_engine_default_params(), &kv);
+    assert_non_null(strstr(kv.attention, "(measured)"));
+    cobatch_engine_free(e);
+    struct cobatch_engine_params named = cobatch_engine_default_params();
+    named.flash_attn = 0;
+    named.cache_type_k = named.cache_type_v = COBATCH_KV_F32;
+    e = attn_engine(named, &kv);
+    assert_string_equal(kv.attention, "as given");
+    assert_true(!kv.flash_attn && kv.type_k == COBATCH_KV_F32);
+    cobatch_engine_free(e);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    unsetenv("COBATCH_CACHE");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(default_model_buffers_follow_the_decision),
         cmocka_unit_test(q4_0_is_repacked_unless_off),
         cmocka_unit_test(default_answers_a_prompt),
+        cmocka_unit_test(attention_path_is_measured_then_read_back),
     };
     return cmocka_run_group_tests_name("weights", tests, make_model, remove_model);
 }

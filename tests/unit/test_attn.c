@@ -1,0 +1,132 @@
+/* The attention path's candidates and choice (src/core/attn.c): what the flags leave open, what a
+ * promise keeps out, and the fastest by measured times. The times are ones measured on the two host
+ * kinds (an AMD EPYC with AVX2, and the Intel AVX-512 host's llama-batched-bench figures). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "../../src/core/attn.h"
+
+enum { F16 = 0, F32 = 1, BF16 = 2, Q8_0 = 3 };
+
+static int find(const cb_attn_path *p, int n, bool fa, int k, int v) {
+    for (int i = 0; i < n; i++)
+        if (p[i].fa == fa && p[i].type_k == k && p[i].type_v == v) return i;
+    return -1;
+}
+
+/* Everything open in the split layout with exact cache hits: flash attention on with f16 first (the
+ * reference), bf16 beside it, never f32 with flash attention (llama.cpp casts it every step); off
+ * is measured but not eligible, and says which promise keeps it out. */
+static void open_flags_keep_the_promise(void **state) {
+    (void)state;
+    cb_attn_ask ask = {.fa = CB_ATTN_AUTO, .type_k = CB_ATTN_AUTO, .type_v = CB_ATTN_AUTO, .exact_hits = true};
+    cb_attn_path p[CB_ATTN_MAX_PATHS];
+    int n = cb_attn_candidates(&ask, p);
+    assert_int_equal(n, 5);
+    assert_true(p[0].fa && p[0].type_k == F16 && p[0].type_v == F16 && p[0].eligible);
+    assert_true(p[find(p, n, true, BF16, BF16)].eligible);
+    assert_int_equal(find(p, n, true, F32, F32), -1);
+    int off = find(p, n, false, F16, F16);
+    assert_true(off > 0 && !p[off].eligible);
+    assert_string_equal(p[off].why_not, "exact cache hits");
+    assert_true(cb_attn_open(p, n));
+    ask.exact_hits = false; /* approximate hits: off may be chosen */
+    n = cb_attn_candidates(&ask, p);
+    assert_true(p[find(p, n, false, F32, F32)].eligible);
+    ask.unified = true; /* flash attention skips the other sequences' cells there */
+    n = cb_attn_candidates(&ask, p);
+    assert_string_equal(p[find(p, n, false, F16, F16)].why_not, "the unified layout");
+}
+
+/* Named flags close the choice: a quantized V never runs without flash attention, a named type is
+ * the only type, flash attention off named is the only mode (and eligible). */
+static void named_flags_close_it(void **state) {
+    (void)state;
+    cb_attn_path p[CB_ATTN_MAX_PATHS];
+    cb_attn_ask ask = {.fa = CB_ATTN_AUTO, .type_k = Q8_0, .type_v = Q8_0, .exact_hits = false};
+    int n = cb_attn_candidates(&ask, p);
+    assert_int_equal(n, 1);
+    assert_true(p[0].fa);
+    assert_false(cb_attn_open(p, n));
+    ask = (cb_attn_ask){.fa = 0, .type_k = F16, .type_v = F16, .exact_hits = true};
+    n = cb_attn_candidates(&ask, p);
+    assert_int_equal(n, 1);
+    assert_true(!p[0].fa && p[0].eligible);
+    ask = (cb_attn_ask){.fa = 1, .type_k = CB_ATTN_AUTO, .type_v = Q8_0};
+    n = cb_attn_candidates(&ask, p);
+    assert_int_equal(n, 2); /* K f16 or bf16 with V q8_0; f32 K never with flash attention */
+    assert_true(find(p, n, true, F16, Q8_0) == 0 && find(p, n, true, BF16, Q8_0) == 1);
+}
+
+/* The AMD host's probe (ms of attention over 30 layers; points: 1024 x 1 / 16 / a 256-row chunk, then
+ * 4096): f16 stays, bf16 is 2.4x slower; off is faster but kept out by exact hits, and taken without
+ * them. */
+static const double AMD[5][6] = {
+    {6.62, 97.99, 326.28, 19.43, 387.66, 1331.14},   /* fa f16 */
+    {9.16, 146.53, 1861.90, 35.58, 552.57, 8178.57}, /* fa bf16 */
+    {6.97, 67.85, 572.43, 14.82, 215.26, 1427.64},   /* off f16 */
+    {7.03, 71.53, 597.98, 16.93, 239.08, 1649.24},   /* off bf16 */
+    {6.02, 86.93, 692.89, 24.37, 352.90, 2152.84},   /* off f32 */
+};
+
+static void amd_host_keeps_f16_and_reports_the_cost(void **state) {
+    (void)state;
+    cb_attn_ask ask = {.fa = CB_ATTN_AUTO, .type_k = CB_ATTN_AUTO, .type_v = CB_ATTN_AUTO, .exact_hits = true};
+    cb_attn_path p[CB_ATTN_MAX_PATHS];
+    int n = cb_attn_candidates(&ask, p);
+    double t[5 * 6], scores[5];
+    int order[5] = {find(p, n, true, F16, F16), find(p, n, true, BF16, BF16), find(p, n, false, F16, F16),
+                    find(p, n, false, BF16, BF16), find(p, n, false, F32, F32)};
+    for (int i = 0; i < 5; i++) memcpy(&t[order[i] * 6], AMD[i], sizeof AMD[i]);
+    int pick = cb_attn_choose(p, n, t, 6, 0.05, scores);
+    assert_int_equal(pick, order[0]);
+    assert_true(scores[order[2]] < scores[order[0]]); /* what the promise costs, reported */
+    assert_true(scores[order[1]] > 2.0 * scores[order[0]]);
+    ask.exact_hits = false;
+    n = cb_attn_candidates(&ask, p);
+    assert_int_equal(cb_attn_choose(p, n, t, 6, 0.05, scores), order[2]);
+}
+
+/* The Intel AVX-512 host (decode ms a step from tok/s at 700 tokens: f16 with flash attention
+ * 33.6 tok/s at 16, bf16 100.9): bf16 wins although f16 is the reference. */
+static void intel_host_takes_bf16(void **state) {
+    (void)state;
+    cb_attn_ask ask = {.fa = 1, .type_k = CB_ATTN_AUTO, .type_v = CB_ATTN_AUTO};
+    cb_attn_path p[CB_ATTN_MAX_PATHS];
+    int n = cb_attn_candidates(&ask, p);
+    assert_int_equal(n, 2);
+    double t[2 * 2] = {1000.0 / 27.3, 16000.0 / 33.6, 1000.0 / 68.0, 16000.0 / 100.9};
+    assert_int_equal(cb_attn_choose(p, n, t, 2, 0.05, NULL), 1);
+}
+
+/* Noise does not flip it: 3% faster is not enough; a path that failed anywhere is never chosen, and
+ * a failed reference gives way to the best that ran. */
+static void margin_and_failures(void **state) {
+    (void)state;
+    cb_attn_ask ask = {.fa = 1, .type_k = CB_ATTN_AUTO, .type_v = CB_ATTN_AUTO};
+    cb_attn_path p[CB_ATTN_MAX_PATHS];
+    int n = cb_attn_candidates(&ask, p);
+    double t[4] = {10.0, 100.0, 9.7, 97.0};
+    assert_int_equal(cb_attn_choose(p, n, t, 2, 0.05, NULL), 0);
+    double failed[4] = {10.0, 100.0, 5.0, -1};
+    double scores[2];
+    assert_int_equal(cb_attn_choose(p, n, failed, 2, 0.05, scores), 0);
+    assert_true(scores[1] == 0);
+    double ref_failed[4] = {-1, 100.0, 12.0, 120.0};
+    assert_int_equal(cb_attn_choose(p, n, ref_failed, 2, 0.05, NULL), 1);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(open_flags_keep_the_promise),
+        cmocka_unit_test(named_flags_close_it),
+        cmocka_unit_test(amd_host_keeps_f16_and_reports_the_cost),
+        cmocka_unit_test(intel_host_takes_bf16),
+        cmocka_unit_test(margin_and_failures),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
