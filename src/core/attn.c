@@ -21,8 +21,8 @@ int cb_attn_candidates(const cb_attn_ask *ask, cb_attn_path *out) {
     int fas[2], n_fa = 0;
     if (ask->fa != 0) fas[n_fa++] = 1; /* on first: the reference */
     if (ask->fa != 1 && !quant_v) fas[n_fa++] = 0;
-    const char *off_why = ask->fa == 0 ? NULL
-                          : ask->unified ? "the unified layout"
+    const char *off_why = ask->fa == 0      ? NULL
+                          : ask->unified    ? "the unified layout"
                           : ask->exact_hits ? "exact cache hits"
                                             : NULL;
     int ks[3], vs[3], nk = types_for(ask->type_k, ks), nv = types_for(ask->type_v, vs);
@@ -50,7 +50,8 @@ int cb_attn_candidates(const cb_attn_ask *ask, cb_attn_path *out) {
 
 bool cb_attn_open(const cb_attn_path *paths, int n) {
     int eligible = 0;
-    for (int i = 0; i < n; i++) eligible += paths[i].eligible;
+    for (int i = 0; i < n; i++)
+        eligible += paths[i].eligible;
     return eligible > 1;
 }
 

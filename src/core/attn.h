@@ -26,8 +26,8 @@
 
 typedef struct {
     bool fa;
-    int type_k, type_v; /* enum cobatch_kv_type */
-    bool eligible;      /* may be chosen (false: measured for what a promise costs) */
+    int type_k, type_v;  /* enum cobatch_kv_type */
+    bool eligible;       /* may be chosen (false: measured for what a promise costs) */
     const char *why_not; /* ineligible: the promise ("exact cache hits") */
 } cb_attn_path;
 

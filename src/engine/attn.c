@@ -83,7 +83,8 @@ static bool cache_path(const char *key, char *out, size_t cap) {
     else
         return false;
     uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (const char *c = key; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+    for (const char *c = key; *c; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211ULL;
     return snprintf(out, cap, "%s/attn-%016llx.txt", dir, (unsigned long long)h) < (int)cap;
 }
 
@@ -92,7 +93,8 @@ static bool cache_read(const char *file, const char *key, double *ms, int n) {
     if (!f) return false;
     char line[ATTN_KEY_LEN + 2];
     bool ok = fgets(line, sizeof line, f) && (line[strcspn(line, "\n")] = 0, !strcmp(line, key));
-    for (int i = 0; ok && i < n; i++) ok = fscanf(f, "%lf", &ms[i]) == 1;
+    for (int i = 0; ok && i < n; i++)
+        ok = fscanf(f, "%lf", &ms[i]) == 1;
     fclose(f);
     return ok;
 }
@@ -111,7 +113,8 @@ static void cache_write(const char *file, const char *key, const double *ms, int
     FILE *f = fopen(tmp, "w");
     if (!f) return;
     fprintf(f, "%s\n", key);
-    for (int i = 0; i < n; i++) fprintf(f, "%.4f%s", ms[i], (i + 1) % n_pts ? " " : "\n");
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%.4f%s", ms[i], (i + 1) % n_pts ? " " : "\n");
     bool ok = fclose(f) == 0;
     if (!ok || rename(tmp, file) != 0) unlink(tmp);
 }
@@ -158,7 +161,8 @@ static int make_points(const struct cobatch_engine_params *p, const cb_model_sha
         if (c == 1 && ctxs[1] == ctxs[0]) break;
         int32_t seqs = p->max_num_seqs > 0 && p->max_num_seqs < 16 ? p->max_num_seqs : 16;
         double per = cb_attn_probe_bytes(s, COBATCH_KV_F32, COBATCH_KV_F32, ctxs[c]);
-        while (seqs > 1 && per * seqs > ATTN_SEQ_BYTES) seqs /= 2;
+        while (seqs > 1 && per * seqs > ATTN_SEQ_BYTES)
+            seqs /= 2;
         pts[n++] = (cb_attn_point){ctxs[c], 1, 1};
         if (seqs > 1) pts[n++] = (cb_attn_point){ctxs[c], seqs, 1};
         pts[n++] = (cb_attn_point){ctxs[c], 1, rows < ctxs[c] ? rows : ctxs[c]};
@@ -188,8 +192,8 @@ static void say_choice(const cb_attn_path *paths, int n, int pick, const double 
         at += snprintf(why + at, cap - (size_t)at, "; %s %.2fx its time", path_name(&paths[next], b, sizeof b),
                        scores[next] / scores[pick]);
     if (kept >= 0 && scores[kept] < scores[pick] && at < (int)cap)
-        snprintf(why + at, cap - (size_t)at, "; %s would take %.2fx but breaks %s", path_name(&paths[kept], b, sizeof b),
-                 scores[kept] / scores[pick], paths[kept].why_not);
+        snprintf(why + at, cap - (size_t)at, "; %s would take %.2fx but breaks %s",
+                 path_name(&paths[kept], b, sizeof b), scores[kept] / scores[pick], paths[kept].why_not);
 }
 
 void cb_attn_resolve(struct cobatch_engine_params *p, char *why, size_t cap) {

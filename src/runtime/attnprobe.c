@@ -15,8 +15,8 @@
 #define PROBE_MIN_MS 30.0  /* ... and go on past three (up to ten) until this much: short runs are noisy */
 
 static enum ggml_type ggml_kv(int t) {
-    static const enum ggml_type types[] = {GGML_TYPE_F16,  GGML_TYPE_F32,    GGML_TYPE_BF16,
-                                           GGML_TYPE_Q8_0, GGML_TYPE_Q4_0,   GGML_TYPE_Q4_1,
+    static const enum ggml_type types[] = {GGML_TYPE_F16,    GGML_TYPE_F32,  GGML_TYPE_BF16,
+                                           GGML_TYPE_Q8_0,   GGML_TYPE_Q4_0, GGML_TYPE_Q4_1,
                                            GGML_TYPE_IQ4_NL, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1};
     return t >= 0 && t < (int)(sizeof(types) / sizeof(types[0])) ? types[t] : GGML_TYPE_F16;
 }
@@ -53,12 +53,11 @@ static void fill_mask(struct ggml_tensor *m, const cb_attn_point *pt) {
  * cell's heads; V transposed without flash attention), q and mask shared by every layer. */
 static struct ggml_tensor *layer_attn(struct ggml_context *ctx, const cb_model_shape *s, const cb_attn_path *path,
                                       const cb_attn_point *pt, struct ggml_tensor *q, struct ggml_tensor *mask) {
-    struct ggml_tensor *k = ggml_new_tensor_4d(ctx, ggml_kv(path->type_k), s->head_k, s->n_head_kv, pt->n_ctx,
-                                               pt->n_seqs);
-    struct ggml_tensor *v = path->fa ? ggml_new_tensor_4d(ctx, ggml_kv(path->type_v), s->head_v, s->n_head_kv,
-                                                          pt->n_ctx, pt->n_seqs)
-                                     : ggml_new_tensor_4d(ctx, ggml_kv(path->type_v), pt->n_ctx, s->n_head_kv,
-                                                          s->head_v, pt->n_seqs);
+    struct ggml_tensor *k =
+        ggml_new_tensor_4d(ctx, ggml_kv(path->type_k), s->head_k, s->n_head_kv, pt->n_ctx, pt->n_seqs);
+    struct ggml_tensor *v =
+        path->fa ? ggml_new_tensor_4d(ctx, ggml_kv(path->type_v), s->head_v, s->n_head_kv, pt->n_ctx, pt->n_seqs)
+                 : ggml_new_tensor_4d(ctx, ggml_kv(path->type_v), pt->n_ctx, s->n_head_kv, s->head_v, pt->n_seqs);
     memset(k->data, 0, ggml_nbytes(k)); /* values do not change the time; zeros are valid in every type */
     memset(v->data, 0, ggml_nbytes(v));
     struct ggml_tensor *qp = ggml_permute(ctx, q, 0, 2, 1, 3), *kp = ggml_permute(ctx, k, 0, 2, 1, 3);
@@ -97,12 +96,14 @@ static double time_point(const cb_model_shape *s, const cb_attn_path *path, cons
     if (!ctx) return -1;
     struct ggml_tensor *q = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, s->head_k, s->n_head, pt->n_rows, pt->n_seqs);
     float *qd = q->data;
-    for (int64_t i = 0; i < ggml_nelements(q); i++) qd[i] = (float)(i % 97) / 97.0f - 0.5f;
+    for (int64_t i = 0; i < ggml_nelements(q); i++)
+        qd[i] = (float)(i % 97) / 97.0f - 0.5f;
     struct ggml_tensor *mask =
         ggml_new_tensor_4d(ctx, path->fa ? GGML_TYPE_F16 : GGML_TYPE_F32, pt->n_ctx, pt->n_rows, 1, pt->n_seqs);
     fill_mask(mask, pt);
     struct ggml_cgraph *gf = ggml_new_graph(ctx);
-    for (int l = 0; l < layers; l++) ggml_build_forward_expand(gf, layer_attn(ctx, s, path, pt, q, mask));
+    for (int l = 0; l < layers; l++)
+        ggml_build_forward_expand(gf, layer_attn(ctx, s, path, pt, q, mask));
     double best = -1, spent = 0;
     if (ggml_graph_compute_with_ctx(ctx, gf, threads) == GGML_STATUS_SUCCESS) /* warm: work buffers, pages */
         for (int r = 0; r < 10 && (r == 0 || spent < PROBE_RUN_MS) && (r < 3 || spent < PROBE_MIN_MS); r++) {
@@ -129,7 +130,8 @@ typedef struct {
 static void *probe_thread(void *arg) {
     probe_job *j = arg;
     for (int p = 0; p < j->n_pts; p++) /* point-major: each point's paths close together in time */
-        for (int i = 0; i < j->n_paths; i++) j->ms[i * j->n_pts + p] = time_point(j->s, &j->paths[i], &j->pts[p], j->threads);
+        for (int i = 0; i < j->n_paths; i++)
+            j->ms[i * j->n_pts + p] = time_point(j->s, &j->paths[i], &j->pts[p], j->threads);
     return NULL;
 }
 

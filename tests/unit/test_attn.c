@@ -81,7 +81,8 @@ static void amd_host_keeps_f16_and_reports_the_cost(void **state) {
     double t[5 * 6], scores[5];
     int order[5] = {find(p, n, true, F16, F16), find(p, n, true, BF16, BF16), find(p, n, false, F16, F16),
                     find(p, n, false, BF16, BF16), find(p, n, false, F32, F32)};
-    for (int i = 0; i < 5; i++) memcpy(&t[order[i] * 6], AMD[i], sizeof AMD[i]);
+    for (int i = 0; i < 5; i++)
+        memcpy(&t[order[i] * 6], AMD[i], sizeof AMD[i]);
     int pick = cb_attn_choose(p, n, t, 6, 0.05, scores);
     assert_int_equal(pick, order[0]);
     assert_true(scores[order[2]] < scores[order[0]]); /* what the promise costs, reported */
