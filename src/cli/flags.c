@@ -308,9 +308,8 @@ cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
                  "breaks something: exact\ncache hits, the unified layout, a quantized V)"},
         {"--no-flash-attn", NULL, CB_FLAG_CONST, &p->flash_attn, 0, .help = "= --flash-attn off"},
         {"-ctk, --cache-type-k", "TYPE", CB_FLAG_ENUM, &p->cache_type_k, .choices = KV_TYPES, .values = KV_TYPE,
-         .help =
-             "KV cache type of K: auto (default: f16, bf16 or f32, as\nmeasured fastest), f16, f32, bf16, q8_0, q4_0, "
-             "q4_1, iq4_nl,\nq5_0 or q5_1 (quantized: 2-4x the cells, for a small drift)"},
+         .help = "KV cache type of K: auto (default: f16, bf16 or f32, as\nmeasured), f16, f32, bf16, q8_0, q4_0, "
+                 "q4_1, iq4_nl,\nq5_0 or q5_1 (quantized: 2-4x the cells, for a small drift)"},
         {"-ctv, --cache-type-v", "TYPE", CB_FLAG_ENUM, &p->cache_type_v, .choices = KV_TYPES, .values = KV_TYPE,
          .help = "KV cache type of V, as --cache-type-k; a quantized V needs\nflash attention"},
         {"--enable-prefix-caching", NULL, CB_FLAG_SET, &p->prefix_caching,
