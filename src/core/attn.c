@@ -84,3 +84,12 @@ int cb_attn_choose(const cb_attn_path *paths, int n, const double *t, int n_poin
     if (ref > 0 && paths[0].eligible && pick_score > (1.0 - margin) * ref) return 0;
     return pick;
 }
+
+bool cb_attn_steady(const double *first, const double *again, int n, double tol, double min_ms) {
+    for (int i = 0; i < n; i++) {
+        if (first[i] <= 0 || again[i] <= 0 || (first[i] < min_ms && again[i] < min_ms)) continue;
+        double r = first[i] / again[i];
+        if (r > tol || r < 1.0 / tol) return false;
+    }
+    return true;
+}

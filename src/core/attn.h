@@ -54,4 +54,10 @@ bool cb_attn_open(const cb_attn_path *paths, int n);
  * index, 0 when nothing else qualifies. */
 int cb_attn_choose(const cb_attn_path *paths, int n, const double *t, int n_points, double margin, double *scores);
 
+/* Whether a probe ran on a steady host: the first path's times (first, n) and its times again at
+ * the end (again) within a factor tol of each other wherever both ran and one took min_ms at least
+ * (shorter times are the timer's and the scheduler's jitter on a shared host). A probe on a host
+ * whose load changed meanwhile chooses for this start only and is not kept. */
+bool cb_attn_steady(const double *first, const double *again, int n, double tol, double min_ms);
+
 #endif

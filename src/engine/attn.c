@@ -20,6 +20,7 @@
 
 #define ATTN_MARGIN 0.05  /* another path must be this much faster than the reference to replace it */
 #define ATTN_MEMO 8       /* probes kept in the process */
+#define ATTN_STEADY 1.5   /* the reference timed again at the end within this factor: the host was steady */
 #define ATTN_POINTS 6     /* two contexts x (one decode row, a batch of them, a prompt chunk) */
 #define ATTN_KEY_LEN 1024 /* the cache key's text */
 #define ATTN_SEQ_BYTES (256.0 * 1024 * 1024) /* a decode point's streams: at most this much of one layer */
@@ -137,9 +138,11 @@ static bool times_for(const char *key, const cb_model_shape *s, int threads, con
     bool ok = have_file && cache_read(file, key, ms, len);
     *from = "cached";
     if (!ok) {
-        ok = cb_attn_probe(s, threads, paths, n, pts, n_pts, ms) == 0;
-        *from = "measured";
-        if (ok && have_file) cache_write(file, key, ms, len, n_pts);
+        double again[ATTN_POINTS];
+        ok = cb_attn_probe(s, threads, paths, n, pts, n_pts, ms, again) == 0;
+        bool steady = ok && cb_attn_steady(ms, again, n_pts, ATTN_STEADY, 5.0);
+        *from = steady ? "measured" : "measured on a busy host: not kept";
+        if (steady && have_file) cache_write(file, key, ms, len, n_pts);
     }
     if (ok) {
         attn_memo *m = &memo[memo_n < ATTN_MEMO ? memo_n++ : ATTN_MEMO - 1];

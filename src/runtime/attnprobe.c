@@ -124,7 +124,7 @@ typedef struct {
     int n_paths;
     const cb_attn_point *pts;
     int n_pts;
-    double *ms;
+    double *ms, *again;
 } probe_job;
 
 static void *probe_thread(void *arg) {
@@ -132,18 +132,21 @@ static void *probe_thread(void *arg) {
     for (int p = 0; p < j->n_pts; p++) /* point-major: each point's paths close together in time */
         for (int i = 0; i < j->n_paths; i++)
             j->ms[i * j->n_pts + p] = time_point(j->s, &j->paths[i], &j->pts[p], j->threads);
+    for (int p = 0; p < j->n_pts; p++)
+        j->again[p] = time_point(j->s, &j->paths[0], &j->pts[p], j->threads);
     return NULL;
 }
 
 int cb_attn_probe(const cb_model_shape *s, int n_threads, const cb_attn_path *paths, int n_paths,
-                  const cb_attn_point *pts, int n_pts, double *ms) {
+                  const cb_attn_point *pts, int n_pts, double *ms, double *again) {
     probe_job j = {.s = s,
                    .threads = n_threads > 0 ? n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN),
                    .paths = paths,
                    .n_paths = n_paths,
                    .pts = pts,
                    .n_pts = n_pts,
-                   .ms = ms};
+                   .ms = ms,
+                   .again = again};
     pthread_t t;
     if (pthread_create(&t, NULL, probe_thread, &j) != 0) return -1;
     pthread_join(t, NULL);

@@ -25,9 +25,11 @@ typedef struct {
 /* Times each path at each point into ms (n_paths x n_pts, path-major): the step's attention over
  * the model's layers in milliseconds, the fastest of three runs (one when a run is long, up to ten
  * when runs are short); -1 where it could not run
- * (out of memory). n_threads 0 = the cores. Returns 0, or -1 when no thread could be started. */
+ * (out of memory). again (n_pts) receives the first path timed once more after all the others: a
+ * host whose load changed meanwhile shows there (cb_attn_steady). n_threads 0 = the cores. Returns
+ * 0, or -1 when no thread could be started. */
 int cb_attn_probe(const cb_model_shape *s, int n_threads, const cb_attn_path *paths, int n_paths,
-                  const cb_attn_point *pts, int n_pts, double *ms);
+                  const cb_attn_point *pts, int n_pts, double *ms, double *again);
 
 /* ggml's build (its commit): times from another build are not these. */
 const char *cb_attn_probe_build(void);

@@ -121,6 +121,19 @@ static void margin_and_failures(void **state) {
     assert_int_equal(cb_attn_choose(p, n, ref_failed, 2, 0.05, NULL), 1);
 }
 
+/* A probe is kept only when its reference timed again at the end agrees within the factor; a point
+ * that did not run on either pass says nothing. */
+static void steady_host(void **state) {
+    (void)state;
+    double first[4] = {10.0, 100.0, -1, 0.5}, again[4] = {12.0, 80.0, 50.0, 2.0};
+    assert_true(cb_attn_steady(first, again, 4, 1.5, 5.0)); /* 0.5 against 2.0 ms: jitter */
+    assert_false(cb_attn_steady(first, again, 4, 1.5, 0.1));
+    again[1] = 40.0; /* the host got quieter (or busier) by 2.5x in between */
+    assert_false(cb_attn_steady(first, again, 4, 1.5, 5.0));
+    again[1] = 250.0;
+    assert_false(cb_attn_steady(first, again, 4, 1.5, 5.0));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(open_flags_keep_the_promise),
@@ -128,6 +141,7 @@ int main(void) {
         cmocka_unit_test(amd_host_keeps_f16_and_reports_the_cost),
         cmocka_unit_test(intel_host_takes_bf16),
         cmocka_unit_test(margin_and_failures),
+        cmocka_unit_test(steady_host),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
