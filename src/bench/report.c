@@ -57,9 +57,11 @@ static cJSON *config(const cb_bench_config *c) {
     cJSON_AddNumberToObject(o, "n_threads", p->n_threads);
     cJSON_AddNumberToObject(o, "kv_reserve", p->kv_reserve);
     cJSON_AddStringToObject(o, "kv_layout", p->kv_layout == COBATCH_KV_SPLIT ? "split" : "unified");
-    cJSON_AddBoolToObject(o, "flash_attn", cobatch_params_flash_attn(p));
-    cJSON_AddStringToObject(o, "cache_type_k", cobatch_kv_type_name(p->cache_type_k));
-    cJSON_AddStringToObject(o, "cache_type_v", cobatch_kv_type_name(p->cache_type_v));
+    struct cobatch_engine_params run = *p; /* the attention path auto made (measured or cached) */
+    cobatch_params_resolve(&run);
+    cJSON_AddBoolToObject(o, "flash_attn", run.flash_attn != 0);
+    cJSON_AddStringToObject(o, "cache_type_k", cobatch_kv_type_name(run.cache_type_k));
+    cJSON_AddStringToObject(o, "cache_type_v", cobatch_kv_type_name(run.cache_type_v));
     cJSON_AddStringToObject(o, "spec", p->spec == COBATCH_SPEC_NGRAM ? "ngram" : "off");
     cJSON_AddNumberToObject(o, "spec_max", p->spec_max > 0 ? p->spec_max : 8);
     cJSON_AddBoolToObject(o, "prediction", c->prediction);

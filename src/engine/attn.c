@@ -31,12 +31,19 @@ typedef struct {
 } attn_memo;
 
 static pthread_mutex_t memo_mu = PTHREAD_MUTEX_INITIALIZER;
+static double steady_tol = ATTN_STEADY; /* (a test may accept any) */
 static attn_memo memo[ATTN_MEMO];
 static int memo_n;
 
 void cobatch_test_attn_forget(void) {
     pthread_mutex_lock(&memo_mu);
     memo_n = 0;
+    pthread_mutex_unlock(&memo_mu);
+}
+
+void cobatch_test_attn_steady(double tol) {
+    pthread_mutex_lock(&memo_mu);
+    steady_tol = tol;
     pthread_mutex_unlock(&memo_mu);
 }
 
@@ -140,7 +147,7 @@ static bool times_for(const char *key, const cb_model_shape *s, int threads, con
     if (!ok) {
         double again[ATTN_POINTS];
         ok = cb_attn_probe(s, threads, paths, n, pts, n_pts, ms, again) == 0;
-        bool steady = ok && cb_attn_steady(ms, again, n_pts, ATTN_STEADY, 5.0);
+        bool steady = ok && (steady_tol <= 0 || cb_attn_steady(ms, again, n_pts, steady_tol, 5.0));
         *from = steady ? "measured" : "measured on a busy host: not kept";
         if (steady && have_file) cache_write(file, key, ms, len, n_pts);
     }
@@ -153,16 +160,18 @@ static bool times_for(const char *key, const cb_model_shape *s, int threads, con
     return ok;
 }
 
-/* The points: decode of one sequence and of the batch, and a prompt chunk, at an agent's contexts
- * (1,024 and 4,096 tokens, or the trained context below that). */
-static int make_points(const struct cobatch_engine_params *p, const cb_model_shape *s, cb_attn_point *pts) {
+/* The points: decode of one sequence and of 16 (fewer where a layer's cells would pass 256 MB),
+ * and a 256-token prompt chunk, at an agent's contexts (1,024 and 4,096 tokens, or the trained
+ * context below that). The same for every engine setting, so one probe a host and shape serves
+ * them all. */
+static int make_points(const cb_model_shape *s, cb_attn_point *pts) {
     int32_t cap = s->n_ctx_train > 0 && s->n_ctx_train < 4096 ? s->n_ctx_train : 4096;
     int32_t ctxs[2] = {cap < 1024 ? cap : 1024, cap};
-    int32_t rows = p->prefill_chunk > 0 && p->prefill_chunk < 512 ? p->prefill_chunk : 256;
+    int32_t rows = 256; /* the default chunk; fixed, as the batch is: one probe serves every setting */
     int n = 0;
     for (int c = 0; c < 2; c++) {
         if (c == 1 && ctxs[1] == ctxs[0]) break;
-        int32_t seqs = p->max_num_seqs > 0 && p->max_num_seqs < 16 ? p->max_num_seqs : 16;
+        int32_t seqs = 16;
         double per = cb_attn_probe_bytes(s, COBATCH_KV_F32, COBATCH_KV_F32, ctxs[c]);
         while (seqs > 1 && per * seqs > ATTN_SEQ_BYTES)
             seqs /= 2;
@@ -218,7 +227,7 @@ void cb_attn_resolve(struct cobatch_engine_params *p, char *why, size_t cap) {
                                : !cb_model_file_shape(p->model_path, &s) ? "not measured: no model shape to measure"
                                                                          : NULL;
     if (!not_measured) {
-        int n_pts = make_points(p, &s, pts);
+        int n_pts = make_points(&s, pts);
         int threads = p->n_threads > 0 ? p->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
         char key[ATTN_KEY_LEN];
         make_key(key, &s, threads, paths, n, pts, n_pts);

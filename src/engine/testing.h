@@ -26,5 +26,8 @@ void cobatch_test_set_event_backlog(cobatch_engine *e, int n);
 /* Forgets the attention-path times this process measured or read (attn.c): the next engine reads
  * the cache file again, as a new process would. */
 void cobatch_test_attn_forget(void);
+/* The factor within which a probe's reference must time the same at its start and end for its
+ * times to be kept (default 1.5); 0 keeps any probe (a test of the cache on a busy host). */
+void cobatch_test_attn_steady(double tol);
 
 #endif

@@ -33,6 +33,7 @@ assert d["model"]["sha256"] == hashlib.sha256(open(sys.argv[2], "rb").read()).he
 assert d["machine"]["cores"] >= 1 and len(d["machine"]["llama_cpp_commit"]) == 40
 assert len(d["configurations"]) == 6
 for c in d["configurations"]:
+    assert c["cache_type_k"] in ("f16", "bf16", "f32") and isinstance(c["flash_attn"], bool)  # auto, as run
     r = c["result"]
     assert r["completed"] == 6 and r["failed"] == 0 and r["output_tokens"] == 216
     assert r["ttft_ms"]["p50"] <= r["ttft_ms"]["p99"] <= r["ttft_ms"]["max"]
