@@ -100,6 +100,11 @@ struct cobatch_step_info {
                                      embeddings pass (embd_us). The rest of t_end_us - t_start_us is
                                      host work: scheduling, cell bookkeeping and copies, building the
                                      batch, sampling, events */
+    int64_t attended_cells;       /* split layout: the attention the main pool's graph runs did, in
+                                     row-cells: each run's rows times the cells it spans (the most
+                                     one of its streams holds, padded to 256 by llama.cpp); above
+                                     context_cells where a run pads a short stream to a long one's
+                                     cells (cb_plan_row_order). Unified: 0 */
 };
 typedef void (*cobatch_step_fn)(const struct cobatch_step_info *info, void *user);
 

@@ -86,7 +86,7 @@ double cb_bench_host_share(const cb_bench_result *r);
 /* Writes the trace: one line per step, cobatch_step_info's fields (config label, t_ms since the
  * first step, step_ms, decode_rows, prefill_tokens, requests, running, waiting, kv_cells,
  * preempted, graph_runs, swapped, lane_tokens, lane_ms, context_cells, embd_tokens, embd_ms,
- * decode_ms). */
+ * decode_ms, attended_cells). */
 void cb_bench_write_trace(FILE *f, const char *label, const cb_bench_result *r);
 /* The trace's format, shared with `cobatch serve --trace`: a header line, then one tab-separated
  * line per step (t_ms counts from t0_us). */

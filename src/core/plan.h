@@ -39,6 +39,11 @@ typedef struct {
     cb_request **failed; /* (2 x max_num_seqs) requests this step could not keep (out of memory for
                             the waiting queue): state CB_FINISHED_ERROR, for the engine to end */
     int32_t n_failed;
+    /* scratch of cb_plan_row_order (max_num_seqs + 1 each): where a block of consecutive ids is cut
+     * into graph runs by context */
+    bool *run_start;
+    double *dp_cost;
+    int32_t *dp_from;
 } cb_plan;
 
 /* Returns 0, or -1 on allocation failure (nothing left allocated). */
@@ -72,13 +77,37 @@ typedef struct {
  * n_items; returns how many; an item's pieces come in row order). A block of consecutive ids
  * holding decode rows and prompt chunks first runs one row of each (unless a chunk is exactly one
  * tile: its rest would leave the tiled kernel), then the chunks' rest in blocks of consecutive ids
- * with equal row counts, highest ids first, so different lengths never share a graph run. */
-int32_t cb_plan_row_order(const cb_plan *plan, int32_t tile, cb_row_piece *out);
+ * with equal row counts, highest ids first, so different lengths never share a graph run.
+ *
+ * A graph run attends over the most cells any of its streams holds (llama.cpp pads that to `pad`):
+ * without flash attention, which skips masked cells, a decode row of a 256-token chat beside a
+ * 4,096-token agent pays for 4,096 cells (a 16-row step 2.6x slower than in two runs: BENCHMARKS.md,
+ * 'The attention path'). run_cells > 0: what one more graph run costs, in row-cells of attention
+ * (a row attending one cell); a block of consecutive ids is then cut into runs where that minimizes
+ * runs x run_cells + the rows x padded cells each run attends. 0: never cut (flash attention). */
+int32_t cb_plan_row_order(const cb_plan *plan, int32_t tile, int32_t pad, double run_cells, cb_row_piece *out);
 
 /* Graph runs llama.cpp makes of these pieces in the split layout, when one ubatch holds the whole
  * plan: a run per block of pieces with consecutive ids (each the previous one's + 1) and equal row
  * counts. */
 int32_t cb_plan_graph_runs(const cb_plan *plan, const cb_row_piece *pieces, int32_t n_pieces);
+
+/* The attention those graph runs do, in row-cells: each run's rows times the cells it attends over
+ * (the most any of its streams holds after the run, padded to `pad`). */
+int64_t cb_plan_attended(const cb_plan *plan, const cb_row_piece *pieces, int32_t n_pieces, int32_t pad);
+
+/* A step's cost as graph runs, rows and attended row-cells: a least-squares fit over steps, the sums
+ * decaying. What cutting a block into runs weighs (cb_plan_row_order's run_cells). */
+typedef struct {
+    double xx[3][3], xy[3], w;
+} cb_run_cost;
+
+/* A step of `runs` graph runs, `rows` rows and `cells` attended row-cells took `us`; the sums decay
+ * by `keep` (in (0, 1]) first. */
+void cb_run_cost_note(cb_run_cost *c, int32_t runs, int32_t rows, int64_t cells, int64_t us, double keep);
+/* One more graph run's cost in attended row-cells (its fitted time over a row-cell's); 0 until the
+ * steps seen fit all three with positive costs (steps of one context fit no cell cost). */
+double cb_run_cost_cells(const cb_run_cost *c);
 
 /* A step's length in time. A budget in tokens bounds a step's pause only where a token's cost is
  * known: a row of the long lane attends over a pool of thousands of cells and costs several times a

@@ -218,6 +218,7 @@ struct cobatch_engine {
     bool spec_ngram;
     char attn_why[CB_ATTN_WHY]; /* how the attention path was chosen (attn.c) */
     cb_row_cost spec_cost;
+    cb_run_cost run_cost; /* a main step's time by graph runs, rows and attended cells (cb_plan_row_order) */
     cb_accept spec_all;
     int64_t spec_drafted, spec_accepted, spec_steps;
     int32_t n_ctx_seq;             /* a request's limit: its stream, or the long lane's pool */

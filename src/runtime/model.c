@@ -264,6 +264,8 @@ int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errle
     m->n_batch = (int32_t)llama_n_batch(m->ctx);
     m->n_seq_max = (int32_t)llama_n_seq_max(m->ctx);
     m->split_kv = p->split_kv;
+    m->flash_attn = p->flash_attn;
+    m->weight_bytes = (double)llama_model_size(m->model);
     m->n_vocab = llama_vocab_n_tokens(m->vocab);
     int32_t n_head = llama_model_n_head(m->model), n_head_kv = llama_model_n_head_kv(m->model);
     if (n_head > 0) { /* K and V rows of n_embd / n_head x n_head_kv values, every layer */

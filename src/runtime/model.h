@@ -43,6 +43,8 @@ typedef struct {
                                         sequence costs a token */
     int32_t n_ctx_train;             /* the context the model was trained for (positions beyond it are garbage) */
     bool split_kv;                   /* a stream per sequence (llama.cpp's kv_unified = false) */
+    bool flash_attn;                 /* the context runs flash attention (it skips masked cells) */
+    double weight_bytes;             /* the weights' tensors: what a pass over them reads */
     int32_t max_piece;               /* bytes of the longest token's text (special tokens rendered): a text longer than
                                         n x max_piece cannot be fewer than n tokens */
     char name[128];                  /* general.name or the file name */

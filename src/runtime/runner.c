@@ -273,13 +273,15 @@ int cb_runner_run(cb_runner *r, const cb_plan *plan) {
     b->n_tokens = 0;
     r->n_lp = 0;
     if (r->model->split_kv) { /* the split layout's graph runs: see cb_plan_row_order */
-        r->n_order = cb_plan_row_order(plan, CB_RUNNER_FA_TILE, r->order);
+        r->n_order = cb_plan_row_order(plan, CB_RUNNER_FA_TILE, CB_RUNNER_KV_PAD, r->run_cells, r->order);
         r->n_runs = cb_plan_graph_runs(plan, r->order, r->n_order);
+        r->attended = cb_plan_attended(plan, r->order, r->n_order, CB_RUNNER_KV_PAD);
     } else { /* unified: one graph run whatever the order; keep the plan's (numerics follow rows) */
         for (int32_t i = 0; i < plan->n_items; i++)
             r->order[i] = (cb_row_piece){.item = i, .k0 = 0, .n = plan->items[i].n_tokens};
         r->n_order = plan->n_items;
         r->n_runs = 1;
+        r->attended = 0;
     }
     for (int32_t i = 0, base = 0; i < plan->n_items; i++) {
         r->draft_base[i] = base;

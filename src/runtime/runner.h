@@ -14,6 +14,10 @@ struct llama_batch;
  * of the pinned ggml): the split layout's chunks are shaped around it (plan.h). */
 #define CB_RUNNER_FA_TILE 64
 
+/* llama.cpp pads the cells a graph run attends over to a multiple of this (llama_kv_cache::get_n_kv:
+ * 256 at least), the most any stream of the run holds. */
+#define CB_RUNNER_KV_PAD 256
+
 /* A batch row whose logits an item's prompt log-probabilities want: row `row` holds position pos. */
 typedef struct {
     int32_t item, pos, row;
@@ -33,6 +37,9 @@ typedef struct {
     cb_lp_row *lp; /* (n_batch) rows of prompts that want every row's logits (cb_request.all_logits_to) */
     int32_t n_lp;
     int32_t n_runs;    /* graph runs of the last batch (cb_plan_graph_runs; unified: 1) */
+    int64_t attended;  /* the last batch's attention in row-cells (cb_plan_attended; unified: 0) */
+    double run_cells;  /* split layout: what one more graph run costs in attended row-cells, set by the
+                          engine (cb_plan_row_order); 0: blocks are never cut by context */
     int64_t decode_us; /* time spent inside llama_decode since init, every call counted (a call that
                           found no KV slot too): what the step's report sets apart from host work */
     cb_swap *swap;     /* the engine's swap space: its copy cost follows every save and restore; may be NULL */

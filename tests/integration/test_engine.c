@@ -1148,6 +1148,70 @@ static int32_t *long_prompt(cobatch_engine *e, int32_t n, int32_t salt) {
     return t;
 }
 
+typedef struct {
+    int32_t rows;               /* the streams */
+    int32_t steps, cut, padded; /* decode steps of every stream; of them, cut into runs; with a row padded */
+} cut_steps;
+
+static void note_cut(const struct cobatch_step_info *info, void *user) {
+    cut_steps *c = user;
+    if (info->prefill_tokens > 0 || info->decode_rows < c->rows) return;
+    c->steps++;
+    c->cut += info->graph_runs > 1;
+    /* a row that attended past its own stream's cells and the padding to 256 */
+    c->padded += info->attended_cells > info->context_cells + 256LL * info->decode_rows;
+}
+
+/* Split layout without flash attention: a graph run's rows attend over its longest stream's cells,
+ * so the engine cuts sixteen short chats' decode rows from a 600-token stream's into runs of their
+ * own (no row attends past its stream); with flash attention (which skips the masked cells) the
+ * streams stay in one run. */
+static void streams_cut_by_context_without_flash_attention(void **state) {
+    (void)state;
+    enum { N = 17 };
+    for (int fa = 0; fa < 2; fa++) {
+        cut_steps c = {.rows = N};
+        struct cobatch_engine_params p = engine_params(COBATCH_MODE_CONTINUOUS, N, 256);
+        p.n_ctx = N * 768;
+        p.max_num_batched_tokens = 512;
+        p.flash_attn = fa;
+        p.cache_type_k = p.cache_type_v = COBATCH_KV_F16; /* named: nothing to measure */
+        p.on_step = note_cut;
+        p.on_step_user = &c;
+        cobatch_engine *e = it_engine(p);
+        assert_non_null(e);
+        int32_t *prompts[N];
+        struct cobatch_request_params ps[N];
+        for (int i = 0; i < N; i++) {
+            int32_t len = i == 0 ? 600 : 20;
+            prompts[i] = long_prompt(e, len, i * 3);
+            ps[i] = cobatch_request_default_params();
+            ps[i].prompt_tokens = prompts[i];
+            ps[i].n_prompt_tokens = len;
+            ps[i].max_tokens = 6;
+            ps[i].ignore_eos = true;
+        }
+        it_result r[N];
+        assert_true(it_run(e, ps, r, N));
+        cobatch_engine_free(e);
+        printf("# flash attention %s: %d decode steps of every stream, %d cut, %d padded a row\n", fa ? "on" : "off",
+               c.steps, c.cut, c.padded);
+        assert_true(c.steps > 0);
+        if (fa) {
+            assert_int_equal(c.cut, 0);
+            assert_int_equal(c.padded, c.steps);
+        } else {
+            assert_int_equal(c.cut, c.steps);
+            assert_int_equal(c.padded, 0);
+        }
+        for (int i = 0; i < N; i++) {
+            assert_int_equal(r[i].n_generated, 6);
+            free(prompts[i]);
+        }
+        it_free(r, N);
+    }
+}
+
 /* A long text with special tokens parsed is tokenized in pieces cut after special-token texts
  * (llama.cpp's tokenizer is quadratic in them); the tokens are those of its parts tokenized one by
  * one, and a buffer too small still gets the size needed. */
@@ -1613,6 +1677,7 @@ int main(void) {
         cmocka_unit_test(client_text_never_spells_control_tokens),
         cmocka_unit_test(long_lane_takes_long_requests),
         cmocka_unit_test(long_special_text_tokenizes_in_pieces),
+        cmocka_unit_test(streams_cut_by_context_without_flash_attention),
     };
     const struct CMUnitTest own[] = {
         cmocka_unit_test(batch_invariance),

@@ -144,7 +144,7 @@ static void row_order_gives_each_chunk_its_graph_run(void **state) {
         for (int pass = 0; pass < 2; pass++) {
             int32_t np;
             if (pass == 0) {
-                np = cb_plan_row_order(&plan, 64, pieces);
+                np = cb_plan_row_order(&plan, 64, 256, 0, pieces);
             } else { /* whole items by id alone */
                 np = n;
                 for (int32_t i = 0; i < n; i++)
@@ -193,6 +193,150 @@ static void row_order_gives_each_chunk_its_graph_run(void **state) {
     cb_plan_free(&plan);
     assert_true(bad_by_id > 100); /* the simulator tells the orders apart */
     assert_true(fewer > 100);     /* and the first-row runs save graph runs */
+}
+
+/* The simulated graph runs' attention in row-cells: each run's rows times the most cells one of its
+ * streams holds after it, padded to 256 (llama.cpp's n_kv). */
+static int64_t sim_attended(const cb_plan *plan, const cb_request *reqs, int32_t n, int32_t runs[][SIM_MAX],
+                            int32_t nr) {
+    int64_t total = 0;
+    int32_t done[SIM_MAX] = {0};
+    for (int32_t u = 0; u < nr; u++) {
+        int64_t rows = 0, cells = 0;
+        for (int32_t i = 0; i < n; i++) {
+            int32_t id = reqs[i].seq_id;
+            if (runs[u][id] == 0) continue;
+            rows += runs[u][id];
+            done[i] += runs[u][id];
+            int64_t c = (plan->items[i].pos0 + done[i] + 255) / 256 * 256;
+            if (c > cells) cells = c;
+        }
+        total += rows * cells;
+    }
+    return total;
+}
+
+/* Fills the plan with n items of these ids, rows and positions; returns the simulated graph runs of
+ * cb_plan_row_order's order (checked against cb_plan_graph_runs and cb_plan_attended) and its
+ * attention in *attended. */
+static int32_t order_and_simulate(cb_plan *plan, cb_request *reqs, int32_t n, double run_cells, int64_t *attended,
+                                  int32_t runs[][SIM_MAX]) {
+    cb_row_piece pieces[2 * SIM_MAX];
+    int32_t row_seq[1024], n_rows = 0, total = 0;
+    plan->n_items = n;
+    for (int32_t i = 0; i < n; i++) {
+        plan->items[i].req = &reqs[i];
+        total += plan->items[i].n_tokens;
+    }
+    int32_t np = cb_plan_row_order(plan, 64, 256, run_cells, pieces);
+    int32_t next_row[SIM_MAX] = {0};
+    for (int32_t j = 0; j < np; j++) {
+        assert_int_equal(pieces[j].k0, next_row[pieces[j].item]);
+        next_row[pieces[j].item] += pieces[j].n;
+        for (int32_t k = 0; k < pieces[j].n; k++)
+            row_seq[n_rows++] = reqs[pieces[j].item].seq_id;
+    }
+    assert_int_equal(n_rows, total);
+    int32_t nr = sim_split_equal(row_seq, n_rows, total, runs, 256);
+    for (int32_t i = 0; i < n; i++) { /* whole in one run, or its first row and then the rest */
+        int32_t in = 0, first = -1;
+        for (int32_t u = 0; u < nr; u++)
+            if (runs[u][reqs[i].seq_id] > 0) {
+                in++;
+                if (first < 0) first = runs[u][reqs[i].seq_id];
+            }
+        assert_true(in == 1 || (in == 2 && first == 1));
+    }
+    assert_int_equal(cb_plan_graph_runs(plan, pieces, np), nr);
+    *attended = sim_attended(plan, reqs, n, runs, nr);
+    assert_int_equal(cb_plan_attended(plan, pieces, np, 256), *attended);
+    return nr;
+}
+
+/* Without flash attention a graph run's rows attend over its longest stream's cells: a chat's
+ * decode row beside an agent's 4,096 tokens pays for 4,096. Given what one more run costs in
+ * row-cells, a block of consecutive streams is cut where that saves more than the run costs: the
+ * long stream alone, first or in the middle; never when the run costs more than the cells saved, or
+ * when run_cells is 0 (flash attention). Random plans: the simulated split agrees with the counted
+ * runs and attention, and for decode rows (where the cost model is exact) cutting never costs more
+ * than not cutting. */
+static void row_order_cuts_blocks_by_context(void **state) {
+    (void)state;
+    cb_plan plan;
+    assert_int_equal(cb_plan_init(&plan, SIM_MAX), 0);
+    static cb_request reqs[SIM_MAX];
+    static int32_t runs[256][SIM_MAX];
+    int64_t att;
+    for (int32_t where = 0; where < 16; where += 7) { /* the long stream 0, 7 or 14 of 16 */
+        for (int32_t i = 0; i < 16; i++) {
+            memset(&reqs[i], 0, sizeof(reqs[i]));
+            reqs[i].seq_id = i;
+            plan.items[i] = (cb_plan_item){.pos0 = i == where ? 4095 : 255, .n_tokens = 1, .logits = true};
+        }
+        assert_int_equal(order_and_simulate(&plan, reqs, 16, 0, &att, runs), 1);
+        assert_int_equal(att, 16 * 4096);
+        assert_int_equal(order_and_simulate(&plan, reqs, 16, 60000, &att, runs), 1); /* saves 57,600 */
+        int32_t nr = order_and_simulate(&plan, reqs, 16, 3000, &att, runs);
+        assert_int_equal(nr, where == 0 || where == 15 ? 2 : 3);
+        assert_int_equal(att, 4096 + 15 * 256);
+        for (int32_t u = 0; u < nr; u++) /* the long stream runs alone */
+            if (runs[u][where] > 0)
+                for (int32_t i = 0; i < 16; i++)
+                    assert_true(i == where || runs[u][i] == 0);
+    }
+    uint64_t rng = 777;
+    int cut = 0;
+    for (int trial = 0; trial < 3000; trial++) {
+        harness tmp = {.rng = rng + (uint64_t)trial * 104729};
+        int32_t n = 1 + (int32_t)rnd(&tmp, 16);
+        bool taken[SIM_MAX] = {false}, decode_only = trial % 2 == 0;
+        for (int32_t i = 0; i < n; i++) {
+            int32_t id;
+            do
+                id = (int32_t)rnd(&tmp, 20);
+            while (taken[id]);
+            taken[id] = true;
+            memset(&reqs[i], 0, sizeof(reqs[i]));
+            reqs[i].seq_id = id;
+            int32_t kind = decode_only ? 0 : (int32_t)rnd(&tmp, 3);
+            plan.items[i] = (cb_plan_item){.pos0 = (int32_t)rnd(&tmp, 8000),
+                                           .n_tokens = kind == 0   ? 1
+                                                       : kind == 1 ? 64
+                                                                   : 1 + (int32_t)rnd(&tmp, 80)};
+        }
+        static const double costs[] = {500, 5000, 50000};
+        double q = costs[rnd(&tmp, 3)];
+        int64_t att0, att1;
+        int32_t r0 = order_and_simulate(&plan, reqs, n, 0, &att0, runs);
+        int32_t r1 = order_and_simulate(&plan, reqs, n, q, &att1, runs);
+        cut += r1 > r0;
+        if (decode_only) assert_true(q * r1 + (double)att1 <= q * r0 + (double)att0);
+    }
+    assert_true(cut > 300); /* the random plans do get cut */
+    cb_plan_free(&plan);
+}
+
+/* A step's cost fitted from runs, rows and attended cells: one more run's cost in row-cells is the
+ * ratio of the two fitted costs; nothing until steps tell the three apart. */
+static void run_cost_prices_a_graph_run_in_cells(void **state) {
+    (void)state;
+    cb_run_cost one = {0}, c = {0};
+    assert_true(cb_run_cost_cells(&c) == 0);
+    for (int i = 0; i < 50; i++) /* one context: cells follow rows, no cell cost */
+        cb_run_cost_note(&one, 1, 1 + i % 16, 4096LL * (1 + i % 16), 20000 + 7000 * (1 + i % 16), 0.98);
+    assert_true(cb_run_cost_cells(&one) == 0);
+    for (int i = 0; i < 200; i++) { /* 18 ms a run, 6 ms a row, 5 us a row-cell */
+        int32_t runs = 1 + i % 3, rows = 1 + (i * 7) % 16;
+        int64_t cells = (int64_t)rows * 256 * (1 + (i * 5) % 16);
+        cb_run_cost_note(&c, runs, rows, cells, (int64_t)(18000.0 * runs + 6000.0 * rows + 5.0 * cells), 0.98);
+    }
+    assert_float_equal(cb_run_cost_cells(&c), 18000 / 5.0, 18000 / 5.0 * 1e-3);
+    cb_run_cost_note(&c, 0, 1, 1, 100, 0.98); /* ignored */
+    cb_run_cost d = {0};
+    for (int i = 0; i < 50; i++) /* cells that seem to cost less than nothing (noise): no price */
+        cb_run_cost_note(&d, 1 + i % 2, 1 + i % 16, 256LL * (1 + i % 7),
+                         20000 * (1 + i % 2) + 7000 * (1 + i % 16) - 256 * (1 + i % 7), 1);
+    assert_true(cb_run_cost_cells(&d) == 0);
 }
 
 /* The chunk rules one call at a time: a last piece goes whole; a cut chunk under the tile waits
@@ -294,6 +438,8 @@ int main(void) {
         cmocka_unit_test(split_chunks_share_one_length),
         cmocka_unit_test(split_small_chunk_cap_keeps_prompts_moving),
         cmocka_unit_test(row_order_gives_each_chunk_its_graph_run),
+        cmocka_unit_test(row_order_cuts_blocks_by_context),
+        cmocka_unit_test(run_cost_prices_a_graph_run_in_cells),
         cmocka_unit_test(tile_chunk_rules),
         cmocka_unit_test(pace_gives_the_tokens_that_fit_a_time),
         cmocka_unit_test(step_pace_bounds_a_steps_prompt_by_time),

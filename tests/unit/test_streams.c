@@ -139,7 +139,7 @@ static void split_moves_requests_into_one_block(void **state) {
         assert_int_equal(r[3]->seq_id, 1);
         assert_int_equal(cb_sched_get_stats(h.s)->stream_moves, 1);
         cb_row_piece order[8];
-        int32_t np = cb_plan_row_order(&h.plan, 64, order);
+        int32_t np = cb_plan_row_order(&h.plan, 64, 256, 0, order);
         assert_int_equal(h.plan.n_items, 3);
         assert_int_equal(cb_plan_graph_runs(&h.plan, order, np), 1); /* {0, 1, 2}, one row each */
         if (with_cache) assert_int_equal(h.sc->len[3], n_computed);  /* parked: the same tokens */
