@@ -478,7 +478,7 @@ static void note_main(cobatch_engine *e, const cb_plan *plan, int64_t run_us, in
      * from steps of decode rows; until steps tell runs, rows and cells apart, what both read: one
      * more run reads the weights, a row over a cell its K and V. Only without flash attention: its
      * kernel skips a short stream's masked cells, so a run padded to a long stream's cells costs it
-     * little (a 16-row step 165 ms in one run, 175 ms in two; 468 and 181 ms without it). */
+     * little (a 16-row step 161 ms in one run, 175 ms in two; 468 and 181 ms without it). */
     if (plan->n_prefill_tokens == 0 && e->main.runner.attended > 0)
         cb_run_cost_note(&e->run_cost, e->main.runner.n_runs, plan->n_tokens, e->main.runner.attended, run_us, 0.98);
     double run_cells = cb_run_cost_cells(&e->run_cost);
