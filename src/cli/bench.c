@@ -567,7 +567,20 @@ int cb_cmd_bench(int argc, char **argv) {
         /* decode cost grows with context: measure at the workload's mean context over a request's
          * decode (prompt + half the output), not at its prompt alone */
         int32_t ctx = decode_context(&w);
-        if (cb_ceiling_measure_for(&cp, ctx, (int32_t)o.ceiling_verify, &ceil, err, sizeof(err)) != 0) {
+        struct cobatch_engine_params r = cp; /* the attention path the engine would run */
+        cobatch_params_resolve(&r);
+        cb_ceiling_params m = {.model_path = r.model_path,
+                               .n_threads = r.n_threads,
+                               .split_kv = r.kv_layout == COBATCH_KV_SPLIT,
+                               .flash_attn = r.flash_attn != 0,
+                               .max_batch = cobatch_params_max_num_seqs(&r),
+                               .rpc = r.rpc_servers,
+                               .repack = (int)r.repack,
+                               .type_k = r.cache_type_k,
+                               .type_v = r.cache_type_v,
+                               .context = ctx,
+                               .verify_k = (int32_t)o.ceiling_verify};
+        if (cb_ceiling_measure_apart(&m, &ceil, err, sizeof(err)) != 0) {
             fprintf(stderr, "cobatch bench: ceiling: %s\n", err);
             cb_workload_free(&w);
             return 1;

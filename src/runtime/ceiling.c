@@ -24,10 +24,10 @@ static double timed_decode_rows(cb_model *m, struct llama_batch *b, int32_t s0, 
             b->logits[row] = all_logits || k == rows - 1;
         }
     }
-    int64_t t0 = cobatch_time_us();
+    int64_t t0 = cb_time_us();
     if (llama_decode(m->ctx, *b) != 0) return -1;
     llama_synchronize(m->ctx);
-    return (double)(cobatch_time_us() - t0) / 1e6;
+    return (double)(cb_time_us() - t0) / 1e6;
 }
 
 static double timed_decode(cb_model *m, struct llama_batch *b, int32_t s0, int32_t n_seqs, int32_t per_seq,
@@ -179,26 +179,8 @@ static void *ceiling_thread(void *arg) {
  * computes, and a team left behind on the caller's thread makes libgomp count more busy threads
  * than cores and throttle its spinning, which measurably slowed every later small step (ITL of
  * sequential runs 6.5 -> 11 ms on 2 cores). */
-int cb_ceiling_measure_for(const struct cobatch_engine_params *params, int32_t context, int32_t verify_k,
-                           cb_ceiling *out, char *err, size_t errlen) {
-    struct cobatch_engine_params r = *params; /* the attention path the engine would run */
-    cobatch_params_resolve(&r);
-    const struct cobatch_engine_params *p = &r;
-    ceiling_job j = {.p = {.model_path = p->model_path,
-                           .n_threads = p->n_threads,
-                           .split_kv = p->kv_layout == COBATCH_KV_SPLIT,
-                           .flash_attn = r.flash_attn != 0,
-                           .max_batch = cobatch_params_max_num_seqs(p),
-                           .rpc = p->rpc_servers,
-                           .repack = (int)p->repack,
-                           .type_k = p->cache_type_k,
-                           .type_v = p->cache_type_v,
-                           .context = context,
-                           .verify_k = verify_k},
-                     .out = out,
-                     .err = err,
-                     .errlen = errlen,
-                     .rc = -1};
+int cb_ceiling_measure_apart(const cb_ceiling_params *p, cb_ceiling *out, char *err, size_t errlen) {
+    ceiling_job j = {.p = *p, .out = out, .err = err, .errlen = errlen, .rc = -1};
     pthread_t t;
     if (pthread_create(&t, NULL, ceiling_thread, &j) != 0) {
         cb_set_err(err, errlen, "cannot start a thread");

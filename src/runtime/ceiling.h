@@ -8,8 +8,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include <cobatch.h>
-
 #define CB_CEIL_MAX 8
 typedef struct {
     int32_t chunk[CB_CEIL_MAX];
@@ -43,10 +41,9 @@ typedef struct {
  * with a message. */
 int cb_ceiling_measure(const cb_ceiling_params *p, cb_ceiling *out, char *err, size_t errlen);
 
-/* The same for the model, threads, layout and flash attention of engine parameters, decode batches
- * up to max_num_seqs, each decoding sequence holding `context` tokens; on a thread of its own. */
-int cb_ceiling_measure_for(const struct cobatch_engine_params *params, int32_t context, int32_t verify_k,
-                           cb_ceiling *out, char *err, size_t errlen);
+/* The same on a thread of its own that then exits (ggml's OpenMP team belongs to the thread that
+ * computes). The front end fills p from the engine's resolved parameters. */
+int cb_ceiling_measure_apart(const cb_ceiling_params *p, cb_ceiling *out, char *err, size_t errlen);
 
 /* Best prompt tok/s over the chunks; decode tok/s at batch b (interpolated, clamped). */
 double cb_ceiling_prefill(const cb_ceiling *c);

@@ -193,7 +193,8 @@ static bool kv_types_fit(const struct llama_model *model, const cb_model_params 
         int64_t blck = ggml_blck_size(kv_ggml_type(types[i]));
         if (head % blck == 0) continue;
         cb_set_err(err, errlen, "%s %s: the model's attention heads of %d values do not fill its blocks of %lld",
-                   i ? "cache_type_v" : "cache_type_k", cobatch_kv_type_name(types[i]), (int)head, (long long)blck);
+                   i ? "cache_type_v" : "cache_type_k", ggml_type_name(kv_ggml_type(types[i])), (int)head,
+                   (long long)blck);
         return false;
     }
     return true;
@@ -242,8 +243,8 @@ int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errle
         cb_set_err(err, errlen,
                    "failed to create a context (n_ctx %d, n_batch %d, n_seq_max %d, KV cache %s/%s; --verbose shows "
                    "llama.cpp's reason)",
-                   p->n_ctx, p->n_batch, p->n_seq_max, cobatch_kv_type_name(p->type_k),
-                   cobatch_kv_type_name(p->type_v));
+                   p->n_ctx, p->n_batch, p->n_seq_max, ggml_type_name(kv_ggml_type(p->type_k)),
+                   ggml_type_name(kv_ggml_type(p->type_v)));
         llama_model_free(m->model);
         m->model = NULL;
         return -1;

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The house rules of ARCHITECTURE.md ('Layers', 'Rules'), checked over src/: which folder may
 include which, where llama.cpp's headers and calls may appear, what the pure layers may not do, and
-that no function is longer than 120 lines. Prints every broken rule with its file and line; exits 1
+that the layers below the engine never call its public API, and that no function is longer than 120
+lines. Prints every broken rule with its file and line; exits 1
 when there is one.
 
     python3 tests/rules/check_rules.py [SRC_DIR]
@@ -28,6 +29,8 @@ MAY_INCLUDE = {
 FRONT_DOORS = {"runtime/synth.h", "runtime/ceiling.h"}
 LLAMA_HEADER = re.compile(r"^(llama|ggml|gguf)[-\w]*\.h$")
 LLAMA_CALL = re.compile(r"\b(llama|ggml|gguf)_[a-z0-9_]+\s*\(")
+# the public API (include/cobatch.h) is the engine's: the layers below it may use its types, never call it
+API_CALL = re.compile(r"\bcobatch_[a-z0-9_]+\s*\(")
 IMPURE_CALL = re.compile(r"\b(getenv|secure_getenv|clock_gettime|gettimeofday|time|fopen|open|printf|fprintf|puts)\s*\(")
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 # a function's definition as clang-format lays it out: its signature from column 0, its body closed
@@ -121,6 +124,9 @@ def check(src):
                 if layer != "runtime":
                     for m in LLAMA_CALL.finditer(line):
                         errors.append(f"{rel}:{no}: calls {m.group(0).rstrip('( ')} outside src/runtime")
+                if layer in ("util", "core", "runtime"):
+                    for m in API_CALL.finditer(line):
+                        errors.append(f"{rel}:{no}: src/{folder} calls {m.group(0).rstrip('( ')}, the engine's API above it")
                 if layer == "core":
                     for m in IMPURE_CALL.finditer(line):
                         if line[: m.start()].rstrip().endswith((".", "->")):
@@ -136,6 +142,7 @@ PLANTED = {
     "core/b.c": ('#include "../engine/sizes.h"\n', "may not include"),
     "runtime/r.h": ("#include <llama.h>\n", "forward-declare"),
     "engine/e.c": ("static int f(void) { return llama_decode(0, 0); }\n", "calls llama_decode"),
+    "runtime/up.c": ("static void f(void *p) { cobatch_params_resolve(p); }\n", "calls cobatch_params_resolve"),
     "server/s.c": ('#include "../core/kv.h"\n#include <ggml.h>\n', "outside src/runtime"),
     "cli/c.cpp": ("int x;\n", "C++ stays"),
     "cli/long.c": ("static int f(int x) {\n" + "    x++;\n" * 119 + "    return x;\n}\n", "a function of 122 lines"),
