@@ -1677,7 +1677,6 @@ int main(void) {
         cmocka_unit_test(client_text_never_spells_control_tokens),
         cmocka_unit_test(long_lane_takes_long_requests),
         cmocka_unit_test(long_special_text_tokenizes_in_pieces),
-        cmocka_unit_test(streams_cut_by_context_without_flash_attention),
     };
     const struct CMUnitTest own[] = {
         cmocka_unit_test(batch_invariance),
@@ -1687,6 +1686,7 @@ int main(void) {
         cmocka_unit_test(prompt_logprobs_match_generated),
         cmocka_unit_test(requests_stop_at_the_trained_context),
         cmocka_unit_test(kv_cache_types_hold_more_cells),
+        cmocka_unit_test(streams_cut_by_context_without_flash_attention),
     };
     int failed = cmocka_run_group_tests_name("engine", shared, setup_shared, teardown_shared);
     failed += cmocka_run_group_tests_name("batching", own, NULL, NULL);
