@@ -7,20 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t next(uint64_t *s) { /* splitmix64 */
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
-double cb_rng_unit(uint64_t *rng) { return (double)(next(rng) >> 11) / (double)(1ULL << 53); }
-
-int32_t cb_rng_range(uint64_t *rng, int32_t lo, int32_t hi) {
-    if (hi <= lo) return lo;
-    return lo + (int32_t)(next(rng) % (uint64_t)(hi - lo + 1));
-}
-
 const char *cb_workload_names(void) {
     return "long, long16, long-context, mixed, mixed-small, decode-heavy, prefill-heavy, random, shared-prefix, "
            "multi-prefix, sessions, edit";

@@ -100,7 +100,18 @@ void cb_workload_set_arrivals(cb_workload *w, double rate, double burstiness, ui
 void cb_workload_sort_by_arrival(cb_workload *w);
 
 /* Deterministic generator shared by the workload code: uniform integer in [lo, hi]. */
-int32_t cb_rng_range(uint64_t *rng, int32_t lo, int32_t hi);
-double cb_rng_unit(uint64_t *rng); /* [0, 1) */
+static inline uint64_t cb_rng_next(uint64_t *s) { /* splitmix64 */
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+static inline int32_t cb_rng_range(uint64_t *rng, int32_t lo, int32_t hi) {
+    if (hi <= lo) return lo;
+    return lo + (int32_t)(cb_rng_next(rng) % (uint64_t)(hi - lo + 1));
+}
+static inline double cb_rng_unit(uint64_t *rng) {
+    return (double)(cb_rng_next(rng) >> 11) / (double)(1ULL << 53);
+} /* [0, 1) */
 
 #endif

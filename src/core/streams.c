@@ -45,13 +45,6 @@ void cb_streams_park(cb_streams *sc, int32_t seq, const int32_t *toks) {
     cb_kv_seq_release(kv, seq);
 }
 
-int32_t cb_common_prefix(const int32_t *a, int32_t na, const int32_t *b, int32_t nb) {
-    int32_t n = na < nb ? na : nb, l = 0;
-    while (l < n && a[l] == b[l])
-        l++;
-    return l;
-}
-
 /* O(streams x prompt) per admission: tens of streams, fine next to a decode step. */
 void cb_streams_match(const cb_streams *sc, const int32_t *toks, int32_t n, cb_stream_match *m) {
     for (int32_t s = 0; s < sc->kv->n_seq; s++) {

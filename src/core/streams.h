@@ -76,7 +76,12 @@ void cb_streams_free(cb_streams *sc);
 void cb_streams_park(cb_streams *sc, int32_t seq, const int32_t *toks);
 
 /* Length of the common prefix of a[0, na) and b[0, nb). */
-int32_t cb_common_prefix(const int32_t *a, int32_t na, const int32_t *b, int32_t nb);
+static inline int32_t cb_common_prefix(const int32_t *a, int32_t na, const int32_t *b, int32_t nb) {
+    int32_t n = na < nb ? na : nb, l = 0;
+    while (l < n && a[l] == b[l])
+        l++;
+    return l;
+}
 
 /* Raises *m to the parked stream sharing the longest prefix with toks[0, n), if it beats *m (a
  * tie goes to a parked stream in the running range: taking it over needs no copy); then to the

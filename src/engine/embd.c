@@ -24,50 +24,40 @@ static void embd_req_free(cb_embd_req *r) {
     free(r);
 }
 
-__attribute__((format(printf, 4, 5))) static int refuse(struct cobatch_error *err, int code, const char *param,
-                                                        const char *fmt, ...) {
-    err->code = code;
-    err->param = param;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof(err->message), fmt, ap);
-    va_end(ap);
-    return code;
-}
-
 int32_t *cobatch_embd_tokens(cobatch_engine *e, const char *text, int32_t *n, struct cobatch_error *err) {
     struct cobatch_error mine;
     if (!err) err = &mine;
     if (!e || !text || !n) {
-        refuse(err, COBATCH_ERR_INVALID, "inputs", "no engine, text or count");
+        cb_engine_refuse(err, COBATCH_ERR_INVALID, "inputs", "no engine, text or count");
         return NULL;
     }
     if (!cb_embd_on(&e->embd)) {
-        refuse(err, COBATCH_ERR_INVALID, "embeddings", "this engine computes no embeddings");
+        cb_engine_refuse(err, COBATCH_ERR_INVALID, "embeddings", "this engine computes no embeddings");
         return NULL;
     }
     int32_t max = e->embd.ctx.n_tokens;
     size_t len = strlen(text), most = (size_t)max * (size_t)e->model.max_piece;
     if (len == 0) {
-        refuse(err, COBATCH_ERR_INVALID, "inputs", "the input is empty");
+        cb_engine_refuse(err, COBATCH_ERR_INVALID, "inputs", "the input is empty");
         return NULL;
     }
     if (len > most) { /* refused before tokenizing, as prompts are (the tokenizer is not linear) */
-        refuse(err, COBATCH_ERR_TOO_LONG, "inputs",
-               "the input has %zu bytes; no input of more than %zu fits an embedding pass (%d tokens)", len, most, max);
+        cb_engine_refuse(err, COBATCH_ERR_TOO_LONG, "inputs",
+                         "the input has %zu bytes; no input of more than %zu fits an embedding pass (%d tokens)", len,
+                         most, max);
         return NULL;
     }
     int32_t *t = cb_model_tokenize(&e->model, text, len, true, true, n);
     if (!t) {
-        refuse(err, COBATCH_ERR_NOMEM, NULL, "out of memory tokenizing the input");
+        cb_engine_refuse(err, COBATCH_ERR_NOMEM, NULL, "out of memory tokenizing the input");
         return NULL;
     }
     if (*n < 1 || *n > max) {
         if (*n < 1)
-            refuse(err, COBATCH_ERR_INVALID, "inputs", "the input has no tokens");
+            cb_engine_refuse(err, COBATCH_ERR_INVALID, "inputs", "the input has no tokens");
         else
-            refuse(err, COBATCH_ERR_TOO_LONG, "inputs",
-                   "the input has %d tokens; an input may have at most %d (the embedding pass)", *n, max);
+            cb_engine_refuse(err, COBATCH_ERR_TOO_LONG, "inputs",
+                             "the input has %d tokens; an input may have at most %d (the embedding pass)", *n, max);
         free(t);
         return NULL;
     }
@@ -83,28 +73,29 @@ static int take_input(cobatch_engine *e, cb_embd_req *r, int32_t i, const struct
     int32_t n = in->n_tokens, *own = NULL, max = e->embd.ctx.n_tokens;
     const int32_t *toks = in->tokens;
     if ((in->text != NULL) == (in->tokens != NULL))
-        return refuse(err, COBATCH_ERR_INVALID, "inputs", "%sgive a text or token ids", at);
+        return cb_engine_refuse(err, COBATCH_ERR_INVALID, "inputs", "%sgive a text or token ids", at);
     if (in->text) {
         if (!(toks = own = cobatch_embd_tokens(e, in->text, &n, err))) {
             char why[sizeof(err->message)];
             snprintf(why, sizeof(why), "%s", err->message);
-            return refuse(err, err->code, err->param, "%s%s", at, why);
+            return cb_engine_refuse(err, err->code, err->param, "%s%s", at, why);
         }
     } else if (n < 1) {
-        return refuse(err, COBATCH_ERR_INVALID, "inputs", "%sthe input is empty", at);
+        return cb_engine_refuse(err, COBATCH_ERR_INVALID, "inputs", "%sthe input is empty", at);
     } else if (n > max) {
-        return refuse(err, COBATCH_ERR_TOO_LONG, "inputs",
-                      "%sthe input has %d tokens; an input may have at most %d (the embedding pass)", at, n, max);
+        return cb_engine_refuse(err, COBATCH_ERR_TOO_LONG, "inputs",
+                                "%sthe input has %d tokens; an input may have at most %d (the embedding pass)", at, n,
+                                max);
     }
     for (int32_t k = 0; !own && k < n; k++)
         if (toks[k] < 0 || toks[k] >= e->model.n_vocab)
-            return refuse(err, COBATCH_ERR_INVALID, "inputs",
-                          "%stoken %d at index %d is outside the vocabulary (0..%d)", at, toks[k], k,
-                          e->model.n_vocab - 1);
+            return cb_engine_refuse(err, COBATCH_ERR_INVALID, "inputs",
+                                    "%stoken %d at index %d is outside the vocabulary (0..%d)", at, toks[k], k,
+                                    e->model.n_vocab - 1);
     bool ok = cb_grow((void **)&r->tokens, cap, (size_t)r->n_tokens + (size_t)n, sizeof(int32_t), 256);
     if (ok) memcpy(r->tokens + r->n_tokens, toks, sizeof(int32_t) * (size_t)n);
     free(own);
-    if (!ok) return refuse(err, COBATCH_ERR_NOMEM, NULL, "out of memory");
+    if (!ok) return cb_engine_refuse(err, COBATCH_ERR_NOMEM, NULL, "out of memory");
     r->n_tokens += n;
     r->off[i + 1] = r->n_tokens;
     return COBATCH_OK;
@@ -123,7 +114,7 @@ static cb_embd_req *embd_req_new(cobatch_engine *e, const struct cobatch_embd_pa
     }
     if (!r || !r->off || !r->out || !r->err_buf || !r->text) {
         embd_req_free(r);
-        refuse(err, COBATCH_ERR_NOMEM, NULL, "out of memory");
+        cb_engine_refuse(err, COBATCH_ERR_NOMEM, NULL, "out of memory");
         return NULL;
     }
     for (int32_t i = 0; i < p->n_inputs; i++) {
@@ -145,8 +136,8 @@ static cobatch_req_id embd_enqueue(cobatch_engine *e, cb_embd_req *r, struct cob
     int status;
     pthread_mutex_lock(&e->mu);
     if (!e->stop && e->embd_waiting > 0 && e->embd_waiting + r->n_inputs > COBATCH_EMBD_MAX_WAITING)
-        status =
-            refuse(err, COBATCH_ERR_QUEUE_FULL, NULL, "%d embedding inputs are waiting; retry later", e->embd_waiting);
+        status = cb_engine_refuse(err, COBATCH_ERR_QUEUE_FULL, NULL, "%d embedding inputs are waiting; retry later",
+                                  e->embd_waiting);
     else
         status = cb_engine_accept(e, (void **)&e->embd_inbox, &e->embd_inbox_cap, e->embd_inbox_len, sizeof(r), err);
     if (status == COBATCH_OK) {
@@ -166,13 +157,13 @@ static cobatch_req_id embd_enqueue(cobatch_engine *e, cb_embd_req *r, struct cob
 cobatch_req_id cobatch_embed(cobatch_engine *e, const struct cobatch_embd_params *p, struct cobatch_error *err) {
     struct cobatch_error mine;
     if (!err) err = &mine;
-    if (!e || !p) return refuse(err, COBATCH_ERR_INVALID, NULL, "no engine or parameters");
+    if (!e || !p) return cb_engine_refuse(err, COBATCH_ERR_INVALID, NULL, "no engine or parameters");
     if (!cb_embd_on(&e->embd))
-        return refuse(err, COBATCH_ERR_INVALID, "embeddings", "this engine computes no embeddings");
-    if (p->n_inputs < 1 || !p->inputs) return refuse(err, COBATCH_ERR_INVALID, "inputs", "no inputs given");
+        return cb_engine_refuse(err, COBATCH_ERR_INVALID, "embeddings", "this engine computes no embeddings");
+    if (p->n_inputs < 1 || !p->inputs) return cb_engine_refuse(err, COBATCH_ERR_INVALID, "inputs", "no inputs given");
     if (p->n_inputs > COBATCH_EMBD_MAX_INPUTS)
-        return refuse(err, COBATCH_ERR_INVALID, "inputs", "%d inputs; a request may have at most %d", p->n_inputs,
-                      COBATCH_EMBD_MAX_INPUTS);
+        return cb_engine_refuse(err, COBATCH_ERR_INVALID, "inputs", "%d inputs; a request may have at most %d",
+                                p->n_inputs, COBATCH_EMBD_MAX_INPUTS);
     cb_embd_req *r = embd_req_new(e, p, err);
     return r ? embd_enqueue(e, r, err) : err->code;
 }

@@ -10,115 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---------------------------------------------------------------- request bookkeeping -------- */
-
-void cb_engine_free_request(cb_request *r) {
-    if (!r) return;
-    cb_engine_req *er = r->rt;
-    if (er) {
-        cb_sampler_free(er->smpl);
-        cb_sampler_free(er->grammar);
-        cb_sampler_free(er->think);
-        cb_textout_free(&er->text);
-        free(er->logit_bias);
-        free(er->shown);
-        free(er->err_buf);
-        free(er->plp);
-        free(er->pred);
-        free(er->pred_seen);
-        free(er);
-    }
-    cb_request_free(r);
-}
-
-/* Whether the request's output shows tok's text although it is a control token. */
-static bool shown(const cb_engine_req *er, int32_t tok) {
-    for (size_t i = 0; i < er->n_shown; i++)
-        if (er->shown[i] == tok) return true;
-    return false;
-}
-
-static void reqs_remove(cobatch_engine *e, cb_request *r) {
-    for (int i = 0; i < e->n_reqs; i++) {
-        if (e->reqs[i] == r) {
-            e->reqs[i] = e->reqs[--e->n_reqs];
-            return;
-        }
-    }
-}
-
-void cb_engine_live_remove(cobatch_engine *e, cobatch_req_id id) {
-    pthread_mutex_lock(&e->mu);
-    for (int i = 0; i < e->n_live; i++) {
-        if (e->live[i].id == id) {
-            e->live[i] = e->live[--e->n_live];
-            break;
-        }
-    }
-    pthread_mutex_unlock(&e->mu);
-}
-
-static enum cobatch_finish_reason reason_of(cb_state s) {
-    switch (s) {
-    case CB_FINISHED_STOP: return COBATCH_FINISH_STOP;
-    case CB_FINISHED_LENGTH: return COBATCH_FINISH_LENGTH;
-    case CB_FINISHED_CANCELLED: return COBATCH_FINISH_CANCELLED;
-    default: return COBATCH_FINISH_ERROR;
-    }
-}
-
-/* The one way a request ends: leaves the scheduler, emits FINISHED (with any text still held),
- * and is freed. Allocates nothing: the event's strings and its queue slot were reserved at submit,
- * so a request ends with its event even when memory has run out. */
-static cb_pool *pool_of(cobatch_engine *e, const cb_request *r) {
-    return ((const cb_engine_req *)r->rt)->in_lane ? &e->lane.pool : &e->main;
-}
-
-static void finish(cobatch_engine *e, cb_request *r, cb_state st, const char *error) {
-    cb_engine_req *er = r->rt;
-    if (!CB_STATE_FINISHED(r->state)) cb_sched_finish(pool_of(e, r)->sched, r, st);
-    r->state = st;
-    r->t_finish_us = cobatch_time_us();
-    struct cobatch_event ev = {0};
-    ev.type = COBATCH_EVENT_FINISHED;
-    ev.id = r->id;
-    ev.user_data = er->user_data;
-    ev.t_us = r->t_finish_us;
-    ev.reason = reason_of(st);
-    ev.stop = st == CB_FINISHED_STOP && er->text.stop_hit >= 0 && (size_t)er->text.stop_hit < er->n_stop
-                  ? (int32_t)er->text.stop_hit
-                  : -1;
-    ev.text = cb_textout_take_final(&er->text, st == CB_FINISHED_STOP || st == CB_FINISHED_LENGTH, &ev.text_len);
-    if (error) {
-        snprintf(er->err_buf, CB_ERR_BUF, "%s", error);
-        ev.error = er->err_buf;
-        er->err_buf = NULL;
-        ev.invalid = er->invalid;
-    }
-    if (er->plp_ready && (st == CB_FINISHED_STOP || st == CB_FINISHED_LENGTH)) { /* a prompt-only request's */
-        ev.prompt_logprobs = er->plp;
-        er->plp = NULL;
-    }
-    ev.n_top = er->n_top;
-    ev.n_prompt = r->n_prompt;
-    ev.n_generated = r->n_generated;
-    ev.n_preemptions = r->n_preemptions;
-    ev.n_cached = r->n_cached;
-    ev.n_reasoning = r->rt ? ((cb_engine_req *)r->rt)->n_reasoning : 0;
-    ev.n_drafted = er->n_drafted;
-    ev.n_accepted = er->n_accepted;
-    ev.n_prediction = er->n_pred;
-    ev.n_prediction_accepted = er->n_pred_accepted;
-    ev.timings.t_submit_us = r->t_submit_us;
-    ev.timings.t_scheduled_us = r->t_scheduled_us;
-    ev.timings.t_first_token_us = r->t_first_token_us;
-    ev.timings.t_finish_us = r->t_finish_us;
-    reqs_remove(e, r);
-    cb_engine_live_remove(e, r->id);
-    cb_engine_push_event(e, &ev);
-    cb_engine_free_request(r);
-}
-
 /* ---------------------------------------------------------------- intake and cancels --------- */
 
 static void intake(cobatch_engine *e, cb_request **in, int n) {
@@ -127,8 +18,8 @@ static void intake(cobatch_engine *e, cb_request **in, int n) {
         cb_engine_req *er = r->rt;
         er->smpl = cb_sampler_new(&e->model, &er->sampling, er->logit_bias, er->n_logit_bias);
         if (!er->smpl || !cb_grow((void **)&e->reqs, &e->reqs_cap, (size_t)e->n_reqs + 1, sizeof(*e->reqs), 64)) {
-            r->state = CB_FINISHED_ERROR; /* not in the scheduler: finish() skips it */
-            finish(e, r, CB_FINISHED_ERROR, "out of memory");
+            r->state = CB_FINISHED_ERROR; /* not in the scheduler: cb_engine_cb_engine_finish() skips it */
+            cb_engine_finish(e, r, CB_FINISHED_ERROR, "out of memory");
             continue;
         }
         e->reqs[e->n_reqs++] = r;
@@ -136,7 +27,7 @@ static void intake(cobatch_engine *e, cb_request **in, int n) {
             cb_lane_add(e, r);
         else
             cb_sched_add(e->main.sched, r, e->arrivals++);
-        if (r->state == CB_FINISHED_ERROR) finish(e, r, CB_FINISHED_ERROR, "out of memory");
+        if (r->state == CB_FINISHED_ERROR) cb_engine_finish(e, r, CB_FINISHED_ERROR, "out of memory");
     }
 }
 
@@ -146,7 +37,7 @@ static void apply_cancels(cobatch_engine *e) {
     for (int k = 0; k < e->n_reqs;) {
         cb_engine_req *er = e->reqs[k]->rt;
         if (atomic_load(&er->cancel))
-            finish(e, e->reqs[k], CB_FINISHED_CANCELLED, NULL); /* moves the last request into slot k */
+            cb_engine_finish(e, e->reqs[k], CB_FINISHED_CANCELLED, NULL); /* moves the last request into slot k */
         else
             k++;
     }
@@ -159,7 +50,7 @@ static void cancel_never_scheduled(cobatch_engine *e) {
         for (int32_t i = 0; i < cb_sched_n_waiting(scheds[k]);) {
             cb_request *r = cb_sched_waiting_at(scheds[k], i);
             if (r->t_scheduled_us == 0 && r->state == CB_WAITING)
-                finish(e, r, CB_FINISHED_CANCELLED, NULL);
+                cb_engine_finish(e, r, CB_FINISHED_CANCELLED, NULL);
             else
                 i++;
         }
@@ -167,38 +58,6 @@ static void cancel_never_scheduled(cobatch_engine *e) {
 }
 
 /* ---------------------------------------------------------------- one step ------------------- */
-
-/* Queues a TOKEN event, with lp (owned) and the prompt's log-probabilities when they are ready.
- * Returns false when its text cannot be copied (out of memory): the client would miss a piece, so
- * the caller ends the request with an error instead. */
-static bool emit_token(cobatch_engine *e, cb_request *r, int32_t tok, float margin, struct cobatch_logprob *lp,
-                       const char *text, size_t len, int64_t now) {
-    cb_engine_req *er = r->rt;
-    struct cobatch_event ev = {0};
-    ev.type = COBATCH_EVENT_TOKEN;
-    ev.id = r->id;
-    ev.user_data = er->user_data;
-    ev.token = tok;
-    ev.margin = margin;
-    ev.logprobs = lp;
-    ev.n_top = er->n_top;
-    ev.n_prompt = r->n_prompt;
-    ev.n_cached = r->n_cached;
-    ev.t_us = now;
-    ev.text = strndup(text, len);
-    if (!ev.text) {
-        free(lp);
-        return false;
-    }
-    ev.text_len = len;
-    if (er->plp_ready) {
-        ev.prompt_logprobs = er->plp;
-        er->plp = NULL;
-        er->plp_ready = false;
-    }
-    cb_engine_push_event(e, &ev);
-    return true;
-}
 
 /* Fills the prompt log-probabilities of this step's rows that wanted them (the logprob of token
  * pos + 1 is in row pos); a prompt computed whole has them all, and its next event takes them. */
@@ -220,71 +79,6 @@ static void record_prompt_logprobs(const cb_runner *runner, const cb_model *m, c
             r->all_logits_to = 0; /* a recompute after a preemption may share cached cells again */
         }
     }
-}
-
-bool cb_engine_sample_one(cobatch_engine *e, cb_request *r, const cb_model *m, int32_t row, int64_t now) {
-    cb_engine_req *er = r->rt;
-    char piece[CB_TEXTOUT_PIECE_MAX];
-    if (er->prompt_only) {
-        finish(e, r, CB_FINISHED_LENGTH, NULL);
-        return false;
-    }
-    float margin = 0;
-    bool inside = er->think && cb_common_think_inside(er->think);
-    /* a lazy grammar (tool calls) waits out a reasoning block: a call marker there is reasoning text */
-    struct llama_sampler *g = inside && er->grammar_waits ? NULL : er->grammar;
-    int32_t tok = cb_sampler_sample(er->smpl, g, er->think, m, row, er->logit_margins ? &margin : NULL, e->cand);
-    er->n_reasoning += tok >= 0 && inside;
-    if (tok < 0) {
-        const char *why = "the grammar allows no token here (the vocabulary cannot spell it)";
-        if (tok == -2) cb_common_grammar_blown(er->grammar, &why);
-        er->invalid = true;
-        finish(e, r, CB_FINISHED_ERROR, why);
-        return false;
-    }
-    struct cobatch_logprob *lp = NULL;
-    if (er->logprobs) {
-        lp = malloc(sizeof(*lp) * (size_t)(1 + er->n_top));
-        if (!lp) {
-            finish(e, r, CB_FINISHED_ERROR, "out of memory: the log-probabilities could not be kept");
-            return false;
-        }
-        cb_logprobs(m, row, tok, er->n_top, lp);
-    }
-    if (!r->t_first_token_us) r->t_first_token_us = now;
-    cb_request_append(r, tok);
-    e->n_generated++;
-    cb_state end = CB_RUNNING;
-    const char *out = "";
-    size_t out_len = 0;
-    if ((!er->ignore_eos || er->grammar) && cb_model_is_eog(m, tok)) { /* a grammar's end is the end */
-        end = CB_FINISHED_STOP;
-    } else {
-        int32_t n = shown(er, tok) ? cb_model_token_text(m, tok, piece, (int32_t)sizeof(piece))
-                                   : cb_model_piece(m, tok, piece, (int32_t)sizeof(piece));
-        if (n > 0 && cb_textout_push(&er->text, piece, (size_t)n, &out, &out_len))
-            end = er->text.stop_hit == CB_TEXTOUT_INDENT ? CB_FINISHED_LENGTH : CB_FINISHED_STOP;
-        else if (n > 0 && er->max_predict_us > 0 && memchr(piece, '\n', (size_t)n) &&
-                 now - r->t_first_token_us > er->max_predict_us)
-            end = CB_FINISHED_LENGTH; /* llama-server's t_max_predict_ms: a newline past the time */
-    }
-    if (er->text.failed) free(lp);
-    if (er->text.failed || !emit_token(e, r, tok, margin, lp, out, out_len, now)) {
-        finish(e, r, CB_FINISHED_ERROR, "out of memory: the output could not be kept whole");
-        return false;
-    }
-    if (end == CB_RUNNING && (r->n_generated >= r->max_tokens || cb_request_n_tokens(r) >= e->n_ctx_seq))
-        end = CB_FINISHED_LENGTH;
-    if (end != CB_RUNNING) {
-        finish(e, r, end, NULL);
-        return false;
-    }
-    if (!er->in_lane && cb_lane_on(&e->lane) && cb_request_n_tokens(r) >= e->main.kv.per_seq_cap) {
-        if (!cb_lane_migrate(e, r)) /* its stream is full: on in the long lane */
-            finish(e, r, CB_FINISHED_ERROR, "out of memory: the request could not move to the long lane");
-        return false;
-    }
-    return true;
 }
 
 /* Samples every item that asked for logits, appends, checks stops, emits, retires. */
@@ -309,7 +103,7 @@ static void fail_plan(cobatch_engine *e, cb_pool *pool, cb_plan *plan, int rc) {
     for (int32_t i = 0; i < plan->n_items; i++)
         cb_runner_trim(&pool->runner, plan->items[i].req->seq_id, plan->items[i].pos0);
     for (int32_t i = 0; i < plan->n_items; i++)
-        finish(e, plan->items[i].req, CB_FINISHED_ERROR, msg);
+        cb_engine_finish(e, plan->items[i].req, CB_FINISHED_ERROR, msg);
 }
 
 /* Sequences of a pool whose cells in llama.cpp are not what the accounting says: a running
@@ -432,7 +226,7 @@ static cb_plan *schedule(cobatch_engine *e, cb_pool *pool, int32_t budget, bool 
     cb_sched_step(pool->sched, plan, budget, strict);
     note_queue(e);
     for (int32_t i = 0; i < plan->n_failed; i++)
-        finish(e, plan->failed[i], CB_FINISHED_ERROR, "out of memory");
+        cb_engine_finish(e, plan->failed[i], CB_FINISHED_ERROR, "out of memory");
     return plan;
 }
 
@@ -517,7 +311,7 @@ static bool postprocess(cobatch_engine *e, cb_pool *pool, cb_plan *plan, int rc,
          * spin (cb_sched_fits at submit should make this unreachable). */
         cb_sched *s = pool->sched;
         if (cb_sched_n_running(s) == 0 && cb_sched_n_waiting(s) > 0 && !cb_sched_saving(s))
-            finish(e, cb_sched_waiting_at(s, 0), CB_FINISHED_ERROR, "request cannot be scheduled");
+            cb_engine_finish(e, cb_sched_waiting_at(s, 0), CB_FINISHED_ERROR, "request cannot be scheduled");
         return false;
     }
     cb_sched_commit(pool->sched, plan, cobatch_time_us());
@@ -537,10 +331,10 @@ static bool postprocess(cobatch_engine *e, cb_pool *pool, cb_plan *plan, int rc,
  * Returns the tokens it ran (0: none, or it failed). */
 static int32_t pool_step(cobatch_engine *e, cb_pool *pool, int32_t budget, struct cobatch_step_info *info) {
     int64_t swapped = e->swap.swapped_out;
-    if (pool == &e->main) cb_spec_prepare(e);
-    cb_plan *plan = schedule(e, pool, budget, false);
+    if (pool == &e->main) cb_spec_prepare(e);         /* decoding requests' drafts (speculate.c) */
+    cb_plan *plan = schedule(e, pool, budget, false); /* cb_sched_step: who runs, how many tokens */
     int64_t t_run = cobatch_time_us(), copy_us = e->swap.copy_us + e->host.copy_us, decode_us = pool->runner.decode_us;
-    int rc = run_plan(e, pool, &plan, budget);
+    int rc = run_plan(e, pool, &plan, budget); /* one llama_batch, one llama_decode */
     int64_t run_us = cobatch_time_us() - t_run - (e->swap.copy_us + e->host.copy_us - copy_us);
     info->decode_us += pool->runner.decode_us - decode_us; /* (a failed or retried decode's time too) */
     return postprocess(e, pool, plan, rc, run_us, e->swap.swapped_out - swapped, info) ? plan->n_tokens : 0;
@@ -557,7 +351,7 @@ static void step(cobatch_engine *e) {
     if (cb_lane_on(&e->lane) && pool_step(e, &e->lane.pool, cb_lane_budget(e, used), &info) > 0 &&
         cb_sched_get_stats(e->main.sched)->steps == steps)
         e->lane.alone_steps++;
-    if (cb_embd_on(&e->embd))
+    if (cb_embd_on(&e->embd)) /* one embeddings pass, in its share of the time */
         cb_embd_step(e, used > 0 || info.lane_tokens > 0 ? cobatch_time_us() - info.t_start_us : 0, &info);
     info.decode_us += info.embd_us;
     if (used > 0 || info.lane_tokens > 0 || info.embd_tokens > 0) report_step(e, &info);
@@ -646,10 +440,10 @@ void *cb_engine_main(void *arg) {
     pthread_mutex_unlock(&e->mu);
     for (int i = 0; i < n_in; i++) {
         e->inbox[i]->state = CB_FINISHED_CANCELLED;
-        finish(e, e->inbox[i], CB_FINISHED_CANCELLED, NULL);
+        cb_engine_finish(e, e->inbox[i], CB_FINISHED_CANCELLED, NULL);
     }
     while (e->n_reqs > 0)
-        finish(e, e->reqs[0], CB_FINISHED_CANCELLED, NULL);
+        cb_engine_finish(e, e->reqs[0], CB_FINISHED_CANCELLED, NULL);
     cb_embd_shutdown(e);
     cb_engine_wake_pollers(e);
     free(in);

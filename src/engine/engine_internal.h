@@ -1,7 +1,7 @@
-/* engine_internal.h — the engine's state, shared by engine.c (the loop thread) and api.c (the
- * thread-safe public functions). Locking: `mu` guards inbox, cancel requests, live ids, the queue
- * count, stop and the stats snapshot; `ev_mu` guards the event queue. When both are held, mu is
- * taken first. Everything else belongs to the engine thread. */
+/* engine_internal.h — the engine's state, shared by the engine thread's files (engine.c, output.c,
+ * speculate.c, lane.c, embd.c) and the callers' (api.c, events.c, chat.c, request.c, init.c). Locking: `mu` guards
+ * inbox, cancel requests, live ids, the queue count, stop and the stats snapshot; `ev_mu` guards the event queue. When
+ * both are held, mu is taken first. Everything else belongs to the engine thread. */
 #ifndef CB_ENGINE_INTERNAL_H
 #define CB_ENGINE_INTERNAL_H
 
@@ -17,7 +17,9 @@
 
 #include <cobatch.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
+#include <stdio.h>
 
 #define CB_ATTN_WHY 400 /* bytes of the attention path's why line */
 
@@ -271,7 +273,11 @@ struct cobatch_engine {
 };
 
 void *cb_engine_main(void *arg);
-/* engine.c: samples r's next token from batch row `row` of m's context, appends, checks its stops,
+/* output.c: the one way a request ends: leaves the scheduler, emits FINISHED (with any text still held),
+ * and is freed. Allocates nothing: the event's strings and its queue slot were reserved at submit,
+ * so a request ends with its event even when memory has run out. */
+void cb_engine_finish(cobatch_engine *e, cb_request *r, cb_state st, const char *error);
+/* output.c: samples r's next token from batch row `row` of m's context, appends, checks its stops,
  * emits it. Returns whether r goes on in its pool (false: it ended, and is freed, or it moved to the
  * long lane). */
 bool cb_engine_sample_one(cobatch_engine *e, cb_request *r, const cb_model *m, int32_t row, int64_t now);
@@ -283,6 +289,19 @@ void cb_spec_check(cobatch_engine *e, cb_pool *pool, const cb_plan *plan, int32_
 void cb_engine_free_request(cb_request *r);
 /* Drops id from the live requests (it can no longer be cancelled). */
 void cb_engine_live_remove(cobatch_engine *e, cobatch_req_id id);
+/* Refuses a request: err (may be NULL) gets the code, the field at fault and the message. Returns
+ * the code. */
+__attribute__((format(printf, 4, 5))) static inline int cb_engine_refuse(struct cobatch_error *err, int code,
+                                                                         const char *param, const char *fmt, ...) {
+    if (!err) return code;
+    err->code = code;
+    err->param = param;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    va_end(ap);
+    return code;
+}
 /* With mu held: whether e takes one more request (it is not stopping, fewer than max_queue wait), its
  * FINISHED event's slot reserved and room made for it in `live` and in an inbox of len entries of elem
  * bytes (*inbox, *cap). COBATCH_OK, or the code with err filled and nothing reserved. */

@@ -12,16 +12,6 @@
 
 /* ---------------------------------------------------------------- errors -------------------- */
 
-int cb_openai_bad(cb_openai_error *e, const char *param, const char *fmt, ...) {
-    *e = (cb_openai_error){.status = 400, .type = "invalid_request_error"};
-    snprintf(e->param, sizeof(e->param), "%s", param ? param : "");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->message, sizeof(e->message), fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 static int oom(cb_openai_error *e) {
     cb_openai_bad(e, NULL, "out of memory; retry later");
     e->status = 503;

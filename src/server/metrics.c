@@ -92,6 +92,26 @@ static void http_part(cb_buf *bp, const cb_srv_metrics *m, const cb_srv_gauges *
     gauge(bp, "cobatch:draining", "1 while the server drains before it stops.", model, g->draining);
 }
 
+/* Whether a statistic's field counts microseconds (its name ends in "_us"). */
+static bool in_us(const char *field) {
+    size_t n = strlen(field);
+    return n > 3 && strcmp(field + n - 3, "_us") == 0;
+}
+
+/* The engine's statistics, from their one list (COBATCH_STATS in cobatch.h): every gauge and
+ * counter, a field in microseconds shown in seconds. */
+static void engine_part(cb_buf *b, const struct cobatch_stats *st, const char *model) {
+    char name[128];
+#define CB_STAT_METRIC(type, field, kind, metric, help)                                                                \
+    if (kind != COBATCH_STAT_NONE) {                                                                                   \
+        snprintf(name, sizeof(name), "cobatch:%s", metric);                                                            \
+        double v = (double)st->field / (in_us(#field) ? 1e6 : 1);                                                      \
+        (kind == COBATCH_STAT_GAUGE ? gauge : counter)(b, name, help, model, v);                                       \
+    }
+    COBATCH_STATS(CB_STAT_METRIC)
+#undef CB_STAT_METRIC
+}
+
 char *cb_srv_metrics_render(const cb_srv_metrics *m, const cb_srv_gauges *g, const struct cobatch_stats *st,
                             const struct cobatch_weights_info *w, const char *model) {
     cb_buf b = {0};
@@ -101,70 +121,14 @@ char *cb_srv_metrics_render(const cb_srv_metrics *m, const cb_srv_gauges *g, con
         "mode.\n# TYPE cobatch:weights_info gauge\n"
         "cobatch:weights_info{model_name=\"%s\",buffer_types=\"%s\",repack=\"%s\",amx=\"%s\"} 1\n",
         model, w->buffer_types, w->repack, w->amx ? "true" : "false");
-    gauge(&b, "cobatch:num_requests_running", "Requests in the running batch.", model, st->running);
-    gauge(&b, "cobatch:num_requests_waiting", "Requests waiting to be scheduled.", model, st->waiting);
+    engine_part(&b, st, model);
     /* As vLLM counts them: cached cells no request uses are free (evicted on demand). */
     int32_t used = st->kv_used - st->kv_cached;
     gauge(&b, "cobatch:kv_cache_used_cells", "KV cells the requests hold (shared cells once).", model, used);
-    gauge(&b, "cobatch:kv_cache_cached_cells", "KV cells of cached prefixes no request uses (free on demand).", model,
-          st->kv_cached);
-    gauge(&b, "cobatch:kv_cache_total_cells", "KV cells in the cache.", model, st->kv_total);
     gauge(&b, "cobatch:kv_cache_usage_perc", "Fraction of KV cells the requests hold.", model,
           st->kv_total ? (double)used / st->kv_total : 0);
-    counter(&b, "cobatch:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", model,
-            (double)st->prefix_query_tokens);
-    counter(&b, "cobatch:prefix_cache_hits_total", "Prompt tokens found in the prefix cache (not computed).", model,
-            (double)st->prefix_hit_tokens);
-    counter(&b, "cobatch:num_preemptions_total", "Preemptions so far (swapped or recomputed).", model,
-            (double)st->preemptions);
-    counter(&b, "cobatch:num_preemptions_swapped_total", "Preemptions whose KV cells were saved to host memory.", model,
-            (double)st->swapped_out);
-    counter(&b, "cobatch:num_preemptions_recomputed_total", "Preemptions whose KV cells were dropped (recomputed).",
-            model, (double)st->recomputed);
-    counter(&b, "cobatch:num_swapped_in_total", "Swapped-out requests whose KV cells were put back.", model,
-            (double)st->swapped_in);
-    gauge(&b, "cobatch:swap_space_used_bytes", "Host memory the swapped-out requests' KV cells take.", model,
-          (double)st->swap_used_bytes);
-    counter(&b, "cobatch:prefix_cache_host_hits_total",
-            "Of the prefix cache's hits, prompt tokens loaded from its host-memory tier.", model,
-            (double)st->host_cache_hit_tokens);
-    gauge(&b, "cobatch:host_cache_used_bytes", "Host memory the prefix cache's host tier takes.", model,
-          (double)st->host_cache_bytes);
-    gauge(&b, "cobatch:host_cache_capacity_bytes", "Host memory the prefix cache's host tier may take.", model,
-          (double)st->host_cache_cap_bytes);
-    gauge(&b, "cobatch:host_cache_entries", "Conversations the prefix cache's host tier holds.", model,
-          st->host_cache_entries);
-    counter(&b, "cobatch:host_cache_saves_total", "Conversations copied from the KV streams to host memory.", model,
-            (double)st->host_cache_saves);
-    counter(&b, "cobatch:host_cache_loads_total", "Conversations copied from host memory back into a KV stream.", model,
-            (double)st->host_cache_loads);
-    counter(&b, "cobatch:host_cache_failures_total", "Host-tier copies that could not be made (recomputed).", model,
-            (double)st->host_cache_failed);
-    counter(&b, "cobatch:host_cache_evictions_total", "Host-tier conversations dropped for room or superseded.", model,
-            (double)st->host_cache_evicted);
-    counter(&b, "cobatch:host_cache_copy_seconds_total", "Time spent copying to and from the host tier.", model,
-            (double)st->host_cache_copy_us / 1e6);
-    counter(&b, "cobatch:engine_steps_total", "Engine steps (forward passes) so far.", model, (double)st->steps);
     counter(&b, "cobatch:prompt_tokens_total", "Prompt tokens of finished requests.", model, (double)m->prompt_tokens);
-    counter(&b, "cobatch:prompt_tokens_computed_total",
-            "Prompt tokens the engine computed (not taken from the prefix cache; recomputes too).", model,
-            (double)st->prompt_tokens);
     counter(&b, "cobatch:generation_tokens_total", "Generated tokens.", model, (double)m->generation_tokens);
-    counter(&b, "cobatch:embedding_requests_total", "Embedding requests finished (POST /v1/embeddings).", model,
-            (double)st->embd_requests);
-    counter(&b, "cobatch:embedding_inputs_total", "Embedding inputs computed.", model, (double)st->embd_inputs);
-    counter(&b, "cobatch:embedding_tokens_total", "Tokens of the embedding inputs computed.", model,
-            (double)st->embd_tokens);
-    counter(&b, "cobatch:embedding_passes_total", "Passes of the embedding context (llama_decode calls).", model,
-            (double)st->embd_passes);
-    counter(&b, "cobatch:embedding_seconds_total", "Time the embedding passes took.", model, (double)st->embd_us / 1e6);
-    counter(&b, "cobatch:spec_decode_num_draft_tokens_total", "Draft tokens checked (speculative decoding, --spec).",
-            model, (double)st->spec_drafted);
-    counter(&b, "cobatch:spec_decode_num_accepted_tokens_total",
-            "Draft tokens that held: tokens generated without a pass of their own.", model, (double)st->spec_accepted);
-    counter(&b, "cobatch:spec_decode_steps_total", "Steps that checked draft tokens.", model, (double)st->spec_steps);
-    gauge(&b, "cobatch:embedding_requests_waiting", "Embedding requests accepted and not finished.", model,
-          st->embd_waiting);
     cb_buf_printf(&b, "# HELP cobatch:request_success_total Finished requests by reason.\n"
                       "# TYPE cobatch:request_success_total counter\n");
     const char *names[] = {"stop", "length", "abort", "error"};
@@ -173,12 +137,6 @@ char *cb_srv_metrics_render(const cb_srv_metrics *m, const cb_srv_gauges *g, con
         cb_buf_printf(&b, "cobatch:request_success_total{model_name=\"%s\",finished_reason=\"%s\"} %llu\n", model,
                       names[i], (unsigned long long)vals[i]);
     http_part(&b, m, g, model);
-    gauge(&b, "cobatch:kv_mismatched_sequences",
-          "Sequences whose cells in llama.cpp differ from the accounting after the last step (0 unless a bug).", model,
-          st->kv_mismatches);
-    gauge(&b, "cobatch:engine_events_queued", "Engine events not yet taken by the server.", model, st->events_queued);
-    counter(&b, "cobatch:decode_failures_total", "llama_decode calls that failed; their requests ended with an error.",
-            model, (double)st->decode_failures);
     hist(&b, "cobatch:time_to_first_token_seconds", "Time to first token.", model, &m->ttft);
     hist(&b, "cobatch:inter_token_latency_seconds", "Time between consecutive tokens.", model, &m->itl);
     hist(&b, "cobatch:e2e_request_latency_seconds", "Submit to finish.", model, &m->e2e);

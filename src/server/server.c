@@ -5,7 +5,7 @@
  * and ends in exactly one answer: a 200 (whole or streamed), or an error status with an OpenAI
  * error body (a stream that has begun ends with an error event instead), or nothing when its
  * client has gone. */
-#include "server.h"
+#include "server_internal.h"
 #include "../util/buf.h"
 #include "../util/faultalloc.h"
 #include "httpd.h"
@@ -54,8 +54,6 @@ static bool bulky(const char *body, size_t len) {
         if (++n > CB_SRV_BULK_OBJECTS) return true;
     return false;
 }
-
-typedef struct srv srv;
 
 /* An answer bigger than this gives the memory its building took back to the system. */
 #define CB_SRV_TRIM_BYTES (8u << 20)
@@ -138,84 +136,6 @@ typedef struct cb_srv_req {
     int embd_inputs, embd_dim;
     bool embd_base64;
 } cb_srv_req;
-
-struct srv {
-    cb_srv_params p;
-    cobatch_engine *engine;
-    char model[128];
-    struct event_base *base;
-    cb_httpd *httpd;
-    intake *in;
-    intake *answers; /* a second worker: whole answers are built there, off the loop */
-    intake *bulk;    /* a third: bodies over CB_SRV_BULK_BYTES, whose rendering can take seconds, so that no small
-                        request waits behind them */
-    struct event *ev_engine, *ev_intake, *ev_bulk, *ev_answers, *ev_term, *ev_int, *ev_tick, *ev_ping;
-    bool leaving;                     /* a signal came: /health answers 503 (the grace, then the drain) */
-    int64_t grace_end_us;             /* when the grace ends and the drain begins */
-    bool draining, cut;               /* cut: the drain timed out, what runs is being cancelled */
-    int64_t drain_end_us, cut_end_us; /* when the drain times out; when to leave even if requests remain */
-    int64_t flush_end_us;             /* when to leave once nothing is left but answers in transit */
-    int n_reqs;
-    cb_srv_req *reqs;
-    uint64_t next_cid;
-    bool has_embeddings; /* the engine computes embeddings (POST /v1/embeddings) */
-    cb_guard guard;      /* the Host, Origin and Content-Type checks */
-    cb_srv_metrics m;
-};
-
-/* ---------------------------------------------------------------- answers ------------------- */
-
-static void count_status(srv *s, int status) {
-    if (status >= 500)
-        s->m.http_errors_5xx++;
-    else if (status >= 400)
-        s->m.http_errors_4xx++;
-}
-
-static void reply_json(srv *s, cb_conn *c, int status, const char *json, const char *extra) {
-    static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\"}}";
-    if (!json) status = 500, json = oom;
-    if (!extra && (status == 429 || status == 503)) extra = "Retry-After: 1\r\n";
-    count_status(s, status);
-    cb_conn_reply(c, status, "application/json", extra, json, strlen(json));
-}
-
-static void vreply_error(srv *s, cb_conn *c, const cb_dialect *d, int status, const char *type, const char *param,
-                         const char *fmt, va_list ap) {
-    cb_openai_error e = {.status = status, .type = type};
-    snprintf(e.param, sizeof(e.param), "%s", param ? param : "");
-    vsnprintf(e.message, sizeof(e.message), fmt, ap);
-    char *j = d ? cb_dialect_error_json(d, &e) : cb_openai_error_json(&e);
-    reply_json(s, c, status, j, NULL);
-    free(j);
-}
-
-static void reply_error(srv *s, cb_conn *c, int status, const char *type, const char *param, const char *fmt, ...)
-    __attribute__((format(printf, 6, 7)));
-static void reply_error(srv *s, cb_conn *c, int status, const char *type, const char *param, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vreply_error(s, c, NULL, status, type, param, fmt, ap);
-    va_end(ap);
-}
-
-/* An error for a request, in its dialect. */
-static void dreply_error(srv *s, cb_conn *c, const cb_dialect *d, int status, const char *type, const char *param,
-                         const char *fmt, ...) __attribute__((format(printf, 7, 8)));
-static void dreply_error(srv *s, cb_conn *c, const cb_dialect *d, int status, const char *type, const char *param,
-                         const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vreply_error(s, c, d, status, type, param, fmt, ap);
-    va_end(ap);
-}
-
-static void reply_cjson(srv *s, cb_conn *c, cJSON *o) { /* takes o */
-    char *j = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    reply_json(s, c, 200, j, NULL);
-    free(j);
-}
 
 /* ---------------------------------------------------------------- requests ------------------ */
 
@@ -536,7 +456,7 @@ static void lost_output(srv *s, cb_srv_req *r) {
     if (r->stream)
         drop_stream(s, r, false);
     else
-        dreply_error(s, r->conn, r->dialect, 500, "server_error", NULL, "out of memory collecting the output");
+        cb_srv_dreply_error(s, r->conn, r->dialect, 500, "server_error", NULL, "out of memory collecting the output");
     r->conn = NULL;
 }
 
@@ -798,7 +718,7 @@ static bool answer(srv *s, cb_srv_req *r) {
         free(jb);
     }
     char *j = whole_answer(s, r); /* the worker has its fill: here, then */
-    reply_json(s, r->conn, 200, j, NULL);
+    cb_srv_reply_json(s, r->conn, 200, j, NULL);
     free(j);
     return false;
 }
@@ -815,7 +735,7 @@ static void on_answers(evutil_socket_t fd, short what, void *arg) {
         cb_srv_req *r = jb->owner;
         r->at_intake = false;
         r->jb = NULL;
-        if (r->conn) reply_json(s, r->conn, jb->status, jb->status == 200 ? jb->json : NULL, NULL);
+        if (r->conn) cb_srv_reply_json(s, r->conn, jb->status, jb->status == 200 ? jb->json : NULL, NULL);
         r->conn = NULL;
         req_free(r);
         cb_intake_job_free(jb);
@@ -840,7 +760,7 @@ static void fail(srv *s, cb_srv_req *r, int index, const struct cobatch_event *e
             drop_stream(s, r, false);
         free(j);
     } else {
-        dreply_error(s, r->conn, r->dialect, status, type, NULL, "%s", why);
+        cb_srv_dreply_error(s, r->conn, r->dialect, status, type, NULL, "%s", why);
     }
     r->conn = NULL;
 }
@@ -943,7 +863,8 @@ static void on_engine_events(evutil_socket_t fd, short what, void *arg) {
  * its inputs (the engine batches them with other requests' as its passes allow). */
 static void submit_embeddings(srv *s, cb_srv_req *r, cb_intake_job *j) {
     if (s->draining) {
-        reply_error(s, r->conn, 503, "service_unavailable", NULL, "the server is shutting down; retry elsewhere");
+        cb_srv_reply_error(s, r->conn, 503, "service_unavailable", NULL,
+                           "the server is shutting down; retry elsewhere");
         r->conn = NULL;
         return;
     }
@@ -951,7 +872,7 @@ static void submit_embeddings(srv *s, cb_srv_req *r, cb_intake_job *j) {
     r->ch = calloc(1, sizeof(*r->ch));
     if (!in || !r->ch) {
         free(in);
-        reply_error(s, r->conn, 503, "service_unavailable", NULL, "out of memory; retry later");
+        cb_srv_reply_error(s, r->conn, 503, "service_unavailable", NULL, "out of memory; retry later");
         r->conn = NULL;
         return;
     }
@@ -972,11 +893,11 @@ static void submit_embeddings(srv *s, cb_srv_req *r, cb_intake_job *j) {
     }
     if (id == COBATCH_ERR_QUEUE_FULL) {
         s->m.rejected_queue_full++;
-        reply_error(s, r->conn, 429, "rate_limit_error", NULL, "%s", err.message);
+        cb_srv_reply_error(s, r->conn, 429, "rate_limit_error", NULL, "%s", err.message);
     } else if (id == COBATCH_ERR_SHUTDOWN || id == COBATCH_ERR_NOMEM) {
-        reply_error(s, r->conn, 503, "service_unavailable", NULL, "%s", err.message);
+        cb_srv_reply_error(s, r->conn, 503, "service_unavailable", NULL, "%s", err.message);
     } else {
-        reply_error(s, r->conn, 400, "invalid_request_error", "input", "%s", err.message);
+        cb_srv_reply_error(s, r->conn, 400, "invalid_request_error", "input", "%s", err.message);
     }
     r->conn = NULL;
 }
@@ -984,13 +905,13 @@ static void submit_embeddings(srv *s, cb_srv_req *r, cb_intake_job *j) {
 /* A parsed and tokenized request back from the intake worker: submit it. */
 static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
     if (s->draining) {
-        dreply_error(s, r->conn, r->dialect, 503, "service_unavailable", NULL,
-                     "the server is shutting down; retry elsewhere");
+        cb_srv_dreply_error(s, r->conn, r->dialect, 503, "service_unavailable", NULL,
+                            "the server is shutting down; retry elsewhere");
         return;
     }
     if (j->req.has_priority && s->p.sched_policy != COBATCH_SCHED_PRIORITY) {
-        dreply_error(s, r->conn, r->dialect, 400, "invalid_request_error", "priority",
-                     "'priority' needs priority scheduling (cobatch serve --scheduling-policy priority)");
+        cb_srv_dreply_error(s, r->conn, r->dialect, 400, "invalid_request_error", "priority",
+                            "'priority' needs priority scheduling (cobatch serve --scheduling-policy priority)");
         return;
     }
     struct cobatch_request_params p = j->req.params;
@@ -1026,7 +947,7 @@ static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
             else
                 break;
         if (r->n_stops != (int)j->req.params.n_stop) {
-            dreply_error(s, r->conn, r->dialect, 503, "service_unavailable", NULL, "out of memory; retry later");
+            cb_srv_dreply_error(s, r->conn, r->dialect, 503, "service_unavailable", NULL, "out of memory; retry later");
             r->conn = NULL;
             return;
         }
@@ -1043,15 +964,15 @@ static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
     int n = r->n_prompts * r->per_prompt;
     if (n > cobatch_max_queue(s->engine)) { /* it could never all wait at once: no use retrying */
         const char *param = r->per_prompt > 1 ? "n" : "prompt";
-        dreply_error(s, r->conn, r->dialect, 400, "invalid_request_error", param,
-                     "%d sequences (prompts x n) is more than the server queues at once (%d, --max-queue)", n,
-                     cobatch_max_queue(s->engine));
+        cb_srv_dreply_error(s, r->conn, r->dialect, 400, "invalid_request_error", param,
+                            "%d sequences (prompts x n) is more than the server queues at once (%d, --max-queue)", n,
+                            cobatch_max_queue(s->engine));
         r->conn = NULL;
         return;
     }
     r->ch = calloc((size_t)n, sizeof(*r->ch));
     if (!r->ch) {
-        dreply_error(s, r->conn, r->dialect, 503, "service_unavailable", NULL, "out of memory; retry later");
+        cb_srv_dreply_error(s, r->conn, r->dialect, 503, "service_unavailable", NULL, "out of memory; retry later");
         return;
     }
     r->n = n;
@@ -1083,12 +1004,12 @@ static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
     }
     if (id == COBATCH_ERR_QUEUE_FULL) {
         s->m.rejected_queue_full++;
-        dreply_error(s, r->conn, r->dialect, 429, "rate_limit_error", NULL, "%s", err.message);
+        cb_srv_dreply_error(s, r->conn, r->dialect, 429, "rate_limit_error", NULL, "%s", err.message);
     } else if (id == COBATCH_ERR_SHUTDOWN || id == COBATCH_ERR_NOMEM) {
-        dreply_error(s, r->conn, r->dialect, 503, "service_unavailable", NULL, "%s", err.message);
+        cb_srv_dreply_error(s, r->conn, r->dialect, 503, "service_unavailable", NULL, "%s", err.message);
     } else {
-        dreply_error(s, r->conn, r->dialect, 400, "invalid_request_error", cb_openai_param(&j->req, err.param), "%s",
-                     err.message);
+        cb_srv_dreply_error(s, r->conn, r->dialect, 400, "invalid_request_error", cb_openai_param(&j->req, err.param),
+                            "%s", err.message);
     }
     r->conn = NULL;
 }
@@ -1106,7 +1027,7 @@ static void on_intake(evutil_socket_t fd, short what, void *arg) {
         r->jb = NULL;
         bool runs = j->kind == INTAKE_COMPLETION || j->kind == INTAKE_INFILL; /* to the engine, when parsed */
         if (r->conn && (j->status != 200 || (!runs && j->kind != INTAKE_EMBEDDINGS)))
-            reply_json(s, r->conn, j->status, j->json, NULL);
+            cb_srv_reply_json(s, r->conn, j->status, j->json, NULL);
         else if (r->conn && j->kind == INTAKE_EMBEDDINGS)
             submit_embeddings(s, r, j);
         else if (r->conn)
@@ -1120,14 +1041,14 @@ static void on_intake(evutil_socket_t fd, short what, void *arg) {
 static void to_intake(srv *s, cb_conn *c, cb_http_req *hr, cb_intake_kind kind, cb_openai_kind api,
                       const cb_dialect *d) {
     if (s->draining && (kind == INTAKE_COMPLETION || kind == INTAKE_INFILL || kind == INTAKE_EMBEDDINGS)) {
-        dreply_error(s, c, d, 503, "service_unavailable", NULL, "the server is shutting down; retry elsewhere");
+        cb_srv_dreply_error(s, c, d, 503, "service_unavailable", NULL, "the server is shutting down; retry elsewhere");
         return;
     }
     cb_intake_job *j = calloc(1, sizeof(*j));
     cb_srv_req *r = j ? req_new(s, c, api, d) : NULL;
     if (!r) {
         free(j);
-        dreply_error(s, c, d, 503, "service_unavailable", NULL, "out of memory");
+        cb_srv_dreply_error(s, c, d, 503, "service_unavailable", NULL, "out of memory");
         return;
     }
     r->job = j->kind = kind;
@@ -1141,186 +1062,13 @@ static void to_intake(srv *s, cb_conn *c, cb_http_req *hr, cb_intake_kind kind, 
         r->conn = NULL;
         req_free(r);
         if (busy) s->m.rejected_busy++;
-        dreply_error(s, c, d, 503, "service_unavailable", NULL, "%s",
-                     busy ? "the server is busy; retry later" : "out of memory");
+        cb_srv_dreply_error(s, c, d, 503, "service_unavailable", NULL, "%s",
+                            busy ? "the server is busy; retry later" : "out of memory");
         return;
     }
     r->at_intake = true;
     r->jb = j;
     cb_conn_set_user(c, r);
-}
-
-/* ---------------------------------------------------------------- other endpoints ----------- */
-
-static void handle_models(srv *s, cb_conn *c) {
-    cJSON *root = cJSON_CreateObject(), *data = cJSON_AddArrayToObject(root, "data"), *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "object", "list");
-    cJSON_AddStringToObject(m, "id", s->model);
-    cJSON_AddStringToObject(m, "object", "model");
-    cJSON_AddNumberToObject(m, "created", (double)time(NULL));
-    cJSON_AddStringToObject(m, "owned_by", "cobatch");
-    cJSON_AddNumberToObject(m, "max_model_len", cobatch_n_ctx_seq(s->engine));
-    cJSON_AddItemToArray(data, m);
-    reply_cjson(s, c, root);
-}
-
-/* What a router asks a worker when it registers it (sglang-router's /model_info): the model's
- * name, so that its /v1/models lists it. No tokenizer path: the router sends text. */
-static void handle_model_info(srv *s, cb_conn *c) {
-    struct cobatch_vocab_info v;
-    cobatch_vocab_info(s->engine, &v);
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "model_path", s->model);
-    cJSON_AddStringToObject(root, "served_model_name", s->model);
-    cJSON_AddNullToObject(root, "tokenizer_path");
-    cJSON_AddBoolToObject(root, "is_generation", true);
-    cJSON_AddBoolToObject(root, "supports_vision", false);
-    cJSON_AddNumberToObject(root, "max_context_length", cobatch_n_ctx_seq(s->engine));
-    cJSON_AddNumberToObject(root, "vocab_size", v.n_vocab);
-    struct cobatch_weights_info w;
-    cobatch_weights_info(s->engine, &w);
-    cJSON *wo = cJSON_AddObjectToObject(root, "weights"), *types = cJSON_AddArrayToObject(wo, "buffer_types");
-    for (const char *p = w.buffer_types; types && *p;) { /* "CPU_REPACK,CPU_Mapped" as a list */
-        size_t n = strcspn(p, ",");
-        char name[64];
-        snprintf(name, sizeof(name), "%.*s", (int)n, p);
-        cJSON_AddItemToArray(types, cJSON_CreateString(name));
-        p += n + (p[n] == ',');
-    }
-    cJSON_AddStringToObject(wo, "repack", w.repack);
-    cJSON_AddBoolToObject(wo, "amx", w.amx);
-    cJSON_AddStringToObject(wo, "reason", w.why);
-    reply_cjson(s, c, root);
-}
-
-/* What lm-evaluation-harness's server-side tokenizer (and vLLM's /tokenizer_info) reads. */
-/* "name": its text and "name_id": its id, both null when the vocabulary has no such token. */
-static void add_token(cJSON *root, const char *name, int32_t id, const char *text) {
-    char key[32];
-    snprintf(key, sizeof(key), "%s_id", name);
-    if (id < 0) {
-        cJSON_AddNullToObject(root, name);
-        cJSON_AddNullToObject(root, key);
-        return;
-    }
-    cJSON_AddStringToObject(root, name, text);
-    cJSON_AddNumberToObject(root, key, id);
-}
-
-static void handle_tokenizer_info(srv *s, cb_conn *c) {
-    struct cobatch_vocab_info v;
-    cobatch_vocab_info(s->engine, &v);
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "tokenizer_class", "llama.cpp GGUF");
-    cJSON_AddNumberToObject(root, "vocab_size", v.n_vocab);
-    cJSON_AddNumberToObject(root, "model_max_length", cobatch_n_ctx_seq(s->engine));
-    add_token(root, "bos_token", v.bos, v.bos_text);
-    add_token(root, "eos_token", v.eos, v.eos_text);
-    cJSON_AddBoolToObject(root, "add_bos_token", v.add_bos);
-    if (v.chat_template)
-        cJSON_AddStringToObject(root, "chat_template", v.chat_template);
-    else
-        cJSON_AddNullToObject(root, "chat_template");
-    reply_cjson(s, c, root);
-}
-
-/* Ollama's model endpoints: the one model, whatever name a request gives (/api/show's body names it:
- * the same answer for any name, as every endpoint here serves the one model). */
-static void handle_ollama_model(srv *s, cb_conn *c, cb_srv_route_id id) {
-    struct cobatch_model_desc d;
-    struct cobatch_vocab_info v;
-    struct cobatch_embd_info embd;
-    struct stat st;
-    cobatch_model_desc(s->engine, &d);
-    cobatch_vocab_info(s->engine, &v);
-    cobatch_embd_info(s->engine, &embd);
-    bool file = s->p.model_path && stat(s->p.model_path, &st) == 0;
-    cb_ollama_model m = {.name = s->model,
-                         .path = s->p.model_path,
-                         .size = file ? (long long)st.st_size : d.bytes,
-                         .family = d.arch,
-                         .params = d.size_label,
-                         .quant = d.quant,
-                         .chat_template = v.chat_template,
-                         .ctx = cobatch_n_ctx_seq(s->engine),
-                         .embeddings = embd.n_embd > 0,
-                         .tools = d.tools,
-                         .thinking = d.thinking,
-                         .modified = file ? (long long)st.st_mtime : (long long)time(NULL)};
-    char *j = id == R_OLLAMA_SHOW ? cb_ollama_show_json(&m) : cb_ollama_tags_json(&m, id == R_OLLAMA_PS);
-    reply_json(s, c, 200, j, NULL);
-    free(j);
-}
-
-/* llama-server's GET /props, what clients of it read: the context a request may use, the slots (the
- * requests run at once), the model, its template and special tokens, the defaults a request gets. */
-static void handle_props(srv *s, cb_conn *c) {
-    struct cobatch_vocab_info v;
-    struct cobatch_kv_info kv;
-    cobatch_vocab_info(s->engine, &v);
-    cobatch_kv_info(s->engine, &kv);
-    const struct cobatch_sampling *d = &s->p.defaults.sampling;
-    cJSON *root = cJSON_CreateObject(), *g = cJSON_AddObjectToObject(root, "default_generation_settings");
-    cJSON *params = g ? cJSON_AddObjectToObject(g, "params") : NULL, *mod = cJSON_AddObjectToObject(root, "modalities");
-    cJSON_AddNumberToObject(g, "n_ctx", cobatch_n_ctx_seq(s->engine));
-    cJSON_AddNumberToObject(params, "n_predict", s->p.defaults.max_tokens > 0 ? s->p.defaults.max_tokens : -1);
-    cJSON_AddNumberToObject(params, "temperature", d->temperature);
-    cJSON_AddNumberToObject(params, "top_k", d->top_k);
-    cJSON_AddNumberToObject(params, "top_p", d->top_p);
-    cJSON_AddNumberToObject(params, "min_p", d->min_p);
-    cJSON_AddNumberToObject(params, "repeat_penalty", d->repetition_penalty);
-    cJSON_AddNumberToObject(params, "presence_penalty", d->presence_penalty);
-    cJSON_AddNumberToObject(params, "frequency_penalty", d->frequency_penalty);
-    cJSON_AddNumberToObject(root, "total_slots", kv.seqs);
-    cJSON_AddStringToObject(root, "model_alias", s->model);
-    cJSON_AddStringToObject(root, "model_path", s->p.model_path ? s->p.model_path : s->model);
-    if (v.chat_template)
-        cJSON_AddStringToObject(root, "chat_template", v.chat_template);
-    else
-        cJSON_AddNullToObject(root, "chat_template");
-    cJSON_AddStringToObject(root, "bos_token", v.bos_text);
-    cJSON_AddStringToObject(root, "eos_token", v.eos_text);
-    cJSON_AddBoolToObject(mod, "vision", false);
-    cJSON_AddBoolToObject(mod, "audio", false);
-    cJSON_AddStringToObject(root, "build_info", "cobatch");
-    cJSON_AddBoolToObject(root, "is_sleeping", false);
-    reply_cjson(s, c, root);
-}
-
-/* The chat page. Its policy lets it reach this server's API and nothing else (no scripts, styles or
- * fonts from elsewhere, no form posts, no framing by another site). */
-static void handle_webui(cb_conn *c) {
-    static const char headers[] =
-        "Content-Security-Policy: default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
-        "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'\r\n"
-        "X-Content-Type-Options: nosniff\r\nCache-Control: no-cache\r\nReferrer-Policy: no-referrer\r\n";
-    cb_conn_reply(c, 200, "text/html; charset=utf-8", headers, (const char *)cb_webui_html, cb_webui_html_len);
-}
-
-static void handle_metrics(srv *s, cb_conn *c) {
-    struct cobatch_stats st;
-    cb_httpd_stats hs;
-    cobatch_engine_stats(s->engine, &st);
-    cb_httpd_get_stats(s->httpd, &hs);
-    cb_srv_gauges g = {.connections = hs.open,
-                       .accepted = hs.accepted,
-                       .refused_connections = hs.refused_full + hs.refused_fd,
-                       .request_timeouts = hs.timeouts,
-                       .bad_requests = hs.bad_requests,
-                       .resets = hs.resets,
-                       .buffered_bytes = hs.buffered,
-                       .intake_pending = cb_intake_pending(s->in) + cb_intake_pending(s->bulk),
-                       .requests_open = s->n_reqs,
-                       .draining = s->leaving};
-    struct cobatch_weights_info w;
-    cobatch_weights_info(s->engine, &w);
-    char *text = cb_srv_metrics_render(&s->m, &g, &st, &w, s->model);
-    if (!text) {
-        reply_error(s, c, 500, "server_error", NULL, "out of memory");
-        return;
-    }
-    cb_conn_reply(c, 200, "text/plain; version=0.0.4", NULL, text, strlen(text));
-    free(text);
 }
 
 /* ---------------------------------------------------------------- routing ------------------- */
@@ -1361,7 +1109,7 @@ static void reply_405(srv *s, cb_conn *c, const cb_srv_route *rt) {
     snprintf(e.message, sizeof(e.message), "use %s for %s", rt->post ? "POST" : "GET", rt->path);
     const cb_dialect *d = dialect_of(rt->id);
     char *j = d ? cb_dialect_error_json(d, &e) : cb_openai_error_json(&e);
-    reply_json(s, c, 405, j, rt->post ? "Allow: POST\r\n" : "Allow: GET, HEAD\r\n");
+    cb_srv_reply_json(s, c, 405, j, rt->post ? "Allow: POST\r\n" : "Allow: GET, HEAD\r\n");
     free(j);
 }
 
@@ -1375,7 +1123,7 @@ static bool guarded(srv *s, cb_conn *c, cb_http_req *hr, const cb_dialect *d, bo
     const char *why = NULL;
     int status = cb_guard_check(&s->guard, &g, &why);
     if (status == 0) return true;
-    dreply_error(s, c, d, status, status == 403 ? "permission_error" : "invalid_request_error", NULL, "%s", why);
+    cb_srv_dreply_error(s, c, d, status, status == 403 ? "permission_error" : "invalid_request_error", NULL, "%s", why);
     return false;
 }
 
@@ -1390,7 +1138,7 @@ static const cb_srv_route *admit_route(srv *s, cb_conn *c, cb_http_req *hr) {
     const cb_srv_route *rt = cb_srv_route_find(hr->target);
     if (rt && rt->id == R_WEBUI && s->p.no_webui) rt = NULL; /* --no-webui: as if there were no page */
     if (!rt) {
-        dreply_error(s, c, d, 404, "invalid_request_error", NULL, "no route for %.200s", path);
+        cb_srv_dreply_error(s, c, d, 404, "invalid_request_error", NULL, "no route for %.200s", path);
         return NULL;
     }
     bool get = !strcmp(hr->method, "GET") || !strcmp(hr->method, "HEAD");
@@ -1402,8 +1150,8 @@ static const cb_srv_route *admit_route(srv *s, cb_conn *c, cb_http_req *hr) {
     bool key = rt->auth || (rt->id == R_METRICS && !s->p.public_metrics);
     if (key && !cb_srv_authorized(s->p.api_key, cb_http_header_get(hr, "Authorization")) &&
         !cb_srv_key_given(s->p.api_key, cb_http_header_get(hr, "x-api-key"))) {
-        dreply_error(s, c, dialect_of(rt->id), 401, "authentication_error", NULL,
-                     "a valid API key is required (Authorization: Bearer KEY, or x-api-key: KEY)");
+        cb_srv_dreply_error(s, c, dialect_of(rt->id), 401, "authentication_error", NULL,
+                            "a valid API key is required (Authorization: Bearer KEY, or x-api-key: KEY)");
         return NULL;
     }
     return rt;
@@ -1414,8 +1162,8 @@ static void on_http_error(cb_conn *c, cb_http_req *hr, int status, const char *r
     srv *s = user;
     char path[256];
     cb_http_req_path(hr, path, sizeof(path));
-    dreply_error(s, c, dialect_of_path(path), status, status == 503 ? "service_unavailable" : "invalid_request_error",
-                 NULL, "%s", reason);
+    cb_srv_dreply_error(s, c, dialect_of_path(path), status,
+                        status == 503 ? "service_unavailable" : "invalid_request_error", NULL, "%s", reason);
 }
 
 /* A client waiting for 100 Continue is answered before it sends a body the server would refuse. */
@@ -1434,14 +1182,14 @@ static void on_request(cb_conn *c, cb_http_req *hr, void *user) {
     switch (rt->id) {
     case R_HEALTH:
         if (s->leaving)
-            reply_error(s, c, 503, "service_unavailable", NULL, "the server is shutting down");
+            cb_srv_reply_error(s, c, 503, "service_unavailable", NULL, "the server is shutting down");
         else
-            reply_json(s, c, 200, "{\"status\":\"ok\"}", NULL);
+            cb_srv_reply_json(s, c, 200, "{\"status\":\"ok\"}", NULL);
         return;
-    case R_METRICS: handle_metrics(s, c); return;
-    case R_MODELS: handle_models(s, c); return;
-    case R_MODEL_INFO: handle_model_info(s, c); return;
-    case R_TOKENIZER_INFO: handle_tokenizer_info(s, c); return;
+    case R_METRICS: cb_srv_handle_metrics(s, c); return;
+    case R_MODELS: cb_srv_handle_models(s, c); return;
+    case R_MODEL_INFO: cb_srv_handle_model_info(s, c); return;
+    case R_TOKENIZER_INFO: cb_srv_handle_tokenizer_info(s, c); return;
     case R_COMPLETIONS: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_COMPLETION, NULL); return;
     case R_CHAT: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_CHAT, NULL); return;
     case R_MESSAGES:
@@ -1454,28 +1202,28 @@ static void on_request(cb_conn *c, cb_http_req *hr, void *user) {
     case R_DETOKENIZE: to_intake(s, c, hr, INTAKE_DETOKENIZE, CB_OPENAI_COMPLETION, NULL); return;
     case R_EMBEDDINGS:
         if (!s->has_embeddings) /* as llama-server answers a server started without --embeddings */
-            reply_error(s, c, 501, "not_supported_error", NULL,
-                        "this server computes no embeddings (started with --no-embeddings)");
+            cb_srv_reply_error(s, c, 501, "not_supported_error", NULL,
+                               "this server computes no embeddings (started with --no-embeddings)");
         else
             to_intake(s, c, hr, INTAKE_EMBEDDINGS, CB_OPENAI_EMBEDDINGS, NULL);
         return;
-    case R_PROPS: handle_props(s, c); return;
-    case R_OLLAMA_VERSION: reply_json(s, c, 200, "{\"version\":\"" CB_OLLAMA_VERSION "\"}", NULL); return;
+    case R_PROPS: cb_srv_handle_props(s, c); return;
+    case R_OLLAMA_VERSION: cb_srv_reply_json(s, c, 200, "{\"version\":\"" CB_OLLAMA_VERSION "\"}", NULL); return;
     case R_OLLAMA_TAGS:
     case R_OLLAMA_PS:
-    case R_OLLAMA_SHOW: handle_ollama_model(s, c, rt->id); return;
+    case R_OLLAMA_SHOW: cb_srv_handle_ollama_model(s, c, rt->id); return;
     case R_OLLAMA_CHAT:
     case R_OLLAMA_GENERATE: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_CHAT, dialect_of(rt->id)); return;
     case R_OLLAMA_EMBED:
     case R_OLLAMA_EMBEDDINGS:
         if (!s->has_embeddings)
-            dreply_error(s, c, dialect_of(rt->id), 501, "not_supported_error", NULL,
-                         "this server computes no embeddings (started with --no-embeddings)");
+            cb_srv_dreply_error(s, c, dialect_of(rt->id), 501, "not_supported_error", NULL,
+                                "this server computes no embeddings (started with --no-embeddings)");
         else
             to_intake(s, c, hr, INTAKE_EMBEDDINGS, CB_OPENAI_EMBEDDINGS, dialect_of(rt->id));
         return;
     case R_APPLY_TEMPLATE: to_intake(s, c, hr, INTAKE_TEMPLATE, CB_OPENAI_CHAT, NULL); return;
-    case R_WEBUI: handle_webui(c); return;
+    case R_WEBUI: cb_srv_handle_webui(c); return;
     }
 }
 
@@ -1531,8 +1279,8 @@ static void start_drain(srv *s) {
     cobatch_cancel_waiting(s->engine);              /* queued requests hear at once: 503, go elsewhere */
     for (cb_srv_req *r = s->reqs; r; r = r->next) { /* so do those still being parsed */
         if (!r->at_intake || !r->conn || r->jb->kind == INTAKE_CALL) continue; /* not an answer being built */
-        dreply_error(s, r->conn, r->dialect, 503, "service_unavailable", NULL,
-                     "the server is shutting down; retry elsewhere");
+        cb_srv_dreply_error(s, r->conn, r->dialect, 503, "service_unavailable", NULL,
+                            "the server is shutting down; retry elsewhere");
         r->conn = NULL;
     }
 }

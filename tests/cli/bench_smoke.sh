@@ -44,6 +44,10 @@ for c in d["configurations"]:
     assert abs(r["host_share"] - (r["step_s"] - r["decode_s"]) / r["step_s"]) < 1e-9
     # a static group holds its finished members places until its slowest ends; continuous refills them
     assert (r["wasted_decode_slots"] > 0) == (c["mode"] == "static"), c["label"]
+    # every engine statistic (cobatch.h, COBATCH_STATS), by its field name, agreeing with the columns
+    es = r["engine_stats"]
+    assert len(es) >= 40 and es["steps"] == r["steps"] and es["prompt_tokens"] == r["prompt_tokens_computed"]
+    assert es["kv_peak"] == r["kv_peak_cells"] and es["swap_copy_us"] / 1e3 == r["swap_copy_ms"]
 assert [x["batch"] for x in d["ceiling"]["decode"]] == [1, 2, 4]
 PY'
 check "trace has steps of every configuration" '[ "$(cut -f1 "$dir/trace.tsv" | sort -u | wc -l)" -eq 7 ]'

@@ -2,6 +2,7 @@
 The model is the real default (SmolLM2-135M-Instruct Q4_1)."""
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -155,6 +156,24 @@ def wait_idle(server, timeout=20):
             return m
         time.sleep(0.1)
     return server.metrics()
+
+
+def test_metrics_show_every_engine_statistic(server):
+    """Each gauge and counter of the engine's one list of statistics (COBATCH_STATS in cobatch.h)
+    is in /metrics, with its kind; a field in microseconds is shown in seconds."""
+    header = open(os.path.join(os.path.dirname(__file__), "..", "..", "include", "cobatch.h")).read()
+    table = re.findall(r'X\((\w+), (\w+), COBATCH_STAT_(\w+), "(\w*)", "', header)
+    assert len(table) >= 40, table
+    httpx.post(server.url + "/v1/completions", json={"prompt": "Hello", "max_tokens": 2}, timeout=60)
+    text = httpx.get(server.url + "/metrics", timeout=10).text
+    m = server.metrics()
+    shown = [(field, kind, metric) for _, field, kind, metric in table if kind != "NONE"]
+    assert len(shown) >= 35
+    for field, kind, metric in shown:
+        assert f"# TYPE cobatch:{metric} {kind.lower()}\n" in text, metric
+        assert f"cobatch:{metric}" in m, metric
+        assert not field.endswith("_us") or metric.endswith("_seconds_total"), metric
+    assert m["cobatch:engine_steps_total"] > 0 and m["cobatch:prompt_tokens_computed_total"] > 0
 
 
 def test_disconnects_free_kv(server):

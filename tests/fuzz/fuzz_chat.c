@@ -55,7 +55,7 @@ static void render(const cb_chat_templates *t, const struct cobatch_request_para
     const struct llama_vocab *v = fuzz_vocab();
     cb_common_msg *msgs = calloc(p->n_messages ? p->n_messages : 1, sizeof(*msgs));
     if (!msgs) abort();
-    for (size_t i = 0; i < p->n_messages; i++) { /* as the engine hands them over (api.c) */
+    for (size_t i = 0; i < p->n_messages; i++) { /* as the engine hands them over (chat.c) */
         const struct cobatch_chat_message *m = &p->messages[i];
         msgs[i] = (cb_common_msg){m->role ? m->role : "user",
                                   m->content ? m->content : "",
@@ -70,7 +70,7 @@ static void render(const cb_chat_templates *t, const struct cobatch_request_para
                                                                                         : CB_TOOLS_NONE,
                              .function = p->tool_choice == COBATCH_TOOL_CHOICE_REQUIRED ? p->tool_function : NULL,
                              .single = p->single_tool_call};
-    /* the reasoning asked for, read apart when the template thinks (as the engine does, api.c) */
+    /* the reasoning asked for, read apart when the template thinks (as the engine does, chat.c) */
     const cb_common_thinking *th = cb_common_template_thinking(t);
     const struct cobatch_reasoning *q = &p->reasoning;
     cb_common_reasoning rs = {.extract = th->thinks && !q->keep,
