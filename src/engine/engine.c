@@ -18,7 +18,7 @@ static void intake(cobatch_engine *e, cb_request **in, int n) {
         cb_engine_req *er = r->rt;
         er->smpl = cb_sampler_new(&e->model, &er->sampling, er->logit_bias, er->n_logit_bias);
         if (!er->smpl || !cb_grow((void **)&e->reqs, &e->reqs_cap, (size_t)e->n_reqs + 1, sizeof(*e->reqs), 64)) {
-            r->state = CB_FINISHED_ERROR; /* not in the scheduler: cb_engine_cb_engine_finish() skips it */
+            r->state = CB_FINISHED_ERROR; /* not in the scheduler: cb_engine_finish() skips it */
             cb_engine_finish(e, r, CB_FINISHED_ERROR, "out of memory");
             continue;
         }
