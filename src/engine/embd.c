@@ -132,26 +132,9 @@ static cb_embd_req *embd_req_new(cobatch_engine *e, const struct cobatch_embd_pa
 /* Puts r in the mailbox with its final event reserved; returns its id, or the code with err filled (r
  * is then freed). */
 static cobatch_req_id embd_enqueue(cobatch_engine *e, cb_embd_req *r, struct cobatch_error *err) {
-    cobatch_req_id id = 0;
-    int status;
-    pthread_mutex_lock(&e->mu);
-    if (!e->stop && e->embd_waiting > 0 && e->embd_waiting + r->n_inputs > COBATCH_EMBD_MAX_WAITING)
-        status = cb_engine_refuse(err, COBATCH_ERR_QUEUE_FULL, NULL, "%d embedding inputs are waiting; retry later",
-                                  e->embd_waiting);
-    else
-        status = cb_engine_accept(e, (void **)&e->embd_inbox, &e->embd_inbox_cap, e->embd_inbox_len, sizeof(r), err);
-    if (status == COBATCH_OK) {
-        id = r->id = cb_engine_register(e, &r->cancel);
-        e->embd_inbox[e->embd_inbox_len++] = r;
-        e->embd_requests_open++;
-        e->embd_waiting += r->n_inputs;
-    }
-    pthread_mutex_unlock(&e->mu);
-    if (status != COBATCH_OK) {
-        embd_req_free(r);
-        return status;
-    }
-    return id; /* r may be gone: the engine thread owns it */
+    cobatch_req_id id = cb_engine_post(e, CB_KIND_EMBED, r, &r->id, &r->cancel, r->n_inputs, err);
+    if (id <= 0) embd_req_free(r);
+    return id;
 }
 
 cobatch_req_id cobatch_embed(cobatch_engine *e, const struct cobatch_embd_params *p, struct cobatch_error *err) {
@@ -201,21 +184,13 @@ int cb_embd_init(cobatch_engine *e, char *err, size_t errlen) {
 
 void cb_embd_free(cobatch_engine *e) {
     cb_embd *E = &e->embd;
-    for (int i = 0; i < e->embd_inbox_len; i++) /* (none once the engine thread has run: it ends them) */
-        embd_req_free(e->embd_inbox[i]);
     for (int i = 0; i < E->n_queue; i++)
         embd_req_free(E->queue[i]);
-    for (int i = 0; i < E->n_in; i++)
-        embd_req_free(E->in[i]);
-    free(e->embd_inbox);
     free(E->queue);
-    free(E->in);
     free(E->pass);
     free(E->pass_out);
     cb_embd_ctx_free(&E->ctx);
     memset(E, 0, sizeof(*E));
-    e->embd_inbox = NULL;
-    e->embd_inbox_len = 0;
 }
 
 /* The one way an embedding request ends: its event (the vectors handed over when it ends well),
@@ -245,36 +220,19 @@ static void embd_finish(cobatch_engine *e, cb_embd_req *r, enum cobatch_finish_r
     ev.timings = (struct cobatch_timings){
         .t_submit_us = r->t_submit_us, .t_scheduled_us = r->t_scheduled_us, .t_finish_us = ev.t_us};
     e->embd.requests++;
-    pthread_mutex_lock(&e->mu);
-    e->embd_requests_open--;
-    e->embd_waiting -= r->n_inputs;
-    pthread_mutex_unlock(&e->mu);
-    cb_engine_live_remove(e, r->id);
+    cb_engine_done(e, CB_KIND_EMBED, r->id, r->n_inputs);
     cb_engine_push_event(e, &ev);
     embd_req_free(r);
 }
 
-void cb_embd_take_mail(cobatch_engine *e) {
+void cb_embd_intake(cobatch_engine *e, void **reqs, int n) {
     cb_embd *E = &e->embd;
-    cb_embd_req **t = E->in;
-    size_t cap = E->in_cap;
-    E->in = e->embd_inbox;
-    E->in_cap = e->embd_inbox_cap;
-    E->n_in = e->embd_inbox_len;
-    e->embd_inbox = t;
-    e->embd_inbox_cap = cap;
-    e->embd_inbox_len = 0;
-}
-
-void cb_embd_intake(cobatch_engine *e) {
-    cb_embd *E = &e->embd;
-    for (int i = 0; i < E->n_in; i++) {
+    for (int i = 0; i < n; i++) {
         if (cb_grow((void **)&E->queue, &E->queue_cap, (size_t)E->n_queue + 1, sizeof(*E->queue), 64))
-            E->queue[E->n_queue++] = E->in[i];
+            E->queue[E->n_queue++] = reqs[i];
         else
-            embd_finish(e, E->in[i], COBATCH_FINISH_ERROR, "out of memory");
+            embd_finish(e, reqs[i], COBATCH_FINISH_ERROR, "out of memory");
     }
-    E->n_in = 0;
 }
 
 /* Ends the queued requests `which` picks with `reason`, the queue's order kept. */
@@ -298,16 +256,23 @@ static bool any(cb_embd_req *r) { return (void)r, true; }
 static bool complete(cb_embd_req *r) { return r->done == r->n_inputs; }
 static bool failed(cb_embd_req *r) { return r->failed; }
 
-void cb_embd_apply_cancels(cobatch_engine *e) { end_queued(e, flagged, COBATCH_FINISH_CANCELLED, NULL); }
-void cb_embd_cancel_waiting(cobatch_engine *e) { end_queued(e, never_ran, COBATCH_FINISH_CANCELLED, NULL); }
-
-void cb_embd_shutdown(cobatch_engine *e) {
-    pthread_mutex_lock(&e->mu);
-    cb_embd_take_mail(e);
-    pthread_mutex_unlock(&e->mu);
-    cb_embd_intake(e);
-    end_queued(e, any, COBATCH_FINISH_CANCELLED, NULL);
+void cb_embd_end(cobatch_engine *e, cb_end_which which) {
+    if (which == CB_END_ALL) {
+        cb_mailbox *t = &e->taken[CB_KIND_EMBED];
+        for (int i = 0; i < t->len; i++)
+            embd_finish(e, t->items[i], COBATCH_FINISH_CANCELLED, NULL);
+        t->len = 0;
+    }
+    end_queued(e,
+               which == CB_END_FLAGGED     ? flagged
+               : which == CB_END_NEVER_RAN ? never_ran
+                                           : any,
+               COBATCH_FINISH_CANCELLED, NULL);
 }
+
+bool cb_embd_busy(const cobatch_engine *e) { return e->embd.n_queue > 0; }
+
+void cb_embd_req_free(void *r) { embd_req_free(r); }
 
 /* Fills the pass with whole inputs, oldest first, up to `allow` tokens: returns its inputs (the
  * requests in E->pass, where their vectors go in E->pass_out) and their tokens in *tokens. */

@@ -12,7 +12,7 @@
 
 /* ---------------------------------------------------------------- intake and cancels --------- */
 
-static void intake(cobatch_engine *e, cb_request **in, int n) {
+static void gen_intake(cobatch_engine *e, void **in, int n) {
     for (int i = 0; i < n; i++) {
         cb_request *r = in[i];
         cb_engine_req *er = r->rt;
@@ -56,6 +56,36 @@ static void cancel_never_scheduled(cobatch_engine *e) {
         }
     }
 }
+
+static void gen_end(cobatch_engine *e, cb_end_which which) {
+    if (which == CB_END_FLAGGED) {
+        apply_cancels(e);
+    } else if (which == CB_END_NEVER_RAN) {
+        cancel_never_scheduled(e);
+    } else {
+        cb_mailbox *t = &e->taken[CB_KIND_GENERATE];
+        for (int i = 0; i < t->len; i++) {
+            cb_request *r = t->items[i];
+            r->state = CB_FINISHED_CANCELLED; /* never in the scheduler */
+            cb_engine_finish(e, r, CB_FINISHED_CANCELLED, NULL);
+        }
+        t->len = 0;
+        while (e->n_reqs > 0)
+            cb_engine_finish(e, e->reqs[0], CB_FINISHED_CANCELLED, NULL);
+    }
+}
+
+static bool gen_busy(const cobatch_engine *e) { return e->n_reqs > 0; }
+
+static void gen_free(void *r) { cb_engine_free_request(r); }
+
+const cb_kind cb_kinds[CB_N_KINDS] = {
+    [CB_KIND_GENERATE] = {.intake = gen_intake, .end = gen_end, .busy = gen_busy, .free_req = gen_free},
+    [CB_KIND_EMBED] = {.intake = cb_embd_intake,
+                       .end = cb_embd_end,
+                       .busy = cb_embd_busy,
+                       .free_req = cb_embd_req_free},
+};
 
 /* ---------------------------------------------------------------- one step ------------------- */
 
@@ -152,7 +182,7 @@ static void update_stats(cobatch_engine *e) {
     pthread_mutex_lock(&e->mu);
     e->stats.running = n_running(e);
     e->stats.waiting = n_waiting(e);
-    e->n_queued = e->inbox_len + e->stats.waiting + e->embd_requests_open;
+    e->n_queued = e->mail[CB_KIND_GENERATE].len + e->stats.waiting + e->mail[CB_KIND_EMBED].open;
     e->stats.kv_used = e->main.kv.total_used;
     e->stats.kv_total = e->main.kv.capacity;
     e->stats.kv_peak = e->main.kv.peak_used;
@@ -195,7 +225,7 @@ static void update_stats(cobatch_engine *e) {
     e->stats.embd_tokens = e->embd.tokens;
     e->stats.embd_passes = e->embd.passes;
     e->stats.embd_us = e->embd.us;
-    e->stats.embd_waiting = e->embd_requests_open;
+    e->stats.embd_waiting = e->mail[CB_KIND_EMBED].open;
     e->stats.spec_drafted = e->spec_drafted;
     e->stats.spec_accepted = e->spec_accepted;
     e->stats.spec_steps = e->spec_steps;
@@ -215,7 +245,7 @@ static void report_step(cobatch_engine *e, struct cobatch_step_info *info) {
  * adds to it meanwhile). */
 static void note_queue(cobatch_engine *e) {
     pthread_mutex_lock(&e->mu);
-    e->n_queued = e->inbox_len + n_waiting(e) + e->embd_requests_open;
+    e->n_queued = e->mail[CB_KIND_GENERATE].len + n_waiting(e) + e->mail[CB_KIND_EMBED].open;
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -359,26 +389,37 @@ static void step(cobatch_engine *e) {
 
 /* ---------------------------------------------------------------- the thread ----------------- */
 
-/* Takes what the API threads left in the mailbox: new requests (into in, swapped with the inbox so
- * the lock is held for O(1) work), and the flags. Returns false when the engine must stop. */
-static bool take_mail(cobatch_engine *e, cb_request ***in, size_t *in_cap, int *n_in, bool *cancels, bool *drop,
-                      bool *cancel_waiting) {
+/* Whether any kind has mail or requests in work. */
+static bool work_for_engine(const cobatch_engine *e) {
+    for (int k = 0; k < CB_N_KINDS; k++)
+        if (e->mail[k].len > 0 || cb_kinds[k].busy(e)) return true;
+    return false;
+}
+
+/* With mu held: every kind's mail into e->taken, swapped in O(1). */
+static void swap_mail(cobatch_engine *e) {
+    for (int k = 0; k < CB_N_KINDS; k++) {
+        cb_mailbox *m = &e->mail[k], *t = &e->taken[k];
+        void **items = t->items;
+        size_t cap = t->cap;
+        t->items = m->items, t->cap = m->cap, t->len = m->len;
+        m->items = items, m->cap = cap, m->len = 0;
+    }
+}
+
+/* Takes what the API threads left: every kind's new requests (into e->taken), whether cancels,
+ * a cache drop or a cancel of the waiting were asked for, and a test's fault. Waits while there is
+ * nothing to do. false: the engine is stopping. */
+static bool take_mail(cobatch_engine *e, bool *cancels, bool *drop, bool *cancel_waiting) {
     pthread_mutex_lock(&e->mu);
-    while (!e->stop && e->inbox_len == 0 && e->n_cancels == 0 && e->n_reqs == 0 && !e->drop_cache &&
-           !e->cancel_waiting && e->embd_inbox_len == 0 && e->embd.n_queue == 0 && !e->embd_fault_set)
+    while (!e->stop && e->n_cancels == 0 && !e->drop_cache && !e->cancel_waiting && !e->embd_fault_set &&
+           !work_for_engine(e))
         pthread_cond_wait(&e->cond, &e->mu);
     if (e->stop) {
         pthread_mutex_unlock(&e->mu);
         return false;
     }
-    cb_request **t = *in;
-    size_t t_cap = *in_cap;
-    *in = e->inbox;
-    *in_cap = e->inbox_cap;
-    *n_in = e->inbox_len;
-    e->inbox = t;
-    e->inbox_cap = t_cap;
-    e->inbox_len = 0;
+    swap_mail(e);
     *cancels = e->n_cancels > 0;
     e->n_cancels = 0;
     *drop = e->drop_cache;
@@ -394,58 +435,43 @@ static bool take_mail(cobatch_engine *e, cb_request ***in, size_t *in_cap, int *
         e->embd.ctx.fault_left = e->embd_fault_count;
         e->embd_fault_set = false;
     }
-    cb_embd_take_mail(e);
     pthread_mutex_unlock(&e->mu);
     return true;
 }
 
-/* What the API threads asked for since the last step: new requests queued, cancels and the
- * cache drop applied. Returns false when the engine must stop. */
-static bool take_and_apply_mail(cobatch_engine *e, cb_request ***in, size_t *in_cap) {
-    int n_in = 0;
+/* One request lifecycle for every kind: the mail in, the cancels asked for. */
+static bool take_and_apply_mail(cobatch_engine *e) {
     bool cancels, drop, cancel_waiting;
-    if (!take_mail(e, in, in_cap, &n_in, &cancels, &drop, &cancel_waiting)) return false;
-    intake(e, *in, n_in);
-    cb_embd_intake(e);
-    if (cancels) {
-        apply_cancels(e);
-        cb_embd_apply_cancels(e);
+    if (!take_mail(e, &cancels, &drop, &cancel_waiting)) return false;
+    for (int k = 0; k < CB_N_KINDS; k++) {
+        cb_kinds[k].intake(e, e->taken[k].items, e->taken[k].len);
+        e->taken[k].len = 0;
     }
-    if (cancel_waiting) {
-        cancel_never_scheduled(e);
-        cb_embd_cancel_waiting(e);
-    }
+    for (int k = 0; k < CB_N_KINDS && cancels; k++)
+        cb_kinds[k].end(e, CB_END_FLAGGED);
+    for (int k = 0; k < CB_N_KINDS && cancel_waiting; k++)
+        cb_kinds[k].end(e, CB_END_NEVER_RAN);
     if (drop) cb_sched_drop_cache(e->main.sched); /* the removals run with this step's plan */
     return true;
 }
 
 void *cb_engine_main(void *arg) {
     cobatch_engine *e = arg;
-    cb_request **in = NULL;
-    size_t in_cap = 0;
-    int n_in = 0;
     for (;;) {
         cb_engine_wait_for_event_space(e); /* a poller that does not keep up holds the engine here */
-        if (!take_and_apply_mail(e, &in, &in_cap)) break;
+        if (!take_and_apply_mail(e)) break;
         step(e);
         cb_runner_apply_ops(&e->main.runner, cb_sched_pending_ops(e->main.sched)); /* what this step's ends freed */
         if (cb_lane_on(&e->lane)) cb_runner_apply_ops(&e->lane.pool.runner, cb_sched_pending_ops(e->lane.pool.sched));
         update_stats(e);
         cb_engine_wake_pollers(e);
     }
-    /* shutting down: whatever is left ends as cancelled, inbox included */
+    /* shutting down: whatever is left ends as cancelled, the mail included */
     pthread_mutex_lock(&e->mu);
-    n_in = e->inbox_len;
-    e->inbox_len = 0;
+    swap_mail(e);
     pthread_mutex_unlock(&e->mu);
-    for (int i = 0; i < n_in; i++) {
-        e->inbox[i]->state = CB_FINISHED_CANCELLED;
-        cb_engine_finish(e, e->inbox[i], CB_FINISHED_CANCELLED, NULL);
-    }
-    while (e->n_reqs > 0)
-        cb_engine_finish(e, e->reqs[0], CB_FINISHED_CANCELLED, NULL);
-    cb_embd_shutdown(e);
+    for (int k = 0; k < CB_N_KINDS; k++)
+        cb_kinds[k].end(e, CB_END_ALL);
     cb_engine_wake_pollers(e);
-    free(in);
     return NULL;
 }

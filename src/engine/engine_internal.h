@@ -1,7 +1,7 @@
 /* engine_internal.h — the engine's state, shared by the engine thread's files (engine.c, output.c,
  * speculate.c, lane.c, embd.c) and the callers' (api.c, events.c, chat.c, request.c, init.c). Locking: `mu` guards
- * inbox, cancel requests, live ids, the queue count, stop and the stats snapshot; `ev_mu` guards the event queue. When
- * both are held, mu is taken first. Everything else belongs to the engine thread. */
+ * mailboxes, cancel requests, live ids, the queue count, stop and the stats snapshot; `ev_mu` guards the event queue.
+ * When both are held, mu is taken first. Everything else belongs to the engine thread. */
 #ifndef CB_ENGINE_INTERNAL_H
 #define CB_ENGINE_INTERNAL_H
 
@@ -119,6 +119,21 @@ typedef struct {
     int reserved; /* live requests whose FINISHED event is not queued yet */
 } cb_event_queue;
 
+/* The kinds of work the engine takes. A request of each is posted into its kind's mailbox on the
+ * caller's thread (cb_engine_post: one door, one set of bounds, one id and cancel flag), taken by the
+ * engine thread whole, and goes through its kind's lifecycle (engine.c, `cb_kinds`): intake, cancels,
+ * the end of the requests never run, shutdown. A kind differs only in how it is stepped. */
+enum { CB_KIND_GENERATE, CB_KIND_EMBED, CB_N_KINDS };
+typedef struct {
+    void **items; /* (cap) requests posted, not yet taken */
+    int len;
+    size_t cap;
+    int32_t open;            /* requests accepted and not finished (counted for the kinds that say when they end) */
+    int64_t weight;          /* their weight: an embedding request's inputs */
+    int64_t max_weight;      /* > 0: a request that would take weight past it is refused while any weighs */
+    const char *weight_unit; /* what the weight counts, for that refusal */
+} cb_mailbox;
+
 /* A live request: its id and the flag cobatch_cancel sets (its cb_engine_req's or cb_embd_req's). */
 typedef struct {
     cobatch_req_id id;
@@ -170,9 +185,6 @@ typedef struct {
     cb_embd_req **queue; /* (queue_cap) taken from the mailbox, not finished; oldest first */
     int n_queue;
     size_t queue_cap;
-    cb_embd_req **in; /* (in_cap) the mailbox's requests, swapped out of it under mu */
-    int n_in;
-    size_t in_cap;
     cb_embd_req **pass;                           /* (COBATCH_EMBD_PASS_INPUTS) the request of each input of the pass */
     float **pass_out;                             /* (COBATCH_EMBD_PASS_INPUTS) where each input's vector goes */
     int64_t requests, inputs, tokens, passes, us; /* copied into stats */
@@ -181,18 +193,11 @@ typedef struct {
 static inline bool cb_embd_on(const cb_embd *E) { return E->ctx.ctx != NULL; }
 
 /* embd.c, engine thread. cb_embd_init: the context, made by init once the model is loaded (0, or -1
- * with the message). cb_embd_take_mail (mu held): the mailbox's embedding requests, swapped out in
- * O(1). cb_embd_intake: those queued. cb_embd_apply_cancels / _cancel_waiting / _shutdown: requests
- * cobatch_cancel flagged / those that never ran / every one (and the mailbox's) end CANCELLED.
- * cb_embd_step: one pass, whose tokens the pace allows after a step whose generation took gen_us
- * (0: none ran), into info. */
+ * with the message). cb_embd_step: one pass, whose tokens the pace allows after a step whose
+ * generation took gen_us (info gets its tokens and time). Its lifecycle: cb_embd_intake, _end, _busy,
+ * _req_free (cb_kind, below). */
 int cb_embd_init(struct cobatch_engine *e, char *err, size_t errlen);
 void cb_embd_free(struct cobatch_engine *e);
-void cb_embd_take_mail(struct cobatch_engine *e);
-void cb_embd_intake(struct cobatch_engine *e);
-void cb_embd_apply_cancels(struct cobatch_engine *e);
-void cb_embd_cancel_waiting(struct cobatch_engine *e);
-void cb_embd_shutdown(struct cobatch_engine *e);
 void cb_embd_step(struct cobatch_engine *e, int64_t gen_us, struct cobatch_step_info *info);
 
 /* Test hook (engine_testing.h): faults injected at the runtime boundary. */
@@ -230,19 +235,12 @@ struct cobatch_engine {
     bool thread_started;
     pthread_mutex_t mu;
     pthread_cond_t cond;
-    cb_request **inbox; /* (inbox_cap) submitted, not yet seen by the engine thread */
-    int inbox_len;
-    size_t inbox_cap;
+    cb_mailbox mail[CB_N_KINDS]; /* each kind's requests posted and not yet taken by the engine thread */
     int n_cancels;     /* cobatch_cancel calls since the engine last looked (the flags are on cb_engine_req) */
     cb_live_req *live; /* (live_cap) requests with no FINISHED event queued yet */
     int n_live;
     size_t live_cap;
-    int n_queued;             /* requests not yet running (inbox + waiting): what max_queue bounds; exact */
-    cb_embd_req **embd_inbox; /* (embd_inbox_cap) embedding requests submitted, not yet seen by the engine */
-    int embd_inbox_len;
-    size_t embd_inbox_cap;
-    int32_t embd_waiting;       /* inputs of accepted embedding requests not finished (COBATCH_EMBD_MAX_WAITING) */
-    int32_t embd_requests_open; /* embedding requests accepted and not finished */
+    int n_queued; /* requests not yet running (mail + waiting): what max_queue bounds; exact */
     bool stop;
     bool drop_cache;       /* cobatch_drop_cached_prefixes was called */
     bool cancel_waiting;   /* cobatch_cancel_waiting was called */
@@ -255,7 +253,8 @@ struct cobatch_engine {
     struct cobatch_stats stats; /* snapshot, updated after every step */
 
     /* engine thread only */
-    cb_request **reqs; /* (reqs_cap) every request the scheduler holds */
+    cb_mailbox taken[CB_N_KINDS]; /* each kind's mail as the engine thread took it (swapped with mail) */
+    cb_request **reqs;            /* (reqs_cap) every request the scheduler holds */
     int n_reqs;
     size_t reqs_cap;
     int64_t arrivals;
@@ -287,8 +286,6 @@ bool cb_engine_sample_one(cobatch_engine *e, cb_request *r, const cb_model *m, i
 void cb_spec_prepare(cobatch_engine *e);
 void cb_spec_check(cobatch_engine *e, cb_pool *pool, const cb_plan *plan, int32_t i, int64_t now);
 void cb_engine_free_request(cb_request *r);
-/* Drops id from the live requests (it can no longer be cancelled). */
-void cb_engine_live_remove(cobatch_engine *e, cobatch_req_id id);
 /* Refuses a request: err (may be NULL) gets the code, the field at fault and the message. Returns
  * the code. */
 __attribute__((format(printf, 4, 5))) static inline int cb_engine_refuse(struct cobatch_error *err, int code,
@@ -302,13 +299,32 @@ __attribute__((format(printf, 4, 5))) static inline int cb_engine_refuse(struct 
     va_end(ap);
     return code;
 }
-/* With mu held: whether e takes one more request (it is not stopping, fewer than max_queue wait), its
- * FINISHED event's slot reserved and room made for it in `live` and in an inbox of len entries of elem
- * bytes (*inbox, *cap). COBATCH_OK, or the code with err filled and nothing reserved. */
-int cb_engine_accept(cobatch_engine *e, void **inbox, size_t *cap, int len, size_t elem, struct cobatch_error *err);
-/* With mu held, after cb_engine_accept: a new id, live with its cancel flag, counted as queued; the
- * engine thread woken. The caller puts the request in its inbox. */
-cobatch_req_id cb_engine_register(cobatch_engine *e, atomic_bool *cancel);
+/* Posts req, a request of `kind`, into its mailbox, on the caller's thread: refused when the engine is
+ * stopping, when its kind's weight bound or max_queue is reached, or out of memory; else its FINISHED
+ * event's slot is reserved, it is live with its cancel flag (a new id, written to *id_out before the
+ * engine thread can see it), counted as queued and open, and the engine thread woken. Returns the id,
+ * or the code with err filled (the caller frees req). */
+cobatch_req_id cb_engine_post(cobatch_engine *e, int kind, void *req, cobatch_req_id *id_out, atomic_bool *cancel,
+                              int64_t weight, struct cobatch_error *err);
+/* Engine thread, as request id of `kind` posted with `weight` ends: no longer live (it can no longer
+ * be cancelled), nor open. */
+void cb_engine_done(cobatch_engine *e, int kind, cobatch_req_id id, int64_t weight);
+
+/* Which of a kind's requests cb_kind.end ends, as cancelled: those whose flag cobatch_cancel set, those
+ * never scheduled (cobatch_cancel_waiting), or all (shutdown; the mail taken and not yet in too). */
+typedef enum { CB_END_FLAGGED, CB_END_NEVER_RAN, CB_END_ALL } cb_end_which;
+/* A kind's lifecycle on the engine thread (engine.c's cb_kinds, one entry a kind). */
+typedef struct {
+    void (*intake)(cobatch_engine *e, void **reqs, int n); /* the mail taken, into its queue */
+    void (*end)(cobatch_engine *e, cb_end_which which);
+    bool (*busy)(const cobatch_engine *e); /* it has requests in work (the engine thread does not sleep) */
+    void (*free_req)(void *req);           /* a request never taken (freed with the engine) */
+} cb_kind;
+extern const cb_kind cb_kinds[CB_N_KINDS];
+void cb_embd_intake(cobatch_engine *e, void **reqs, int n);
+void cb_embd_end(cobatch_engine *e, cb_end_which which);
+bool cb_embd_busy(const cobatch_engine *e);
+void cb_embd_req_free(void *req);
 /* Queues an event (takes ownership of its strings) into space reserved at submit: never fails.
  * Pollers are woken by cb_engine_wake_pollers,
  * once per engine iteration: one wake-up per step, not one per token (on a 2-core machine every

@@ -1,5 +1,5 @@
 /* events.c — the event queue (the engine thread pushes, callers poll; every request's final event
- * reserved when it is accepted) and the door of the inboxes (cb_engine_accept, cb_engine_register). */
+ * reserved when it is accepted) and the one door of every kind's mailbox (cb_engine_post). */
 #include "engine_internal.h"
 #include "../util/buf.h"
 
@@ -110,34 +110,49 @@ void cobatch_event_clear(struct cobatch_event *ev) {
 
 int cobatch_event_fd(const cobatch_engine *e) { return e->event_fd; }
 
-int cb_engine_accept(cobatch_engine *e, void **inbox, size_t *cap, int len, size_t elem, struct cobatch_error *err) {
-    if (e->stop) return cb_engine_refuse(err, COBATCH_ERR_SHUTDOWN, NULL, "the engine is shutting down");
-    if (e->n_queued >= e->params.max_queue)
-        return cb_engine_refuse(err, COBATCH_ERR_QUEUE_FULL, NULL, "too many requests waiting (%d); retry later",
-                                e->params.max_queue);
-    pthread_mutex_lock(&e->ev_mu);
-    bool reserved = reserve_event(e);
-    pthread_mutex_unlock(&e->ev_mu);
-    if (reserved && cb_grow(inbox, cap, (size_t)len + 1, elem, 64) &&
-        cb_grow((void **)&e->live, &e->live_cap, (size_t)e->n_live + 1, sizeof(*e->live), 64))
-        return COBATCH_OK;
-    if (reserved) {
+cobatch_req_id cb_engine_post(cobatch_engine *e, int kind, void *req, cobatch_req_id *id_out, atomic_bool *cancel,
+                              int64_t weight, struct cobatch_error *err) {
+    cb_mailbox *m = &e->mail[kind];
+    int status = COBATCH_OK;
+    bool reserved = false;
+    pthread_mutex_lock(&e->mu);
+    if (e->stop) {
+        status = cb_engine_refuse(err, COBATCH_ERR_SHUTDOWN, NULL, "the engine is shutting down");
+    } else if (m->max_weight > 0 && m->weight > 0 && m->weight + weight > m->max_weight) {
+        status = cb_engine_refuse(err, COBATCH_ERR_QUEUE_FULL, NULL, "%lld %s are waiting; retry later",
+                                  (long long)m->weight, m->weight_unit);
+    } else if (e->n_queued >= e->params.max_queue) {
+        status = cb_engine_refuse(err, COBATCH_ERR_QUEUE_FULL, NULL, "too many requests waiting (%d); retry later",
+                                  e->params.max_queue);
+    } else {
         pthread_mutex_lock(&e->ev_mu);
-        e->events.reserved--;
+        reserved = reserve_event(e);
         pthread_mutex_unlock(&e->ev_mu);
+        if (!reserved || !cb_grow((void **)&m->items, &m->cap, (size_t)m->len + 1, sizeof(void *), 64) ||
+            !cb_grow((void **)&e->live, &e->live_cap, (size_t)e->n_live + 1, sizeof(*e->live), 64))
+            status = cb_engine_refuse(err, COBATCH_ERR_NOMEM, NULL, "out of memory");
     }
-    return cb_engine_refuse(err, COBATCH_ERR_NOMEM, NULL, "out of memory");
-}
-
-cobatch_req_id cb_engine_register(cobatch_engine *e, atomic_bool *cancel) {
-    cobatch_req_id id = e->next_id++;
+    if (status != COBATCH_OK) {
+        if (reserved) {
+            pthread_mutex_lock(&e->ev_mu);
+            e->events.reserved--;
+            pthread_mutex_unlock(&e->ev_mu);
+        }
+        pthread_mutex_unlock(&e->mu);
+        return status;
+    }
+    cobatch_req_id id = *id_out = e->next_id++; /* before the engine thread can see req */
     e->live[e->n_live++] = (cb_live_req){.id = id, .cancel = cancel};
     e->n_queued++;
+    m->items[m->len++] = req;
+    m->open++;
+    m->weight += weight;
     pthread_cond_signal(&e->cond);
-    return id;
+    pthread_mutex_unlock(&e->mu);
+    return id; /* req may be gone: the engine thread owns it */
 }
 
-void cb_engine_live_remove(cobatch_engine *e, cobatch_req_id id) {
+void cb_engine_done(cobatch_engine *e, int kind, cobatch_req_id id, int64_t weight) {
     pthread_mutex_lock(&e->mu);
     for (int i = 0; i < e->n_live; i++) {
         if (e->live[i].id == id) {
@@ -145,5 +160,7 @@ void cb_engine_live_remove(cobatch_engine *e, cobatch_req_id id) {
             break;
         }
     }
+    e->mail[kind].open--;
+    e->mail[kind].weight -= weight;
     pthread_mutex_unlock(&e->mu);
 }

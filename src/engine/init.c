@@ -157,6 +157,8 @@ static cobatch_engine *engine_alloc(const struct cobatch_engine_params *p) {
     e->event_backlog = CB_EVENT_BACKLOG;
     e->spec_max = p->spec_max > 0 ? p->spec_max : 8; /* a prediction drafts with speculation off too */
     e->spec_ngram = p->spec == COBATCH_SPEC_NGRAM;
+    e->mail[CB_KIND_EMBED].max_weight = COBATCH_EMBD_MAX_WAITING;
+    e->mail[CB_KIND_EMBED].weight_unit = "embedding inputs";
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cond, NULL);
     pthread_mutex_init(&e->ev_mu, NULL);
@@ -314,9 +316,12 @@ void cobatch_engine_free(cobatch_engine *e) {
     while (cobatch_poll(e, &ev, 1, 0) == 1)
         cobatch_event_clear(&ev);
     free(e->events.v);
-    for (int i = 0; i < e->inbox_len; i++)
-        cb_engine_free_request(e->inbox[i]);
-    free(e->inbox);
+    for (int k = 0; k < CB_N_KINDS; k++) { /* (no mail once the engine thread has run: it ends it) */
+        for (int i = 0; i < e->mail[k].len; i++)
+            cb_kinds[k].free_req(e->mail[k].items[i]);
+        free(e->mail[k].items);
+        free(e->taken[k].items);
+    }
     free(e->live);
     free(e->reqs);
     cb_runner_free(&e->main.runner);

@@ -77,7 +77,7 @@ void cb_engine_finish(cobatch_engine *e, cb_request *r, cb_state st, const char 
     ev.timings.t_first_token_us = r->t_first_token_us;
     ev.timings.t_finish_us = r->t_finish_us;
     reqs_remove(e, r);
-    cb_engine_live_remove(e, r->id);
+    cb_engine_done(e, CB_KIND_GENERATE, r->id, 0);
     cb_engine_push_event(e, &ev);
     cb_engine_free_request(r);
 }

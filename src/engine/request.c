@@ -248,19 +248,9 @@ cb_request *cb_engine_request_new(cobatch_engine *e, const struct cobatch_reques
 }
 
 cobatch_req_id cb_engine_enqueue(cobatch_engine *e, cb_request *r, struct cobatch_error *err) {
-    pthread_mutex_lock(&e->mu);
-    cobatch_req_id id = 0;
-    int status = cb_engine_accept(e, (void **)&e->inbox, &e->inbox_cap, e->inbox_len, sizeof(*e->inbox), err);
-    if (status == COBATCH_OK) {
-        id = r->id = cb_engine_register(e, &((cb_engine_req *)r->rt)->cancel);
-        e->inbox[e->inbox_len++] = r;
-    }
-    pthread_mutex_unlock(&e->mu);
-    if (status != COBATCH_OK) {
-        cb_engine_free_request(r);
-        return status;
-    }
-    return id; /* r may be gone: the engine thread owns it */
+    cobatch_req_id id = cb_engine_post(e, CB_KIND_GENERATE, r, &r->id, &((cb_engine_req *)r->rt)->cancel, 0, err);
+    if (id <= 0) cb_engine_free_request(r);
+    return id;
 }
 
 void cb_engine_free_request(cb_request *r) {
