@@ -2,7 +2,7 @@
 """The house rules of ARCHITECTURE.md ('Layers', 'Rules'), checked over src/: which folder may
 include which, where llama.cpp's headers and calls may appear, what the pure layers may not do, and
 that the layers below the engine never call its public API, that no function is longer than 120
-lines, that no file is longer than 800 (the few still longer may not grow), and that the files of one
+lines, that the front ends include each other in one order, that no file is longer than 800 (the few still longer may not grow), and that the files of one
 folder never call each other in a circle. Prints every broken rule with its file and line; exits 1
 when there is one.
 
@@ -25,6 +25,11 @@ MAY_INCLUDE = {
     "engine": {"engine", "runtime", "core", "util"},
     "front": FRONT | {"util"},
 }
+# the order among the front ends: a front end includes only those of a lower rank (the OpenAI schema
+# under the dialects that translate to it, those under the server, the batch runner and the bench,
+# all of them under the command line)
+FRONT_RANK = {"openai": 0, "anthropic": 1, "responses": 1, "native": 1, "ollama": 1,
+              "server": 2, "batch": 2, "bench": 2, "cli": 3}
 # the doors below the API open to tools that measure llama.cpp or write models, with no engine between
 # (their headers see no llama.h): `cobatch mkmodel` and the bench's ceiling
 FRONT_DOORS = {"runtime/synth.h", "runtime/ceiling.h"}
@@ -118,6 +123,9 @@ def check(src):
                 tfolder = target.split(os.sep)[0]
                 if tfolder.startswith(".."):
                     errors.append(f"{where}: \"{inc}\" leaves src/")
+                    continue
+                if layer == "front" and tfolder in FRONT and tfolder != folder and FRONT_RANK[tfolder] >= FRONT_RANK[folder]:
+                    errors.append(f"{where}: src/{folder} may not include \"{inc}\": the front ends' order puts src/{tfolder} beside or above it")
                     continue
                 if tfolder == folder or tfolder in MAY_INCLUDE[layer]:
                     continue
@@ -227,6 +235,8 @@ PLANTED = {
     "cli/long.c": ("static int f(int x) {\n" + "    x++;\n" * 119 + "    return x;\n}\n", "a function of 122 lines"),
     "cli/long2.c": ("int f(int x,\n      int y) {\n" + "    x++;\n" * 119 + "    return x + y;\n}\n", "a function of 123"),
     "cli/short.c": ("static int f(int x) {\n" + "    x++;\n" * 117 + "    return x;\n}\n", None),
+    "anthropic/a.c": ('#include "../responses/responses.h"\n#include "../openai/openai.h"\n', "front ends' order"),
+    "openai/o.c": ('#include "../server/server.h"\n', "front ends' order"),
     "cli/big.c": ("int x;\n" * 801, "a file of 801 lines"),
     "server/server.c": ("int x;\n" * 1414, "longer than its 1413"),
     "openai/openai.c": ("int x;\n", "take it off OVER_LENGTH"),
