@@ -7,15 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
-static bool given(const cJSON *x) { return x && !cJSON_IsNull(x); }
-
-static bool add(cJSON *o, const char *k, cJSON *v) {
-    if (v && cJSON_AddItemToObject(o, k, v)) return true;
-    cJSON_Delete(v);
-    return false;
-}
-
 /* ---------------------------------------------------------------- the request --------------- */
 
 /* Fields taken as they are into the completions request (llama-server's names are OpenAI's). */
@@ -84,7 +75,7 @@ static int samplers(const cJSON *list, cJSON *out, bool *infill, cb_openai_error
 
 /* logit_bias: [[id, bias | false], ...] or {"id": bias}; token texts are refused (name them by id). */
 static int logit_bias(const cJSON *x, cJSON *out, cb_openai_error *e) {
-    if (cJSON_IsObject(x)) return add(out, "logit_bias", cJSON_Duplicate(x, true)) ? 0 : cb_dialect_nomem(e);
+    if (cJSON_IsObject(x)) return cb_json_add(out, "logit_bias", cJSON_Duplicate(x, true)) ? 0 : cb_dialect_nomem(e);
     if (!cJSON_IsArray(x)) return cb_openai_bad(e, "logit_bias", "'logit_bias' must be [[token id, bias], ...]");
     cJSON *o = cJSON_AddObjectToObject(out, "logit_bias");
     if (!o) return cb_dialect_nomem(e);
@@ -97,7 +88,7 @@ static int logit_bias(const cJSON *x, cJSON *out, cb_openai_error *e) {
                                  "'logit_bias' pairs are [token id, bias or false] (token texts: name them by id)");
         char k[16];
         snprintf(k, sizeof(k), "%d", (int)id->valuedouble);
-        if (get(o, k)) cJSON_DeleteItemFromObjectCaseSensitive(o, k); /* a token named twice: the last */
+        if (cb_json_get(o, k)) cJSON_DeleteItemFromObjectCaseSensitive(o, k); /* a token named twice: the last */
         if (!cJSON_AddNumberToObject(o, k, cJSON_IsFalse(b) ? -100 : b->valuedouble)) return cb_dialect_nomem(e);
     }
     return 0;
@@ -110,9 +101,9 @@ static int n_predict(const cJSON *in, cJSON *out, bool *zero, cb_openai_error *e
     const cJSON *x = NULL;
     const char *which = NULL;
     for (int k = 0; k < 3; k++)
-        if (given(get(in, keys[k]))) {
+        if (cb_json_given(cb_json_get(in, keys[k]))) {
             if (x) return cb_openai_bad(e, keys[k], "give one of n_predict, max_tokens and max_completion_tokens");
-            x = get(in, keys[k]);
+            x = cb_json_get(in, keys[k]);
             which = keys[k];
         }
     *zero = false;
@@ -161,7 +152,7 @@ static int knobs(const cJSON *in, bool infill, cb_openai_error *e) {
             known = !strcmp(x->string, INERT[k]);
         for (size_t k = 0; k < sizeof(NEUTRAL) / sizeof(NEUTRAL[0]) && !known; k++)
             if (!strcmp(x->string, NEUTRAL[k].key)) {
-                if (given(x) && !is_number(x, NEUTRAL[k].off))
+                if (cb_json_given(x) && !is_number(x, NEUTRAL[k].off))
                     return cb_openai_bad(e, x->string,
                                          "'%s' is not supported by this server (only %g, which asks for "
                                          "nothing)",
@@ -173,13 +164,13 @@ static int knobs(const cJSON *in, bool infill, cb_openai_error *e) {
     static const char *const OFF[] = {"return_tokens", "timings_per_token", "post_sampling_probs", "return_progress",
                                       NULL};
     for (int k = 0; OFF[k]; k++)
-        if (given(get(in, OFF[k])) && !cJSON_IsFalse(get(in, OFF[k])))
+        if (cb_json_given(cb_json_get(in, OFF[k])) && !cJSON_IsFalse(cb_json_get(in, OFF[k])))
             return cb_openai_bad(e, OFF[k], "'%s' is not supported by this server (only false)", OFF[k]);
-    const cJSON *lora = get(in, "lora");
-    if (given(lora) && !(cJSON_IsArray(lora) && cJSON_GetArraySize(lora) == 0))
+    const cJSON *lora = cb_json_get(in, "lora");
+    if (cb_json_given(lora) && !(cJSON_IsArray(lora) && cJSON_GetArraySize(lora) == 0))
         return cb_openai_bad(e, "lora", "'lora': this server serves no LoRA adapter");
-    const cJSON *last = get(in, "repeat_last_n");
-    if (given(last) && !is_number(last, 64))
+    const cJSON *last = cb_json_get(in, "repeat_last_n");
+    if (cb_json_given(last) && !is_number(last, 64))
         return cb_openai_bad(e, "repeat_last_n", "'repeat_last_n': penalties look back 64 tokens here (only 64)");
     return 0;
 }
@@ -189,11 +180,11 @@ static cJSON *settings(const cJSON *chat, bool infill_sampler) {
     cJSON *s = cJSON_CreateObject();
     static const char *const KEYS[] = {"temperature", "top_k", "top_p", "min_p", "seed", "stop", NULL};
     for (int k = 0; s && KEYS[k]; k++)
-        if (get(chat, KEYS[k])) add(s, KEYS[k], cJSON_Duplicate(get(chat, KEYS[k]), true));
-    const cJSON *mt = get(chat, "max_tokens");
+        if (cb_json_get(chat, KEYS[k])) cb_json_add(s, KEYS[k], cJSON_Duplicate(cb_json_get(chat, KEYS[k]), true));
+    const cJSON *mt = cb_json_get(chat, "max_tokens");
     if (s) cJSON_AddNumberToObject(s, "n_predict", mt && mt->valuedouble < (1 << 24) ? mt->valuedouble : -1);
-    if (s && get(chat, "repetition_penalty"))
-        add(s, "repeat_penalty", cJSON_Duplicate(get(chat, "repetition_penalty"), true));
+    if (s && cb_json_get(chat, "repetition_penalty"))
+        cb_json_add(s, "repeat_penalty", cJSON_Duplicate(cb_json_get(chat, "repetition_penalty"), true));
     if (s) cJSON_AddBoolToObject(s, "infill_sampler", infill_sampler);
     return s;
 }
@@ -205,12 +196,13 @@ static int translate(const cJSON *in, const int32_t *tokens, int32_t n_tokens, b
     if (knobs(in, infill, e)) return -1;
     const cJSON *x;
     for (int k = 0; SAME[k]; k++)
-        if (given(x = get(in, SAME[k])) && !add(out, SAME[k], cJSON_Duplicate(x, true))) return cb_dialect_nomem(e);
+        if (cb_json_given(x = cb_json_get(in, SAME[k])) && !cb_json_add(out, SAME[k], cJSON_Duplicate(x, true)))
+            return cb_dialect_nomem(e);
     if (infill) {
         cJSON *ids = cJSON_CreateIntArray(tokens, n_tokens);
-        if (!add(out, "prompt", ids)) return cb_dialect_nomem(e);
+        if (!cb_json_add(out, "prompt", ids)) return cb_dialect_nomem(e);
     } else {
-        x = get(in, "prompt");
+        x = cb_json_get(in, "prompt");
         bool ids = cJSON_IsArray(x) && cJSON_GetArraySize(x) > 0;
         for (const cJSON *t = ids ? x->child : NULL; t; t = t->next)
             ids = ids && cb_dialect_whole(t, 0, INT32_MAX);
@@ -218,33 +210,36 @@ static int translate(const cJSON *in, const int32_t *tokens, int32_t n_tokens, b
             return cb_openai_bad(e, "prompt",
                                  "'prompt' must be a string or an array of token ids (one prompt a "
                                  "request here)");
-        if (!add(out, "prompt", cJSON_Duplicate(x, true))) return cb_dialect_nomem(e);
+        if (!cb_json_add(out, "prompt", cJSON_Duplicate(x, true))) return cb_dialect_nomem(e);
     }
     bool zero = false, sampler_infill = false;
     if (n_predict(in, out, &zero, e)) return -1;
-    if (zero && cJSON_IsTrue(get(in, "stream")))
+    if (zero && cJSON_IsTrue(cb_json_get(in, "stream")))
         return cb_openai_bad(e, "n_predict", "n_predict 0 computes the prompt only: send it without stream");
-    if (given(x = get(in, "seed")) && !(cb_dialect_whole(x, -1, 4294967295.0)))
+    if (cb_json_given(x = cb_json_get(in, "seed")) && !(cb_dialect_whole(x, -1, 4294967295.0)))
         return cb_openai_bad(e, "seed", "'seed' must be -1 (a fresh one) or an integer");
-    if (given(x) && x->valuedouble >= 0 && !add(out, "seed", cJSON_Duplicate(x, true))) return cb_dialect_nomem(e);
-    if (given(x = get(in, "stop")) && !add(out, "stop", cJSON_Duplicate(x, true))) return cb_dialect_nomem(e);
-    if (given(x = get(in, "repeat_penalty")) && !add(out, "repetition_penalty", cJSON_Duplicate(x, true)))
+    if (cb_json_given(x) && x->valuedouble >= 0 && !cb_json_add(out, "seed", cJSON_Duplicate(x, true)))
         return cb_dialect_nomem(e);
-    if (given(x = get(in, "logit_bias")) && logit_bias(x, out, e)) return -1;
-    if (given(x = get(in, "json_schema"))) {
+    if (cb_json_given(x = cb_json_get(in, "stop")) && !cb_json_add(out, "stop", cJSON_Duplicate(x, true)))
+        return cb_dialect_nomem(e);
+    if (cb_json_given(x = cb_json_get(in, "repeat_penalty")) &&
+        !cb_json_add(out, "repetition_penalty", cJSON_Duplicate(x, true)))
+        return cb_dialect_nomem(e);
+    if (cb_json_given(x = cb_json_get(in, "logit_bias")) && logit_bias(x, out, e)) return -1;
+    if (cb_json_given(x = cb_json_get(in, "json_schema"))) {
         cJSON *rf = cJSON_AddObjectToObject(out, "response_format"),
               *js = rf ? cJSON_AddObjectToObject(rf, "json_schema") : NULL;
         if (!js || !cJSON_AddStringToObject(rf, "type", "json_schema") ||
-            !cJSON_AddStringToObject(js, "name", "output") || !add(js, "schema", cJSON_Duplicate(x, true)))
+            !cJSON_AddStringToObject(js, "name", "output") || !cb_json_add(js, "schema", cJSON_Duplicate(x, true)))
             return cb_dialect_nomem(e);
     }
-    if (given(x = get(in, "samplers")) && samplers(x, out, &sampler_infill, e)) return -1;
+    if (cb_json_given(x = cb_json_get(in, "samplers")) && samplers(x, out, &sampler_infill, e)) return -1;
     /* what the answer needs: the fields it keeps, the settings it ran with, whether it is to say nothing */
-    const cJSON *fields = get(in, "response_fields");
-    if (given(fields) && !cJSON_IsArray(fields))
+    const cJSON *fields = cb_json_get(in, "response_fields");
+    if (cb_json_given(fields) && !cJSON_IsArray(fields))
         return cb_openai_bad(e, "response_fields", "'response_fields' must be an array of field names");
-    bool ok = (!given(fields) || add(echo, "response_fields", cJSON_Duplicate(fields, true))) &&
-              add(echo, "generation_settings", settings(out, sampler_infill)) &&
+    bool ok = (!cb_json_given(fields) || cb_json_add(echo, "response_fields", cJSON_Duplicate(fields, true))) &&
+              cb_json_add(echo, "generation_settings", settings(out, sampler_infill)) &&
               cJSON_AddBoolToObject(echo, "prompt_only", zero) &&
               cJSON_AddBoolToObject(echo, "infill_sampler", sampler_infill);
     return ok ? 0 : cb_dialect_nomem(e);
@@ -253,15 +248,17 @@ static int translate(const cJSON *in, const int32_t *tokens, int32_t n_tokens, b
 /* Numbers of the request the answer path does not read (checked here; their values read by
  * cb_native_adjust). */
 static int limits(const cJSON *in, cJSON *echo, cb_openai_error *e) {
-    const cJSON *indent = get(in, "n_indent"), *t = get(in, "t_max_predict_ms"), *tp = get(in, "t_max_prompt_ms");
-    if (given(indent) && !cb_dialect_whole(indent, 0, 1 << 20))
+    const cJSON *indent = cb_json_get(in, "n_indent"), *t = cb_json_get(in, "t_max_predict_ms"),
+                *tp = cb_json_get(in, "t_max_prompt_ms");
+    if (cb_json_given(indent) && !cb_dialect_whole(indent, 0, 1 << 20))
         return cb_openai_bad(e, "n_indent", "'n_indent' must be a count of blanks, 0 or more");
-    if (given(t) && !cb_dialect_whole(t, -1, INT32_MAX))
+    if (cb_json_given(t) && !cb_dialect_whole(t, -1, INT32_MAX))
         return cb_openai_bad(e, "t_max_predict_ms", "'t_max_predict_ms' must be a number of milliseconds");
-    if (given(tp) && !cb_dialect_whole(tp, -1, INT32_MAX))
+    if (cb_json_given(tp) && !cb_dialect_whole(tp, -1, INT32_MAX))
         return cb_openai_bad(e, "t_max_prompt_ms", "'t_max_prompt_ms' must be a number of milliseconds");
-    bool ok = cJSON_AddNumberToObject(echo, "n_indent", given(indent) ? indent->valuedouble : 0) &&
-              cJSON_AddNumberToObject(echo, "t_max_predict_ms", given(t) && t->valuedouble > 0 ? t->valuedouble : 0);
+    bool ok =
+        cJSON_AddNumberToObject(echo, "n_indent", cb_json_given(indent) ? indent->valuedouble : 0) &&
+        cJSON_AddNumberToObject(echo, "t_max_predict_ms", cb_json_given(t) && t->valuedouble > 0 ? t->valuedouble : 0);
     return ok ? 0 : cb_dialect_nomem(e);
 }
 
@@ -294,17 +291,18 @@ int cb_native_to_completion(const cJSON *root, const int32_t *prompt, int32_t n_
 
 int cb_native_infill_parts(const cJSON *root, struct cobatch_infill *parts, cb_openai_error *e) {
     memset(parts, 0, sizeof(*parts));
-    const cJSON *pre = get(root, "input_prefix"), *suf = get(root, "input_suffix"), *prompt = get(root, "prompt");
-    const cJSON *extra = get(root, "input_extra"), *c;
+    const cJSON *pre = cb_json_get(root, "input_prefix"), *suf = cb_json_get(root, "input_suffix"),
+                *prompt = cb_json_get(root, "prompt");
+    const cJSON *extra = cb_json_get(root, "input_extra"), *c;
     if (!cJSON_IsObject(root)) return cb_openai_bad(e, "", "the body must be a JSON object");
-    if ((given(pre) && !cJSON_IsString(pre)) || (given(suf) && !cJSON_IsString(suf)))
-        return cb_openai_bad(e, given(pre) && !cJSON_IsString(pre) ? "input_prefix" : "input_suffix",
+    if ((cb_json_given(pre) && !cJSON_IsString(pre)) || (cb_json_given(suf) && !cJSON_IsString(suf)))
+        return cb_openai_bad(e, cb_json_given(pre) && !cJSON_IsString(pre) ? "input_prefix" : "input_suffix",
                              "'input_prefix' and 'input_suffix' must be strings");
-    if (given(prompt) && !cJSON_IsString(prompt))
+    if (cb_json_given(prompt) && !cJSON_IsString(prompt))
         return cb_openai_bad(e, "prompt", "'prompt' of an infill must be a string (the line being typed)");
-    if (given(extra) && !cJSON_IsArray(extra))
+    if (cb_json_given(extra) && !cJSON_IsArray(extra))
         return cb_openai_bad(e, "input_extra", "'input_extra' must be an array of {\"filename\", \"text\"}");
-    size_t n = given(extra) ? (size_t)cJSON_GetArraySize(extra) : 0;
+    size_t n = cb_json_given(extra) ? (size_t)cJSON_GetArraySize(extra) : 0;
     const char **names = calloc(n + 1, sizeof(char *)), **texts = calloc(n + 1, sizeof(char *));
     if (!names || !texts) {
         free(names);
@@ -312,25 +310,25 @@ int cb_native_infill_parts(const cJSON *root, struct cobatch_infill *parts, cb_o
         return cb_dialect_nomem(e);
     }
     size_t i = 0;
-    const cJSON *list = given(extra) ? extra : NULL;
+    const cJSON *list = cb_json_given(extra) ? extra : NULL;
     cJSON_ArrayForEach(c, list) {
-        const cJSON *t = get(c, "text"), *f = get(c, "filename");
-        if (!cJSON_IsObject(c) || !cJSON_IsString(t) || (given(f) && !cJSON_IsString(f))) {
+        const cJSON *t = cb_json_get(c, "text"), *f = cb_json_get(c, "filename");
+        if (!cJSON_IsObject(c) || !cJSON_IsString(t) || (cb_json_given(f) && !cJSON_IsString(f))) {
             free(names);
             free(texts);
             return cb_openai_bad(e, "input_extra", "input_extra[%zu] must be {\"filename\": string, \"text\": string}",
                                  i);
         }
-        names[i] = given(f) ? f->valuestring : NULL;
+        names[i] = cb_json_given(f) ? f->valuestring : NULL;
         texts[i++] = t->valuestring;
     }
-    *parts = (struct cobatch_infill){.prefix = given(pre) ? pre->valuestring : "",
-                                     .suffix = given(suf) ? suf->valuestring : "",
-                                     .prompt = given(prompt) ? prompt->valuestring : "",
+    *parts = (struct cobatch_infill){.prefix = cb_json_given(pre) ? pre->valuestring : "",
+                                     .suffix = cb_json_given(suf) ? suf->valuestring : "",
+                                     .prompt = cb_json_given(prompt) ? prompt->valuestring : "",
                                      .extra_names = names,
                                      .extra_texts = texts,
                                      .n_extra = n};
-    const cJSON *np = get(root, "n_predict");
+    const cJSON *np = cb_json_get(root, "n_predict");
     parts->max_tokens =
         cJSON_IsNumber(np) && np->valuedouble > 0 && np->valuedouble < INT32_MAX ? (int32_t)np->valuedouble : 0;
     return 0;
@@ -345,8 +343,8 @@ void cb_native_infill_free(struct cobatch_infill *parts) {
 /* ---------------------------------------------------------------- the answer ---------------- */
 
 static void adjust(const cJSON *echo, struct cobatch_request_params *p) {
-    p->sampling.infill = cJSON_IsTrue(get(echo, "infill_sampler"));
-    const cJSON *indent = get(echo, "n_indent"), *t = get(echo, "t_max_predict_ms");
+    p->sampling.infill = cJSON_IsTrue(cb_json_get(echo, "infill_sampler"));
+    const cJSON *indent = cb_json_get(echo, "n_indent"), *t = cb_json_get(echo, "t_max_predict_ms");
     p->min_indent = cJSON_IsNumber(indent) ? (int32_t)indent->valuedouble : 0;
     p->max_predict_ms = cJSON_IsNumber(t) ? (int32_t)t->valuedouble : 0;
 }
@@ -393,7 +391,8 @@ static cJSON *only_fields(cJSON *o, const cJSON *fields) {
         } else {
             v = cJSON_GetObjectItemCaseSensitive(o, name);
         }
-        if (v && !get(kept, name)) add(kept, name, cJSON_Duplicate(v, true)); /* a missing one is left out */
+        if (v && !cb_json_get(kept, name))
+            cb_json_add(kept, name, cJSON_Duplicate(v, true)); /* a missing one is left out */
     }
     cJSON_Delete(o);
     return kept;
@@ -402,21 +401,22 @@ static cJSON *only_fields(cJSON *o, const cJSON *fields) {
 /* The final object (content: the answer's, or "" in a stream's last event and for a prompt only). */
 static cJSON *final_object(const cb_dialect_head *h, const cb_dialect_answer *a, const char *content) {
     cJSON *o = cJSON_CreateObject();
-    bool ok = o && cJSON_AddNumberToObject(o, "index", 0) && cJSON_AddStringToObject(o, "content", content) &&
-              cJSON_AddItemToObject(o, "tokens", cJSON_CreateArray()) && cJSON_AddNumberToObject(o, "id_slot", -1) &&
-              cJSON_AddBoolToObject(o, "stop", true) && cJSON_AddStringToObject(o, "model", h->model) &&
-              cJSON_AddNumberToObject(o, "tokens_predicted", a->n_generated) &&
-              cJSON_AddNumberToObject(o, "tokens_evaluated", a->n_prompt) &&
-              add(o, "generation_settings", cJSON_Duplicate(get(h->echo, "generation_settings"), true)) &&
-              cJSON_AddBoolToObject(o, "has_new_line", strchr(a->text ? a->text : "", '\n') != NULL) &&
-              cJSON_AddBoolToObject(o, "truncated", false) && cJSON_AddStringToObject(o, "stop_type", stop_type(a)) &&
-              cJSON_AddStringToObject(o, "stopping_word", a->stop_sequence ? a->stop_sequence : "") &&
-              cJSON_AddNumberToObject(o, "tokens_cached", a->n_cached) && add(o, "timings", timings(a));
+    bool ok =
+        o && cJSON_AddNumberToObject(o, "index", 0) && cJSON_AddStringToObject(o, "content", content) &&
+        cJSON_AddItemToObject(o, "tokens", cJSON_CreateArray()) && cJSON_AddNumberToObject(o, "id_slot", -1) &&
+        cJSON_AddBoolToObject(o, "stop", true) && cJSON_AddStringToObject(o, "model", h->model) &&
+        cJSON_AddNumberToObject(o, "tokens_predicted", a->n_generated) &&
+        cJSON_AddNumberToObject(o, "tokens_evaluated", a->n_prompt) &&
+        cb_json_add(o, "generation_settings", cJSON_Duplicate(cb_json_get(h->echo, "generation_settings"), true)) &&
+        cJSON_AddBoolToObject(o, "has_new_line", strchr(a->text ? a->text : "", '\n') != NULL) &&
+        cJSON_AddBoolToObject(o, "truncated", false) && cJSON_AddStringToObject(o, "stop_type", stop_type(a)) &&
+        cJSON_AddStringToObject(o, "stopping_word", a->stop_sequence ? a->stop_sequence : "") &&
+        cJSON_AddNumberToObject(o, "tokens_cached", a->n_cached) && cb_json_add(o, "timings", timings(a));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
     }
-    return only_fields(o, get(h->echo, "response_fields"));
+    return only_fields(o, cb_json_get(h->echo, "response_fields"));
 }
 
 static char *print(cJSON *o) {
@@ -426,7 +426,7 @@ static char *print(cJSON *o) {
 }
 
 static char *answer_json(const cb_dialect_head *h, const cb_dialect_answer *a) {
-    bool quiet = cJSON_IsTrue(get(h->echo, "prompt_only")); /* n_predict 0: the prompt came back as echo */
+    bool quiet = cJSON_IsTrue(cb_json_get(h->echo, "prompt_only")); /* n_predict 0: the prompt came back as echo */
     return print(final_object(h, a, quiet ? "" : a->text ? a->text : ""));
 }
 

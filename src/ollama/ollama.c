@@ -9,15 +9,6 @@
 #include <string.h>
 #include <time.h>
 
-static const cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
-static bool given(const cJSON *x) { return x && !cJSON_IsNull(x); }
-
-static bool add(cJSON *o, const char *k, cJSON *v) {
-    if (v && cJSON_AddItemToObject(o, k, v)) return true;
-    cJSON_Delete(v);
-    return false;
-}
-
 static bool one_of(const char *k, const char *const *keys) {
     for (; *keys; keys++)
         if (!strcmp(k, *keys)) return true;
@@ -42,11 +33,11 @@ static int options(const cJSON *o, cJSON *out, cb_openai_error *e) {
         const char *k = x->string;
         char where[48];
         snprintf(where, sizeof(where), "options.%.30s", k);
-        if (!given(x) || one_of(k, LOAD)) continue;
+        if (!cb_json_given(x) || one_of(k, LOAD)) continue;
         if (one_of(k, SAME)) {
-            if (!add(out, k, cJSON_Duplicate(x, true))) return cb_dialect_nomem(e);
+            if (!cb_json_add(out, k, cJSON_Duplicate(x, true))) return cb_dialect_nomem(e);
         } else if (!strcmp(k, "repeat_penalty")) {
-            if (!add(out, "repetition_penalty", cJSON_Duplicate(x, true))) return cb_dialect_nomem(e);
+            if (!cb_json_add(out, "repetition_penalty", cJSON_Duplicate(x, true))) return cb_dialect_nomem(e);
         } else if (!strcmp(k, "num_predict")) {
             if (!cb_dialect_whole(x, -2, 1 << 24))
                 return cb_openai_bad(e, where, "'%s' must be -1, -2 or a count of tokens", where);
@@ -82,7 +73,7 @@ static int format(const cJSON *x, cJSON *out, cb_openai_error *e) {
     if (!cJSON_IsObject(x)) return cb_openai_bad(e, "format", "'format' must be \"json\" or a JSON schema object");
     cJSON *js = cJSON_AddObjectToObject(rf, "json_schema");
     return js && cJSON_AddStringToObject(rf, "type", "json_schema") && cJSON_AddStringToObject(js, "name", "output") &&
-                   add(js, "schema", cJSON_Duplicate(x, true))
+                   cb_json_add(js, "schema", cJSON_Duplicate(x, true))
                ? 0
                : cb_dialect_nomem(e);
 }
@@ -103,17 +94,19 @@ static int think(const cJSON *x, cJSON *out, cb_openai_error *e) {
  * format, think, keep_alive (taken: the model stays loaded), tools. */
 static int common(const cJSON *in, cJSON *out, cb_openai_error *e) {
     const cJSON *x;
-    if (given(x = get(in, "model")) && !cJSON_IsString(x)) return cb_openai_bad(e, "model", "'model' must be a string");
-    if (given(x) && !cJSON_AddStringToObject(out, "model", x->valuestring)) return cb_dialect_nomem(e);
-    x = get(in, "stream");
-    if (given(x) && !cJSON_IsBool(x)) return cb_openai_bad(e, "stream", "'stream' must be a boolean");
+    if (cb_json_given(x = cb_json_get(in, "model")) && !cJSON_IsString(x))
+        return cb_openai_bad(e, "model", "'model' must be a string");
+    if (cb_json_given(x) && !cJSON_AddStringToObject(out, "model", x->valuestring)) return cb_dialect_nomem(e);
+    x = cb_json_get(in, "stream");
+    if (cb_json_given(x) && !cJSON_IsBool(x)) return cb_openai_bad(e, "stream", "'stream' must be a boolean");
     if (!cJSON_AddBoolToObject(out, "stream", !cJSON_IsFalse(x))) return cb_dialect_nomem(e);
-    if (given(x = get(in, "options")) && options(x, out, e)) return -1;
-    if (given(x = get(in, "format")) && format(x, out, e)) return -1;
-    if (given(x = get(in, "think")) && think(x, out, e)) return -1;
-    if (given(x = get(in, "tools")) && !add(out, "tools", cJSON_Duplicate(x, true))) return cb_dialect_nomem(e);
-    x = get(in, "keep_alive");
-    if (given(x) && !cJSON_IsString(x) && !cJSON_IsNumber(x))
+    if (cb_json_given(x = cb_json_get(in, "options")) && options(x, out, e)) return -1;
+    if (cb_json_given(x = cb_json_get(in, "format")) && format(x, out, e)) return -1;
+    if (cb_json_given(x = cb_json_get(in, "think")) && think(x, out, e)) return -1;
+    if (cb_json_given(x = cb_json_get(in, "tools")) && !cb_json_add(out, "tools", cJSON_Duplicate(x, true)))
+        return cb_dialect_nomem(e);
+    x = cb_json_get(in, "keep_alive");
+    if (cb_json_given(x) && !cJSON_IsString(x) && !cJSON_IsNumber(x))
         return cb_openai_bad(e, "keep_alive", "'keep_alive' must be a duration or a number of seconds");
     return 0;
 }
@@ -125,11 +118,12 @@ static int calls_of(const cJSON *calls, int i, cJSON *m, cb_openai_error *e) {
     const cJSON *c;
     int k = 0;
     cJSON_ArrayForEach(c, calls) {
-        const cJSON *f = get(c, "function"), *name = get(f, "name"), *args = get(f, "arguments");
-        if (!cJSON_IsString(name) || (given(args) && !cJSON_IsObject(args)))
+        const cJSON *f = cb_json_get(c, "function"), *name = cb_json_get(f, "name"),
+                    *args = cb_json_get(f, "arguments");
+        if (!cJSON_IsString(name) || (cb_json_given(args) && !cJSON_IsObject(args)))
             return cb_openai_bad(e, "messages",
                                  "messages[%d].tool_calls[%d] needs a function's name and arguments object", i, k);
-        char id[32], *a = given(args) ? cJSON_PrintUnformatted(args) : strdup("{}");
+        char id[32], *a = cb_json_given(args) ? cJSON_PrintUnformatted(args) : strdup("{}");
         snprintf(id, sizeof(id), "call_%d_%d", i, k++);
         cJSON *o = cJSON_CreateObject(), *fo = o ? cJSON_AddObjectToObject(o, "function") : NULL;
         bool ok = arr && a && fo && cJSON_AddStringToObject(o, "id", id) &&
@@ -151,28 +145,29 @@ static int messages(const cJSON *in, cJSON *msgs, cb_openai_error *e) {
     const cJSON *m;
     int i = 0;
     cJSON_ArrayForEach(m, in) {
-        const cJSON *role = get(m, "role"), *content = get(m, "content"), *x;
+        const cJSON *role = cb_json_get(m, "role"), *content = cb_json_get(m, "content"), *x;
         if (!cJSON_IsObject(m) || !cJSON_IsString(role))
             return cb_openai_bad(e, "messages", "messages[%d] needs a string 'role'", i);
         for (x = m->child; x; x = x->next)
             if (!one_of(x->string, KEYS))
                 return cb_openai_bad(e, "messages", "messages[%d].%.40s is not supported by this server", i, x->string);
-        if (given(x = get(m, "images")) && !(cJSON_IsArray(x) && cJSON_GetArraySize(x) == 0))
+        if (cb_json_given(x = cb_json_get(m, "images")) && !(cJSON_IsArray(x) && cJSON_GetArraySize(x) == 0))
             return cb_openai_bad(e, "messages", "messages[%d].images: this server's model reads no images", i);
-        if (given(content) && !cJSON_IsString(content))
+        if (cb_json_given(content) && !cJSON_IsString(content))
             return cb_openai_bad(e, "messages", "messages[%d].content must be a string", i);
         cJSON *o = cJSON_CreateObject();
         bool ok = o && cJSON_AddItemToArray(msgs, o) && cJSON_AddStringToObject(o, "role", role->valuestring) &&
-                  cJSON_AddStringToObject(o, "content", given(content) ? content->valuestring : "");
+                  cJSON_AddStringToObject(o, "content", cb_json_given(content) ? content->valuestring : "");
         if (!ok) return cb_dialect_nomem(e);
-        if (given(x = get(m, "thinking")) &&
-            (!cJSON_IsString(x) || !add(o, "reasoning_content", cJSON_Duplicate(x, true))))
+        if (cb_json_given(x = cb_json_get(m, "thinking")) &&
+            (!cJSON_IsString(x) || !cb_json_add(o, "reasoning_content", cJSON_Duplicate(x, true))))
             return cJSON_IsString(x) ? cb_dialect_nomem(e)
                                      : cb_openai_bad(e, "messages", "messages[%d].thinking: a string", i);
-        if (given(x = get(m, "tool_name")) && (!cJSON_IsString(x) || !add(o, "name", cJSON_Duplicate(x, true))))
+        if (cb_json_given(x = cb_json_get(m, "tool_name")) &&
+            (!cJSON_IsString(x) || !cb_json_add(o, "name", cJSON_Duplicate(x, true))))
             return cJSON_IsString(x) ? cb_dialect_nomem(e)
                                      : cb_openai_bad(e, "messages", "messages[%d].tool_name: a string", i);
-        if (given(x = get(m, "tool_calls")) && calls_of(x, i, o, e)) return -1;
+        if (cb_json_given(x = cb_json_get(m, "tool_calls")) && calls_of(x, i, o, e)) return -1;
         i++;
     }
     return 0;
@@ -190,7 +185,7 @@ static int chat_to_chat(const cJSON *root, bool count_only, cJSON **out, cJSON *
     if (!(*out = cJSON_CreateObject())) return cb_dialect_nomem(e);
     cJSON *msgs = cJSON_AddArrayToObject(*out, "messages");
     if (!msgs) return cb_dialect_nomem(e);
-    if (common(root, *out, e) || messages(get(root, "messages"), msgs, e)) return -1;
+    if (common(root, *out, e) || messages(cb_json_get(root, "messages"), msgs, e)) return -1;
     return 0;
 }
 
@@ -207,30 +202,31 @@ static int generate_to_chat(const cJSON *root, bool count_only, cJSON **out, cJS
         if (!one_of(x->string, KEYS))
             return cb_openai_bad(e, x->string, "'%s' is not supported by this server", x->string);
     const cJSON *x;
-    if (cJSON_IsTrue(get(root, "raw")))
+    if (cJSON_IsTrue(cb_json_get(root, "raw")))
         return cb_openai_bad(e, "raw", "raw prompts go to /v1/completions or /completion here (raw: false only)");
-    if (given(x = get(root, "suffix")) && !(cJSON_IsString(x) && !x->valuestring[0]))
+    if (cb_json_given(x = cb_json_get(root, "suffix")) && !(cJSON_IsString(x) && !x->valuestring[0]))
         return cb_openai_bad(e, "suffix", "'suffix' (fill in the middle): use /infill with a code model");
-    if (given(x = get(root, "template")) && !(cJSON_IsString(x) && !x->valuestring[0]))
+    if (cb_json_given(x = cb_json_get(root, "template")) && !(cJSON_IsString(x) && !x->valuestring[0]))
         return cb_openai_bad(e, "template", "'template': the server's chat template renders every request");
-    if (given(x = get(root, "context")) && !(cJSON_IsArray(x) && cJSON_GetArraySize(x) == 0))
+    if (cb_json_given(x = cb_json_get(root, "context")) && !(cJSON_IsArray(x) && cJSON_GetArraySize(x) == 0))
         return cb_openai_bad(e, "context",
                              "'context' (earlier tokens): send the conversation as text or use /api/chat");
-    if (given(x = get(root, "images")) && !(cJSON_IsArray(x) && cJSON_GetArraySize(x) == 0))
+    if (cb_json_given(x = cb_json_get(root, "images")) && !(cJSON_IsArray(x) && cJSON_GetArraySize(x) == 0))
         return cb_openai_bad(e, "images", "'images': this server's model reads no images");
     if (!(*out = cJSON_CreateObject())) return cb_dialect_nomem(e);
     cJSON *msgs = cJSON_AddArrayToObject(*out, "messages");
     if (!msgs || common(root, *out, e)) return msgs ? -1 : cb_dialect_nomem(e);
-    const cJSON *sys = get(root, "system"), *prompt = get(root, "prompt");
-    if ((given(sys) && !cJSON_IsString(sys)) || (given(prompt) && !cJSON_IsString(prompt)))
-        return cb_openai_bad(e, given(sys) && !cJSON_IsString(sys) ? "system" : "prompt", "must be a string");
-    if (!given(prompt) || !prompt->valuestring[0])
+    const cJSON *sys = cb_json_get(root, "system"), *prompt = cb_json_get(root, "prompt");
+    if ((cb_json_given(sys) && !cJSON_IsString(sys)) || (cb_json_given(prompt) && !cJSON_IsString(prompt)))
+        return cb_openai_bad(e, cb_json_given(sys) && !cJSON_IsString(sys) ? "system" : "prompt", "must be a string");
+    if (!cb_json_given(prompt) || !prompt->valuestring[0])
         return cb_openai_bad(e, "prompt", "'prompt' is empty (Ollama loads the model for it; it is loaded here)");
-    cJSON *s = given(sys) ? cJSON_CreateObject() : NULL, *u = cJSON_CreateObject();
-    bool ok = (!given(sys) || (s && cJSON_AddItemToArray(msgs, s) && cJSON_AddStringToObject(s, "role", "system") &&
-                               cJSON_AddStringToObject(s, "content", sys->valuestring))) &&
-              u && cJSON_AddItemToArray(msgs, u) && cJSON_AddStringToObject(u, "role", "user") &&
-              cJSON_AddStringToObject(u, "content", prompt->valuestring);
+    cJSON *s = cb_json_given(sys) ? cJSON_CreateObject() : NULL, *u = cJSON_CreateObject();
+    bool ok =
+        (!cb_json_given(sys) || (s && cJSON_AddItemToArray(msgs, s) && cJSON_AddStringToObject(s, "role", "system") &&
+                                 cJSON_AddStringToObject(s, "content", sys->valuestring))) &&
+        u && cJSON_AddItemToArray(msgs, u) && cJSON_AddStringToObject(u, "role", "user") &&
+        cJSON_AddStringToObject(u, "content", prompt->valuestring);
     return ok ? 0 : cb_dialect_nomem(e);
 }
 
@@ -243,18 +239,22 @@ static int embed_to(const cJSON *root, bool old, cJSON **out, cJSON **echo, cb_o
     for (const cJSON *x = root->child; x; x = x->next)
         if (!one_of(x->string, old ? OLD : KEYS))
             return cb_openai_bad(e, x->string, "'%s' is not supported by this server", x->string);
-    const cJSON *in = get(root, old ? "prompt" : "input"), *x;
-    if (given(x = get(root, "options")) && !cJSON_IsObject(x)) return cb_openai_bad(e, "options", "must be an object");
-    for (const cJSON *o = given(x) ? x->child : NULL; o; o = o->next) /* nulls and load-time hints only */
-        if (given(o) && !one_of(o->string, LOAD) && strcmp(o->string, "num_ctx") != 0)
+    const cJSON *in = cb_json_get(root, old ? "prompt" : "input"), *x;
+    if (cb_json_given(x = cb_json_get(root, "options")) && !cJSON_IsObject(x))
+        return cb_openai_bad(e, "options", "must be an object");
+    for (const cJSON *o = cb_json_given(x) ? x->child : NULL; o; o = o->next) /* nulls and load-time hints only */
+        if (cb_json_given(o) && !one_of(o->string, LOAD) && strcmp(o->string, "num_ctx") != 0)
             return cb_openai_bad(e, "options", "'options.%.40s' of an embedding is not supported", o->string);
-    if (given(x = get(root, "truncate")) && !cJSON_IsBool(x))
+    if (cb_json_given(x = cb_json_get(root, "truncate")) && !cJSON_IsBool(x))
         return cb_openai_bad(e, "truncate", "'truncate' must be a boolean (an input past the context is refused here)");
     if (!(*out = cJSON_CreateObject())) return cb_dialect_nomem(e);
-    bool ok = given(in) && add(*out, "input", cJSON_Duplicate(in, true)) &&
-              (!given(x = get(root, "model")) || add(*out, "model", cJSON_Duplicate(x, true))) &&
-              (!given(x = get(root, "dimensions")) || add(*out, "dimensions", cJSON_Duplicate(x, true)));
-    if (!given(in)) return cb_openai_bad(e, old ? "prompt" : "input", "'%s' is required", old ? "prompt" : "input");
+    bool ok =
+        cb_json_given(in) && cb_json_add(*out, "input", cJSON_Duplicate(in, true)) &&
+        (!cb_json_given(x = cb_json_get(root, "model")) || cb_json_add(*out, "model", cJSON_Duplicate(x, true))) &&
+        (!cb_json_given(x = cb_json_get(root, "dimensions")) ||
+         cb_json_add(*out, "dimensions", cJSON_Duplicate(x, true)));
+    if (!cb_json_given(in))
+        return cb_openai_bad(e, old ? "prompt" : "input", "'%s' is required", old ? "prompt" : "input");
     return ok ? 0 : cb_dialect_nomem(e);
 }
 
@@ -310,7 +310,7 @@ static cJSON *ollama_calls(const struct cobatch_tool_call *calls, size_t n) {
         }
         cJSON *c = cJSON_CreateObject(), *f = c ? cJSON_AddObjectToObject(c, "function") : NULL;
         bool ok = f && cJSON_AddNumberToObject(f, "index", (double)k) &&
-                  cJSON_AddStringToObject(f, "name", calls[k].name) && add(f, "arguments", args);
+                  cJSON_AddStringToObject(f, "name", calls[k].name) && cb_json_add(f, "arguments", args);
         if (!f) cJSON_Delete(args);
         if (!ok || !cJSON_AddItemToArray(arr, c)) {
             cJSON_Delete(c);
@@ -328,7 +328,7 @@ static bool body(cJSON *o, bool chat, const char *text, const char *thinking, co
     return m && (!chat || cJSON_AddStringToObject(m, "role", "assistant")) &&
            cJSON_AddStringToObject(m, chat ? "content" : "response", text ? text : "") &&
            (!thinking || !*thinking || cJSON_AddStringToObject(m, "thinking", thinking)) &&
-           (n_calls == 0 || !chat || add(m, "tool_calls", ollama_calls(calls, n_calls)));
+           (n_calls == 0 || !chat || cb_json_add(m, "tool_calls", ollama_calls(calls, n_calls)));
 }
 
 static char *print_line(cJSON *o) { /* one NDJSON line, or one answer */
@@ -491,7 +491,7 @@ static char *embed_json(const cb_dialect_head *h, const float *v, int n_inputs, 
 static char *embeddings_json(const cb_dialect_head *h, const float *v, int n_inputs, int dim, int n_prompt) {
     (void)h, (void)n_prompt;
     cJSON *o = cJSON_CreateObject();
-    if (!o || n_inputs < 1 || !add(o, "embedding", cJSON_CreateFloatArray(v, dim))) {
+    if (!o || n_inputs < 1 || !cb_json_add(o, "embedding", cJSON_CreateFloatArray(v, dim))) {
         cJSON_Delete(o);
         return NULL;
     }
@@ -544,7 +544,7 @@ char *cb_ollama_tags_json(const cb_ollama_model *m, bool ps) {
     cJSON *root = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(root, "models"), *o = cJSON_CreateObject();
     bool ok = list && o && cJSON_AddItemToArray(list, o) && cJSON_AddStringToObject(o, "name", name) &&
               cJSON_AddStringToObject(o, "model", name) && cJSON_AddNumberToObject(o, "size", (double)m->size) &&
-              cJSON_AddStringToObject(o, "digest", "") && add(o, "details", details(m));
+              cJSON_AddStringToObject(o, "digest", "") && cb_json_add(o, "details", details(m));
     if (ok && ps)
         ok = cJSON_AddStringToObject(o, "expires_at", "2318-01-01T00:00:00Z") && /* loaded for as long as it runs */
              cJSON_AddNumberToObject(o, "size_vram", 0) && cJSON_AddNumberToObject(o, "context_length", m->ctx);
@@ -567,7 +567,8 @@ char *cb_ollama_show_json(const cb_ollama_model *m) {
     bool ok = root && info && caps && cJSON_AddStringToObject(root, "modelfile", "") &&
               cJSON_AddStringToObject(root, "parameters", "") &&
               cJSON_AddStringToObject(root, "template", m->chat_template ? m->chat_template : "") &&
-              add(root, "details", details(m)) && cJSON_AddStringToObject(info, "general.architecture", m->family);
+              cb_json_add(root, "details", details(m)) &&
+              cJSON_AddStringToObject(info, "general.architecture", m->family);
     snprintf(key, sizeof(key), "%s.context_length", m->family);
     ok = ok && cJSON_AddNumberToObject(info, key, m->ctx) && cJSON_AddItemToObject(root, "model_info", info);
     if (!ok) cJSON_Delete(info);

@@ -78,6 +78,16 @@ typedef struct cb_dialect {
     void (*stream_free)(void *st);
 } cb_dialect;
 
+/* JSON the dialects read and write: o's member k (NULL: none); whether x is there and not null; o's
+ * member k set to v (taken; freed when it cannot be added: o NULL, out of memory): false then. */
+static inline cJSON *cb_json_get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
+static inline bool cb_json_given(const cJSON *x) { return x && !cJSON_IsNull(x); }
+static inline bool cb_json_add(cJSON *o, const char *k, cJSON *v) {
+    if (o && v && cJSON_AddItemToObject(o, k, v)) return true;
+    cJSON_Delete(v);
+    return false;
+}
+
 /* Hosted tools (web search, file search, ...; Anthropic's server tools) requests offered and this
  * server took as offers it never uses, since it started (any thread; /metrics). */
 extern _Atomic unsigned long long cb_dialect_offers;
