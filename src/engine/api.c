@@ -155,10 +155,14 @@ int32_t cobatch_detokenize(const cobatch_engine *e, const int32_t *tokens, int32
 
 /* ---------------------------------------------------------------- test hooks (testing.h) ----- */
 
-void cobatch_test_fault(cobatch_engine *e, int decode_rc, int count, int64_t abort_after_nodes) {
+_Static_assert((int)COBATCH_TEST_GENERATE == (int)CB_KIND_GENERATE && (int)COBATCH_TEST_EMBED == (int)CB_KIND_EMBED,
+               "a fault's kind is a kind of work");
+
+void cobatch_test_fault(cobatch_engine *e, int kind, int rc, int count, int64_t abort_after_nodes) {
+    if (kind < 0 || kind >= CB_N_KINDS) return;
     pthread_mutex_lock(&e->mu);
-    e->fault = (cb_engine_fault){.decode_rc = decode_rc, .decode_count = count, .abort_after_nodes = abort_after_nodes};
-    e->fault_set = true;
+    e->fault[kind] = (cb_engine_fault){.decode_rc = rc, .decode_count = count, .abort_after_nodes = abort_after_nodes};
+    e->fault_set[kind] = true;
     pthread_cond_signal(&e->cond);
     pthread_mutex_unlock(&e->mu);
 }
@@ -168,15 +172,6 @@ int64_t cobatch_test_nodes_seen(cobatch_engine *e) {
     int64_t n = e->nodes_seen;
     pthread_mutex_unlock(&e->mu);
     return n;
-}
-
-void cobatch_test_embd_fault(cobatch_engine *e, int rc, int count) {
-    pthread_mutex_lock(&e->mu);
-    e->embd_fault_rc = rc;
-    e->embd_fault_count = count;
-    e->embd_fault_set = true;
-    pthread_cond_signal(&e->cond);
-    pthread_mutex_unlock(&e->mu);
 }
 
 void cobatch_test_set_event_backlog(cobatch_engine *e, int n) {

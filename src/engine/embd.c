@@ -274,6 +274,11 @@ bool cb_embd_busy(const cobatch_engine *e) { return e->embd.n_queue > 0; }
 
 void cb_embd_req_free(void *r) { embd_req_free(r); }
 
+void cb_embd_arm(cobatch_engine *e, const cb_engine_fault *f) {
+    e->embd.ctx.fault_rc = f->decode_rc;
+    e->embd.ctx.fault_left = f->decode_count;
+}
+
 /* Fills the pass with whole inputs, oldest first, up to `allow` tokens: returns its inputs (the
  * requests in E->pass, where their vectors go in E->pass_out) and their tokens in *tokens. */
 static int32_t fill_pass(cobatch_engine *e, int32_t allow, int32_t *tokens) {

@@ -79,12 +79,17 @@ static bool gen_busy(const cobatch_engine *e) { return e->n_reqs > 0; }
 
 static void gen_free(void *r) { cb_engine_free_request(r); }
 
+static void gen_arm(cobatch_engine *e, const cb_engine_fault *f) {
+    cb_runner_set_fault(&e->main.runner, f->decode_rc, f->decode_count, f->abort_after_nodes);
+}
+
 const cb_kind cb_kinds[CB_N_KINDS] = {
-    [CB_KIND_GENERATE] = {.intake = gen_intake, .end = gen_end, .busy = gen_busy, .free_req = gen_free},
+    [CB_KIND_GENERATE] = {.intake = gen_intake, .end = gen_end, .busy = gen_busy, .free_req = gen_free, .arm = gen_arm},
     [CB_KIND_EMBED] = {.intake = cb_embd_intake,
                        .end = cb_embd_end,
                        .busy = cb_embd_busy,
-                       .free_req = cb_embd_req_free},
+                       .free_req = cb_embd_req_free,
+                       .arm = cb_embd_arm},
 };
 
 /* ---------------------------------------------------------------- one step ------------------- */
@@ -389,10 +394,10 @@ static void step(cobatch_engine *e) {
 
 /* ---------------------------------------------------------------- the thread ----------------- */
 
-/* Whether any kind has mail or requests in work. */
+/* Whether any kind has mail, a fault to arm or requests in work. */
 static bool work_for_engine(const cobatch_engine *e) {
     for (int k = 0; k < CB_N_KINDS; k++)
-        if (e->mail[k].len > 0 || cb_kinds[k].busy(e)) return true;
+        if (e->mail[k].len > 0 || e->fault_set[k] || cb_kinds[k].busy(e)) return true;
     return false;
 }
 
@@ -408,12 +413,11 @@ static void swap_mail(cobatch_engine *e) {
 }
 
 /* Takes what the API threads left: every kind's new requests (into e->taken), whether cancels,
- * a cache drop or a cancel of the waiting were asked for, and a test's fault. Waits while there is
+ * a cache drop or a cancel of the waiting were asked for; a test's faults armed. Waits while there is
  * nothing to do. false: the engine is stopping. */
 static bool take_mail(cobatch_engine *e, bool *cancels, bool *drop, bool *cancel_waiting) {
     pthread_mutex_lock(&e->mu);
-    while (!e->stop && e->n_cancels == 0 && !e->drop_cache && !e->cancel_waiting && !e->embd_fault_set &&
-           !work_for_engine(e))
+    while (!e->stop && e->n_cancels == 0 && !e->drop_cache && !e->cancel_waiting && !work_for_engine(e))
         pthread_cond_wait(&e->cond, &e->mu);
     if (e->stop) {
         pthread_mutex_unlock(&e->mu);
@@ -426,14 +430,9 @@ static bool take_mail(cobatch_engine *e, bool *cancels, bool *drop, bool *cancel
     e->drop_cache = false;
     *cancel_waiting = e->cancel_waiting;
     e->cancel_waiting = false;
-    if (e->fault_set) {
-        cb_runner_set_fault(&e->main.runner, e->fault.decode_rc, e->fault.decode_count, e->fault.abort_after_nodes);
-        e->fault_set = false;
-    }
-    if (e->embd_fault_set) {
-        e->embd.ctx.fault_rc = e->embd_fault_rc;
-        e->embd.ctx.fault_left = e->embd_fault_count;
-        e->embd_fault_set = false;
+    for (int k = 0; k < CB_N_KINDS; k++) {
+        if (e->fault_set[k]) cb_kinds[k].arm(e, &e->fault[k]);
+        e->fault_set[k] = false;
     }
     pthread_mutex_unlock(&e->mu);
     return true;

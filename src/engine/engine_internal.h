@@ -200,7 +200,7 @@ int cb_embd_init(struct cobatch_engine *e, char *err, size_t errlen);
 void cb_embd_free(struct cobatch_engine *e);
 void cb_embd_step(struct cobatch_engine *e, int64_t gen_us, struct cobatch_step_info *info);
 
-/* Test hook (engine_testing.h): faults injected at the runtime boundary. */
+/* Test hook (testing.h): a fault injected at the runtime boundary of a kind of work's context. */
 typedef struct {
     int decode_rc;             /* != 0: the next decodes return this without running */
     int decode_count;          /* how many decodes fail that way (then the hook clears) */
@@ -242,12 +242,10 @@ struct cobatch_engine {
     size_t live_cap;
     int n_queued; /* requests not yet running (mail + waiting): what max_queue bounds; exact */
     bool stop;
-    bool drop_cache;       /* cobatch_drop_cached_prefixes was called */
-    bool cancel_waiting;   /* cobatch_cancel_waiting was called */
-    cb_engine_fault fault; /* set by the test hook, taken by the engine thread at its next iteration */
-    bool fault_set;
-    int embd_fault_rc, embd_fault_count; /* the same for the embedding context's passes */
-    bool embd_fault_set;
+    bool drop_cache;                   /* cobatch_drop_cached_prefixes was called */
+    bool cancel_waiting;               /* cobatch_cancel_waiting was called */
+    cb_engine_fault fault[CB_N_KINDS]; /* set by the test hook, armed by the engine thread at its next iteration */
+    bool fault_set[CB_N_KINDS];
     int64_t nodes_seen; /* testing.h: graph nodes of the last decode with an abort count armed */
     int64_t next_id;
     struct cobatch_stats stats; /* snapshot, updated after every step */
@@ -318,13 +316,15 @@ typedef struct {
     void (*intake)(cobatch_engine *e, void **reqs, int n); /* the mail taken, into its queue */
     void (*end)(cobatch_engine *e, cb_end_which which);
     bool (*busy)(const cobatch_engine *e); /* it has requests in work (the engine thread does not sleep) */
-    void (*free_req)(void *req);           /* a request never taken (freed with the engine) */
+    void (*arm)(cobatch_engine *e, const cb_engine_fault *f); /* testing.h: a fault at its context */
+    void (*free_req)(void *req);                              /* a request never taken (freed with the engine) */
 } cb_kind;
 extern const cb_kind cb_kinds[CB_N_KINDS];
 void cb_embd_intake(cobatch_engine *e, void **reqs, int n);
 void cb_embd_end(cobatch_engine *e, cb_end_which which);
 bool cb_embd_busy(const cobatch_engine *e);
 void cb_embd_req_free(void *req);
+void cb_embd_arm(cobatch_engine *e, const cb_engine_fault *f);
 /* Queues an event (takes ownership of its strings) into space reserved at submit: never fails.
  * Pollers are woken by cb_engine_wake_pollers,
  * once per engine iteration: one wake-up per step, not one per token (on a 2-core machine every

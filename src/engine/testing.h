@@ -6,14 +6,13 @@
 
 #include <cobatch.h>
 
-/* Faults at the runtime boundary: the next `count` llama_decode calls return decode_rc without
- * running (decode_rc != 0), and/or the next decode that runs aborts through llama.cpp's abort
- * callback after abort_after_nodes graph nodes (> 0; nodes are counted over every graph run of the
- * batch, so a count past one run aborts in the middle of a batch of several). */
-void cobatch_test_fault(cobatch_engine *e, int decode_rc, int count, int64_t abort_after_nodes);
-
-/* The same for the embedding context: its next `count` passes return rc without running. */
-void cobatch_test_embd_fault(cobatch_engine *e, int rc, int count);
+/* The kinds of work a fault is for: generation's context, or the embedding context. */
+enum { COBATCH_TEST_GENERATE, COBATCH_TEST_EMBED };
+/* Faults at the runtime boundary of a kind's context: its next `count` passes (llama_decode calls)
+ * return rc without running (rc != 0); and for generation, the next decode that runs aborts through
+ * llama.cpp's abort callback after abort_after_nodes graph nodes (> 0; nodes are counted over every
+ * graph run of the batch, so a count past one run aborts in the middle of a batch of several). */
+void cobatch_test_fault(cobatch_engine *e, int kind, int rc, int count, int64_t abort_after_nodes);
 
 /* Graph nodes the last decode that had an abort count armed went through before it ended or
  * aborted (arm a count no batch reaches to measure a batch). */

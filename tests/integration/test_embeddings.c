@@ -295,7 +295,7 @@ static void failures_end_each_request_once(void **state) {
     assert_non_null(e);
     cobatch_test_set_event_backlog(e, 1); /* the test decides when the engine takes its next step */
     er_result r[12];
-    cobatch_test_embd_fault(e, -3, 1);
+    cobatch_test_fault(e, COBATCH_TEST_EMBED, -3, 1, 0);
     submit_texts(e, TEXTS, 2, &r[0]);
     wait_all(e, &r[0], 1, NULL);
     assert_int_equal(r[0].reason, COBATCH_FINISH_ERROR);

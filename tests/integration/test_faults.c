@@ -276,7 +276,7 @@ static void decode_errors_end_only_their_step(void **state) {
             if (st.running == 2) break;
             usleep(10000);
         }
-        cobatch_test_fault(e, codes[c], 1, 0);
+        cobatch_test_fault(e, COBATCH_TEST_GENERATE, codes[c], 1, 0);
         assert_true(submit(e, "Name three colours:", 12, &rs[2]) > 0); /* waits, then runs after the fault */
         collect(e, rs, 3);
         struct cobatch_stats st = idle_stats(e);
@@ -329,7 +329,7 @@ static void abort_mid_batch_keeps_cells_right(void **state) {
     assert_true(submit(e, "Write about rivers:", 200, &rs[0]) > 0);
     gate_pass(&g, 3, false); /* its prompt, then decode steps of one row: one graph run each */
     gate_wait(&g, 4);
-    cobatch_test_fault(e, 0, 0, INT64_MAX); /* measure one single-run decode step */
+    cobatch_test_fault(e, COBATCH_TEST_GENERATE, 0, 0, INT64_MAX); /* measure one single-run decode step */
     gate_pass(&g, 1, false);
     gate_wait(&g, 5);
     gate_pass(&g, 1, false);
@@ -343,7 +343,7 @@ static void abort_mid_batch_keeps_cells_right(void **state) {
     assert_true(submit(e, LONG_PROMPT, 8, &rs[1]) > 0);
     gate_pass(&g, 1, false);
     gate_wait(&g, 7);
-    cobatch_test_fault(e, 0, 0, per_run + per_run / 2);
+    cobatch_test_fault(e, COBATCH_TEST_GENERATE, 0, 0, per_run + per_run / 2);
     gate_pass(&g, 0, true);
     collect(e, rs, 2);
     assert_int_equal(rs[0].reason, COBATCH_FINISH_ERROR);
