@@ -500,7 +500,10 @@ struct cobatch_event {
     int32_t n_accepted;   /* FINISHED: of those, the ones that held (its output's tokens that came with no pass of their
                              own) */
     int32_t n_prediction; /* FINISHED: tokens of the request's prediction (0: none) */
-    int32_t n_prediction_accepted; /* FINISHED: of n_accepted, drafts taken from the prediction */
+    int32_t n_prediction_accepted; /* FINISHED: the prediction's tokens that appeared in the output, each once
+                                      (held as drafts, or matched by the next sample): OpenAI's
+                                      accepted_prediction_tokens. A prediction that repeats itself can have one
+                                      of its tokens held as a draft more than once: n_accepted may be larger */
     int32_t n_reasoning; /* FINISHED: generated tokens written inside a reasoning block (a chat whose output is read
                             for reasoning), else 0 */
     struct cobatch_timings timings;
