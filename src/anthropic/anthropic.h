@@ -51,22 +51,10 @@ typedef struct {
 /* message_start (an empty message, the prompt's usage) and a ping. */
 char *cb_anthropic_stream_start(cb_anthropic_stream *st, const char *id, const char *model, int input_tokens,
                                 int cache_read);
-/* Reasoning: in the open thinking block, or a new one (a thinking block closes with an empty
- * signature: this server signs nothing, and checks none it is handed back). */
-char *cb_anthropic_stream_thinking(cb_anthropic_stream *st, const char *text);
-/* Text: in the open text block, or a new one (closing a tool block). */
-char *cb_anthropic_stream_text(cb_anthropic_stream *st, const char *text);
-/* Tool call k of the output: first (id and name given) a new tool_use block, closing the open one;
- * then pieces of its arguments as input_json_delta. A piece for a call whose block was closed
- * returns "" and sets *late (its arguments would go astray). */
-char *cb_anthropic_stream_call(cb_anthropic_stream *st, int k, const char *id, const char *name, const char *args,
-                               bool *late);
 /* The end: the open block closed, message_delta (stop_reason, stop_sequence, the usage: the
  * prompt's tokens not cached and cached, as the message's, and the output's), message_stop. */
 char *cb_anthropic_stream_end(cb_anthropic_stream *st, const char *stop_reason, const char *stop_sequence,
                               int input_tokens, int cache_read, int output_tokens);
-/* A stream that failed after it began: an error event. */
-char *cb_anthropic_stream_error(int status, const char *message);
 
 /* Anthropic's Messages API as the server drives it (dialect.h): the functions above behind one interface. */
 extern const cb_dialect cb_anthropic_dialect;

@@ -425,7 +425,8 @@ static char *print(cJSON *o) {
     return s;
 }
 
-static char *answer_json(const cb_dialect_head *h, const cb_dialect_answer *a) {
+static char *answer_json(const cb_dialect_head *h, const cb_dialect_answer *a, int n) {
+    (void)n;                                                        /* one choice */
     bool quiet = cJSON_IsTrue(cb_json_get(h->echo, "prompt_only")); /* n_predict 0: the prompt came back as echo */
     return print(final_object(h, a, quiet ? "" : a->text ? a->text : ""));
 }
@@ -436,15 +437,7 @@ typedef struct {
     cb_dialect_head head; /* the request's: its model and echo outlive the stream */
 } native_stream;
 
-static char *data_event(cJSON *o) {
-    char *j = print(o);
-    if (!j) return NULL;
-    size_t n = strlen(j) + 9;
-    char *out = malloc(n);
-    if (out) snprintf(out, n, "data: %s\n\n", j);
-    free(j);
-    return out;
-}
+static char *data_event(cJSON *o) { return cb_dialect_data(print(o)); }
 
 static char *stream_start(void *st, const cb_dialect_head *h, int n_prompt, int n_cached) {
     (void)n_cached;
@@ -454,7 +447,8 @@ static char *stream_start(void *st, const cb_dialect_head *h, int n_prompt, int 
     return strdup("");
 }
 
-static char *stream_text(void *st, const char *text) {
+static char *stream_text(void *st, int choice, const char *text, const char *finish, const cb_openai_logprobs *lp) {
+    (void)choice, (void)finish, (void)lp; /* one choice; its end goes with the answer's */
     native_stream *s = st;
     if (!*text) return strdup("");
     cJSON *o = cJSON_CreateObject();
@@ -468,13 +462,13 @@ static char *stream_text(void *st, const char *text) {
     return data_event(o);
 }
 
-static char *stream_none(void *st, const char *text) {
-    (void)st, (void)text;
+static char *stream_none(void *st, int choice, const char *text) {
+    (void)st, (void)choice, (void)text;
     return strdup("");
 }
 
-static char *stream_call(void *st, int k, const char *id, const char *name, const char *args, bool *late) {
-    (void)st, (void)k, (void)id, (void)name, (void)args, (void)late;
+static char *stream_call(void *st, int choice, int k, const char *id, const char *name, const char *args, bool *late) {
+    (void)st, (void)choice, (void)k, (void)id, (void)name, (void)args, (void)late;
     return strdup(""); /* a completion offers no tools */
 }
 
@@ -503,30 +497,19 @@ static char *error_json(const cb_openai_error *e) {
     return error_object(e->status ? e->status : 400, msg);
 }
 
-static char *stream_error(void *st, int status, const char *message) {
-    (void)st;
-    char *j = error_object(status, message);
-    if (!j) return NULL;
-    size_t n = strlen(j) + 9;
-    char *out = malloc(n);
-    if (out) snprintf(out, n, "data: %s\n\n", j);
-    free(j);
-    return out;
+static char *stream_error(void *st, int choice, int status, const char *type, const char *message) {
+    (void)st, (void)choice, (void)type; /* its type follows the status */
+    return cb_dialect_data(error_object(status, message));
 }
 
 static void stream_free(void *st) { (void)st; }
 
-static char *count_json(int n_tokens) {
-    (void)n_tokens;
-    return NULL; /* no count endpoint */
-}
-
 const cb_dialect cb_native_dialect = {.id_prefix = "cmpl-",
                                       .ping = ":\n\n",
+                                      .stream_type = "text/event-stream",
                                       .completion = true,
                                       .to_chat = to_chat,
                                       .adjust = adjust,
-                                      .count_json = count_json,
                                       .error_json = error_json,
                                       .answer_json = answer_json,
                                       .stream_size = sizeof(native_stream),

@@ -354,8 +354,15 @@ static char *answer(const cb_dialect_head *h, const cb_dialect_answer *a, bool c
     return print_line(o);
 }
 
-static char *chat_answer(const cb_dialect_head *h, const cb_dialect_answer *a) { return answer(h, a, true); }
-static char *generate_answer(const cb_dialect_head *h, const cb_dialect_answer *a) { return answer(h, a, false); }
+/* One choice (n). */
+static char *chat_answer(const cb_dialect_head *h, const cb_dialect_answer *a, int n) {
+    (void)n;
+    return answer(h, a, true);
+}
+static char *generate_answer(const cb_dialect_head *h, const cb_dialect_answer *a, int n) {
+    (void)n;
+    return answer(h, a, false);
+}
 
 /* A stream: a line a piece; calls gathered whole (Ollama sends a call's arguments as an object), sent
  * before the last line. */
@@ -390,11 +397,18 @@ static char *generate_start(void *st, const cb_dialect_head *h, int n_prompt, in
     return start(st, h, n_prompt, n_cached, false);
 }
 
-static char *stream_text(void *st, const char *text) { return *text ? piece(st, text, NULL) : strdup(""); }
-static char *stream_reasoning(void *st, const char *text) { return *text ? piece(st, "", text) : strdup(""); }
+/* One choice; its end goes with the answer's. */
+static char *stream_text(void *st, int choice, const char *text, const char *finish, const cb_openai_logprobs *lp) {
+    (void)choice, (void)finish, (void)lp;
+    return *text ? piece(st, text, NULL) : strdup("");
+}
+static char *stream_reasoning(void *st, int choice, const char *text) {
+    (void)choice;
+    return *text ? piece(st, "", text) : strdup("");
+}
 
-static char *stream_call(void *st, int k, const char *id, const char *name, const char *args, bool *late) {
-    (void)id, (void)late;
+static char *stream_call(void *st, int choice, int k, const char *id, const char *name, const char *args, bool *late) {
+    (void)choice, (void)id, (void)late;
     ollama_stream *s = st;
     if (name) { /* a new call */
         struct cobatch_tool_call *c = realloc(s->calls, sizeof(*c) * (s->n_calls + 1));
@@ -416,29 +430,19 @@ static char *stream_call(void *st, int k, const char *id, const char *name, cons
 
 static char *stream_end(void *st, const cb_dialect_answer *a) {
     ollama_stream *s = st;
-    char *calls = NULL;
+    char *calls = strdup("");
     if (s->n_calls) { /* the calls, whole, in a line of their own */
         cJSON *o = head_object(&s->head);
         if (!o || !body(o, true, "", NULL, s->calls, s->n_calls) || !cJSON_AddBoolToObject(o, "done", false)) {
             cJSON_Delete(o);
+            free(calls);
             return NULL;
         }
-        if (!(calls = print_line(o))) return NULL;
+        calls = cb_dialect_join(calls, print_line(o));
     }
     cJSON *o = head_object(&s->head);
     char *last = o && body(o, s->chat, "", NULL, NULL, 0) && stats(o, a) ? print_line(o) : (cJSON_Delete(o), NULL);
-    if (!calls || !last) {
-        if (!last) free(calls);
-        return last;
-    }
-    size_t n = strlen(calls), m = strlen(last);
-    char *both = realloc(calls, n + m + 1);
-    if (both)
-        memcpy(both + n, last, m + 1);
-    else
-        free(calls);
-    free(last);
-    return both;
+    return cb_dialect_join(calls, last);
 }
 
 static char *error_line(int status, const char *message) {
@@ -452,8 +456,8 @@ static char *error_line(int status, const char *message) {
 }
 
 static char *error_json(const cb_openai_error *e) { return error_line(e->status, e->message); }
-static char *stream_error(void *st, int status, const char *message) {
-    (void)st;
+static char *stream_error(void *st, int choice, int status, const char *type, const char *message) {
+    (void)st, (void)choice, (void)type;
     return error_line(status, message);
 }
 
@@ -464,11 +468,6 @@ static void stream_free(void *st) {
         free(s->calls[k].arguments);
     }
     free(s->calls);
-}
-
-static char *count_json(int n) {
-    (void)n;
-    return NULL;
 }
 
 static char *embed_json(const cb_dialect_head *h, const float *v, int n_inputs, int dim, int n_prompt) {
@@ -499,9 +498,9 @@ static char *embeddings_json(const cb_dialect_head *h, const float *v, int n_inp
 }
 
 #define OLLAMA_STREAM                                                                                                  \
-    .stream_type = "application/x-ndjson", .count_json = count_json, .error_json = error_json,                         \
-    .stream_size = sizeof(ollama_stream), .stream_text = stream_text, .stream_reasoning = stream_reasoning,            \
-    .stream_call = stream_call, .stream_end = stream_end, .stream_error = stream_error, .stream_free = stream_free
+    .stream_type = "application/x-ndjson", .error_json = error_json, .stream_size = sizeof(ollama_stream),             \
+    .stream_text = stream_text, .stream_reasoning = stream_reasoning, .stream_call = stream_call,                      \
+    .stream_end = stream_end, .stream_error = stream_error, .stream_free = stream_free
 
 /* A line that says nothing (an NDJSON stream has no comments): what a quiet stream sends. */
 const cb_dialect cb_ollama_chat_dialect = {

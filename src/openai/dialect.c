@@ -68,6 +68,44 @@ static void replace_all(char *buf, size_t cap, const char *from, const char *to)
     }
 }
 
+int cb_dialect_tools(const cJSON *in, cJSON *out, cb_dialect_tool_fn one, cb_openai_error *e) {
+    if (!cJSON_IsArray(in)) return cb_openai_bad(e, "tools", "'tools' must be an array");
+    cJSON *arr = cJSON_AddArrayToObject(out, "tools");
+    if (!arr) return cb_dialect_nomem(e);
+    const cJSON *t;
+    int i = 0;
+    cJSON_ArrayForEach(t, in) {
+        char w[32];
+        snprintf(w, sizeof(w), "tools[%d]", i++);
+        if (one(t, w, arr, e) != 0) return -1;
+    }
+    return 0;
+}
+
+char *cb_dialect_join(char *a, char *b) {
+    size_t na = a ? strlen(a) : 0, nb = b ? strlen(b) : 0;
+    char *o = a && b ? realloc(a, na + nb + 1) : NULL;
+    if (o)
+        memcpy(o + na, b, nb + 1);
+    else
+        free(a);
+    free(b);
+    return o;
+}
+
+char *cb_dialect_data(char *json) {
+    if (!json) return NULL;
+    size_t n = strlen(json);
+    char *o = malloc(n + 9);
+    if (o) {
+        memcpy(o, "data: ", 6);
+        memcpy(o + 6, json, n);
+        memcpy(o + 6 + n, "\n\n", 3);
+    }
+    free(json);
+    return o;
+}
+
 char *cb_dialect_error_json(const cb_dialect *d, const cb_openai_error *e) {
     cb_openai_error r = *e;
     for (const char *const *m = d->params; m && *m; m += 2) {

@@ -89,6 +89,10 @@ struct cJSON;
 int cb_openai_parse_json(cb_openai_kind kind, const cb_openai_defaults *defaults, struct cJSON *root,
                          cb_openai_request *r, cb_openai_error *e);
 void cb_openai_request_free(cb_openai_request *r);
+/* A chat request's messages into r (messages.c). 0, or -1 with e set (400 naming the field, 503). */
+int cb_openai_parse_messages(struct cJSON *root, cb_openai_request *r, cb_openai_error *e);
+/* A copy of s that r keeps (freed with r); NULL when out of memory. */
+char *cb_openai_keep(cb_openai_request *r, const char *s);
 /* The most messages and tool calls a chat may hold (--limit messages, else the context's tokens;
  * 0 while neither is known). */
 int cb_openai_max_messages(void);
@@ -142,6 +146,8 @@ typedef struct {
 char *cb_openai_error_json(const cb_openai_error *e);
 /* e as a 400 naming param (NULL: none; the message printf-style); returns -1. */
 int cb_openai_bad(cb_openai_error *e, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* e as a 503 (out of memory; retry later); returns -1. */
+int cb_openai_nomem(cb_openai_error *e);
 /* id: "cmpl-..." or "chatcmpl-...". */
 /* A response's usage. cached_tokens >= 0 adds usage.prompt_tokens_details.cached_tokens (prefix cache
  * hits), reasoning_tokens >= 0 usage.completion_tokens_details.reasoning_tokens, prediction >= 0 (a

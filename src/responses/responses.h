@@ -24,6 +24,8 @@ struct cobatch_tool_call;
  * out of memory. */
 int cb_responses_to_chat(const struct cJSON *root, bool count_only, struct cJSON **out, struct cJSON **echo,
                          cb_openai_error *e);
+/* The namespace a function the request offers belongs to (tools: its tools as given), or NULL. */
+const char *cb_responses_namespace_of(const struct cJSON *tools, const char *name);
 
 /* The usage of a response: the prompt's tokens (cached of them read from the prefix cache) and
  * the output's. */
@@ -64,20 +66,9 @@ typedef struct {
 /* response.created and response.in_progress. */
 char *cb_responses_stream_start(cb_responses_stream *st, const char *id, long long created, const char *model,
                                 const struct cJSON *echo);
-/* Reasoning: in the open reasoning item (its one reasoning_text part), or a new one. */
-char *cb_responses_stream_reasoning(cb_responses_stream *st, const char *text);
-/* Text: in the open message item, or a new one (closing a function call item). */
-char *cb_responses_stream_text(cb_responses_stream *st, const char *text);
-/* Call k of the output: first (call_id and name given) a new function_call item, closing the open
- * one; then pieces of its arguments. A piece for a call whose item was closed returns "" and sets
- * *late (its arguments would go astray). */
-char *cb_responses_stream_call(cb_responses_stream *st, int k, const char *call_id, const char *name, const char *args,
-                               bool *late);
 /* The end: the open item done, then response.completed, or response.incomplete when finish is
  * "length", with the whole response. */
 char *cb_responses_stream_end(cb_responses_stream *st, const char *finish, cb_responses_usage usage);
-/* A stream that failed after it began: an error event. */
-char *cb_responses_stream_error(cb_responses_stream *st, int status, const char *message);
 /* Frees what the stream holds (any time; the state is then empty). */
 void cb_responses_stream_free(cb_responses_stream *st);
 

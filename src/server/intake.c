@@ -35,7 +35,7 @@ struct intake {
 /* ---------------------------------------------------------------- jobs ---------------------- */
 
 static char *error_json(const cb_intake_job *j, const cb_openai_error *e) {
-    return j->dialect ? cb_dialect_error_json(j->dialect, e) : cb_openai_error_json(e);
+    return cb_dialect_error_json(j->dialect, e);
 }
 
 static void set_error(cb_intake_job *j, int status, const char *param, const char *msg) {
@@ -134,7 +134,7 @@ static void do_completion(intake *q, cb_intake_job *j) {
     if (j->kind == INTAKE_INFILL) {
         if (parse_infill(q, j, &e) != 0) return;
         rc = 0;
-    } else if (j->dialect) {
+    } else if (j->dialect->to_chat) { /* another API's shape */
         if (parse_dialect(q, j, false, &e) != 0) return;
         rc = 0;
     } else {
@@ -243,7 +243,7 @@ static void do_embeddings(intake *q, cb_intake_job *j) {
     cJSON *root = parse_body(j), *body = NULL;
     if (!root) return;
     cb_openai_error e;
-    int rc = j->dialect ? j->dialect->to_chat(root, false, &body, &j->echo, &e) : 0; /* another API's shape */
+    int rc = j->dialect->to_chat ? j->dialect->to_chat(root, false, &body, &j->echo, &e) : 0; /* another API's shape */
     if (rc == 0) rc = cb_openai_embd_parse_json(body ? body : root, info.n_embd, &j->embd, &e);
     cJSON_Delete(body);
     cJSON_Delete(root);

@@ -39,7 +39,7 @@ struct cb_dialect;
 typedef struct cb_intake_job {
     cb_intake_kind kind;
     cb_openai_kind api;               /* INTAKE_COMPLETION: which API the body is for */
-    const struct cb_dialect *dialect; /* NULL: OpenAI's; else the body is translated to a chat one first */
+    const struct cb_dialect *dialect; /* the API it speaks: a body not OpenAI's is translated to a chat one first */
     struct cJSON *echo; /* Responses: the request's fields each response object repeats (taken by the server) */
     char *body;         /* the request body (NUL-terminated), owned by the job */
     size_t len;

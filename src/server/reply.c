@@ -28,7 +28,7 @@ static void vreply_error(srv *s, cb_conn *c, const cb_dialect *d, int status, co
     cb_openai_error e = {.status = status, .type = type};
     snprintf(e.param, sizeof(e.param), "%s", param ? param : "");
     vsnprintf(e.message, sizeof(e.message), fmt, ap);
-    char *j = d ? cb_dialect_error_json(d, &e) : cb_openai_error_json(&e);
+    char *j = cb_dialect_error_json(d, &e);
     cb_srv_reply_json(s, c, status, j, NULL);
     free(j);
 }
@@ -36,7 +36,7 @@ static void vreply_error(srv *s, cb_conn *c, const cb_dialect *d, int status, co
 void cb_srv_reply_error(srv *s, cb_conn *c, int status, const char *type, const char *param, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vreply_error(s, c, NULL, status, type, param, fmt, ap);
+    vreply_error(s, c, &cb_openai_dialect, status, type, param, fmt, ap);
     va_end(ap);
 }
 

@@ -2,21 +2,18 @@
  * One event-loop thread; connections are httpd.c's, parsing and tokenizing run on the intake
  * worker, generation on the engine thread. A completion request goes
  *   http request -> intake (parse, tokenize) -> cobatch_submit -> TOKEN events -> FINISHED event
- * and ends in exactly one answer: a 200 (whole or streamed), or an error status with an OpenAI
- * error body (a stream that has begun ends with an error event instead), or nothing when its
- * client has gone. */
+ * and ends in exactly one answer: a 200 (whole or streamed), or an error status with an error body
+ * in its API's shape (a stream that has begun ends with an error event instead), or nothing when
+ * its client has gone. Its output's shapes are output.c's, its head's checks admit.c's. */
 #include "server_internal.h"
 #include "../util/buf.h"
 #include "../util/faultalloc.h"
 #include "httpd.h"
 #include "intake.h"
 #include "metrics.h"
-#include "../anthropic/anthropic.h"
-#include "../responses/responses.h"
 #include "../openai/bounds.h"
 #include "../openai/openai.h"
 #include "guard.h"
-#include "../native/native.h"
 #include "../ollama/ollama.h"
 #include "routes.h"
 #include "webui.h"
@@ -26,14 +23,12 @@
 #include <event2/event.h>
 #include <malloc.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <strings.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -55,88 +50,6 @@ static bool bulky(const char *body, size_t len) {
     return false;
 }
 
-/* An answer bigger than this gives the memory its building took back to the system. */
-#define CB_SRV_TRIM_BYTES (8u << 20)
-
-struct cb_srv_req;
-
-/* One choice of a completion request (a prompt of its list, one of its n samples): an engine
- * request of its own. */
-typedef struct {
-    struct cb_srv_req *r;
-    int index;          /* prompt x n + sample */
-    cobatch_req_id id;  /* > 0 while the engine has it */
-    cb_buf text;        /* the whole output, for non-streaming answers and tool calls */
-    const char *finish; /* once it ended well: "stop" or "length" */
-    int64_t t_last_token_us;
-    bool echo_due;              /* echo: the prompt's text (and log-probabilities) go out before the output */
-    struct cobatch_logprob *lp; /* (lp_cap rows of the request's stride) log-probabilities not yet answered */
-    int32_t lp_n;
-    size_t lp_cap;
-    int32_t text_offset;   /* streamed completions: characters of the choice's text already sent */
-    int32_t n_prompt_rows; /* echo: rows of lp that are the prompt's */
-    /* a chat whose output is read (tool calls, reasoning): what it was read into so far, and of that
-       what went out */
-    struct cobatch_chat_output out;
-    size_t sent_reasoning; /* streamed: bytes of out.reasoning sent */
-    size_t sent_content;   /* streamed: bytes of out.content sent */
-    size_t *sent_args;     /* (n_ids) streamed: bytes of each call's arguments sent */
-    char (*ids)[32];       /* (n_ids) the calls' ids, made as they appear */
-    size_t n_ids;
-    size_t read_len; /* streamed: bytes of text the last partial read saw */
-    int depth;       /* brackets the output has opened and not closed (its strings' too) */
-    bool too_deep;   /* it once nested past --limit json-depth: its calls are never read */
-    int stop;        /* once it ended well: the index of the request's stop string that ended it, or -1 */
-} cb_srv_choice;
-
-/* One completion request, from its HTTP request to its end. */
-typedef struct cb_srv_req {
-    srv *s;
-    cb_conn *conn;            /* NULL once the client has gone (httpd's on_gone) or the answer is out */
-    bool at_intake;           /* on a worker (the intake's, or the answers'): freed when the job comes back */
-    struct cb_intake_job *jb; /* that job, while at_intake */
-    cb_intake_kind job;       /* what the worker does with its body */
-    cb_openai_kind kind;
-    const cb_dialect *dialect; /* NULL: OpenAI's; else its answer, events and errors are in that API's shapes */
-    void *dst;                 /* a dialect's stream: its state (the blocks or items so far) */
-    struct cJSON *echo;        /* Responses: the request's fields each response object repeats */
-    char **stops;              /* (n_stops) a dialect's: the stop strings, to name the one that ended the output */
-    int n_stops;
-    bool stream, include_usage, started; /* started: the stream's head and first chunk are out */
-    int64_t quiet_since_us;              /* streamed and submitted: when its last bytes went (or its submit) */
-    int n_prompt_hint;                   /* its prompt's tokens, for a stream started before any output */
-    double prompt_ms, predicted_ms;      /* its first choice's: first step to first token, and on to its end */
-    char cid[48];                        /* "cmpl-..." / "chatcmpl-..." */
-    long created;
-    cb_srv_choice *ch;         /* (n) */
-    int n, live;               /* choices; those the engine still has (the request is freed at 0) */
-    int per_prompt;            /* choices of each prompt (OpenAI's n) */
-    bool logprobs;             /* choices answer their tokens' log-probabilities */
-    int top, stride;           /* alternatives per token; entries per row (1 + top) */
-    bool tokens_as_ids;        /* tokens named "token_id:N" */
-    bool share_prompt_rows;    /* echo + logprobs, not streamed: the first choice of a prompt computes its rows, the
-                                  others answer a copy (each would compute them whole, without the cache) */
-    cobatch_chat *chat;        /* chat: taken from the intake job (its output parser) */
-    bool calls_tools;          /* the chat's outputs are read for tool calls */
-    bool parses;               /* they are read (for tool calls or reasoning), not passed on as text */
-    bool reads_json;           /* what is read holds JSON (calls, a schema's answer): its nesting is bounded */
-    bool thinks;               /* they are read for reasoning */
-    bool omit_reasoning;       /* the answer leaves the reasoning out (include_reasoning false) */
-    bool hold_reasoning;       /* a stream sends it whole once its block ends (stream_reasoning false) */
-    cb_intake_prompt *prompts; /* (n_prompts) taken from the intake job: echo texts */
-    int n_prompts;
-    bool failed;                         /* a choice failed: the answer was an error, the rest are cancelled */
-    int n_prompt, n_cached, n_generated; /* usage: the prompt once, the outputs summed */
-    int n_reasoning;                     /* of the outputs' tokens, those of reasoning */
-    int n_prediction, n_pred_accepted;   /* a prediction's tokens over the choices, and those that held as drafts */
-    struct cb_srv_req *prev, *next;      /* the server's list of requests */
-
-    /* embeddings (kind CB_OPENAI_EMBEDDINGS: one engine request, ch[0]): its vectors once it ended well */
-    float *embd; /* (embd_inputs x embd_dim) taken from the FINISHED event */
-    int embd_inputs, embd_dim;
-    bool embd_base64;
-} cb_srv_req;
-
 /* ---------------------------------------------------------------- requests ------------------ */
 
 static cb_srv_req *req_new(srv *s, cb_conn *c, cb_openai_kind kind, const cb_dialect *d) {
@@ -147,11 +60,8 @@ static cb_srv_req *req_new(srv *s, cb_conn *c, cb_openai_kind kind, const cb_dia
     r->kind = kind;
     r->dialect = d;
     r->created = (long)time(NULL);
-    snprintf(r->cid, sizeof(r->cid), "%s%llx%06llx",
-             d                        ? d->id_prefix
-             : kind == CB_OPENAI_CHAT ? "chatcmpl-"
-                                      : "cmpl-",
-             (unsigned long long)r->created, (unsigned long long)++s->next_cid);
+    snprintf(r->cid, sizeof(r->cid), "%s%llx%06llx", d->id_prefix, (unsigned long long)r->created,
+             (unsigned long long)++s->next_cid);
     r->next = s->reqs;
     if (s->reqs) s->reqs->prev = r;
     s->reqs = r;
@@ -191,11 +101,6 @@ static void req_free(cb_srv_req *r) {
     free(r);
 }
 
-static void cancel_all(srv *s, cb_srv_req *r) {
-    for (int i = 0; i < r->n; i++)
-        if (r->ch[i].id > 0) cobatch_cancel(s->engine, r->ch[i].id);
-}
-
 /* The client left (or was dropped): stop writing to it; the engine frees the request's cells. */
 static void on_gone(cb_conn *c, void *req_user, void *user) {
     (void)c;
@@ -205,64 +110,7 @@ static void on_gone(cb_conn *c, void *req_user, void *user) {
     if (r->at_intake) cb_intake_cancel(r->jb);
     if (r->live > 0) {
         s->m.client_gone++;
-        cancel_all(s, r);
-    }
-}
-
-/* A stream that cannot go on (the client reads too slowly, or memory ran out): the request is
- * cancelled and the connection reset, so the client sees a failure, not a short answer. */
-static void drop_stream(srv *s, cb_srv_req *r, bool slow) {
-    if (slow) s->m.slow_clients++;
-    cancel_all(s, r);
-    cb_conn_abort(r->conn);
-    r->conn = NULL;
-}
-
-static bool sse(srv *s, cb_srv_req *r, const char *json) {
-    if (!r->conn) return false;
-    r->quiet_since_us = cobatch_time_us();
-    bool ok = json != NULL;
-    if (ok) {
-        size_t n = strlen(json);
-        ok = cb_conn_stream_write(r->conn, "data: ", 6) && cb_conn_stream_write(r->conn, json, n) &&
-             cb_conn_stream_write(r->conn, "\n\n", 2);
-    }
-    if (!ok) drop_stream(s, r, json != NULL);
-    return ok;
-}
-
-/* Server-sent events already framed (Anthropic's "event:" lines); takes text. */
-static bool sse_raw(srv *s, cb_srv_req *r, char *text) {
-    r->quiet_since_us = cobatch_time_us();
-    bool ok = r->conn && text && (!*text || cb_conn_stream_write(r->conn, text, strlen(text)));
-    if (!ok && r->conn) drop_stream(s, r, text != NULL);
-    free(text);
-    return ok;
-}
-
-static cb_dialect_head head(const srv *s, const cb_srv_req *r) {
-    return (cb_dialect_head){.id = r->cid, .created = r->created, .model = s->model, .echo = r->echo};
-}
-
-static void start_stream(srv *s, cb_srv_req *r, const struct cobatch_event *ev) {
-    r->started = true;
-    cb_conn_stream_start(r->conn, 200,
-                         r->dialect && r->dialect->stream_type ? r->dialect->stream_type : "text/event-stream",
-                         "Cache-Control: no-cache\r\n");
-    if (r->dialect) { /* its state, then its first events (the usage so far: the prompt, its cached part) */
-        cb_dialect_head h = head(s, r);
-        if (!(r->dst = calloc(1, r->dialect->stream_size)))
-            drop_stream(s, r, false);
-        else
-            sse_raw(s, r, r->dialect->stream_start(r->dst, &h, ev->n_prompt, ev->n_cached));
-        return;
-    }
-    for (int i = 0; i < r->n && r->kind == CB_OPENAI_CHAT; i++) { /* each choice's first chunk carries the role */
-        char *j = cb_openai_chunk_json(r->kind, r->cid, r->created, s->model, i, r->calls_tools ? NULL : "", NULL, true,
-                                       NULL);
-        bool ok = sse(s, r, j);
-        free(j);
-        if (!ok) return;
+        cb_srv_cancel_all(s, r);
     }
 }
 
@@ -277,9 +125,8 @@ static void on_ping(evutil_socket_t fd, short what, void *arg) {
     int64_t now = cobatch_time_us(), every = (int64_t)s->p.sse_ping_interval_s * 1000000;
     for (cb_srv_req *r = s->reqs; r && every > 0; r = r->next) {
         if (!r->stream || !r->conn || r->at_intake || r->live == 0 || now - r->quiet_since_us < every) continue;
-        if (!r->started) start_stream(s, r, &(struct cobatch_event){.n_prompt = r->n_prompt_hint});
-        if (r->conn && !sse_raw(s, r, strdup(r->dialect && r->dialect->ping ? r->dialect->ping : ": ping\n\n")))
-            continue;
+        if (!r->started) cb_srv_start_stream(s, r, &(struct cobatch_event){.n_prompt = r->n_prompt_hint});
+        if (r->conn && !cb_srv_send_events(s, r, strdup(r->dialect->ping))) continue;
         s->m.sse_pings++;
     }
 }
@@ -288,194 +135,6 @@ static const char *finish_name(enum cobatch_finish_reason f) { return f == COBAT
 
 /* Output for a non-streaming answer; bounded by the request's max_tokens. */
 static bool append(cb_srv_choice *c, const char *text, size_t n) { return cb_buf_append(&c->text, text, n); }
-
-static int32_t token_piece(void *user, int32_t token, char *buf, int32_t cap) {
-    return cobatch_token_piece(((srv *)user)->engine, token, buf, cap);
-}
-
-/* Keeps n rows of log-probabilities for the choice's answer. Bounded: a choice has a row per prompt
- * and generated token at most. */
-static bool keep_rows(cb_srv_choice *c, const struct cobatch_logprob *rows, int32_t n) {
-    int32_t w = c->r->stride;
-    if (!cb_grow((void **)&c->lp, &c->lp_cap, (size_t)c->lp_n + (size_t)n, sizeof(*c->lp) * (size_t)w, 16))
-        return false;
-    memcpy(c->lp + (size_t)c->lp_n * (size_t)w, rows, sizeof(*rows) * (size_t)n * (size_t)w);
-    c->lp_n += n;
-    return true;
-}
-
-/* The choice's kept rows as the answer's (or a chunk's) log-probabilities; NULL without logprobs. */
-static const cb_openai_logprobs *rows_of(srv *s, cb_srv_choice *c, cb_openai_logprobs *lp) {
-    if (!c->r->logprobs) return NULL;
-    *lp = (cb_openai_logprobs){.rows = c->lp,
-                               .n_rows = c->lp_n,
-                               .stride = c->r->stride,
-                               .top = c->r->top,
-                               .text_offset = c->text_offset,
-                               .as_ids = c->r->tokens_as_ids,
-                               .piece = token_piece,
-                               .user = s};
-    return lp;
-}
-
-/* A stream chunk of the choice with text and the rows kept since the last one (then forgotten). */
-static void send_chunk(srv *s, cb_srv_choice *c, const char *text, const char *finish) {
-    cb_srv_req *r = c->r;
-    if (r->dialect) { /* the end goes with the answer's */
-        sse_raw(s, r, r->dialect->stream_text(r->dst, text));
-        return;
-    }
-    cb_openai_logprobs lp;
-    const cb_openai_logprobs *l = rows_of(s, c, &lp);
-    if (l && l->n_rows == 0) l = NULL; /* "logprobs": null in a chunk with no token of its own */
-    char *j = cb_openai_chunk_json(r->kind, r->cid, r->created, s->model, c->index, text, finish, false, l);
-    if (l) c->text_offset = cb_openai_text_end(l);
-    c->lp_n = 0;
-    sse(s, r, j);
-    free(j);
-}
-
-/* An id for a tool call: "call_" and 24 letters and digits. */
-static void call_id(char out[32]) {
-    static const char abc[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    unsigned char b[24];
-    if (getrandom(b, sizeof(b), GRND_NONBLOCK) != (ssize_t)sizeof(b)) { /* no entropy yet: clock and counter */
-        static _Atomic uint64_t ctr;                                    /* the loop and the answers worker */
-        uint64_t x = (uint64_t)cobatch_time_us() ^ (++ctr * 0x9E3779B97F4A7C15ull);
-        for (size_t i = 0; i < sizeof(b); i++, x = x * 6364136223846793005ull + 1442695040888963407ull)
-            b[i] = (unsigned char)(x >> 56);
-    }
-    memcpy(out, "call_", 5);
-    for (size_t i = 0; i < sizeof(b); i++)
-        out[5 + i] = abc[b[i] % (sizeof(abc) - 1)];
-    out[29] = '\0';
-}
-
-/* Reads the choice's output so far (partial) or whole into c->out, giving new calls ids. Returns
- * false when out of memory. An output the parser cannot read whole stays text, with no calls. */
-static bool read_output(cb_srv_choice *c, bool partial) {
-    char err[160];
-    struct cobatch_chat_output o;
-    if (cobatch_chat_parse(c->r->chat, cb_buf_str(&c->text), c->text.len, partial, &o, err, sizeof(err)) != 0) {
-        if (strstr(err, "out of memory")) return false;
-        if (partial) return true; /* read again with more text */
-        memset(&o, 0, sizeof(o));
-        if (!(o.content = strndup(cb_buf_str(&c->text), c->text.len))) return false;
-    }
-    if (o.n_calls > c->n_ids) {
-        char(*ids)[32] = realloc(c->ids, sizeof(*ids) * o.n_calls);
-        size_t *sent = ids ? realloc(c->sent_args, sizeof(*sent) * o.n_calls) : NULL;
-        if (ids) c->ids = ids;
-        if (!sent) {
-            cobatch_chat_output_clear(&o);
-            return false;
-        }
-        c->sent_args = sent;
-        for (; c->n_ids < o.n_calls; c->n_ids++) {
-            call_id(c->ids[c->n_ids]);
-            c->sent_args[c->n_ids] = SIZE_MAX; /* not announced */
-        }
-    }
-    cobatch_chat_output_clear(&c->out);
-    c->out = o;
-    return true;
-}
-
-static void fail(srv *s, cb_srv_req *r, int index, const struct cobatch_event *ev);
-
-/* A dialect's stream: a call's arguments grew after the next block or item began (the output was read differently
- * with more text): its block is closed, so the request ends with an error, not a wrong input. */
-static void fail_late(srv *s, cb_srv_choice *c) {
-    struct cobatch_event ev = {.reason = COBATCH_FINISH_ERROR,
-                               .error = "a tool call's arguments changed after its block was closed"};
-    fail(s, c->r, c->index, &ev);
-}
-
-/* Streams call k's new part: its first chunk (id, name) and the arguments not yet sent. */
-static void send_call(srv *s, cb_srv_choice *c, size_t k) {
-    cb_srv_req *r = c->r;
-    const struct cobatch_tool_call *t = &c->out.calls[k];
-    size_t al = strlen(t->arguments), sent = c->sent_args[k];
-    if (sent != SIZE_MAX && al <= sent) return;
-    bool first = sent == SIZE_MAX;
-    const char *id = first ? c->ids[k] : NULL, *name = first ? t->name : NULL,
-               *args = t->arguments + (first ? 0 : sent);
-    c->sent_args[k] = al;
-    if (r->dialect) {
-        bool late = false;
-        sse_raw(s, r, r->dialect->stream_call(r->dst, (int)k, id, name, args, &late));
-        if (late) fail_late(s, c);
-        return;
-    }
-    char *j = cb_openai_tool_chunk_json(r->cid, r->created, s->model, c->index, (int)k, id, name, args);
-    sse(s, r, j);
-    free(j);
-}
-
-/* Streams the reasoning read since the last time (held back whole until its block ends with
- * stream_reasoning false: until content or calls follow, or the output ends). */
-static void send_reasoning(srv *s, cb_srv_choice *c, bool end) {
-    cb_srv_req *r = c->r;
-    const char *t = c->out.reasoning ? c->out.reasoning : "";
-    size_t n = strlen(t);
-    if (r->omit_reasoning || n <= c->sent_reasoning || !r->conn) return;
-    if (r->hold_reasoning && !end && !(c->out.content && c->out.content[0]) && !c->out.n_calls) return;
-    if (r->dialect) {
-        sse_raw(s, r, r->dialect->stream_reasoning(r->dst, t + c->sent_reasoning));
-    } else {
-        char *j = cb_openai_reasoning_chunk_json(r->cid, r->created, s->model, c->index, t + c->sent_reasoning);
-        sse(s, r, j);
-        free(j);
-    }
-    c->sent_reasoning = n;
-}
-
-/* Streams what the choice's output read into since the last time: new reasoning, the new arguments
- * of calls already announced (text read after a call in the same read would otherwise close its
- * block or item before they went out), then new content, then the new calls. end: it is the last
- * read. */
-static void send_calls(srv *s, cb_srv_choice *c, bool end) {
-    cb_srv_req *r = c->r;
-    send_reasoning(s, c, end);
-    for (size_t k = 0; k < c->out.n_calls && r->conn; k++)
-        if (c->sent_args[k] != SIZE_MAX) send_call(s, c, k);
-    const char *content = c->out.content ? c->out.content : "";
-    size_t cl = strlen(content);
-    if (cl > c->sent_content && r->conn) {
-        send_chunk(s, c, content + c->sent_content, NULL);
-        c->sent_content = cl;
-    }
-    for (size_t k = 0; k < c->out.n_calls && r->conn; k++)
-        if (c->sent_args[k] == SIZE_MAX) send_call(s, c, k);
-}
-
-/* The answer could not be kept whole (out of memory): it ends as a failure. */
-static void lost_output(srv *s, cb_srv_req *r) {
-    cancel_all(s, r);
-    r->failed = true;
-    if (r->stream)
-        drop_stream(s, r, false);
-    else
-        cb_srv_dreply_error(s, r->conn, r->dialect, 500, "server_error", NULL, "out of memory collecting the output");
-    r->conn = NULL;
-}
-
-/* What an event brings before its own token: with echo, the prompt's text and its rows (the first
- * event of a choice carries them). Returns false when the output was lost. */
-static bool take_prompt(srv *s, cb_srv_choice *c, const struct cobatch_event *ev) {
-    cb_srv_req *r = c->r;
-    if (!c->echo_due) return true;
-    c->echo_due = false;
-    if (ev->prompt_logprobs && r->logprobs) {
-        if (!keep_rows(c, ev->prompt_logprobs, ev->n_prompt)) return false;
-        c->n_prompt_rows = ev->n_prompt;
-    }
-    const char *t = r->prompts[c->index / r->per_prompt].text;
-    if (!r->stream) return append(c, t, strlen(t));
-    if (!r->started) start_stream(s, r, ev);
-    if (r->conn) send_chunk(s, c, t, NULL);
-    return true;
-}
 
 /* llama.cpp's output parser recurses per nesting level (an output forced 3,700 levels deep crashed
  * the loop): the output's brackets are counted as they come, and past --limit json-depth the
@@ -497,7 +156,7 @@ static void fail_too_deep(srv *s, cb_srv_choice *c) {
              "the output nests deeper than %d levels, past what its tool calls may be read at (--limit json-depth)",
              cb_bounds.json_depth);
     struct cobatch_event ev = {.reason = COBATCH_FINISH_ERROR, .error = why};
-    fail(s, c->r, c->index, &ev);
+    cb_srv_fail(s, c->r, c->index, &ev);
 }
 
 /* A streamed output is read again each time it has grown by 1/CB_READ_SPAN of its length (every
@@ -513,32 +172,32 @@ static void on_token(srv *s, cb_srv_choice *c, const struct cobatch_event *ev) {
     if (c->t_last_token_us) cb_srv_hist_observe(&s->m.itl, (double)(ev->t_us - c->t_last_token_us) / 1e6);
     c->t_last_token_us = ev->t_us;
     if (!r->conn) return;
-    if (!take_prompt(s, c, ev) || (ev->logprobs && r->logprobs && !keep_rows(c, ev->logprobs, 1))) {
-        lost_output(s, r);
+    if (!cb_srv_take_prompt(s, c, ev) || (ev->logprobs && r->logprobs && !cb_srv_keep_rows(c, ev->logprobs, 1))) {
+        cb_srv_lost_output(s, r);
         return;
     }
     if (!r->conn) return;
     if (r->parses) { /* the whole output is read again with each piece */
         if (!append(c, ev->text, ev->text_len)) {
-            lost_output(s, r);
+            cb_srv_lost_output(s, r);
         } else if (r->reads_json && !nests_within(c, ev->text, ev->text_len)) {
             fail_too_deep(s, c);
         } else if (r->stream && ev->text_len && read_due(c)) {
-            if (!r->started) start_stream(s, r, ev);
+            if (!r->started) cb_srv_start_stream(s, r, ev);
             c->read_len = c->text.len;
-            if (!read_output(c, true))
-                lost_output(s, r);
+            if (!cb_srv_read_output(c, true))
+                cb_srv_lost_output(s, r);
             else if (r->conn)
-                send_calls(s, c, false);
+                cb_srv_send_calls(s, c, false);
         }
         return;
     }
     if (r->stream) {
-        if (!r->started) start_stream(s, r, ev);
-        if (ev->text_len && r->conn) send_chunk(s, c, ev->text, NULL); /* rows of held text wait for it */
+        if (!r->started) cb_srv_start_stream(s, r, ev);
+        if (ev->text_len && r->conn) cb_srv_send_chunk(s, c, ev->text, NULL); /* rows of held text wait for it */
         return;
     }
-    if (!append(c, ev->text, ev->text_len)) lost_output(s, r);
+    if (!append(c, ev->text, ev->text_len)) cb_srv_lost_output(s, r);
 }
 
 /* Per engine request (a choice); the prompt is counted once per HTTP request, with its first choice. */
@@ -554,173 +213,6 @@ static void count_finish(srv *s, const struct cobatch_event *ev, bool first_choi
     if (t->t_first_token_us) cb_srv_hist_observe(&s->m.ttft, (double)(t->t_first_token_us - t->t_submit_us) / 1e6);
     if (t->t_scheduled_us) cb_srv_hist_observe(&s->m.queue, (double)(t->t_scheduled_us - t->t_submit_us) / 1e6);
     cb_srv_hist_observe(&s->m.e2e, (double)(t->t_finish_us - t->t_submit_us) / 1e6);
-}
-
-/* A request the server cut short (drain) or the engine failed: why, and the status it answers. */
-static int failure(const srv *s, const struct cobatch_event *ev, const char **type, const char **why) {
-    if (ev->reason == COBATCH_FINISH_CANCELLED) {
-        *type = "service_unavailable";
-        *why = ev->timings.t_scheduled_us == 0 ? "the server is shutting down; retry elsewhere"
-               : s->cut                        ? "the server shut down before the request finished"
-                                               : "the request was cancelled";
-        return 503;
-    }
-    *why = ev->error && *ev->error ? ev->error : "generation failed";
-    *type = ev->invalid ? "invalid_request_error" : "server_error";
-    return ev->invalid ? 400 : 500;
-}
-
-/* A dialect's answer of the request's one choice (its text and calls as read); ids: (n_calls) or NULL. */
-static cb_dialect_answer dialect_answer(const cb_srv_req *r, const char *const *ids) {
-    const cb_srv_choice *c = &r->ch[0];
-    return (cb_dialect_answer){.text = r->parses ? (c->out.content ? c->out.content : "") : cb_buf_str(&c->text),
-                               .reasoning = r->omit_reasoning ? NULL : c->out.reasoning,
-                               .n_reasoning = r->thinks ? r->n_reasoning : -1,
-                               .calls = c->out.calls,
-                               .n_calls = c->out.n_calls,
-                               .call_ids = ids,
-                               .finish = c->finish,
-                               .stop = c->stop,
-                               .stop_sequence = c->stop >= 0 && c->stop < r->n_stops ? r->stops[c->stop] : NULL,
-                               .n_prompt = r->n_prompt,
-                               .n_cached = r->n_cached,
-                               .n_generated = r->n_generated,
-                               .prompt_ms = r->prompt_ms,
-                               .predicted_ms = r->predicted_ms};
-}
-
-/* The whole response of a request whose choices all ended well, not streamed: the final read of
- * tool-calling outputs and the JSON text. NULL when out of memory. On the answers worker (an answer
- * can be tens of megabytes: 8 prompts x n 16 with echo and top-20 logprobs is 72 MB, seconds of
- * work), so it reads only the request, never its connection. */
-/* The request's usage as OpenAI's answers give it. */
-static cb_openai_usage usage_of(const cb_srv_req *r) {
-    return (cb_openai_usage){.prompt_tokens = r->n_prompt,
-                             .completion_tokens = r->n_generated,
-                             .cached_tokens = r->n_cached,
-                             .reasoning_tokens = r->thinks ? r->n_reasoning : -1,
-                             .prediction = r->n_prediction > 0 ? r->n_prediction : -1,
-                             .accepted_prediction = r->n_pred_accepted};
-}
-
-static char *whole_answer(srv *s, cb_srv_req *r) {
-    if (r->kind == CB_OPENAI_EMBEDDINGS && r->dialect) {
-        cb_dialect_head h = head(s, r);
-        return r->dialect->embd_json(&h, r->embd, r->embd_inputs, r->embd_dim, r->n_prompt);
-    }
-    if (r->kind == CB_OPENAI_EMBEDDINGS)
-        return cb_openai_embd_response_json(s->model, r->embd, r->embd_inputs, r->embd_dim, r->embd_base64,
-                                            r->n_prompt);
-    for (int i = 0; i < r->n && r->parses; i++) { /* the outputs read whole */
-        cb_srv_choice *c = &r->ch[i];
-        if (!read_output(c, false)) return NULL;
-        if (c->out.n_calls && !strcmp(c->finish, "stop")) c->finish = "tool_calls";
-    }
-    if (r->dialect) { /* one choice: its text and calls as the dialect's content blocks or items */
-        cb_srv_choice *c = &r->ch[0];
-        const char **ids = c->n_ids ? malloc(sizeof(char *) * c->n_ids) : NULL;
-        if (c->n_ids && !ids) return NULL;
-        for (size_t k = 0; k < c->n_ids; k++)
-            ids[k] = c->ids[k];
-        cb_dialect_head h = head(s, r);
-        cb_dialect_answer a = dialect_answer(r, ids);
-        char *j = r->dialect->answer_json(&h, &a);
-        free(ids);
-        return j;
-    }
-    cb_openai_choice *cs = calloc((size_t)r->n, sizeof(*cs));
-    cb_openai_logprobs *lps = calloc((size_t)r->n, sizeof(*lps));
-    char *j = NULL;
-    bool ok = cs && lps;
-    for (int i = 0; ok && i < r->n; i++) { /* the prompt's rows before the choices that did not compute them */
-        cb_srv_choice *c = &r->ch[i], *first = &r->ch[i - i % r->per_prompt];
-        if (!r->share_prompt_rows || c == first) continue;
-        struct cobatch_logprob *own = c->lp;
-        int32_t n_own = c->lp_n;
-        c->lp = NULL;
-        c->lp_n = c->lp_cap = 0;
-        ok = keep_rows(c, first->lp, first->n_prompt_rows) && (n_own == 0 || keep_rows(c, own, n_own));
-        free(own);
-    }
-    if (ok) {
-        for (int i = 0; i < r->n; i++) {
-            cb_srv_choice *c = &r->ch[i];
-            cs[i] = (cb_openai_choice){.text = cb_buf_str(&c->text),
-                                       .finish = c->finish,
-                                       .lp = rows_of(s, c, &lps[i]),
-                                       .calls = c->out.calls,
-                                       .n_calls = c->out.n_calls,
-                                       .call_ids = (const char *const *)NULL};
-            if (r->parses) cs[i].text = c->out.content ? c->out.content : "";
-            if (!r->omit_reasoning) cs[i].reasoning = c->out.reasoning;
-        }
-        for (int i = 0; i < r->n && ok; i++) { /* the ids as an array of strings */
-            const char **ids = r->ch[i].n_ids ? malloc(sizeof(char *) * r->ch[i].n_ids) : NULL;
-            for (size_t k = 0; ids && k < r->ch[i].n_ids; k++)
-                ids[k] = r->ch[i].ids[k];
-            ok = !r->ch[i].n_ids || ids;
-            cs[i].call_ids = ids;
-        }
-        cb_openai_usage u = usage_of(r);
-        if (ok) j = cb_openai_response_json(r->kind, r->cid, r->created, s->model, cs, r->n, &u);
-        for (int i = 0; i < r->n; i++)
-            free((void *)cs[i].call_ids);
-    }
-    free(cs);
-    free(lps);
-    return j;
-}
-
-/* The answers worker's job: the whole answer, or nothing when its client has left. */
-static void build_answer(cb_intake_job *jb) {
-    cb_srv_req *r = jb->owner;
-    if (jb->cancelled) {
-        jb->status = 499;
-        jb->json = strdup("");
-        return;
-    }
-    jb->json = whole_answer(r->s, r);
-    jb->status = jb->json ? 200 : 500;
-    if (jb->json && strlen(jb->json) > CB_SRV_TRIM_BYTES)
-        malloc_trim(0); /* the big answer's tree went back to this thread's arena: to the system */
-}
-
-/* The answer once every choice ended well: the last chunks, or the whole response. Returns true
- * when the request went to the answers worker (it is freed when it comes back). */
-static bool answer(srv *s, cb_srv_req *r) {
-    if (r->stream && r->dialect) { /* the calls went out as they were read; their ids are not needed again */
-        cb_dialect_answer a = dialect_answer(r, NULL);
-        if (sse_raw(s, r, r->dialect->stream_end(r->dst, &a))) cb_conn_stream_end(r->conn);
-        return false;
-    }
-    if (r->stream) {
-        bool sent = true;
-        if (r->include_usage) {
-            cb_openai_usage u = usage_of(r);
-            char *j = cb_openai_usage_chunk_json(r->kind, r->cid, r->created, s->model, &u);
-            sent = sse(s, r, j);
-            free(j);
-        }
-        if (sent && cb_conn_stream_write(r->conn, "data: [DONE]\n\n", 14))
-            cb_conn_stream_end(r->conn);
-        else if (r->conn)
-            drop_stream(s, r, false);
-        return false;
-    }
-    cb_intake_job *jb = calloc(1, sizeof(*jb));
-    if (jb) {
-        *jb = (cb_intake_job){.kind = INTAKE_CALL, .owner = r, .call = build_answer};
-        if (cb_intake_submit(s->answers, jb)) {
-            r->at_intake = true;
-            r->jb = jb;
-            return true;
-        }
-        free(jb);
-    }
-    char *j = whole_answer(s, r); /* the worker has its fill: here, then */
-    cb_srv_reply_json(s, r->conn, 200, j, NULL);
-    free(j);
-    return false;
 }
 
 /* An answer back from the worker: sent, and the request freed. */
@@ -742,42 +234,19 @@ static void on_answers(evutil_socket_t fd, short what, void *arg) {
     }
 }
 
-/* A choice failed (drain, a failed decode): the whole request answers the error, the other choices
- * are cancelled. */
-static void fail(srv *s, cb_srv_req *r, int index, const struct cobatch_event *ev) {
-    r->failed = true;
-    cancel_all(s, r);
-    if (!r->conn) return;
-    const char *type, *why;
-    int status = failure(s, ev, &type, &why);
-    if (r->stream && r->started && r->dialect) { /* an error event ends it */
-        if (sse_raw(s, r, r->dialect->stream_error(r->dst, status, why))) cb_conn_stream_end(r->conn);
-    } else if (r->stream && r->started) { /* the stream's last chunk: a finish reason and the error */
-        char *j = cb_openai_abort_chunk_json(r->kind, r->cid, r->created, s->model, index, status, type, why);
-        if (sse(s, r, j) && cb_conn_stream_write(r->conn, "data: [DONE]\n\n", 14))
-            cb_conn_stream_end(r->conn);
-        else if (r->conn)
-            drop_stream(s, r, false);
-        free(j);
-    } else {
-        cb_srv_dreply_error(s, r->conn, r->dialect, status, type, NULL, "%s", why);
-    }
-    r->conn = NULL;
-}
-
 /* An embedding request ended: its answer (built on the answers worker), or its error. */
 static void on_embeddings(srv *s, cb_srv_req *r, struct cobatch_event *ev) {
     r->ch[0].id = 0;
     r->live = 0;
     if (ev->reason != COBATCH_FINISH_STOP || !ev->embd) {
-        if (!r->failed) fail(s, r, 0, ev);
+        if (!r->failed) cb_srv_fail(s, r, 0, ev);
     } else {
         r->embd = ev->embd; /* taken from the event */
         ev->embd = NULL;
         r->embd_inputs = ev->n_inputs;
         r->embd_dim = ev->n_embd;
         r->n_prompt = ev->n_prompt;
-        if (r->conn && answer(s, r)) return;
+        if (r->conn && cb_srv_answer(s, r)) return;
     }
     req_free(r);
 }
@@ -793,7 +262,7 @@ static void on_finished(srv *s, cb_srv_choice *c, struct cobatch_event *ev) {
     c->id = 0;
     r->live--;
     bool ok = ev->reason == COBATCH_FINISH_STOP || ev->reason == COBATCH_FINISH_LENGTH;
-    if (!ok && !r->failed) fail(s, r, c->index, ev);
+    if (!ok && !r->failed) cb_srv_fail(s, r, c->index, ev);
     if (ok && !r->failed) {
         c->finish = finish_name(ev->reason);
         c->stop = ev->stop;
@@ -810,30 +279,30 @@ static void on_finished(srv *s, cb_srv_choice *c, struct cobatch_event *ev) {
         r->n_reasoning += ev->n_reasoning;
         r->n_prediction += ev->n_prediction;
         r->n_pred_accepted += ev->n_prediction_accepted;
-        if (r->conn && !take_prompt(s, c, ev)) {
-            lost_output(s, r);
+        if (r->conn && !cb_srv_take_prompt(s, c, ev)) {
+            cb_srv_lost_output(s, r);
         } else if (r->conn && r->parses) { /* the output read whole (with the answer when not streamed) */
             if (!append(c, ev->text, ev->text_len)) {
-                lost_output(s, r);
+                cb_srv_lost_output(s, r);
             } else if (r->reads_json && !nests_within(c, ev->text, ev->text_len)) {
                 fail_too_deep(s, c);
-            } else if (r->stream && !read_output(c, false)) {
-                lost_output(s, r);
+            } else if (r->stream && !cb_srv_read_output(c, false)) {
+                cb_srv_lost_output(s, r);
             } else if (r->stream) {
                 if (c->out.n_calls && ev->reason == COBATCH_FINISH_STOP) c->finish = "tool_calls";
-                if (!r->started) start_stream(s, r, ev);
-                if (r->conn) send_calls(s, c, true);
-                if (r->conn) send_chunk(s, c, "", c->finish);
+                if (!r->started) cb_srv_start_stream(s, r, ev);
+                if (r->conn) cb_srv_send_calls(s, c, true);
+                if (r->conn) cb_srv_send_chunk(s, c, "", c->finish);
             }
         } else if (r->conn && r->stream) {
-            if (!r->started) start_stream(s, r, ev);
-            if (r->conn) send_chunk(s, c, ev->text, c->finish);
+            if (!r->started) cb_srv_start_stream(s, r, ev);
+            if (r->conn) cb_srv_send_chunk(s, c, ev->text, c->finish);
         } else if (r->conn && !append(c, ev->text, ev->text_len)) {
-            lost_output(s, r);
+            cb_srv_lost_output(s, r);
         }
     }
     if (r->live > 0) return;
-    if (r->conn && !r->failed && answer(s, r)) return;
+    if (r->conn && !r->failed && cb_srv_answer(s, r)) return;
     req_free(r);
 }
 
@@ -863,8 +332,8 @@ static void on_engine_events(evutil_socket_t fd, short what, void *arg) {
  * its inputs (the engine batches them with other requests' as its passes allow). */
 static void submit_embeddings(srv *s, cb_srv_req *r, cb_intake_job *j) {
     if (s->draining) {
-        cb_srv_reply_error(s, r->conn, 503, "service_unavailable", NULL,
-                           "the server is shutting down; retry elsewhere");
+        cb_srv_dreply_error(s, r->conn, r->dialect, 503, "service_unavailable", NULL,
+                            "the server is shutting down; retry elsewhere");
         r->conn = NULL;
         return;
     }
@@ -872,7 +341,7 @@ static void submit_embeddings(srv *s, cb_srv_req *r, cb_intake_job *j) {
     r->ch = calloc(1, sizeof(*r->ch));
     if (!in || !r->ch) {
         free(in);
-        cb_srv_reply_error(s, r->conn, 503, "service_unavailable", NULL, "out of memory; retry later");
+        cb_srv_dreply_error(s, r->conn, r->dialect, 503, "service_unavailable", NULL, "out of memory; retry later");
         r->conn = NULL;
         return;
     }
@@ -893,11 +362,11 @@ static void submit_embeddings(srv *s, cb_srv_req *r, cb_intake_job *j) {
     }
     if (id == COBATCH_ERR_QUEUE_FULL) {
         s->m.rejected_queue_full++;
-        cb_srv_reply_error(s, r->conn, 429, "rate_limit_error", NULL, "%s", err.message);
+        cb_srv_dreply_error(s, r->conn, r->dialect, 429, "rate_limit_error", NULL, "%s", err.message);
     } else if (id == COBATCH_ERR_SHUTDOWN || id == COBATCH_ERR_NOMEM) {
-        cb_srv_reply_error(s, r->conn, 503, "service_unavailable", NULL, "%s", err.message);
+        cb_srv_dreply_error(s, r->conn, r->dialect, 503, "service_unavailable", NULL, "%s", err.message);
     } else {
-        cb_srv_reply_error(s, r->conn, 400, "invalid_request_error", "input", "%s", err.message);
+        cb_srv_dreply_error(s, r->conn, r->dialect, 400, "invalid_request_error", "input", "%s", err.message);
     }
     r->conn = NULL;
 }
@@ -939,7 +408,7 @@ static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
     r->top = j->req.top;
     r->stride = 1 + r->top;
     r->tokens_as_ids = j->req.tokens_as_ids;
-    if (r->dialect && j->req.params.n_stop) { /* to name the one that ends the output */
+    if (j->req.params.n_stop) { /* to name the one that ends the output */
         r->stops = calloc(j->req.params.n_stop, sizeof(char *));
         for (size_t i = 0; r->stops && i < j->req.params.n_stop; i++)
             if ((r->stops[i] = strdup(j->req.params.stop[i])))
@@ -1000,7 +469,7 @@ static void submit(srv *s, cb_srv_req *r, cb_intake_job *j) {
     }
     if (r->live > 0) { /* some choices went in: they end cancelled, the answer is the error below */
         r->failed = true;
-        cancel_all(s, r);
+        cb_srv_cancel_all(s, r);
     }
     if (id == COBATCH_ERR_QUEUE_FULL) {
         s->m.rejected_queue_full++;
@@ -1073,111 +542,10 @@ static void to_intake(srv *s, cb_conn *c, cb_http_req *hr, cb_intake_kind kind, 
 
 /* ---------------------------------------------------------------- routing ------------------- */
 
-/* The dialect a route speaks (NULL: OpenAI's). */
-static const cb_dialect *dialect_of(cb_srv_route_id id) {
-    switch (id) {
-    case R_MESSAGES:
-    case R_COUNT_TOKENS: return &cb_anthropic_dialect;
-    case R_RESPONSES:
-    case R_INPUT_TOKENS: return &cb_responses_dialect;
-    case R_NATIVE_COMPLETION:
-    case R_INFILL: return &cb_native_dialect;
-    case R_OLLAMA_CHAT: return &cb_ollama_chat_dialect;
-    case R_OLLAMA_GENERATE: return &cb_ollama_generate_dialect;
-    case R_OLLAMA_EMBED: return &cb_ollama_embed_dialect;
-    case R_OLLAMA_EMBEDDINGS: return &cb_ollama_embeddings_dialect;
-    case R_OLLAMA_VERSION:
-    case R_OLLAMA_TAGS:
-    case R_OLLAMA_PS:
-    case R_OLLAMA_SHOW: return &cb_ollama_embed_dialect; /* Ollama's error shape */
-    default: return NULL;
-    }
-}
-
-/* The dialect a path belongs to, for errors raised before a route is known (NULL: OpenAI's). */
-static const cb_dialect *dialect_of_path(const char *path) {
-    if (!strncmp(path, "/v1/messages", 12)) return &cb_anthropic_dialect;
-    if (!strncmp(path, "/v1/responses", 13)) return &cb_responses_dialect;
-    if (!strcmp(path, "/completion") || !strcmp(path, "/infill")) return &cb_native_dialect;
-    if (!strncmp(path, "/api/", 5)) return &cb_ollama_embed_dialect; /* Ollama's error shape */
-    return NULL;
-}
-
-/* The wrong method for rt, with the methods it takes in Allow (RFC 9110). */
-static void reply_405(srv *s, cb_conn *c, const cb_srv_route *rt) {
-    cb_openai_error e = {.status = 405, .type = "invalid_request_error"};
-    snprintf(e.message, sizeof(e.message), "use %s for %s", rt->post ? "POST" : "GET", rt->path);
-    const cb_dialect *d = dialect_of(rt->id);
-    char *j = d ? cb_dialect_error_json(d, &e) : cb_openai_error_json(&e);
-    cb_srv_reply_json(s, c, 405, j, rt->post ? "Allow: POST\r\n" : "Allow: GET, HEAD\r\n");
-    free(j);
-}
-
-/* The Host and Origin checks (and with post, the body's type) of guard.h; false once answered. */
-static bool guarded(srv *s, cb_conn *c, cb_http_req *hr, const cb_dialect *d, bool post) {
-    cb_guard_req g = {.post = post,
-                      .host = cb_http_header_get(hr, "Host"),
-                      .origin = cb_http_header_get(hr, "Origin"),
-                      .sec_fetch_site = cb_http_header_get(hr, "Sec-Fetch-Site"),
-                      .content_type = cb_http_header_get(hr, "Content-Type")};
-    const char *why = NULL;
-    int status = cb_guard_check(&s->guard, &g, &why);
-    if (status == 0) return true;
-    cb_srv_dreply_error(s, c, d, status, status == 403 ? "permission_error" : "invalid_request_error", NULL, "%s", why);
-    return false;
-}
-
-/* The request's route, or NULL once it has been answered (403, 404, 405, 415, 401): from its head
- * alone. Its errors are in the dialect of the path (an Anthropic client's unknown /v1/messages/...
- * too). A GET route takes HEAD as well (httpd sends the head alone). */
-static const cb_srv_route *admit_route(srv *s, cb_conn *c, cb_http_req *hr) {
-    char path[256];
-    cb_http_req_path(hr, path, sizeof(path));
-    const cb_dialect *d = dialect_of_path(path);
-    if (!guarded(s, c, hr, d, false)) return NULL; /* a name rebound to this host learns nothing, not even a 404 */
-    const cb_srv_route *rt = cb_srv_route_find(hr->target);
-    if (rt && rt->id == R_WEBUI && s->p.no_webui) rt = NULL; /* --no-webui: as if there were no page */
-    if (!rt) {
-        cb_srv_dreply_error(s, c, d, 404, "invalid_request_error", NULL, "no route for %.200s", path);
-        return NULL;
-    }
-    bool get = !strcmp(hr->method, "GET") || !strcmp(hr->method, "HEAD");
-    if (rt->post ? strcmp(hr->method, "POST") != 0 : !get) {
-        reply_405(s, c, rt);
-        return NULL;
-    }
-    if (rt->post && !guarded(s, c, hr, dialect_of(rt->id), true)) return NULL;
-    bool key = rt->auth || (rt->id == R_METRICS && !s->p.public_metrics);
-    if (key && !cb_srv_authorized(s->p.api_key, cb_http_header_get(hr, "Authorization")) &&
-        !cb_srv_key_given(s->p.api_key, cb_http_header_get(hr, "x-api-key"))) {
-        cb_srv_dreply_error(s, c, dialect_of(rt->id), 401, "authentication_error", NULL,
-                            "a valid API key is required (Authorization: Bearer KEY, or x-api-key: KEY)");
-        return NULL;
-    }
-    return rt;
-}
-
-/* The HTTP reader refused a request: answered in the shape its path's API speaks. */
-static void on_http_error(cb_conn *c, cb_http_req *hr, int status, const char *reason, void *user) {
-    srv *s = user;
-    char path[256];
-    cb_http_req_path(hr, path, sizeof(path));
-    cb_srv_dreply_error(s, c, dialect_of_path(path), status,
-                        status == 503 ? "service_unavailable" : "invalid_request_error", NULL, "%s", reason);
-}
-
-/* A client waiting for 100 Continue is answered before it sends a body the server would refuse. */
-static bool on_head(cb_conn *c, cb_http_req *hr, void *user) {
-    srv *s = user;
-    if (admit_route(s, c, hr)) return true;
-    s->m.http_requests++;
-    return false;
-}
-
 static void on_request(cb_conn *c, cb_http_req *hr, void *user) {
     srv *s = user;
     s->m.http_requests++;
-    const cb_srv_route *rt = admit_route(s, c, hr);
+    const cb_srv_route *rt = cb_srv_admit(s, c, hr);
     if (!rt) return;
     switch (rt->id) {
     case R_HEALTH:
@@ -1190,22 +558,24 @@ static void on_request(cb_conn *c, cb_http_req *hr, void *user) {
     case R_MODELS: cb_srv_handle_models(s, c); return;
     case R_MODEL_INFO: cb_srv_handle_model_info(s, c); return;
     case R_TOKENIZER_INFO: cb_srv_handle_tokenizer_info(s, c); return;
-    case R_COMPLETIONS: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_COMPLETION, NULL); return;
-    case R_CHAT: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_CHAT, NULL); return;
+    case R_COMPLETIONS: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_COMPLETION, cb_srv_dialect_of(rt->id)); return;
+    case R_CHAT: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_CHAT, cb_srv_dialect_of(rt->id)); return;
     case R_MESSAGES:
-    case R_RESPONSES: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_CHAT, dialect_of(rt->id)); return;
-    case R_NATIVE_COMPLETION: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_COMPLETION, &cb_native_dialect); return;
-    case R_INFILL: to_intake(s, c, hr, INTAKE_INFILL, CB_OPENAI_COMPLETION, &cb_native_dialect); return;
+    case R_RESPONSES: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_CHAT, cb_srv_dialect_of(rt->id)); return;
+    case R_NATIVE_COMPLETION:
+        to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_COMPLETION, cb_srv_dialect_of(rt->id));
+        return;
+    case R_INFILL: to_intake(s, c, hr, INTAKE_INFILL, CB_OPENAI_COMPLETION, cb_srv_dialect_of(rt->id)); return;
     case R_COUNT_TOKENS:
-    case R_INPUT_TOKENS: to_intake(s, c, hr, INTAKE_COUNT, CB_OPENAI_CHAT, dialect_of(rt->id)); return;
-    case R_TOKENIZE: to_intake(s, c, hr, INTAKE_TOKENIZE, CB_OPENAI_COMPLETION, NULL); return;
-    case R_DETOKENIZE: to_intake(s, c, hr, INTAKE_DETOKENIZE, CB_OPENAI_COMPLETION, NULL); return;
+    case R_INPUT_TOKENS: to_intake(s, c, hr, INTAKE_COUNT, CB_OPENAI_CHAT, cb_srv_dialect_of(rt->id)); return;
+    case R_TOKENIZE: to_intake(s, c, hr, INTAKE_TOKENIZE, CB_OPENAI_COMPLETION, cb_srv_dialect_of(rt->id)); return;
+    case R_DETOKENIZE: to_intake(s, c, hr, INTAKE_DETOKENIZE, CB_OPENAI_COMPLETION, cb_srv_dialect_of(rt->id)); return;
     case R_EMBEDDINGS:
         if (!s->has_embeddings) /* as llama-server answers a server started without --embeddings */
             cb_srv_reply_error(s, c, 501, "not_supported_error", NULL,
                                "this server computes no embeddings (started with --no-embeddings)");
         else
-            to_intake(s, c, hr, INTAKE_EMBEDDINGS, CB_OPENAI_EMBEDDINGS, NULL);
+            to_intake(s, c, hr, INTAKE_EMBEDDINGS, CB_OPENAI_EMBEDDINGS, cb_srv_dialect_of(rt->id));
         return;
     case R_PROPS: cb_srv_handle_props(s, c); return;
     case R_OLLAMA_VERSION: cb_srv_reply_json(s, c, 200, "{\"version\":\"" CB_OLLAMA_VERSION "\"}", NULL); return;
@@ -1213,16 +583,16 @@ static void on_request(cb_conn *c, cb_http_req *hr, void *user) {
     case R_OLLAMA_PS:
     case R_OLLAMA_SHOW: cb_srv_handle_ollama_model(s, c, rt->id); return;
     case R_OLLAMA_CHAT:
-    case R_OLLAMA_GENERATE: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_CHAT, dialect_of(rt->id)); return;
+    case R_OLLAMA_GENERATE: to_intake(s, c, hr, INTAKE_COMPLETION, CB_OPENAI_CHAT, cb_srv_dialect_of(rt->id)); return;
     case R_OLLAMA_EMBED:
     case R_OLLAMA_EMBEDDINGS:
         if (!s->has_embeddings)
-            cb_srv_dreply_error(s, c, dialect_of(rt->id), 501, "not_supported_error", NULL,
+            cb_srv_dreply_error(s, c, cb_srv_dialect_of(rt->id), 501, "not_supported_error", NULL,
                                 "this server computes no embeddings (started with --no-embeddings)");
         else
-            to_intake(s, c, hr, INTAKE_EMBEDDINGS, CB_OPENAI_EMBEDDINGS, dialect_of(rt->id));
+            to_intake(s, c, hr, INTAKE_EMBEDDINGS, CB_OPENAI_EMBEDDINGS, cb_srv_dialect_of(rt->id));
         return;
-    case R_APPLY_TEMPLATE: to_intake(s, c, hr, INTAKE_TEMPLATE, CB_OPENAI_CHAT, NULL); return;
+    case R_APPLY_TEMPLATE: to_intake(s, c, hr, INTAKE_TEMPLATE, CB_OPENAI_CHAT, cb_srv_dialect_of(rt->id)); return;
     case R_WEBUI: cb_srv_handle_webui(c); return;
     }
 }
@@ -1349,8 +719,8 @@ int cb_srv_run(cobatch_engine *engine, const cb_srv_params *params) {
                           .sndbuf = s->p.sndbuf,
                           .on_request = on_request,
                           .on_gone = on_gone,
-                          .on_head = on_head,
-                          .on_error = on_http_error,
+                          .on_head = cb_srv_on_head,
+                          .on_error = cb_srv_on_http_error,
                           .user = s};
     s->guard = cb_guard_make(s->p.host, s->p.allowed_hosts);
     s->base = event_base_new();

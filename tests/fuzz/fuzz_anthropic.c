@@ -31,14 +31,14 @@ static void answers(const char *text) {
     cb_anthropic_stream st;
     bool late = false;
     check_events(cb_anthropic_stream_start(&st, "msg_1", text, 7, 3));
-    check_events(cb_anthropic_stream_text(&st, text));
-    check_events(cb_anthropic_stream_call(&st, 0, "call_1", text, text, &late));
-    check_events(cb_anthropic_stream_call(&st, 0, NULL, NULL, text, &late));
-    check_events(cb_anthropic_stream_text(&st, text));
-    check_events(cb_anthropic_stream_call(&st, 0, NULL, NULL, "x", &late));
+    check_events(cb_anthropic_dialect.stream_text(&st, 0, text, NULL, NULL));
+    check_events(cb_anthropic_dialect.stream_call(&st, 0, 0, "call_1", text, text, &late));
+    check_events(cb_anthropic_dialect.stream_call(&st, 0, 0, NULL, NULL, text, &late));
+    check_events(cb_anthropic_dialect.stream_text(&st, 0, text, NULL, NULL));
+    check_events(cb_anthropic_dialect.stream_call(&st, 0, 0, NULL, NULL, "x", &late));
     if (!late && *text) abort(); /* call 0's block was closed by the text */
     check_events(cb_anthropic_stream_end(&st, "end_turn", text, 4, 3, 2));
-    check_events(cb_anthropic_stream_error(503, text));
+    check_events(cb_anthropic_dialect.stream_error(NULL, 0, 503, "server_error", text));
     struct cobatch_tool_call call = {.name = (char *)text, .arguments = (char *)text};
     const char *ids[] = {"call_1"};
     cb_anthropic_message m = {.text = text, .calls = &call, .n_calls = 1, .call_ids = ids, .stop_reason = "tool_use"};

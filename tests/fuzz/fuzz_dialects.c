@@ -1,10 +1,10 @@
 /* libFuzzer: Ollama's API (/api/chat, /api/generate, /api/embed, /api/embeddings) and llama-server's
  * (/completion, /infill), and the infill prompt's assembly. The first byte picks the surface, the
  * rest is the body. A body a dialect takes becomes a request the OpenAI parser takes or refuses with
- * a 400 (or 503); a body it refuses is a 400 (or 503). Then the answer side, with
- * the body's text as the answer's text, reasoning, call name and arguments: every stream piece is
- * whole lines of JSON (Ollama's NDJSON) or "data: JSON" events (llama-server's), and every answer and
- * error is one JSON value. For the infill assembly the bytes become token pieces and budgets: the
+ * a 400 (or 503); a body it refuses is a 400 (or 503). Then the answer side, with the body's text
+ * as the answer's text, reasoning, call name and arguments (OpenAI's own answers too): every stream
+ * piece is whole lines of JSON (Ollama's NDJSON) or "data: JSON" events (llama-server's, OpenAI's),
+ * and every answer and error is one JSON value. For the infill assembly the bytes become token pieces and budgets: the
  * prompt holds the FIM tokens once each, in order, and never more than its pieces. */
 #include "../../src/core/fim.h"
 #include "../../src/native/native.h"
@@ -35,7 +35,7 @@ static void framed(const cb_dialect *d, char *s) {
         if (!end) abort();
         *end = '\0';
         end += ndjson ? 1 : 2;
-        if (!ndjson && p[0] == ':') continue; /* a keep-alive comment */
+        if (!ndjson && (p[0] == ':' || !strcmp(p, "data: [DONE]"))) continue; /* a keep-alive; OpenAI's end */
         const char *json = ndjson ? p : (strncmp(p, "data: ", 6) == 0 ? p + 6 : NULL);
         if (!json) abort();
         cJSON *j = cJSON_Parse(json);
@@ -62,9 +62,9 @@ static void answers(const cb_dialect *d, const char *text, const cJSON *echo) {
                            .n_generated = 4,
                            .prompt_ms = 1.5,
                            .predicted_ms = 2.5};
-    if (d->answer_json) json_value(d->answer_json(&h, &a));
+    if (d->answer_json) json_value(d->answer_json(&h, &a, 1));
     a.finish = "stop", a.stop = 0, a.stop_sequence = text;
-    if (d->answer_json) json_value(d->answer_json(&h, &a));
+    if (d->answer_json) json_value(d->answer_json(&h, &a, 1));
     cb_openai_error e = {.status = 400};
     snprintf(e.message, sizeof(e.message), "%.200s", text);
     snprintf(e.param, sizeof(e.param), "%.60s", text);
@@ -78,14 +78,14 @@ static void answers(const cb_dialect *d, const char *text, const cJSON *echo) {
     bool late = false;
     if (!st) abort();
     framed(d, d->stream_start(st, &h, 5, 2));
-    if (d->stream_reasoning) framed(d, d->stream_reasoning(st, text));
-    framed(d, d->stream_text(st, text));
+    if (d->stream_reasoning) framed(d, d->stream_reasoning(st, 0, text));
+    framed(d, d->stream_text(st, 0, text, NULL, NULL));
     if (d->stream_call) {
-        framed(d, d->stream_call(st, 0, "call_1", text, text, &late));
-        framed(d, d->stream_call(st, 0, NULL, NULL, text, &late));
+        framed(d, d->stream_call(st, 0, 0, "call_1", text, text, &late));
+        framed(d, d->stream_call(st, 0, 0, NULL, NULL, text, &late));
     }
     framed(d, d->stream_end(st, &a));
-    framed(d, d->stream_error(st, 503, text));
+    framed(d, d->stream_error(st, 0, 503, "service_unavailable", text));
     d->stream_free(st);
     free(st);
 }
@@ -210,6 +210,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *text = strndup(body, len);
     if (text) {
         answers(d, text, echo);
+        answers(data[0] & 64 ? &cb_openai_dialect : &cb_openai_completion_dialect, text, NULL); /* OpenAI's own */
         cb_ollama_model m = {.name = text,
                              .path = text,
                              .size = (long long)len,

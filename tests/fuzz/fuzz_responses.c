@@ -37,11 +37,11 @@ static void answers(const char *text) {
     int seq = 0;
     cJSON *echo = cJSON_CreateObject();
     check_events(cb_responses_stream_start(&st, "resp_1", 1, text, echo), &seq);
-    check_events(cb_responses_stream_text(&st, text), &seq);
-    check_events(cb_responses_stream_call(&st, 0, "call_1", text, text, &late), &seq);
-    check_events(cb_responses_stream_call(&st, 0, NULL, NULL, text, &late), &seq);
-    check_events(cb_responses_stream_text(&st, text), &seq);
-    check_events(cb_responses_stream_call(&st, 0, NULL, NULL, "x", &late), &seq);
+    check_events(cb_responses_dialect.stream_text(&st, 0, text, NULL, NULL), &seq);
+    check_events(cb_responses_dialect.stream_call(&st, 0, 0, "call_1", text, text, &late), &seq);
+    check_events(cb_responses_dialect.stream_call(&st, 0, 0, NULL, NULL, text, &late), &seq);
+    check_events(cb_responses_dialect.stream_text(&st, 0, text, NULL, NULL), &seq);
+    check_events(cb_responses_dialect.stream_call(&st, 0, 0, NULL, NULL, "x", &late), &seq);
     if (!late && *text) abort(); /* call 0's item was closed by the text */
     /* the final response holds the items streamed: the call's arguments whole */
     char *end = cb_responses_stream_end(&st, "stop", (cb_responses_usage){4, 3, 2, 1});
@@ -56,7 +56,7 @@ static void answers(const char *text) {
     }
     cJSON_Delete(o);
     check_events(end, &seq);
-    check_events(cb_responses_stream_error(&st, 503, text), &seq);
+    check_events(cb_responses_dialect.stream_error(&st, 0, 503, "server_error", text), &seq);
     cb_responses_stream_free(&st);
     struct cobatch_tool_call call = {.name = (char *)text, .arguments = (char *)text};
     const char *ids[] = {"call_1"};

@@ -44,14 +44,11 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 FUNCTION_START = re.compile(r"^[A-Za-z_][^;=]*[(,]$|^[A-Za-z_][^;=]*\)\s*(const\s*)?\{$")
 MAX_FUNCTION_LINES = 120
 MAX_FILE_LINES = 800
-# the files still longer than MAX_FILE_LINES, each at most its length today: they may shrink, never grow;
-# an entry goes when its file fits (the check says so)
+# the files longer than MAX_FILE_LINES, each at most its length today: they may shrink, never grow; an
+# entry goes when its file fits (the check says so). llama_common.cpp is the one C++ file (ARCHITECTURE:
+# C++ and its exceptions stay inside it), so it is kept whole rather than split in two.
 OVER_LENGTH = {
-    "anthropic/anthropic.c": 902,
-    "responses/responses.c": 980,
-    "openai/openai.c": 1391,
     "runtime/llama_common.cpp": 1455,
-    "server/server.c": 1413,
 }
 # a non-static function's definition: its name before the first "("
 DEFINES = re.compile(r"^(?!static\b|typedef\b|struct\b|extern\b)[A-Za-z_][\w\s\*]*?\b([a-z_][a-z0-9_]*)\s*\(")
@@ -238,8 +235,8 @@ PLANTED = {
     "anthropic/a.c": ('#include "../responses/responses.h"\n#include "../openai/openai.h"\n', "front ends' order"),
     "openai/o.c": ('#include "../server/server.h"\n', "front ends' order"),
     "cli/big.c": ("int x;\n" * 801, "a file of 801 lines"),
-    "server/server.c": ("int x;\n" * 1414, "longer than its 1413"),
-    "openai/openai.c": ("int x;\n", "take it off OVER_LENGTH"),
+    "runtime/llama_common.cpp": ("int x;\n" * 1456, "longer than its 1455"),
+    "cli/was_long.c": ("int x;\n", "take it off OVER_LENGTH"),  # listed by the self-test below
     "engine/one.c": ("int cb_one(void) { return cb_two(); }\n", "call each other in a circle"),
     "engine/two.c": ("int cb_two(void);\nint cb_two(void) {\n    return cb_one();\n}\n", None),
     "engine/three.c": ("int cb_three(void) { return cb_one(); }\n", None),
@@ -250,6 +247,7 @@ PLANTED = {
 def self_test():
     import tempfile
 
+    OVER_LENGTH["cli/was_long.c"] = 900  # a file listed as long that now fits
     with tempfile.TemporaryDirectory() as d:
         for rel, (text, _) in PLANTED.items():
             os.makedirs(os.path.join(d, os.path.dirname(rel)), exist_ok=True)
