@@ -516,66 +516,67 @@ struct cobatch_event {
 };
 
 /* The engine's statistics (cobatch_engine_stats), each declared once, here:
- *     X(type, field, kind, metric, help)
+ *     X(type, field, kind, metric, help, source)
  * kind: how /metrics shows it (a gauge, a counter, or NONE: in the struct only, or shown in a form of
  * its own); metric: its name in /metrics after "cobatch:" (a field in microseconds, "_us", is shown
- * in seconds); help: what it counts, /metrics' HELP line. The struct below, /metrics and the bench's
- * JSON report read this list: a new statistic is one line here and the line that sets it in the
- * engine. */
+ * in seconds); help: what it counts, /metrics' HELP line; source: what the engine sets it from after
+ * each step (an expression of the engine's own state, compiled there alone; AT_READ: set when read,
+ * by cobatch_engine_stats). The struct below, the engine's copy, /metrics and the bench's JSON report
+ * read this list: a new statistic is one line here (and what counts it). */
 enum cobatch_stat_kind { COBATCH_STAT_NONE, COBATCH_STAT_GAUGE, COBATCH_STAT_COUNTER };
 // clang-format off
 #define COBATCH_STATS(X) \
-    X(int32_t, running, COBATCH_STAT_GAUGE, "num_requests_running", "Requests in the running batch.") \
-    X(int32_t, waiting, COBATCH_STAT_GAUGE, "num_requests_waiting", "Requests waiting to be scheduled.") \
-    X(int32_t, kv_used, COBATCH_STAT_NONE, "", "KV cells in use by cobatch's accounting, kv_cached included (/metrics shows kv_cache_used_cells: kv_used - kv_cached, as vLLM counts them).") \
-    X(int32_t, kv_total, COBATCH_STAT_GAUGE, "kv_cache_total_cells", "KV cells in the cache.") \
-    X(int32_t, kv_peak, COBATCH_STAT_GAUGE, "kv_cache_peak_cells", "The most KV cells in use at once so far.") \
-    X(int32_t, kv_cached, COBATCH_STAT_GAUGE, "kv_cache_cached_cells", "KV cells of cached prefixes no request uses (free on demand).") \
-    X(int32_t, kv_cells_llama, COBATCH_STAT_NONE, "", "Cells llama.cpp shows the running requests' sequences, summed over them (a shared cell once per request); 0 when nothing runs.") \
-    X(int32_t, kv_mismatches, COBATCH_STAT_GAUGE, "kv_mismatched_sequences", "Sequences whose cells in llama.cpp differ from the accounting after the last step (0 unless a bug).") \
-    X(int64_t, steps, COBATCH_STAT_COUNTER, "engine_steps_total", "Engine steps (forward passes) so far.") \
-    X(int64_t, preemptions, COBATCH_STAT_COUNTER, "num_preemptions_total", "Preemptions so far (swapped or recomputed).") \
-    X(int64_t, decode_retries, COBATCH_STAT_COUNTER, "decode_retries_total", "llama_decode calls retried after llama.cpp found no KV slot.") \
-    X(int32_t, events_queued, COBATCH_STAT_GAUGE, "engine_events_queued", "Engine events not yet taken by the server.") \
-    X(int64_t, decode_failures, COBATCH_STAT_COUNTER, "decode_failures_total", "llama_decode calls that failed; their requests ended with an error.") \
-    X(int64_t, prompt_tokens, COBATCH_STAT_COUNTER, "prompt_tokens_computed_total", "Prompt tokens the engine computed (not taken from the prefix cache; recomputes too).") \
-    X(int64_t, generated_tokens, COBATCH_STAT_NONE, "", "Tokens sampled (/metrics counts those of finished requests: generation_tokens_total).") \
-    X(int64_t, wasted_decode_slots, COBATCH_STAT_COUNTER, "wasted_decode_slots_total", "Static batching: slots of finished group members idle while their group ran.") \
-    X(int64_t, requests_finished, COBATCH_STAT_NONE, "", "Generation requests finished (/metrics counts them by reason: request_success_total).") \
-    X(int64_t, stream_moves, COBATCH_STAT_COUNTER, "stream_moves_total", "Split layout: running requests moved to another stream to keep one graph run.") \
-    X(int64_t, prefix_query_tokens, COBATCH_STAT_COUNTER, "prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.") \
-    X(int64_t, prefix_hit_tokens, COBATCH_STAT_COUNTER, "prefix_cache_hits_total", "Prompt tokens found in the prefix cache (not computed).") \
-    X(int64_t, swapped_out, COBATCH_STAT_COUNTER, "num_preemptions_swapped_total", "Preemptions whose KV cells were saved to host memory.") \
-    X(int64_t, swapped_in, COBATCH_STAT_COUNTER, "num_swapped_in_total", "Swapped-out requests whose KV cells were put back.") \
-    X(int64_t, recomputed, COBATCH_STAT_COUNTER, "num_preemptions_recomputed_total", "Preemptions whose KV cells were dropped (recomputed).") \
-    X(int64_t, swap_used_bytes, COBATCH_STAT_GAUGE, "swap_space_used_bytes", "Host memory the swapped-out requests' KV cells take.") \
-    X(int64_t, swap_peak_bytes, COBATCH_STAT_GAUGE, "swap_space_peak_bytes", "The most host memory swapped-out KV cells took at once.") \
-    X(int64_t, swap_lost, COBATCH_STAT_COUNTER, "swap_failures_total", "Swap saves or restores that failed (those requests were recomputed).") \
-    X(int64_t, swap_copied_bytes, COBATCH_STAT_COUNTER, "swap_copied_bytes_total", "Bytes copied by swap saves and restores.") \
-    X(int64_t, swap_copy_us, COBATCH_STAT_COUNTER, "swap_copy_seconds_total", "Time spent on swap saves and restores.") \
-    X(int64_t, host_cache_bytes, COBATCH_STAT_GAUGE, "host_cache_used_bytes", "Host memory the prefix cache's host tier takes.") \
-    X(int64_t, host_cache_cap_bytes, COBATCH_STAT_GAUGE, "host_cache_capacity_bytes", "Host memory the prefix cache's host tier may take.") \
-    X(int32_t, host_cache_entries, COBATCH_STAT_GAUGE, "host_cache_entries", "Conversations the prefix cache's host tier holds.") \
-    X(int64_t, host_cache_hit_tokens, COBATCH_STAT_COUNTER, "prefix_cache_host_hits_total", "Of the prefix cache's hits, prompt tokens loaded from its host-memory tier.") \
-    X(int64_t, host_cache_saves, COBATCH_STAT_COUNTER, "host_cache_saves_total", "Conversations copied from the KV streams to host memory.") \
-    X(int64_t, host_cache_loads, COBATCH_STAT_COUNTER, "host_cache_loads_total", "Conversations copied from host memory back into a KV stream.") \
-    X(int64_t, host_cache_failed, COBATCH_STAT_COUNTER, "host_cache_failures_total", "Host-tier copies that could not be made (recomputed).") \
-    X(int64_t, host_cache_evicted, COBATCH_STAT_COUNTER, "host_cache_evictions_total", "Host-tier conversations dropped for room or superseded.") \
-    X(int64_t, host_cache_copied_bytes, COBATCH_STAT_COUNTER, "host_cache_copied_bytes_total", "Bytes copied to and from the host tier.") \
-    X(int64_t, host_cache_copy_us, COBATCH_STAT_COUNTER, "host_cache_copy_seconds_total", "Time spent copying to and from the host tier.") \
-    X(int64_t, embd_requests, COBATCH_STAT_COUNTER, "embedding_requests_total", "Embedding requests finished (POST /v1/embeddings).") \
-    X(int64_t, embd_inputs, COBATCH_STAT_COUNTER, "embedding_inputs_total", "Embedding inputs computed.") \
-    X(int64_t, embd_tokens, COBATCH_STAT_COUNTER, "embedding_tokens_total", "Tokens of the embedding inputs computed.") \
-    X(int64_t, embd_passes, COBATCH_STAT_COUNTER, "embedding_passes_total", "Passes of the embedding context (llama_decode calls).") \
-    X(int64_t, embd_us, COBATCH_STAT_COUNTER, "embedding_seconds_total", "Time the embedding passes took.") \
-    X(int32_t, embd_waiting, COBATCH_STAT_GAUGE, "embedding_requests_waiting", "Embedding requests accepted and not finished.") \
-    X(int64_t, spec_drafted, COBATCH_STAT_COUNTER, "spec_decode_num_draft_tokens_total", "Draft tokens checked (speculative decoding, --spec).") \
-    X(int64_t, spec_accepted, COBATCH_STAT_COUNTER, "spec_decode_num_accepted_tokens_total", "Draft tokens that held: tokens generated without a pass of their own.") \
-    X(int64_t, spec_steps, COBATCH_STAT_COUNTER, "spec_decode_steps_total", "Steps that checked draft tokens.")
+    X(int32_t, running, COBATCH_STAT_GAUGE, "num_requests_running", "Requests in the running batch.", n_running(e)) \
+    X(int32_t, waiting, COBATCH_STAT_GAUGE, "num_requests_waiting", "Requests waiting to be scheduled.", AT_READ) \
+    X(int32_t, kv_used, COBATCH_STAT_NONE, "", "KV cells in use by cobatch's accounting, kv_cached included (/metrics shows kv_cache_used_cells: kv_used - kv_cached, as vLLM counts them).", e->main.kv.total_used) \
+    X(int32_t, kv_total, COBATCH_STAT_GAUGE, "kv_cache_total_cells", "KV cells in the cache.", e->main.kv.capacity) \
+    X(int32_t, kv_peak, COBATCH_STAT_GAUGE, "kv_cache_peak_cells", "The most KV cells in use at once so far.", e->main.kv.peak_used) \
+    X(int32_t, kv_cached, COBATCH_STAT_GAUGE, "kv_cache_cached_cells", "KV cells of cached prefixes no request uses (free on demand).", cs.idle) \
+    X(int32_t, kv_cells_llama, COBATCH_STAT_NONE, "", "Cells llama.cpp shows the running requests' sequences, summed over them (a shared cell once per request); 0 when nothing runs.", cells_in_llama(e)) \
+    X(int32_t, kv_mismatches, COBATCH_STAT_GAUGE, "kv_mismatched_sequences", "Sequences whose cells in llama.cpp differ from the accounting after the last step (0 unless a bug).", kv_mismatches(&e->main) + kv_mismatches(&e->lane.pool)) \
+    X(int64_t, steps, COBATCH_STAT_COUNTER, "engine_steps_total", "Engine steps (forward passes) so far.", ss->steps + e->lane.alone_steps) \
+    X(int64_t, preemptions, COBATCH_STAT_COUNTER, "num_preemptions_total", "Preemptions so far (swapped or recomputed).", ss->preemptions + ls.preemptions) \
+    X(int64_t, decode_retries, COBATCH_STAT_COUNTER, "decode_retries_total", "llama_decode calls retried after llama.cpp found no KV slot.", e->n_retries) \
+    X(int32_t, events_queued, COBATCH_STAT_GAUGE, "engine_events_queued", "Engine events not yet taken by the server.", AT_READ) \
+    X(int64_t, decode_failures, COBATCH_STAT_COUNTER, "decode_failures_total", "llama_decode calls that failed; their requests ended with an error.", e->n_decode_failures) \
+    X(int64_t, prompt_tokens, COBATCH_STAT_COUNTER, "prompt_tokens_computed_total", "Prompt tokens the engine computed (not taken from the prefix cache; recomputes too).", e->n_prompt_computed) \
+    X(int64_t, generated_tokens, COBATCH_STAT_NONE, "", "Tokens sampled (/metrics counts those of finished requests: generation_tokens_total).", e->n_generated) \
+    X(int64_t, wasted_decode_slots, COBATCH_STAT_COUNTER, "wasted_decode_slots_total", "Static batching: slots of finished group members idle while their group ran.", ss->wasted_decode_slots) \
+    X(int64_t, requests_finished, COBATCH_STAT_NONE, "", "Generation requests finished (/metrics counts them by reason: request_success_total).", ss->finished + ls.finished) \
+    X(int64_t, stream_moves, COBATCH_STAT_COUNTER, "stream_moves_total", "Split layout: running requests moved to another stream to keep one graph run.", ss->stream_moves) \
+    X(int64_t, prefix_query_tokens, COBATCH_STAT_COUNTER, "prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", cs.query_tokens + lcs.query_tokens) \
+    X(int64_t, prefix_hit_tokens, COBATCH_STAT_COUNTER, "prefix_cache_hits_total", "Prompt tokens found in the prefix cache (not computed).", cs.hit_tokens + lcs.hit_tokens) \
+    X(int64_t, swapped_out, COBATCH_STAT_COUNTER, "num_preemptions_swapped_total", "Preemptions whose KV cells were saved to host memory.", e->swap.swapped_out) \
+    X(int64_t, swapped_in, COBATCH_STAT_COUNTER, "num_swapped_in_total", "Swapped-out requests whose KV cells were put back.", e->swap.swapped_in) \
+    X(int64_t, recomputed, COBATCH_STAT_COUNTER, "num_preemptions_recomputed_total", "Preemptions whose KV cells were dropped (recomputed).", e->swap.recomputed) \
+    X(int64_t, swap_used_bytes, COBATCH_STAT_GAUGE, "swap_space_used_bytes", "Host memory the swapped-out requests' KV cells take.", e->swap.used) \
+    X(int64_t, swap_peak_bytes, COBATCH_STAT_GAUGE, "swap_space_peak_bytes", "The most host memory swapped-out KV cells took at once.", e->swap.peak) \
+    X(int64_t, swap_lost, COBATCH_STAT_COUNTER, "swap_failures_total", "Swap saves or restores that failed (those requests were recomputed).", e->swap.lost) \
+    X(int64_t, swap_copied_bytes, COBATCH_STAT_COUNTER, "swap_copied_bytes_total", "Bytes copied by swap saves and restores.", e->swap.copied_bytes) \
+    X(int64_t, swap_copy_us, COBATCH_STAT_COUNTER, "swap_copy_seconds_total", "Time spent on swap saves and restores.", e->swap.copy_us) \
+    X(int64_t, host_cache_bytes, COBATCH_STAT_GAUGE, "host_cache_used_bytes", "Host memory the prefix cache's host tier takes.", e->host.used) \
+    X(int64_t, host_cache_cap_bytes, COBATCH_STAT_GAUGE, "host_cache_capacity_bytes", "Host memory the prefix cache's host tier may take.", e->host.cap) \
+    X(int32_t, host_cache_entries, COBATCH_STAT_GAUGE, "host_cache_entries", "Conversations the prefix cache's host tier holds.", e->host.n) \
+    X(int64_t, host_cache_hit_tokens, COBATCH_STAT_COUNTER, "prefix_cache_host_hits_total", "Of the prefix cache's hits, prompt tokens loaded from its host-memory tier.", e->host.hit_tokens) \
+    X(int64_t, host_cache_saves, COBATCH_STAT_COUNTER, "host_cache_saves_total", "Conversations copied from the KV streams to host memory.", e->host.saves) \
+    X(int64_t, host_cache_loads, COBATCH_STAT_COUNTER, "host_cache_loads_total", "Conversations copied from host memory back into a KV stream.", e->host.loads) \
+    X(int64_t, host_cache_failed, COBATCH_STAT_COUNTER, "host_cache_failures_total", "Host-tier copies that could not be made (recomputed).", e->host.failed) \
+    X(int64_t, host_cache_evicted, COBATCH_STAT_COUNTER, "host_cache_evictions_total", "Host-tier conversations dropped for room or superseded.", e->host.evicted) \
+    X(int64_t, host_cache_copied_bytes, COBATCH_STAT_COUNTER, "host_cache_copied_bytes_total", "Bytes copied to and from the host tier.", e->host.copied_bytes) \
+    X(int64_t, host_cache_copy_us, COBATCH_STAT_COUNTER, "host_cache_copy_seconds_total", "Time spent copying to and from the host tier.", e->host.copy_us) \
+    X(int64_t, embd_requests, COBATCH_STAT_COUNTER, "embedding_requests_total", "Embedding requests finished (POST /v1/embeddings).", e->embd.requests) \
+    X(int64_t, embd_inputs, COBATCH_STAT_COUNTER, "embedding_inputs_total", "Embedding inputs computed.", e->embd.inputs) \
+    X(int64_t, embd_tokens, COBATCH_STAT_COUNTER, "embedding_tokens_total", "Tokens of the embedding inputs computed.", e->embd.tokens) \
+    X(int64_t, embd_passes, COBATCH_STAT_COUNTER, "embedding_passes_total", "Passes of the embedding context (llama_decode calls).", e->embd.passes) \
+    X(int64_t, embd_us, COBATCH_STAT_COUNTER, "embedding_seconds_total", "Time the embedding passes took.", e->embd.us) \
+    X(int32_t, embd_waiting, COBATCH_STAT_GAUGE, "embedding_requests_waiting", "Embedding requests accepted and not finished.", e->mail[CB_KIND_EMBED].open) \
+    X(int64_t, spec_drafted, COBATCH_STAT_COUNTER, "spec_decode_num_draft_tokens_total", "Draft tokens checked (speculative decoding, --spec).", e->spec_drafted) \
+    X(int64_t, spec_accepted, COBATCH_STAT_COUNTER, "spec_decode_num_accepted_tokens_total", "Draft tokens that held: tokens generated without a pass of their own.", e->spec_accepted) \
+    X(int64_t, spec_steps, COBATCH_STAT_COUNTER, "spec_decode_steps_total", "Steps that checked draft tokens.", e->spec_steps)
 // clang-format on
 
 struct cobatch_stats {
-#define COBATCH_STAT_FIELD(type, field, kind, metric, help) type field;
+#define COBATCH_STAT_FIELD(type, field, kind, metric, help, source) type field;
     COBATCH_STATS(COBATCH_STAT_FIELD)
 #undef COBATCH_STAT_FIELD
 };

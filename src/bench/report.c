@@ -113,7 +113,8 @@ static cJSON *result(const cb_bench_result *r) {
     cJSON_AddNumberToObject(o, "prefix_query_tokens", (double)r->stats.prefix_query_tokens);
     cJSON_AddNumberToObject(o, "prefix_hit_tokens", (double)r->stats.prefix_hit_tokens);
     cJSON *all = cJSON_AddObjectToObject(o, "engine_stats"); /* every statistic, by its field's name */
-#define CB_STAT_JSON(type, field, kind, metric, help) cJSON_AddNumberToObject(all, #field, (double)r->stats.field);
+#define CB_STAT_JSON(type, field, kind, metric, help, source)                                                          \
+    cJSON_AddNumberToObject(all, #field, (double)r->stats.field);
     COBATCH_STATS(CB_STAT_JSON)
 #undef CB_STAT_JSON
     return o;

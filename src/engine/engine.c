@@ -185,55 +185,13 @@ static void update_stats(cobatch_engine *e) {
     }
     cb_cache_get_stats(e->main.cache, &cs);
     pthread_mutex_lock(&e->mu);
-    e->stats.running = n_running(e);
-    e->stats.waiting = n_waiting(e);
-    e->n_queued = e->mail[CB_KIND_GENERATE].len + e->stats.waiting + e->mail[CB_KIND_EMBED].open;
-    e->stats.kv_used = e->main.kv.total_used;
-    e->stats.kv_total = e->main.kv.capacity;
-    e->stats.kv_peak = e->main.kv.peak_used;
-    e->stats.kv_cells_llama = cells_in_llama(e);
-    e->stats.kv_mismatches = kv_mismatches(&e->main) + kv_mismatches(&e->lane.pool);
-    e->stats.decode_failures = e->n_decode_failures;
-
+#define AT_READ 0 /* cobatch_engine_stats sets it */
+#define CB_STAT_SET(type, field, kind, metric, help, source) e->stats.field = (source);
+    COBATCH_STATS(CB_STAT_SET) /* each from its source in the one list (cobatch.h) */
+#undef CB_STAT_SET
+#undef AT_READ
+    e->n_queued = e->mail[CB_KIND_GENERATE].len + n_waiting(e) + e->mail[CB_KIND_EMBED].open;
     e->nodes_seen = e->main.runner.last_nodes;
-    e->stats.steps = ss->steps + e->lane.alone_steps; /* a step running both graphs counts once */
-    e->stats.preemptions = ss->preemptions + ls.preemptions;
-    e->stats.swapped_out = e->swap.swapped_out;
-    e->stats.swapped_in = e->swap.swapped_in;
-    e->stats.recomputed = e->swap.recomputed;
-    e->stats.swap_used_bytes = e->swap.used;
-    e->stats.swap_peak_bytes = e->swap.peak;
-    e->stats.swap_lost = e->swap.lost;
-    e->stats.swap_copied_bytes = e->swap.copied_bytes;
-    e->stats.swap_copy_us = e->swap.copy_us;
-    e->stats.host_cache_bytes = e->host.used;
-    e->stats.host_cache_cap_bytes = e->host.cap;
-    e->stats.host_cache_entries = e->host.n;
-    e->stats.host_cache_hit_tokens = e->host.hit_tokens;
-    e->stats.host_cache_saves = e->host.saves;
-    e->stats.host_cache_loads = e->host.loads;
-    e->stats.host_cache_failed = e->host.failed;
-    e->stats.host_cache_evicted = e->host.evicted;
-    e->stats.host_cache_copied_bytes = e->host.copied_bytes;
-    e->stats.host_cache_copy_us = e->host.copy_us;
-    e->stats.wasted_decode_slots = ss->wasted_decode_slots;
-    e->stats.requests_finished = ss->finished + ls.finished;
-    e->stats.stream_moves = ss->stream_moves;
-    e->stats.prompt_tokens = e->n_prompt_computed;
-    e->stats.generated_tokens = e->n_generated;
-    e->stats.decode_retries = e->n_retries;
-    e->stats.kv_cached = cs.idle;
-    e->stats.prefix_query_tokens = cs.query_tokens + lcs.query_tokens; /* the lane's from the host tier */
-    e->stats.prefix_hit_tokens = cs.hit_tokens + lcs.hit_tokens;
-    e->stats.embd_requests = e->embd.requests;
-    e->stats.embd_inputs = e->embd.inputs;
-    e->stats.embd_tokens = e->embd.tokens;
-    e->stats.embd_passes = e->embd.passes;
-    e->stats.embd_us = e->embd.us;
-    e->stats.embd_waiting = e->mail[CB_KIND_EMBED].open;
-    e->stats.spec_drafted = e->spec_drafted;
-    e->stats.spec_accepted = e->spec_accepted;
-    e->stats.spec_steps = e->spec_steps;
     pthread_mutex_unlock(&e->mu);
 }
 

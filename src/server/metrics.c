@@ -102,7 +102,7 @@ static bool in_us(const char *field) {
  * counter, a field in microseconds shown in seconds. */
 static void engine_part(cb_buf *b, const struct cobatch_stats *st, const char *model) {
     char name[128];
-#define CB_STAT_METRIC(type, field, kind, metric, help)                                                                \
+#define CB_STAT_METRIC(type, field, kind, metric, help, source)                                                        \
     if (kind != COBATCH_STAT_NONE) {                                                                                   \
         snprintf(name, sizeof(name), "cobatch:%s", metric);                                                            \
         double v = (double)st->field / (in_us(#field) ? 1e6 : 1);                                                      \
