@@ -251,6 +251,16 @@ struct cobatch_engine_params {
      * sliding-window model); 0 = none. A positive value needs the split layout and prefix caching,
      * and a model without a sliding window. */
     float cache_ram;
+    /* The prefix cache's disk tier under the host tier: a folder (NULL: none) where every
+     * conversation the host tier saves is written too (write-through, on a thread of its own), kept
+     * when it leaves host memory, read back when a request continues it and reading costs less than
+     * computing (measured), and indexed again when a server starts on the folder with the same model
+     * file, llama.cpp build, cache types and context layout (runtime/disk.h; replicas may share one
+     * folder). Needs the host tier (cache_ram). On a drain, the conversations the streams hold are
+     * saved first. A file that cannot be read or fails its checksum is computed instead. */
+    const char *cache_disk;
+    /* The disk tier's size in GiB, least recently used out. Default 16. */
+    float cache_disk_size;
     /* Speculative decoding: a decoding request checks draft tokens, taken from its own text (prompt
      * and output so far: the longest recent n-gram that ends it and occurred before, and what
      * followed it there), as extra rows of the same batch; the tokens the model agrees with are
@@ -556,7 +566,7 @@ enum cobatch_stat_kind { COBATCH_STAT_NONE, COBATCH_STAT_GAUGE, COBATCH_STAT_COU
     X(int64_t, swap_copy_us, COBATCH_STAT_COUNTER, "swap_copy_seconds_total", "Time spent on swap saves and restores.", e->swap.copy_us) \
     X(int64_t, host_cache_bytes, COBATCH_STAT_GAUGE, "host_cache_used_bytes", "Host memory the prefix cache's host tier takes.", e->host.used) \
     X(int64_t, host_cache_cap_bytes, COBATCH_STAT_GAUGE, "host_cache_capacity_bytes", "Host memory the prefix cache's host tier may take.", e->host.cap) \
-    X(int32_t, host_cache_entries, COBATCH_STAT_GAUGE, "host_cache_entries", "Conversations the prefix cache's host tier holds.", e->host.n) \
+    X(int32_t, host_cache_entries, COBATCH_STAT_GAUGE, "host_cache_entries", "Conversations the prefix cache's host tier holds in memory.", cb_host_in_memory(&e->host)) \
     X(int64_t, host_cache_hit_tokens, COBATCH_STAT_COUNTER, "prefix_cache_host_hits_total", "Of the prefix cache's hits, prompt tokens loaded from its host-memory tier.", e->host.hit_tokens) \
     X(int64_t, host_cache_saves, COBATCH_STAT_COUNTER, "host_cache_saves_total", "Conversations copied from the KV streams to host memory.", e->host.saves) \
     X(int64_t, host_cache_loads, COBATCH_STAT_COUNTER, "host_cache_loads_total", "Conversations copied from host memory back into a KV stream.", e->host.loads) \
@@ -564,6 +574,18 @@ enum cobatch_stat_kind { COBATCH_STAT_NONE, COBATCH_STAT_GAUGE, COBATCH_STAT_COU
     X(int64_t, host_cache_evicted, COBATCH_STAT_COUNTER, "host_cache_evictions_total", "Host-tier conversations dropped for room or superseded.", e->host.evicted) \
     X(int64_t, host_cache_copied_bytes, COBATCH_STAT_COUNTER, "host_cache_copied_bytes_total", "Bytes copied to and from the host tier.", e->host.copied_bytes) \
     X(int64_t, host_cache_copy_us, COBATCH_STAT_COUNTER, "host_cache_copy_seconds_total", "Time spent copying to and from the host tier.", e->host.copy_us) \
+    X(int64_t, disk_cache_bytes, COBATCH_STAT_GAUGE, "disk_cache_used_bytes", "Bytes the prefix cache's disk tier takes (files being written included).", e->host.disk_used) \
+    X(int64_t, disk_cache_cap_bytes, COBATCH_STAT_GAUGE, "disk_cache_capacity_bytes", "Bytes the prefix cache's disk tier may take (0: none).", e->host.disk_cap) \
+    X(int32_t, disk_cache_entries, COBATCH_STAT_GAUGE, "disk_cache_entries", "Conversations the disk tier holds (being written included).", e->host.n_disk) \
+    X(int64_t, disk_cache_hit_tokens, COBATCH_STAT_COUNTER, "prefix_cache_disk_hits_total", "Of the host tier's hits, prompt tokens read back from its disk tier.", e->host.disk_hit_tokens) \
+    X(int64_t, disk_cache_writes, COBATCH_STAT_COUNTER, "disk_cache_writes_total", "Conversations written to the disk tier.", e->host.disk_writes) \
+    X(int64_t, disk_cache_reads, COBATCH_STAT_COUNTER, "disk_cache_reads_total", "Conversations read back from the disk tier for a load.", e->host.disk_reads) \
+    X(int64_t, disk_cache_failed, COBATCH_STAT_COUNTER, "disk_cache_failures_total", "Disk-tier writes that could not be made, and reads of a missing, short or corrupt file (computed instead).", e->host.disk_failed) \
+    X(int64_t, disk_cache_evicted, COBATCH_STAT_COUNTER, "disk_cache_evictions_total", "Disk-tier files removed for room or superseded.", e->host.disk_evicted) \
+    X(int64_t, disk_cache_written_bytes, COBATCH_STAT_COUNTER, "disk_cache_written_bytes_total", "Bytes written to the disk tier.", e->host.disk_written_bytes) \
+    X(int64_t, disk_cache_read_bytes, COBATCH_STAT_COUNTER, "disk_cache_read_bytes_total", "Bytes read from the disk tier.", e->host.disk_read_bytes) \
+    X(int64_t, disk_cache_write_us, COBATCH_STAT_COUNTER, "disk_cache_write_seconds_total", "Time the disk tier's writer spent writing (its own thread).", e->host.disk_write_us) \
+    X(int64_t, disk_cache_read_us, COBATCH_STAT_COUNTER, "disk_cache_read_seconds_total", "Time spent reading from the disk tier.", e->host.disk_read_us) \
     X(int64_t, embd_requests, COBATCH_STAT_COUNTER, "embedding_requests_total", "Embedding requests finished (POST /v1/embeddings).", e->embd.requests) \
     X(int64_t, embd_inputs, COBATCH_STAT_COUNTER, "embedding_inputs_total", "Embedding inputs computed.", e->embd.inputs) \
     X(int64_t, embd_tokens, COBATCH_STAT_COUNTER, "embedding_tokens_total", "Tokens of the embedding inputs computed.", e->embd.tokens) \

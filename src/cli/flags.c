@@ -269,6 +269,25 @@ static bool parse_limit(const char *v, void *dst) {
     return false;
 }
 
+/* The engine's flags for host memory and disk: swap space and the prefix cache's tiers. */
+#define CB_TIER_FLAGS 4
+static void tier_flags(cb_flag *out, struct cobatch_engine_params *p) {
+    const cb_flag t[CB_TIER_FLAGS] = {
+        {"--swap-space", "GiB", CB_FLAG_F32, &p->swap_space, 0, 1 << 20,
+         .help = "host memory for preempted requests' KV cells (put back instead\nof recomputed when cheaper), "
+                 "default 4; 0: recompute"},
+        {"--cache-ram", "GiB", CB_FLAG_F32, &p->cache_ram, 0, 1 << 20,
+         .help = "split: host memory keeping cached conversations that leave the\nKV streams (copied back "
+                 "instead of recomputed when cheaper);\ndefault 1/8 of the host's memory, at most 8; 0: none"},
+        {"--cache-disk", "DIR", CB_FLAG_STR, &p->cache_disk,
+         .help = "split: a folder under the host tier keeping cached conversations\nacross restarts (written "
+                 "through; replicas may share it)"},
+        {"--cache-disk-size", "GiB", CB_FLAG_F32, &p->cache_disk_size, 0.001, 1 << 20,
+         .help = "the disk tier's size, least recently used out; default 16"},
+    };
+    memcpy(out, t, sizeof(t));
+}
+
 cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
     const cb_flag t[] = {
         {"-m, --model", "FILE", CB_FLAG_STR, &p->model_path,
@@ -348,12 +367,6 @@ cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
          .help = "YaRN: high correction dimension (default 1)"},
         {"--yarn-beta-fast", "N", CB_FLAG_F32, &p->rope.yarn_beta_fast, 0, 1000,
          .help = "YaRN: low correction dimension (default 32)"},
-        {"--swap-space", "GiB", CB_FLAG_F32, &p->swap_space, 0, 1 << 20,
-         .help = "host memory for preempted requests' KV cells (put back instead\nof recomputed when cheaper), "
-                 "default 4; 0: recompute"},
-        {"--cache-ram", "GiB", CB_FLAG_F32, &p->cache_ram, 0, 1 << 20,
-         .help = "split: host memory keeping cached conversations that leave the\nKV streams (copied back "
-                 "instead of recomputed when cheaper);\ndefault 1/8 of the host's memory, at most 8; 0: none"},
         {"--spec", "off|ngram", CB_FLAG_ENUM, &p->spec, .choices = "off|ngram", .values = SPEC,
          .help = "ngram: check drafts from a request's own text where they pay"},
         {"--spec-max", "K", CB_FLAG_I32, &p->spec_max, 1, COBATCH_SPEC_MAX,
@@ -385,9 +398,10 @@ cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
                  "renders to one at least)"},
         {"--verbose", NULL, CB_FLAG_SET, &p->verbose, .help = "show llama.cpp's log"},
     };
-    _Static_assert(sizeof(t) / sizeof(t[0]) <= CB_ENGINE_FLAGS, "room for the engine flags");
+    _Static_assert(sizeof(t) / sizeof(t[0]) + CB_TIER_FLAGS <= CB_ENGINE_FLAGS, "room for the engine flags");
     memcpy(room, t, sizeof(t));
-    return (cb_flag_group){"engine", room, sizeof(t) / sizeof(t[0])};
+    tier_flags(room + sizeof(t) / sizeof(t[0]), p);
+    return (cb_flag_group){"engine", room, sizeof(t) / sizeof(t[0]) + CB_TIER_FLAGS};
 }
 
 cb_flag_group cb_flags_sampling(cb_flag *room, struct cobatch_sampling *s) {

@@ -20,6 +20,7 @@ typedef struct {
     void (*unpin)(cb_cache *c, cb_request *r);
     int32_t (*admit_swapped)(cb_cache *c, cb_request *r, int32_t need, int32_t outstanding, cb_kv_ops *ops);
     int32_t (*drop)(cb_cache *c, cb_kv_ops *ops);
+    int32_t (*save_all)(cb_cache *c, cb_kv_ops *ops);
     int32_t (*parked_len)(const cb_cache *c, int32_t seq);
     void (*stats)(const cb_cache *c, cb_cache_stats *out);
     void (*settled)(cb_cache *c);
@@ -299,6 +300,8 @@ static int32_t streams_drop(cb_cache *c, cb_kv_ops *ops) {
 
 static void streams_settled(cb_cache *c) { cb_streams_settled(&c->sc); }
 
+static int32_t streams_save_all(cb_cache *c, cb_kv_ops *ops) { return cb_streams_save_all(&c->sc, ops); }
+
 static int32_t streams_parked_len(const cb_cache *c, int32_t seq) { return c->sc.len[seq]; }
 
 static void streams_stats(const cb_cache *c, cb_cache_stats *out) {
@@ -319,6 +322,7 @@ static const cache_impl streams_impl = {
     .in_flight = streams_in_flight,
     .move = streams_move,
     .drop = streams_drop,
+    .save_all = streams_save_all,
     .parked_len = streams_parked_len,
     .stats = streams_stats,
     .settled = streams_settled,
@@ -546,6 +550,8 @@ int32_t cb_cache_arrange(cb_cache *c, cb_request *const *running, int32_t n_runn
 }
 
 int32_t cb_cache_drop(cb_cache *c, cb_kv_ops *ops) { return c->impl->drop ? c->impl->drop(c, ops) : 0; }
+
+int32_t cb_cache_save_all(cb_cache *c, cb_kv_ops *ops) { return c->impl->save_all ? c->impl->save_all(c, ops) : 0; }
 
 void cb_cache_load_failed(cb_cache *c, int32_t tokens) { c->hit_tokens -= tokens; }
 

@@ -121,6 +121,10 @@ int32_t cb_cache_arrange(cb_cache *c, cb_request *const *running, int32_t n_runn
  * Returns the cells freed. */
 int32_t cb_cache_drop(cb_cache *c, cb_kv_ops *ops);
 
+/* Every cached conversation the pool holds that the host tier does not is queued to it
+ * (CB_KV_OP_STASH; streams: each parked stream; a drain, before the disk tier's last writes).
+ * Returns how many were queued. */
+int32_t cb_cache_save_all(cb_cache *c, cb_kv_ops *ops);
 /* A load from the host tier that an admission counted as `tokens` hit tokens could not be made. */
 void cb_cache_load_failed(cb_cache *c, int32_t tokens);
 

@@ -14,7 +14,16 @@
  * cap bytes, all kinds together, least recently used out. An entry whose tokens are a prefix of a newer one
  * (the same conversation a turn earlier) is dropped when the newer one comes in. Lookups are a
  * linear scan of the entries (hundreds at the default budget, against a decode step's ~100 ms).
- * Pure logic, no llama.h. Engine thread only. */
+ *
+ * The disk tier (cb_host_disk_on; its files are runtime/disk.h's) lies under it, written through:
+ * an entry is queued to be written to disk as soon as it is saved (locked while written), so a crash
+ * loses only what no stream has left yet. An entry whose file is written leaves memory for room
+ * as ON_DISK (its tokens stay here, its cells are in a file named by its id) instead of going; the
+ * disk's own budget evicts the least recently used files. What the tier asks of the files is
+ * queued (cb_host_io: write an entry, remove a file) and taken by the runtime each step
+ * (cb_host_take_io); a write's end comes back through cb_host_written. Entries already on disk (a
+ * restart, another replica's) come in through cb_host_add_disk. Pure logic, no llama.h, no I/O.
+ * Engine thread only. */
 #ifndef CB_HOSTCACHE_H
 #define CB_HOSTCACHE_H
 
@@ -33,10 +42,23 @@
 #define CB_HOST_LANE 1    /* the long lane's pool */
 
 typedef enum {
-    CB_HOST_SAVING, /* its stash is queued: tokens known, data not yet */
-    CB_HOST_SAVED,  /* data holds the cells of tok[0, len) */
-    CB_HOST_FAILED, /* the stash could not be made: freed with its last lock */
+    CB_HOST_SAVING,  /* its stash is queued: tokens known, data not yet */
+    CB_HOST_SAVED,   /* data holds the cells of tok[0, len) */
+    CB_HOST_FAILED,  /* the stash could not be made: freed with its last lock */
+    CB_HOST_ON_DISK, /* on the disk tier only: data is NULL, size its bytes there */
 } cb_host_state;
+
+/* An entry's file on the disk tier. */
+#define CB_HOST_FILE_NONE 0
+#define CB_HOST_FILE_WRITING 1 /* queued or being written (the entry is locked: data stays) */
+#define CB_HOST_FILE_WRITTEN 2
+
+/* What the tier asks of its files (the runtime makes it, in order). */
+#define CB_HOST_IO_WRITE 0  /* write e (locked; its data and tokens stay until cb_host_written) */
+#define CB_HOST_IO_REMOVE 1 /* the file of `id` goes (its entry is gone) */
+
+/* A file's bytes beyond the cells: the runtime's header and the tokens. */
+#define CB_HOST_FILE_HEADER 128
 
 struct cb_host_cache;
 
@@ -51,7 +73,16 @@ typedef struct cb_host_entry {
     int state;     /* cb_host_state */
     int32_t locks; /* queued ops that read or fill it */
     int64_t last_use;
+    uint64_t id;        /* its kind and tokens hashed: its file's name on the disk tier */
+    int file;           /* CB_HOST_FILE_* */
+    int64_t disk_bytes; /* what its file takes on the disk tier (being written or written), else 0 */
 } cb_host_entry;
+
+typedef struct {
+    int op; /* CB_HOST_IO_* */
+    cb_host_entry *e;
+    uint64_t id;
+} cb_host_io;
 
 typedef struct cb_host_cache {
     int64_t cap, used, peak; /* bytes */
@@ -68,6 +99,19 @@ typedef struct cb_host_cache {
     int64_t evicted;               /* entries dropped for room or superseded */
     int64_t hit_tokens;            /* prompt tokens admissions took from this tier */
     int64_t copied_bytes, copy_us; /* every stash and load */
+    /* the disk tier (disk_cap 0: none) */
+    int64_t disk_cap, disk_used; /* bytes its files take (those being written included) */
+    double disk_byte_us;         /* a byte read back from disk (measured by every read) */
+    void *disk;                  /* the runtime's files (runtime/disk.h); not owned */
+    cb_host_io *io;              /* (io_cap) what the files are asked, n_io of it */
+    int32_t n_io;
+    size_t io_cap;
+    int32_t n_disk;                  /* entries with a file (being written or written) */
+    int64_t disk_writes, disk_reads; /* files written, and read back for a load */
+    int64_t disk_failed;             /* writes or reads that could not be made */
+    int64_t disk_evicted;            /* files removed for room or superseded */
+    int64_t disk_hit_tokens;         /* of hit_tokens, those read from the disk tier */
+    int64_t disk_written_bytes, disk_read_bytes, disk_write_us, disk_read_us;
 } cb_host_cache;
 
 /* cap 0: a tier that keeps nothing. Returns 0, or -1 on bad sizes. */
@@ -100,11 +144,42 @@ void cb_host_loaded(cb_host_cache *h, cb_host_entry *e, bool ok, int64_t us);
 void cb_host_lock(cb_host_cache *h, cb_host_entry *e);
 void cb_host_unlock(cb_host_cache *h, cb_host_entry *e);
 
-/* Frees every unlocked entry. Returns how many went. */
+/* Entries in memory (saved or being saved). O(entries). */
+int32_t cb_host_in_memory(const cb_host_cache *h);
+
+/* Frees every unlocked entry (those on disk too: their files go). Returns how many went. */
 int32_t cb_host_drop(cb_host_cache *h);
 
+/* ---------------------------------------------------------------- the disk tier ------------- */
+
+/* Turns the disk tier on: files up to cap bytes. Returns 0, or -1 on a bad size. (h->disk, the
+ * runtime's handle for the runner's reads, is set by the runtime.) */
+int cb_host_disk_on(cb_host_cache *h, int64_t cap);
+/* The id of an entry of this kind holding toks[0, n): its file's name (FNV-1a, 64 bits). */
+uint64_t cb_host_id(int32_t kind, const int32_t *toks, int32_t n);
+/* A file already on disk: an ON_DISK entry for its tokens (copied), data_size bytes of cells in a
+ * file of file_bytes. Found at start (recent false): the least recently used of all, NULL when it
+ * does not fit the disk's budget (the caller removes the file); written by another replica since
+ * (recent): the most recently used, older files evicted for its room. NULL too when an entry of
+ * that id is here already, or on allocation failure. */
+cb_host_entry *cb_host_add_disk(cb_host_cache *h, int32_t kind, const int32_t *toks, int32_t n, size_t data_size,
+                                int64_t file_bytes, bool recent);
+/* Whether an entry of this id is here (a scan for files skips those). */
+bool cb_host_has_id(const cb_host_cache *h, uint64_t id);
+/* Every saved entry in memory without a file is queued to be written (a drain: one whose write
+ * found no room or failed tries again). Returns how many were queued. */
+int32_t cb_host_write_all(cb_host_cache *h);
+/* The runtime's side: the queued file work in order (the array is the tier's, valid until the
+ * next call into it; the queue is empty after); a write's end (the lock of its WRITE dropped:
+ * ok, the entry is on disk and its data freed; else it goes); a read for a load (ok: bytes read in
+ * us; else the entry goes and its file is removed, the load fails). */
+const cb_host_io *cb_host_take_io(cb_host_cache *h, int32_t *n);
+void cb_host_written(cb_host_cache *h, cb_host_entry *e, bool ok, int64_t us);
+void cb_host_read(cb_host_cache *h, cb_host_entry *e, bool ok, int64_t us);
+
 /* Debug invariant: used is the sum of the entries' bytes (within cap but while locked entries
- * hold more than estimated); no entry is empty; data is there exactly when saved. */
+ * hold more than estimated), disk_used of their disk_bytes; no entry is empty; data is there
+ * exactly when saved, a file exactly when it has disk bytes, an entry on disk only has a file. */
 bool cb_host_check(const cb_host_cache *h);
 
 #endif

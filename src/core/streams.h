@@ -113,4 +113,7 @@ int32_t cb_streams_drop(cb_streams *sc, cb_kv_ops *ops);
  * never run. */
 bool cb_streams_check(const cb_streams *sc);
 
+/* Every parked stream is queued to the host tier (as one leaving it is): a drain. Returns how many. */
+int32_t cb_streams_save_all(cb_streams *sc, cb_kv_ops *ops);
+
 #endif

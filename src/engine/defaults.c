@@ -45,6 +45,7 @@ struct cobatch_engine_params cobatch_engine_default_params(void) {
     p.long_lane = -1;
     p.swap_space = 4.0f;
     p.cache_ram = -1.0f;
+    p.cache_disk_size = 16.0f;
     p.repack = COBATCH_REPACK_AUTO;
     p.grammar_max_nesting = 512;
     p.grammar_max_elements = 1000000;

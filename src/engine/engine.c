@@ -3,6 +3,7 @@
  *     plan = schedule; run; postprocess
  * Only this thread touches the llama contexts, the schedulers and the samplers. */
 #include "engine_internal.h"
+#include "../runtime/disk.h"
 #include "../runtime/sampling.h"
 #include "../util/buf.h"
 
@@ -375,8 +376,10 @@ static void swap_mail(cobatch_engine *e) {
  * nothing to do. false: the engine is stopping. */
 static bool take_mail(cobatch_engine *e, bool *cancels, bool *drop, bool *cancel_waiting) {
     pthread_mutex_lock(&e->mu);
-    while (!e->stop && e->n_cancels == 0 && !e->drop_cache && !e->cancel_waiting && !work_for_engine(e))
+    while (!e->stop && e->n_cancels == 0 && !e->drop_cache && !e->cancel_waiting && !e->disk_done &&
+           !work_for_engine(e))
         pthread_cond_wait(&e->cond, &e->mu);
+    e->disk_done = false;
     if (e->stop) {
         pthread_mutex_unlock(&e->mu);
         return false;
@@ -412,14 +415,43 @@ static bool take_and_apply_mail(cobatch_engine *e) {
     return true;
 }
 
+void cb_engine_disk_wrote(void *arg) {
+    cobatch_engine *e = arg;
+    pthread_mutex_lock(&e->mu);
+    e->disk_done = true;
+    pthread_cond_signal(&e->cond);
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* The cell changes queued since the last step, made now in both pools. */
+static void apply_pending(cobatch_engine *e) {
+    cb_runner_apply_ops(&e->main.runner, cb_sched_pending_ops(e->main.sched));
+    if (cb_lane_on(&e->lane)) cb_runner_apply_ops(&e->lane.pool.runner, cb_sched_pending_ops(e->lane.pool.sched));
+}
+
+/* A drain with a disk tier: the conversations the streams hold go to the host tier, and every one
+ * there without a file is written, before the process goes. */
+static void save_to_disk(cobatch_engine *e) {
+    apply_pending(e); /* the ends' releases: their streams parked */
+    int32_t streams = cb_cache_save_all(e->main.cache, cb_sched_pending_ops(e->main.sched));
+    apply_pending(e);
+    int32_t more = cb_host_write_all(&e->host);
+    cb_disk_flush(e->disk, &e->host);
+    if (e->params.verbose)
+        fprintf(stderr, "cobatch: the disk tier holds %d conversations (%d streams saved, %d written again)\n",
+                e->host.n_disk, streams, more);
+}
+
 void *cb_engine_main(void *arg) {
     cobatch_engine *e = arg;
+    update_stats(e); /* what the start found (the disk tier's files) before any step */
     for (;;) {
         cb_engine_wait_for_event_space(e); /* a poller that does not keep up holds the engine here */
         if (!take_and_apply_mail(e)) break;
+        cb_disk_pump(e->disk, &e->host); /* writes ended, other replicas' files */
         step(e);
-        cb_runner_apply_ops(&e->main.runner, cb_sched_pending_ops(e->main.sched)); /* what this step's ends freed */
-        if (cb_lane_on(&e->lane)) cb_runner_apply_ops(&e->lane.pool.runner, cb_sched_pending_ops(e->lane.pool.sched));
+        apply_pending(e);                /* what this step's ends freed */
+        cb_disk_pump(e->disk, &e->host); /* the step's saves to the writer */
         update_stats(e);
         cb_engine_wake_pollers(e);
     }
@@ -429,6 +461,8 @@ void *cb_engine_main(void *arg) {
     pthread_mutex_unlock(&e->mu);
     for (int k = 0; k < CB_N_KINDS; k++)
         cb_kinds[k].end(e, CB_END_ALL);
+    if (e->disk) save_to_disk(e);
+    update_stats(e);
     cb_engine_wake_pollers(e);
     return NULL;
 }

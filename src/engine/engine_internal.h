@@ -214,10 +214,12 @@ struct cobatch_engine {
     cb_model model;    /* the weights, the vocabulary, and the main pool's context */
     cb_pool main;      /* the main pool (split layout: a stream per request) */
     cb_lane lane;
-    cb_embd embd;       /* engine thread, but for its context's facts (fixed at init) */
-    cb_swap swap;       /* host memory for preempted requests' cells, the scheduler's and the lane's (swap.h) */
-    cb_step_pace pace;  /* what a decode row and a prompt token of a step cost (plan.h), for step_pacing */
-    cb_host_cache host; /* the prefix cache's host tier (hostcache.h; cap 0: none) */
+    cb_embd embd;         /* engine thread, but for its context's facts (fixed at init) */
+    cb_swap swap;         /* host memory for preempted requests' cells, the scheduler's and the lane's (swap.h) */
+    cb_step_pace pace;    /* what a decode row and a prompt token of a step cost (plan.h), for step_pacing */
+    cb_host_cache host;   /* the prefix cache's host tier (hostcache.h; cap 0: none) */
+    struct cb_disk *disk; /* its disk tier's files (runtime/disk.h), or NULL */
+    bool disk_done;       /* (mu) a write of the disk tier ended: the engine takes it */
     /* speculation (speculate.c): drafts a request checks in a step at most; whether requests draft
      * from their own text (else only from a prediction); what a main-pool step's rows cost (decode
      * steps); how often all requests' drafts held; the totals */
@@ -270,6 +272,8 @@ struct cobatch_engine {
 };
 
 void *cb_engine_main(void *arg);
+/* The disk tier's writer ended a write (its thread): the engine wakes to take it. */
+void cb_engine_disk_wrote(void *arg);
 /* output.c: the one way a request ends: leaves the scheduler, emits FINISHED (with any text still held),
  * and is freed. Allocates nothing: the event's strings and its queue slot were reserved at submit,
  * so a request ends with its event even when memory has run out. */

@@ -2,6 +2,7 @@
  * scheduler, thread) and freed. */
 #include "engine_internal.h"
 #include "sizes.h"
+#include "../runtime/disk.h"
 #include "../runtime/llama_common.h"
 #include "../runtime/sampling.h"
 #include "../util/util.h"
@@ -220,6 +221,36 @@ static int make_scheduler(cobatch_engine *e, const cb_engine_sizes *z, int32_t b
     return 0;
 }
 
+/* The host tier's disk tier (runtime/disk.h), in a folder of its own for everything that makes
+ * the saved cells readable: the model file, llama.cpp's build, the cache's types, flash attention
+ * and the contexts' layout. */
+static int open_disk(cobatch_engine *e, const struct cobatch_engine_params *p, const cb_model_params *mp, char *err,
+                     size_t errlen) {
+    if (e->host.cap == 0) {
+        cb_set_err(err, errlen,
+                   "cache_disk needs the prefix cache's host tier (the split layout with prefix caching, cache_ram "
+                   "above 0, a model without a sliding window)");
+        return -1;
+    }
+    char hash[65], fp[512];
+    if (cb_disk_model_hash(e->model_path, hash) != 0) {
+        cb_set_err(err, errlen, "cache_disk: cannot read the model file %s", e->model_path);
+        return -1;
+    }
+    snprintf(fp, sizeof(fp),
+             "cobatch KV files 1; llama.cpp %s; model %s; cache types %d %d; flash attention %d; %d streams of %d "
+             "cells; long lane %d cells",
+             COBATCH_LLAMA_COMMIT, hash, (int)mp->type_k, (int)mp->type_v, (int)e->model.flash_attn, e->model.n_seq_max,
+             e->model.n_ctx_seq, cb_lane_on(&e->lane) ? e->lane.pool.kv.capacity : 0);
+    cb_host_disk_on(&e->host, (int64_t)((double)p->cache_disk_size * (1 << 30)));
+    e->disk = cb_disk_open(p->cache_disk, fp, &e->host, cb_engine_disk_wrote, e, err, errlen);
+    if (!e->disk) return -1;
+    if (p->verbose)
+        fprintf(stderr, "cobatch: the prefix cache's disk tier: %s, %d conversations (%.1f MiB) found\n",
+                cb_disk_path(e->disk), e->host.n_disk, (double)e->host.disk_used / (1 << 20));
+    return 0;
+}
+
 cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, char *err, size_t errlen) {
     struct cobatch_engine_params p = params ? *params : cobatch_engine_default_params();
     const struct cobatch_engine_params given = p; /* the operator's, before defaults resolve */
@@ -283,6 +314,7 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
         e->n_ctx_seq = e->lane.pool.kv.capacity;
     }
     if (p.embeddings && cb_embd_init(e, err, errlen) != 0) goto fail;
+    if (p.cache_disk && open_disk(e, &p, &mp, err, errlen) != 0) goto fail;
     e->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (e->event_fd < 0) {
         cb_set_err(err, errlen, "eventfd: %s", strerror(errno));
@@ -329,6 +361,7 @@ void cobatch_engine_free(cobatch_engine *e) {
     cb_plan_free(&e->main.plan);
     cb_sched_free(e->main.sched);
     cb_cache_free(e->main.cache);
+    cb_disk_close(e->disk, &e->host); /* (its writes hold entries of the host tier) */
     cb_host_free(&e->host);
     cb_kv_free(&e->main.kv);
     cb_lane_free(e);

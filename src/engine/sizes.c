@@ -57,6 +57,10 @@ int cb_engine_resolve(const struct cobatch_engine_params *p, cb_engine_sizes *ou
     if (p->cache_ram > 0 && (p->kv_layout != COBATCH_KV_SPLIT || !p->prefix_caching))
         return fail(err, errlen,
                     "cache_ram (the prefix cache's host-memory tier) needs the split KV layout with prefix caching");
+    if (!(p->cache_disk_size > 0 && p->cache_disk_size <= 1 << 20))
+        return fail(err, errlen, "cache_disk_size must be a positive number of GiB (got %g)", p->cache_disk_size);
+    if (p->cache_disk && (!p->cache_disk[0] || p->cache_ram == 0))
+        return fail(err, errlen, "cache_disk needs a folder and the host tier under it (cache_ram is 0)");
     if (p->spec != COBATCH_SPEC_OFF && p->spec != COBATCH_SPEC_NGRAM)
         return fail(err, errlen, "spec must be COBATCH_SPEC_OFF or COBATCH_SPEC_NGRAM (got %d)", p->spec);
     if (p->spec_max < 0 || p->spec_max > COBATCH_SPEC_MAX)

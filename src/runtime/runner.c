@@ -1,5 +1,7 @@
 #include "runner.h"
 
+#include "disk.h"
+
 #include <llama.h>
 
 #include <stdio.h>
@@ -167,15 +169,27 @@ void cb_runner_stash_one_stream(cb_runner *r, int32_t seq, int32_t cells, cb_hos
 
 bool cb_runner_load(cb_runner *r, int32_t seq, cb_host_entry *e, int32_t keep) {
     struct llama_context *ctx = r->model->ctx;
+    cb_host_cache *h = e->owner;
+    bool from_disk = e->state == CB_HOST_ON_DISK;
+    bool ok = (e->state == CB_HOST_SAVED || (from_disk && h->disk)) && seq < r->n_pending && !r->pending[seq];
+    const uint8_t *data = e->data;
+    uint8_t *read = NULL;
+    if (ok && from_disk) { /* read back from the disk tier, checked (a bad file is removed) */
+        int64_t t0 = now_us();
+        data = read = cb_disk_read(h->disk, e);
+        ok = read != NULL;
+        cb_host_read(h, e, ok, now_us() - t0);
+    }
     int64_t t0 = now_us();
-    bool ok = e->state == CB_HOST_SAVED && seq < r->n_pending && !r->pending[seq];
     if (ok) {
         llama_memory_seq_rm(llama_get_memory(ctx), seq, -1, -1);
-        ok = llama_state_seq_set_data_ext(ctx, e->data, e->size, seq, 0) == e->size;
+        ok = llama_state_seq_set_data_ext(ctx, data, e->size, seq, 0) == e->size;
         llama_memory_seq_rm(llama_get_memory(ctx), seq, ok ? keep : -1, -1); /* what it shares */
     }
-    cb_host_loaded(e->owner, e, ok, now_us() - t0);
-    if (ok) e->owner->hit_tokens += keep;
+    free(read);
+    cb_host_loaded(h, e, ok, now_us() - t0);
+    if (ok) h->hit_tokens += keep;
+    if (ok && from_disk) h->disk_hit_tokens += keep;
     return ok;
 }
 

@@ -335,6 +335,131 @@ static void host_tier_records(void **state) {
     cb_host_free(&h);
 }
 
+/* Takes the tier's queued file work: the writes (their entries, in order) and the removals. */
+static int32_t take_io(cb_host_cache *h, cb_host_entry **writes, int32_t *n_writes, uint64_t *removed) {
+    int32_t n, n_removed = 0;
+    const cb_host_io *io = cb_host_take_io(h, &n);
+    *n_writes = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (io[i].op == CB_HOST_IO_WRITE)
+            writes[(*n_writes)++] = io[i].e;
+        else
+            removed[n_removed++] = io[i].id;
+    }
+    return n_removed;
+}
+
+/* The disk tier's records: a saved entry is queued to be written and locked until written; one
+ * written leaves memory for room as ON_DISK (its tokens still matched, its load costed as a read);
+ * one not written (the write failed) goes; a superseded or evicted file is queued for removal; the
+ * disk's budget evicts the least recently used file; a file found at start comes in as the least
+ * recently used, one written by another replica as the most; a failed read removes its file. */
+static void host_tier_disk_records(void **state) {
+    (void)state;
+    cb_host_cache h;
+    /* memory for one saved entry of 60 tokens (100 bytes a cell) beside a stash, disk for three files of them */
+    int64_t one = 4096 + 100 * 70, file = 6000 + 4 * 60 + CB_HOST_FILE_HEADER;
+    assert_int_equal(cb_host_init(&h, one, 100, 32, NULL), 0);
+    assert_int_equal(cb_host_disk_on(&h, 3 * file), 0);
+    int32_t t[4][60];
+    for (int32_t c = 0; c < 4; c++)
+        for (int32_t k = 0; k < 60; k++)
+            t[c][k] = 1000 * (c + 1) + k;
+    cb_host_entry *w[8];
+    uint64_t rm[8];
+    int32_t nw;
+    cb_host_entry *a = cb_host_stash(&h, CB_HOST_STREAMS, t[0], 60);
+    assert_non_null(a);
+    assert_true(a->id == cb_host_id(CB_HOST_STREAMS, t[0], 60) && a->id != cb_host_id(CB_HOST_LANE, t[0], 60));
+    cb_host_saved(&h, a, malloc(6000), 6000, 60, 10);
+    cb_host_unlock(&h, a);
+    assert_int_equal(a->file, CB_HOST_FILE_WRITING);
+    assert_int_equal(a->locks, 1); /* the write's */
+    assert_int_equal(h.disk_used, file);
+    assert_int_equal(take_io(&h, w, &nw, rm), 0);
+    assert_int_equal(nw, 1);
+    assert_ptr_equal(w[0], a);
+    assert_true(cb_host_check(&h));
+    /* b needs a's memory, but a is being written (locked): b is not kept */
+    assert_null(cb_host_stash(&h, CB_HOST_STREAMS, t[1], 60));
+    cb_host_written(&h, a, true, 50);
+    assert_int_equal(a->file, CB_HOST_FILE_WRITTEN);
+    assert_int_equal(h.disk_writes, 1);
+    /* now a leaves memory for b and stays on disk */
+    cb_host_entry *b = cb_host_stash(&h, CB_HOST_STREAMS, t[1], 60);
+    assert_non_null(b);
+    assert_int_equal(a->state, CB_HOST_ON_DISK);
+    assert_null(a->data);
+    assert_int_equal(cb_host_in_memory(&h), 1);
+    int32_t len;
+    assert_ptr_equal(cb_host_match(&h, CB_HOST_STREAMS, t[0], 60, &len), a);
+    assert_int_equal(len, 60);
+    /* a read costs its file's bytes at the disk's rate besides the copy */
+    double token_us = 2000.0;
+    h.disk_byte_us = 50 * token_us / (double)file; /* reading a's file: the cost of 50 tokens */
+    assert_false(cb_host_worth(&h, a, 40));
+    assert_true(cb_host_worth(&h, a, 59));
+    /* b's write fails: it stays in memory without a file, and goes (not to disk) when room is needed */
+    cb_host_saved(&h, b, malloc(6000), 6000, 60, 10);
+    cb_host_unlock(&h, b);
+    assert_int_equal(take_io(&h, w, &nw, rm), 0);
+    assert_ptr_equal(w[0], b);
+    cb_host_written(&h, b, false, 5);
+    assert_int_equal(b->file, CB_HOST_FILE_NONE);
+    assert_int_equal(h.disk_failed, 1);
+    assert_int_equal(h.n_disk, 1);
+    cb_host_entry *c = cb_host_stash(&h, CB_HOST_STREAMS, t[2], 60);
+    assert_non_null(c);
+    assert_null(cb_host_match(&h, CB_HOST_STREAMS, t[1], 60, &len)); /* b went */
+    cb_host_saved(&h, c, malloc(6000), 6000, 60, 10);
+    cb_host_unlock(&h, c);
+    assert_int_equal(take_io(&h, w, &nw, rm), 0);
+    cb_host_written(&h, c, true, 5);
+    /* a later turn of a's conversation supersedes it: its file is queued for removal */
+    int32_t longer[70];
+    memcpy(longer, t[0], sizeof(t[0]));
+    for (int32_t k = 60; k < 70; k++)
+        longer[k] = 7;
+    cb_host_entry *a2 = cb_host_stash(&h, CB_HOST_STREAMS, longer, 70);
+    assert_non_null(a2);
+    assert_int_equal(take_io(&h, w, &nw, rm), 1);
+    assert_true(rm[0] == cb_host_id(CB_HOST_STREAMS, t[0], 60));
+    assert_int_equal(h.disk_evicted, 1);
+    cb_host_fail(&h, a2);
+    cb_host_unlock(&h, a2);
+    /* files found on disk: at start, the least recently used (one beyond the budget is refused);
+     * from another replica, the most recently used, older files evicted for it */
+    assert_non_null(cb_host_add_disk(&h, CB_HOST_STREAMS, t[3], 60, 6000, file, false));
+    assert_null(cb_host_add_disk(&h, CB_HOST_STREAMS, t[3], 60, 6000, file, false)); /* the same id */
+    assert_non_null(cb_host_add_disk(&h, CB_HOST_LANE, t[3], 60, 6000, file, false));
+    assert_null(cb_host_add_disk(&h, CB_HOST_LANE, t[1], 60, 6000, file, false)); /* no room at start */
+    assert_int_equal(h.disk_used, 3 * file);
+    cb_host_entry *x = cb_host_add_disk(&h, CB_HOST_LANE, t[1], 60, 6000, file, true);
+    assert_non_null(x);
+    assert_int_equal(take_io(&h, w, &nw, rm), 1); /* the least recently used file: the lane's found at start */
+    assert_true(rm[0] == cb_host_id(CB_HOST_LANE, t[3], 60));
+    assert_true(cb_host_has_id(&h, cb_host_id(CB_HOST_STREAMS, t[3], 60)));
+    assert_int_equal(h.disk_used, 3 * file);
+    /* a read that fails: the entry goes with its load's lock, its file is removed */
+    cb_host_lock(&h, x);
+    cb_host_read(&h, x, false, 10);
+    assert_null(cb_host_match(&h, CB_HOST_LANE, t[1], 60, &len));
+    cb_host_loaded(&h, x, false, 0);
+    cb_host_unlock(&h, x);
+    assert_int_equal(take_io(&h, w, &nw, rm), 1);
+    assert_true(rm[0] == cb_host_id(CB_HOST_LANE, t[1], 60));
+    assert_int_equal(h.disk_used, 2 * file);
+    assert_true(cb_host_check(&h));
+    /* a drain writes what has no file yet; a drop removes every unlocked entry and file */
+    assert_int_equal(cb_host_write_all(&h), 0); /* c has its file; nothing else is in memory */
+    assert_int_equal(cb_host_drop(&h), 2);
+    assert_int_equal(take_io(&h, w, &nw, rm), 2);
+    assert_int_equal(h.disk_used, 0);
+    assert_int_equal(h.n_disk, 0);
+    assert_true(cb_host_check(&h));
+    cb_host_free(&h);
+}
+
 /* A request admitted with a load from the host tier that leaves in the same step (before the ops
  * run): the load is taken back, its entry unlocked, its stream left empty and not parked, the hit
  * not counted. */
@@ -443,6 +568,7 @@ int main(void) {
         cmocka_unit_test(split_admission_fills_a_hole),
         cmocka_unit_test(split_admission_extends_the_block),
         cmocka_unit_test(host_tier_records),
+        cmocka_unit_test(host_tier_disk_records),
         cmocka_unit_test(host_load_taken_back),
         cmocka_unit_test(host_match_falls_back_to_a_stream),
         cmocka_unit_test(host_tier_keeps_sessions),

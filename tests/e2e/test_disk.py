@@ -1,0 +1,122 @@
+"""The prefix cache's disk tier (--cache-disk): conversations outlive a restart and a SIGKILL, and every
+fault of its files (a corrupt or truncated file, a writer killed mid-write, a folder gone, writes
+that fail, another model's files) ends in the prompt computed instead: never a wrong answer, the
+server running on. One host-tier entry fits in memory (--cache-ram 0.02: ~18 MiB of an 800-token
+conversation), two streams and no holders, so conversations leave memory for the disk."""
+import glob
+import os
+import resource
+import shutil
+import signal
+import socket
+
+import httpx
+
+from conftest import Server
+
+ARGS = ("--max-num-seqs", "2", "--prefix-cache-streams", "0", "--cache-ram", "0.02", "--temp", "0")
+WORDS = "river stone garden lamp window cloud paper market bridge candle forest tower".split()
+PROMPTS = [" ".join(f"{WORDS[(i * 7 + k * 5) % 12]}{k % 17}" for k in range(330)) + f" Story {i}:" for i in range(4)]
+
+
+def ask(s, p):
+    r = httpx.post(s.url + "/v1/completions", timeout=120,
+                   json={"prompt": p, "max_tokens": 16, "logprobs": 5, "ignore_eos": True})
+    assert r.status_code == 200, r.text
+    c = r.json()["choices"][0]
+    return (c["logprobs"]["tokens"], c["logprobs"]["token_logprobs"]), r.json()["usage"]["prompt_tokens_details"][
+        "cached_tokens"]
+
+
+def files(d):
+    return sorted(glob.glob(os.path.join(d, "*", "*.cbkv")))
+
+
+def disk(m, name):
+    return m[f"cobatch:disk_cache_{name}"]
+
+
+def limit_files():
+    """A full disk, as a writer sees it: a file past 8 MiB cannot grow (EFBIG, the signal ignored)."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (8 << 20, 8 << 20))
+
+
+def test_disk_tier_survives_restarts_and_faults(tmp_path):
+    d = str(tmp_path / "kv")
+    # 1. written through, and on a drain the streams' conversations too
+    s = Server(*ARGS, "--cache-disk", d)
+    try:
+        cold = [ask(s, p)[0] for p in PROMPTS]
+        again, cached = ask(s, PROMPTS[0])  # it left the streams and host memory: read back from disk
+        m = s.metrics()
+    finally:
+        assert s.stop() == 0, s.logs()
+    assert again == cold[0] and cached > 600
+    assert disk(m, "reads_total") == 1 and m["cobatch:prefix_cache_disk_hits_total"] == cached
+    assert disk(m, "failures_total") == 0 and disk(m, "writes_total") >= 2
+    saved = files(d)
+    assert len(saved) == 4, saved  # each conversation once: the drain saved the two streams' too
+    assert open(glob.glob(os.path.join(d, "*", "FINGERPRINT"))[0]).read().startswith("cobatch KV files")
+
+    # 2. a restart serves them all from disk, but a corrupt file (a byte of its cells flipped: the
+    # checksum fails, it is removed) and a truncated one (never indexed); a dead writer's temporary
+    # file is removed at start
+    with open(saved[0], "r+b") as f:
+        f.seek(-100, os.SEEK_END)
+        b = f.read(1)
+        f.seek(-100, os.SEEK_END)
+        f.write(bytes([b[0] ^ 0x5A]))
+    os.truncate(saved[1], os.path.getsize(saved[1]) // 2)
+    stale = os.path.join(os.path.dirname(saved[0]), f".tmp-{socket.gethostname().replace('-', '_')}-99999999-1")
+    open(stale, "wb").write(b"x" * 1000)
+    s = Server(*ARGS, "--cache-disk", d)
+    try:
+        m0 = s.metrics()
+        got = [ask(s, p) for p in PROMPTS]
+        m = s.metrics()
+        # 3. the folder vanishes under a running server: the conversation only on disk is computed
+        shutil.rmtree(d)
+        last = ask(s, PROMPTS[0])  # (PROMPTS[0] left memory for the three after it)
+        m2 = s.metrics()
+    finally:
+        assert s.stop() == 0, s.logs()
+    assert disk(m0, "entries") == 3 and not os.path.exists(stale)
+    assert [g[0] for g in got] == cold and last[0] == cold[0]
+    assert disk(m, "reads_total") == 2 and disk(m, "failures_total") == 1
+    assert sum(g[1] > 600 for g in got) == 2
+    assert m2["cobatch:prefix_cache_disk_hits_total"] == m["cobatch:prefix_cache_disk_hits_total"]
+    assert disk(m2, "failures_total") > disk(m, "failures_total")
+
+    # 4. SIGKILL right after the answers, writes in flight: what is there reads whole, the killed
+    # writer's temporary files go at the next start
+    s = Server(*ARGS, "--cache-disk", d)
+    try:
+        assert [ask(s, p)[0] for p in PROMPTS] == cold
+    finally:
+        s.proc.send_signal(signal.SIGKILL)
+        s.stop()
+    s = Server(*ARGS, "--cache-disk", d)
+    try:
+        got = [ask(s, p) for p in PROMPTS]
+        m = s.metrics()
+    finally:
+        assert s.stop() == 0, s.logs()
+    assert [g[0] for g in got] == cold
+    assert disk(m, "failures_total") == 0 and disk(m, "reads_total") >= 1
+    assert not glob.glob(os.path.join(d, "*", ".tmp-*"))
+
+    # 5. another cache type is another fingerprint: nothing of the folder's is loaded; its files
+    # cannot be written (a full disk): computed, the server running on (f32 cells: room for one in
+    # memory)
+    s = Server(*ARGS, "--cache-disk", d, "-ctk", "f32", "-ctv", "f32", "--cache-ram", "0.05", preexec=limit_files)
+    try:
+        m0 = s.metrics()
+        first = [ask(s, p)[0] for p in PROMPTS]
+        again = ask(s, PROMPTS[0])
+        m = s.metrics()
+    finally:
+        assert s.stop() == 0, s.logs()
+    assert disk(m0, "entries") == 0 and len(glob.glob(os.path.join(d, "*", "FINGERPRINT"))) == 2
+    assert again[0] == first[0] and again[1] == 0  # computed again: never written
+    assert disk(m, "failures_total") >= 2 and disk(m, "writes_total") == 0 and disk(m, "reads_total") == 0
