@@ -273,6 +273,7 @@ static void streams_release(cb_cache *c, cb_request *r, cb_kv_ops *ops) {
     cb_host_entry *e = r->cache.host;
     if (!e) {
         cb_streams_park(&c->sc, r->seq_id, r->tokens);
+        if (c->sc.host && c->sc.host->disk_cap > 0) cb_streams_save(&c->sc, r->seq_id, ops); /* on disk now */
         return;
     }
     for (int32_t i = ops->n - 1; i >= 0; i--)

@@ -83,13 +83,16 @@ static void stash(cb_streams *sc, int32_t s, cb_kv_ops *ops) {
     cb_kv_ops_push_ref(ops, s, CB_KV_OP_STASH, 0, sc->len[s], e);
 }
 
+bool cb_streams_save(cb_streams *sc, int32_t s, cb_kv_ops *ops) {
+    int32_t before = ops->n;
+    if (parked(sc, s)) stash(sc, s, ops);
+    return ops->n > before;
+}
+
 int32_t cb_streams_save_all(cb_streams *sc, cb_kv_ops *ops) {
     int32_t queued = 0;
-    for (int32_t s = 0; s < sc->kv->n_seq; s++) {
-        int32_t before = ops->n;
-        if (parked(sc, s)) stash(sc, s, ops);
-        queued += ops->n > before;
-    }
+    for (int32_t s = 0; s < sc->kv->n_seq; s++)
+        queued += cb_streams_save(sc, s, ops);
     return queued;
 }
 

@@ -113,6 +113,9 @@ int32_t cb_streams_drop(cb_streams *sc, cb_kv_ops *ops);
  * never run. */
 bool cb_streams_check(const cb_streams *sc);
 
+/* Parked stream s is queued to the host tier now (as when it leaves the device; with a disk tier a
+ * request's stream is, as it parks: the disk then holds every finished turn). Returns whether it was. */
+bool cb_streams_save(cb_streams *sc, int32_t s, cb_kv_ops *ops);
 /* Every parked stream is queued to the host tier (as one leaving it is): a drain. Returns how many. */
 int32_t cb_streams_save_all(cb_streams *sc, cb_kv_ops *ops);
 

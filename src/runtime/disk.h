@@ -36,7 +36,7 @@ typedef struct cb_disk cb_disk;
 cb_disk *cb_disk_open(const char *dir, const char *fp_text, cb_host_cache *h, void (*wake)(void *), void *arg,
                       char *err, size_t errlen);
 /* Engine thread, once a step: the tier's queued file work (writes to the writer, removals made), the
- * writes that ended since, and at most once a second, when the folder changed, files other replicas
+ * writes that ended since, and at most every 250 ms, when the folder changed, files other replicas
  * wrote indexed. */
 void cb_disk_pump(cb_disk *d, cb_host_cache *h);
 /* Waits until every queued write has ended (a drain), pumping. */

@@ -9,6 +9,8 @@ import resource
 import shutil
 import signal
 import socket
+import threading
+import time
 
 import httpx
 
@@ -19,13 +21,13 @@ WORDS = "river stone garden lamp window cloud paper market bridge candle forest 
 PROMPTS = [" ".join(f"{WORDS[(i * 7 + k * 5) % 12]}{k % 17}" for k in range(330)) + f" Story {i}:" for i in range(4)]
 
 
-def ask(s, p):
+def ask(s, p, text=False):
     r = httpx.post(s.url + "/v1/completions", timeout=120,
                    json={"prompt": p, "max_tokens": 16, "logprobs": 5, "ignore_eos": True})
     assert r.status_code == 200, r.text
     c = r.json()["choices"][0]
-    return (c["logprobs"]["tokens"], c["logprobs"]["token_logprobs"]), r.json()["usage"]["prompt_tokens_details"][
-        "cached_tokens"]
+    got = (c["logprobs"]["tokens"], c["logprobs"]["token_logprobs"])
+    return (got, r.json()["usage"]["prompt_tokens_details"]["cached_tokens"]) + ((c["text"],) if text else ())
 
 
 def files(d):
@@ -120,3 +122,40 @@ def test_disk_tier_survives_restarts_and_faults(tmp_path):
     assert disk(m0, "entries") == 0 and len(glob.glob(os.path.join(d, "*", "FINGERPRINT"))) == 2
     assert again[0] == first[0] and again[1] == 0  # computed again: never written
     assert disk(m, "failures_total") >= 2 and disk(m, "writes_total") == 0 and disk(m, "reads_total") == 0
+
+
+def test_disk_tier_shared_by_replicas(tmp_path):
+    """Two servers on one folder: a session's next turn on the other replica reads its history from
+    the disk (written when its turn ended, found by the other's rescan), and answers as the replica
+    that served it before; both writing the same conversations at once leave every file whole."""
+    d = str(tmp_path / "kv")
+    a, b = Server(*ARGS, "--cache-disk", d), Server(*ARGS, "--cache-disk", d)
+    try:
+        first = [ask(a, p, text=True) for p in PROMPTS[:2]]
+        nexts = [p + f[2] + " And then," for p, f in zip(PROMPTS, first)]
+        time.sleep(1)  # the writes end, b's rescan comes (at most every 250 ms, when the folder changed)
+        moved = ask(b, nexts[0])
+        mb = b.metrics()
+        stayed = ask(a, nexts[0])
+        assert moved[0] == stayed[0]
+        assert moved[1] > 600 and mb["cobatch:prefix_cache_disk_hits_total"] == moved[1]
+        both = [None, None]
+        ts = [threading.Thread(target=lambda i=i, s=s: both.__setitem__(i, [ask(s, p)[0] for p in PROMPTS[2:]]))
+              for i, s in enumerate((a, b))]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert both[0] == both[1]
+    finally:
+        assert a.stop() == 0, a.logs()
+        assert b.stop() == 0, b.logs()
+    c = Server(*ARGS, "--cache-disk", d)
+    try:
+        m0 = c.metrics()
+        got = [ask(c, p)[0] for p in PROMPTS[2:]]
+        m = c.metrics()
+    finally:
+        assert c.stop() == 0, c.logs()
+    assert got == both[0]
+    assert disk(m0, "entries") >= 4 and disk(m, "reads_total") >= 1 and disk(m, "failures_total") == 0
