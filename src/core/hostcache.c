@@ -167,6 +167,23 @@ static bool make_room(cb_host_cache *h, int64_t bytes) {
     return true;
 }
 
+/* A new entry in the list for toks[0, n) (copied), of this kind, its id set, the rest zero; NULL
+ * on allocation failure. */
+static cb_host_entry *new_entry(cb_host_cache *h, int32_t kind, const int32_t *toks, int32_t n) {
+    if (!cb_grow((void **)&h->e, &h->n_cap, (size_t)h->n + 1, sizeof(*h->e), 64)) return NULL;
+    cb_host_entry *e = calloc(1, sizeof(*e));
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)n);
+    if (!e || !tok) {
+        free(e);
+        free(tok);
+        return NULL;
+    }
+    memcpy(tok, toks, sizeof(int32_t) * (size_t)n);
+    *e = (cb_host_entry){.owner = h, .tok = tok, .len = n, .kind = kind, .id = cb_host_id(kind, toks, n)};
+    h->e[h->n++] = e;
+    return e;
+}
+
 cb_host_entry *cb_host_stash(cb_host_cache *h, int32_t kind, const int32_t *toks, int32_t n) {
     int64_t bytes = (int64_t)(n * h->cell_bytes) + CB_HOST_HEADER_BYTES;
     if (n < h->min_len || bytes > h->cap) return NULL; /* (before anything it would supersede goes) */
@@ -185,25 +202,12 @@ cb_host_entry *cb_host_stash(cb_host_cache *h, int32_t kind, const int32_t *toks
         }
     }
     if (!make_room(h, bytes)) return NULL;
-    if (!cb_grow((void **)&h->e, &h->n_cap, (size_t)h->n + 1, sizeof(*h->e), 64)) return NULL;
-    cb_host_entry *e = calloc(1, sizeof(*e));
-    int32_t *tok = malloc(sizeof(int32_t) * (size_t)n);
-    if (!e || !tok) {
-        free(e);
-        free(tok);
-        return NULL;
-    }
-    memcpy(tok, toks, sizeof(int32_t) * (size_t)n);
-    *e = (cb_host_entry){.owner = h,
-                         .tok = tok,
-                         .len = n,
-                         .kind = kind,
-                         .bytes = bytes,
-                         .state = CB_HOST_SAVING,
-                         .locks = 1,
-                         .id = cb_host_id(kind, toks, n)};
+    cb_host_entry *e = new_entry(h, kind, toks, n);
+    if (!e) return NULL;
+    e->bytes = bytes;
+    e->state = CB_HOST_SAVING;
+    e->locks = 1;
     e->last_use = ++h->clock;
-    h->e[h->n++] = e;
     h->used += bytes;
     if (h->used > h->peak) h->peak = h->used;
     return e;
@@ -315,29 +319,16 @@ cb_host_entry *cb_host_add_disk(cb_host_cache *h, int32_t kind, const int32_t *t
     uint64_t id = cb_host_id(kind, toks, n);
     if (n < 1 || file_bytes < 1 || h->disk_cap == 0 || cb_host_has_id(h, id)) return NULL;
     if (recent ? !disk_room(h, file_bytes) : h->disk_used + file_bytes > h->disk_cap) return NULL;
-    if (!cb_grow((void **)&h->e, &h->n_cap, (size_t)h->n + 1, sizeof(*h->e), 64)) return NULL;
-    cb_host_entry *e = calloc(1, sizeof(*e));
-    int32_t *tok = malloc(sizeof(int32_t) * (size_t)n);
-    if (!e || !tok) {
-        free(e);
-        free(tok);
-        return NULL;
-    }
-    memcpy(tok, toks, sizeof(int32_t) * (size_t)n);
     int64_t oldest = 0;
     for (int32_t i = 0; i < h->n; i++)
         if (h->e[i]->last_use < oldest) oldest = h->e[i]->last_use;
-    *e = (cb_host_entry){.owner = h,
-                         .tok = tok,
-                         .len = n,
-                         .kind = kind,
-                         .size = data_size,
-                         .state = CB_HOST_ON_DISK,
-                         .last_use = recent ? ++h->clock : oldest - 1,
-                         .id = id,
-                         .file = CB_HOST_FILE_WRITTEN,
-                         .disk_bytes = file_bytes};
-    h->e[h->n++] = e;
+    cb_host_entry *e = new_entry(h, kind, toks, n);
+    if (!e) return NULL;
+    e->size = data_size;
+    e->state = CB_HOST_ON_DISK;
+    e->last_use = recent ? ++h->clock : oldest - 1;
+    e->file = CB_HOST_FILE_WRITTEN;
+    e->disk_bytes = file_bytes;
     h->disk_used += file_bytes;
     h->n_disk++;
     return e;
