@@ -336,8 +336,12 @@ cb_host_entry *cb_host_add_disk(cb_host_cache *h, int32_t kind, const int32_t *t
 
 int32_t cb_host_write_all(cb_host_cache *h) {
     int32_t queued = 0;
-    for (int32_t i = 0; i < h->n; i++)
-        queued += h->e[i]->locks == 0 && write_through(h, h->e[i]);
+    for (int32_t i = 0; i < h->n; i++) {
+        int32_t n = h->n;
+        if (h->e[i]->locks > 0 || !write_through(h, h->e[i])) continue;
+        queued++;
+        if (h->n < n) i = -1; /* its room removed files and moved entries: from the start again */
+    }
     return queued;
 }
 

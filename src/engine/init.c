@@ -222,8 +222,8 @@ static int make_scheduler(cobatch_engine *e, const cb_engine_sizes *z, int32_t b
 }
 
 /* The host tier's disk tier (runtime/disk.h), in a folder of its own for everything that makes
- * the saved cells readable: the model file, llama.cpp's build, the cache's types, flash attention
- * and the contexts' layout. */
+ * the saved cells readable: the model file, llama.cpp's build, the cache's types, flash attention,
+ * the contexts' layout and RoPE (K is saved rotated). */
 static int open_disk(cobatch_engine *e, const struct cobatch_engine_params *p, const cb_model_params *mp, char *err,
                      size_t errlen) {
     if (e->host.cap == 0) {
@@ -232,16 +232,19 @@ static int open_disk(cobatch_engine *e, const struct cobatch_engine_params *p, c
                    "above 0, a model without a sliding window)");
         return -1;
     }
-    char hash[65], fp[512];
+    char hash[65], fp[768];
     if (cb_disk_model_hash(e->model_path, hash) != 0) {
         cb_set_err(err, errlen, "cache_disk: cannot read the model file %s", e->model_path);
         return -1;
     }
+    const struct cobatch_rope *rp = &p->rope;
     snprintf(fp, sizeof(fp),
              "cobatch KV files 1; llama.cpp %s; model %s; cache types %d %d; flash attention %d; %d streams of %d "
-             "cells; long lane %d cells",
+             "cells; long lane %d cells; rope %d %g %g %g %d %g %g %g %g",
              COBATCH_LLAMA_COMMIT, hash, (int)mp->type_k, (int)mp->type_v, (int)e->model.flash_attn, e->model.n_seq_max,
-             e->model.n_ctx_seq, cb_lane_on(&e->lane) ? e->lane.pool.kv.capacity : 0);
+             e->model.n_ctx_seq, cb_lane_on(&e->lane) ? e->lane.pool.kv.capacity : 0, rp->scaling, rp->scale,
+             rp->freq_base, rp->freq_scale, rp->yarn_orig_ctx, rp->yarn_ext_factor, rp->yarn_attn_factor,
+             rp->yarn_beta_slow, rp->yarn_beta_fast);
     cb_host_disk_on(&e->host, (int64_t)((double)p->cache_disk_size * (1 << 30)));
     e->disk = cb_disk_open(p->cache_disk, fp, &e->host, cb_engine_disk_wrote, e, err, errlen);
     if (!e->disk) return -1;

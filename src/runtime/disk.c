@@ -12,14 +12,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #define DISK_MAGIC "CBKVFILE"
 #define DISK_VERSION 1u
-#define DISK_RESCAN_US 1000000    /* the folder looked at for other replicas' files at most this often */
-#define DISK_STALE_TMP_S 3600     /* another host's temporary file this old is a writer gone */
+#define DISK_RESCAN_US 250000     /* the folder looked at for other replicas' files at most this often */
+#define DISK_STALE_TMP_S 3600     /* a temporary file this old whose lock cannot be tested: its writer is gone */
 #define DISK_MAX_TOKENS (1 << 24) /* a header naming more is corrupt */
 
 /* The file's header, as this (little-endian) host writes it: CB_HOST_FILE_HEADER bytes. */
@@ -48,7 +49,7 @@ typedef struct {
 struct cb_disk {
     char *dir; /* DIR/<fingerprint> */
     uint64_t fp;
-    char host[64];
+    char host[64]; /* (temporary names: this host's, its pid and a count) */
     pthread_t writer;
     bool started;
     pthread_mutex_t mu;
@@ -145,6 +146,7 @@ static bool write_entry(cb_disk *d, const cb_host_entry *e) {
     h.head_check = head_check(&h);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) return false;
+    flock(fd, LOCK_EX | LOCK_NB); /* held while written: a scan leaves a locked temporary file alone */
     bool ok = write_all(fd, &h, sizeof(h)) && write_all(fd, e->tok, sizeof(int32_t) * (size_t)e->len) &&
               write_all(fd, e->data, e->size) && fsync(fd) == 0;
     ok = close(fd) == 0 && ok;
@@ -188,10 +190,12 @@ static void *writer_main(void *arg) {
 /* ---------------------------------------------------------------- reading ------------------- */
 
 /* Opens the file of `id` and checks its header against this folder's fingerprint. -1 when it is
- * missing, short or foreign. */
-static int open_checked(const cb_disk *d, uint64_t id, disk_header *h, int64_t *file_bytes, struct timespec *mtime) {
+ * missing, short or foreign (*damaged: it was opened and failed the checks; may be NULL). */
+static int open_checked(const cb_disk *d, uint64_t id, disk_header *h, int64_t *file_bytes, struct timespec *mtime,
+                        bool *damaged) {
     char path[4096];
     file_path(d, id, path, sizeof(path));
+    if (damaged) *damaged = false;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;
     struct stat st;
@@ -201,6 +205,7 @@ static int open_checked(const cb_disk *d, uint64_t id, disk_header *h, int64_t *
               (uint64_t)st.st_size == sizeof(*h) + sizeof(int32_t) * (uint64_t)h->n_tokens + h->data_size;
     if (!ok) {
         close(fd);
+        if (damaged) *damaged = true;
         return -1;
     }
     *file_bytes = (int64_t)st.st_size;
@@ -211,7 +216,7 @@ static int open_checked(const cb_disk *d, uint64_t id, disk_header *h, int64_t *
 uint8_t *cb_disk_read(cb_disk *d, const cb_host_entry *e) {
     disk_header h;
     int64_t bytes;
-    int fd = open_checked(d, e->id, &h, &bytes, NULL);
+    int fd = open_checked(d, e->id, &h, &bytes, NULL, NULL);
     if (fd < 0) return NULL;
     int32_t *tok = NULL;
     uint8_t *data = NULL;
@@ -246,23 +251,18 @@ static int newest_first(const void *a, const void *b) {
     return x->mtime.tv_nsec < y->mtime.tv_nsec ? 1 : x->mtime.tv_nsec > y->mtime.tv_nsec ? -1 : 0;
 }
 
-/* A temporary file whose writer is gone: this host's with no such process, or another's old enough. */
-static bool stale_tmp(const cb_disk *d, const char *name, const struct stat *st) {
-    char host[64];
-    long pid;
-    const char *p = name + 5; /* ".tmp-" */
-    const char *dash = strrchr(p, '-');
-    if (!dash || dash == p) return false;
-    const char *dash2 = dash;
-    do
-        dash2--;
-    while (dash2 > p && *dash2 != '-');
-    if (dash2 <= p || (size_t)(dash2 - p) >= sizeof(host)) return false;
-    memcpy(host, p, (size_t)(dash2 - p));
-    host[dash2 - p] = 0;
-    pid = strtol(dash2 + 1, NULL, 10);
-    if (strcmp(host, d->host) == 0) return pid != getpid() && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
-    return time(NULL) - st->st_mtime > DISK_STALE_TMP_S;
+/* A temporary file whose writer is gone: its lock can be taken (a writer holds it until its rename),
+ * or, where the filesystem has no locks, it is over an hour old. */
+static bool stale_tmp(const char *path, const struct stat *st) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    bool gone;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+        gone = true;
+    else
+        gone = errno != EWOULDBLOCK && time(NULL) - st->st_mtime > DISK_STALE_TMP_S;
+    close(fd);
+    return gone;
 }
 
 /* Every file in the folder that h does not index yet: indexed (at start, newest first, those beyond
@@ -279,7 +279,7 @@ static void scan(cb_disk *d, cb_host_cache *h, bool at_start) {
         char path[4096];
         snprintf(path, sizeof(path), "%s/%s", d->dir, de->d_name);
         if (strncmp(de->d_name, ".tmp-", 5) == 0) {
-            if (lstat(path, &st) == 0 && stale_tmp(d, de->d_name, &st)) unlink(path);
+            if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && stale_tmp(path, &st)) unlink(path);
             continue;
         }
         char *end;
@@ -287,14 +287,20 @@ static void scan(cb_disk *d, cb_host_cache *h, bool at_start) {
         if (end != de->d_name + 16 || strcmp(end, ".cbkv") != 0 || cb_host_has_id(h, id)) continue;
         disk_header hd;
         disk_found f = {.id = id};
-        int fd = open_checked(d, id, &hd, &f.bytes, &f.mtime);
-        if (fd < 0) continue; /* (short: a crash between rename and data is impossible; foreign: not ours) */
+        bool damaged;
+        int fd = open_checked(d, id, &hd, &f.bytes, &f.mtime, &damaged);
+        if (fd < 0) {
+            if (damaged) unlink(path); /* short or corrupt (a rename brings whole files only): nobody reads it */
+            continue;
+        }
         f.kind = hd.kind, f.n = hd.n_tokens, f.size = (size_t)hd.data_size;
         f.tok = malloc(sizeof(int32_t) * (size_t)f.n);
-        bool ok = f.tok && read_all(fd, f.tok, sizeof(int32_t) * (size_t)f.n) && cb_host_id(f.kind, f.tok, f.n) == id &&
-                  cb_grow((void **)&found, &cap, n + 1, sizeof(*found), 16);
+        bool read = f.tok && read_all(fd, f.tok, sizeof(int32_t) * (size_t)f.n);
+        bool ok =
+            read && cb_host_id(f.kind, f.tok, f.n) == id && cb_grow((void **)&found, &cap, n + 1, sizeof(*found), 16);
         close(fd);
         if (!ok) {
+            if (read && cb_host_id(f.kind, f.tok, f.n) != id) unlink(path); /* its tokens are not its name's */
             free(f.tok);
             continue;
         }
@@ -302,8 +308,9 @@ static void scan(cb_disk *d, cb_host_cache *h, bool at_start) {
     }
     closedir(dir);
     qsort(found, n, sizeof(*found), newest_first);
-    for (size_t i = 0; i < n; i++) {
-        disk_found *f = &found[i];
+    for (size_t k = 0; k < n; k++) { /* at start newest first (each the least recently used so far);
+                                      * later oldest first (each the most recently used so far) */
+        disk_found *f = &found[at_start ? k : n - 1 - k];
         if (!cb_host_add_disk(h, f->kind, f->tok, f->n, f->size, f->bytes, !at_start) && at_start) {
             char path[4096];
             file_path(d, f->id, path, sizeof(path));

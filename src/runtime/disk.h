@@ -3,7 +3,8 @@
  *
  * Layout: DIR/<fingerprint>/<id>.cbkv, one file per entry, where the fingerprint (16 hex digits)
  * hashes everything that makes saved cells readable: the model file (its size and 64 samples of its
- * bytes), llama.cpp's build, the KV cache's types, flash attention and the contexts' layout. A
+ * bytes), llama.cpp's build, the KV cache's types, flash attention, the contexts' layout and RoPE
+ * (K is saved rotated). A
  * server never opens another fingerprint's folder, so a foreign entry is never loaded. Its text is
  * in DIR/<fingerprint>/FINGERPRINT for people.
  *
@@ -29,7 +30,8 @@
 typedef struct cb_disk cb_disk;
 
 /* Opens (creates) DIR/<fingerprint of fp_text>/, removes the temporary files of writers that are
- * gone, and indexes the files there into h (newest first; those beyond h's disk budget are removed);
+ * gone (a writer holds a lock on its own) and files that fail their header's checks, and indexes the
+ * rest into h (newest first; those beyond h's disk budget are removed);
  * sets h->disk. h's disk tier must be on (cb_host_disk_on). wake(arg) is called from the writer's
  * thread after each write (NULL: none). NULL with err set when the folder cannot be made or the
  * writer cannot start. */

@@ -62,8 +62,8 @@ def test_disk_tier_survives_restarts_and_faults(tmp_path):
     assert open(glob.glob(os.path.join(d, "*", "FINGERPRINT"))[0]).read().startswith("cobatch KV files")
 
     # 2. a restart serves them all from disk, but a corrupt file (a byte of its cells flipped: the
-    # checksum fails, it is removed) and a truncated one (never indexed); a dead writer's temporary
-    # file is removed at start
+    # checksum fails, it is removed) and a truncated one (removed at start, never indexed); a dead
+    # writer's temporary file (unlocked) is removed at start
     with open(saved[0], "r+b") as f:
         f.seek(-100, os.SEEK_END)
         b = f.read(1)
@@ -75,6 +75,7 @@ def test_disk_tier_survives_restarts_and_faults(tmp_path):
     s = Server(*ARGS, "--cache-disk", d)
     try:
         m0 = s.metrics()
+        truncated_left = os.path.exists(saved[1])
         got = [ask(s, p) for p in PROMPTS]
         m = s.metrics()
         # 3. the folder vanishes under a running server: the conversation only on disk is computed
@@ -83,7 +84,7 @@ def test_disk_tier_survives_restarts_and_faults(tmp_path):
         m2 = s.metrics()
     finally:
         assert s.stop() == 0, s.logs()
-    assert disk(m0, "entries") == 3 and not os.path.exists(stale)
+    assert disk(m0, "entries") == 3 and not os.path.exists(stale) and not truncated_left
     assert [g[0] for g in got] == cold and last[0] == cold[0]
     assert disk(m, "reads_total") == 2 and disk(m, "failures_total") == 1
     assert sum(g[1] > 600 for g in got) == 2
