@@ -307,7 +307,7 @@ static void scan(cb_disk *d, cb_host_cache *h, bool at_start) {
         found[n++] = f;
     }
     closedir(dir);
-    qsort(found, n, sizeof(*found), newest_first);
+    if (n > 1) qsort(found, n, sizeof(*found), newest_first);
     for (size_t k = 0; k < n; k++) { /* at start newest first (each the least recently used so far);
                                       * later oldest first (each the most recently used so far) */
         disk_found *f = &found[at_start ? k : n - 1 - k];
