@@ -5,7 +5,7 @@ BUILD ?= build
 CMAKE_FLAGS ?=
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all deps model build run test test-sanitize test-tsan test-rpc format format-check clean
+.PHONY: all deps model model-swa build run test test-sanitize test-tsan test-rpc format format-check clean
 
 all: build
 
@@ -14,6 +14,10 @@ deps:
 
 model: deps
 	@bash scripts/model.sh
+
+# A real sliding-window model (Gemma 3 270M) for the tests that need one.
+model-swa: deps
+	@bash scripts/swa_model.sh
 
 $(BUILD)/CMakeCache.txt: | deps
 	cmake -S . -B $(BUILD) $(GEN) $(CMAKE_FLAGS)
@@ -27,13 +31,13 @@ run: build model
 
 # Every test three times: the release build, our code under AddressSanitizer + UBSan (leaks too),
 # then under ThreadSanitizer.
-test: build model format-check
+test: build model model-swa format-check
 	ctest --test-dir $(BUILD) --output-on-failure --timeout 1500
 	$(MAKE) --no-print-directory test-sanitize
 	$(MAKE) --no-print-directory test-tsan
 	$(MAKE) --no-print-directory test-rpc
 
-test-sanitize: deps model
+test-sanitize: deps model model-swa
 	cmake -S . -B $(BUILD)-asan $(GEN) -DCOBATCH_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS)
 	cmake --build $(BUILD)-asan -j $$(nproc)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
@@ -42,7 +46,7 @@ test-sanitize: deps model
 # ThreadSanitizer links llama.cpp as shared libraries (built once more, cached): its code is not
 # instrumented, and ignore_noninstrumented_modules keeps its OpenMP threads, whose barriers TSan
 # cannot see, from being reported against each other.
-test-tsan: deps model
+test-tsan: deps model model-swa
 	cmake -S . -B $(BUILD)-tsan $(GEN) -DCOBATCH_TSAN=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS)
 	cmake --build $(BUILD)-tsan -j $$(nproc)
 	TSAN_OPTIONS=ignore_noninstrumented_modules=1:halt_on_error=1:second_deadlock_stack=1 \

@@ -247,9 +247,9 @@ struct cobatch_engine_params {
      * a parked stream reused) is copied to host memory, and a request continuing it has it copied
      * back into its stream instead of recomputed, when the copy costs less (measured); the long
      * lane's requests' cells too, when they end. Least recently used out. -1 (default) = an
-     * eighth of the host's memory, at most 8 GiB (none in the unified layout, nor for a
-     * sliding-window model); 0 = none. A positive value needs the split layout and prefix caching,
-     * and a model without a sliding window. */
+     * eighth of the host's memory, at most 8 GiB (none in the unified layout); 0 = none. A positive
+     * value needs the split layout and prefix caching. A sliding-window model's entry serves only a
+     * request that continues all of it (llama.cpp saves the cells its window still reads). */
     float cache_ram;
     /* The prefix cache's disk tier under the host tier: a folder (NULL: none) where every
      * conversation the host tier saves is written too (write-through, on a thread of its own), kept

@@ -234,7 +234,8 @@ static cb_cache_hit streams_match(const cb_cache *c, const cb_request *r, cb_req
         const cb_request *q = running[i];
         if (q->cache.host) continue;
         int32_t l = cb_common_prefix(r->tokens, n, q->tokens, q->n_computed);
-        if (l > m.len) m = (cb_stream_match){.src = q->seq_id, .len = l};
+        int32_t floor = c->sc.floor[q->seq_id];
+        if (l > m.len && l >= floor) m = (cb_stream_match){.src = q->seq_id, .len = l, .floor = floor};
     }
     cb_streams_match(&c->sc, r->tokens, n, &m);
     if (m.len >= c->sc.min_share) { /* shorter ones are not copied (cb_streams_admit) */
@@ -242,6 +243,7 @@ static cb_cache_hit streams_match(const cb_cache *c, const cb_request *r, cb_req
         h.src = m.src;
         h.host = m.host;
         h.src_len = m.src_len;
+        h.floor = m.floor;
     }
     return h;
 }
@@ -354,7 +356,7 @@ static int32_t host_admit(cb_cache *c, cb_request *r, cb_cache_hit *hit, int32_t
     int32_t seq = cb_kv_seq_acquire(c->kv);
     if (seq < 0) return -1;
     cb_host_entry *e = hit->host;
-    if (!e || hit->len == 0) {
+    if (!e || hit->len == 0 || hit->len < cb_host_floor(e->owner, e)) {
         hit->len = 0;
         return seq;
     }

@@ -37,6 +37,8 @@ typedef struct {
     void *host;  /* streams: else the host-tier entry holding them (hostcache.h); then src holds
                     src_len of them, or is -1 */
     int32_t src_len;
+    int32_t floor; /* len may not be lowered under this (a sliding-window model's loaded cells: streams.h);
+                      0: any length will do */
 } cb_cache_hit;
 
 typedef struct {

@@ -79,6 +79,7 @@ cb_host_entry *cb_host_match(const cb_host_cache *h, int32_t kind, const int32_t
         cb_host_entry *e = h->e[i];
         if (e->state == CB_HOST_FAILED || e->kind != kind) continue;
         int32_t l = cb_common_prefix(toks, n, e->tok, e->len);
+        if (l < cb_host_floor(h, e)) continue;
         if (l > *len || (l == *len && l > 0 && best && e->last_use > best->last_use)) {
             best = e;
             *len = l;
@@ -184,8 +185,34 @@ static cb_host_entry *new_entry(cb_host_cache *h, int32_t kind, const int32_t *t
     return e;
 }
 
+/* What saving n cells will take. With a window the estimate may be far off before two entries are
+ * measured: it is never over the tier (the copy says what it took, and cb_host_saved drops an
+ * entry too big). */
+static int64_t estimate(const cb_host_cache *h, int32_t n) {
+    double b = n * h->cell_bytes;
+    if (h->window > 0 && h->ref_n > 0) b = (double)h->ref_size + (n - h->ref_n) * h->cell_bytes;
+    int64_t bytes = (b > 0 ? (int64_t)b : 0) + CB_HOST_HEADER_BYTES;
+    return h->window > 0 && bytes > h->cap ? h->cap : bytes;
+}
+
+/* A copy of `cells` cells took size bytes: the model of what the next will take. */
+static void measured(cb_host_cache *h, size_t size, int32_t cells) {
+    if (cells <= 0) return;
+    if (h->window == 0) {
+        h->cell_bytes = (double)size / cells;
+        return;
+    }
+    if (cells < h->window) return; /* (under the window every layer grows: not the growth beyond it) */
+    if (h->ref_n >= h->window && cells != h->ref_n) {
+        double growth = ((double)size - (double)h->ref_size) / (cells - h->ref_n);
+        if (growth > 0) h->cell_bytes = growth;
+    }
+    h->ref_n = cells;
+    h->ref_size = (int64_t)size;
+}
+
 cb_host_entry *cb_host_stash(cb_host_cache *h, int32_t kind, const int32_t *toks, int32_t n) {
-    int64_t bytes = (int64_t)(n * h->cell_bytes) + CB_HOST_HEADER_BYTES;
+    int64_t bytes = estimate(h, n);
     if (n < h->min_len || bytes > h->cap) return NULL; /* (before anything it would supersede goes) */
     for (int32_t i = 0; i < h->n; i++) {               /* held already: touch it; superseded: it goes */
         cb_host_entry *e = h->e[i];
@@ -195,7 +222,7 @@ cb_host_entry *cb_host_stash(cb_host_cache *h, int32_t kind, const int32_t *toks
             e->last_use = ++h->clock;
             return NULL;
         }
-        if (l == e->len && e->locks == 0) {
+        if (l == e->len && e->locks == 0 && h->window == 0) { /* (with a window it serves what e does not) */
             if (e->file == CB_HOST_FILE_WRITTEN) h->disk_evicted++;
             remove_at(h, i--);
             h->evicted++;
@@ -229,7 +256,11 @@ void cb_host_saved(cb_host_cache *h, cb_host_entry *e, uint8_t *data, size_t siz
     h->used += (int64_t)size - e->bytes; /* what the copy took, not the estimate */
     e->bytes = (int64_t)size;
     if (h->used > h->peak) h->peak = h->used;
-    if (cells > 0) h->cell_bytes = (double)size / cells;
+    measured(h, size, cells);
+    if (e->bytes > h->cap) { /* (a window's first estimates) */
+        cb_host_fail(h, e);
+        return;
+    }
     make_room(h, 0); /* the estimate was short: others go (e is locked) */
     h->saves++;
     note_copy(h, size, us);

@@ -88,9 +88,15 @@ typedef struct cb_host_cache {
     int64_t cap, used, peak; /* bytes */
     double cell_bytes;       /* one cell as llama.cpp saves it: an estimate until a stash measures it */
     int32_t min_len;         /* shortest conversation worth keeping */
-    const cb_swap *rates;    /* the measured cost of a prompt token (not owned; may be NULL) */
-    double byte_us;          /* a byte stashed or loaded (measured by every copy) */
-    cb_host_entry **e;       /* (n_cap) the entries, n of them */
+    /* a sliding-window model's window (0: none): llama.cpp saves only the cells it still reads, so an
+     * entry serves a request that continues all of it, and no shorter match (cb_host_match); and an
+     * entry's bytes grow with its cells by the layers without a window only: sizes are estimated
+     * from the last entry measured (ref_n cells, ref_size bytes), cell_bytes being that growth */
+    int32_t window, ref_n;
+    int64_t ref_size;
+    const cb_swap *rates; /* the measured cost of a prompt token (not owned; may be NULL) */
+    double byte_us;       /* a byte stashed or loaded (measured by every copy) */
+    cb_host_entry **e;    /* (n_cap) the entries, n of them */
     int32_t n;
     size_t n_cap;
     int64_t clock;
@@ -120,8 +126,12 @@ int cb_host_init(cb_host_cache *h, int64_t cap, double cell_bytes, int32_t min_l
 void cb_host_free(cb_host_cache *h);
 
 /* The entry of this kind (saved or being saved) sharing the longest prefix with toks[0, n), its
- * length in *len; NULL (and 0) when none shares any. Read-only. */
+ * length in *len (at least the entry's cb_host_floor); NULL (and 0) when none shares any. Read-only. */
 cb_host_entry *cb_host_match(const cb_host_cache *h, int32_t kind, const int32_t *toks, int32_t n, int32_t *len);
+/* The shortest match entry e may serve: its whole length with a window, else 0 (any). */
+static inline int32_t cb_host_floor(const cb_host_cache *h, const cb_host_entry *e) {
+    return h->window > 0 ? e->len : 0;
+}
 
 /* Whether loading e to get `gained` prompt tokens not otherwise cached costs less than computing
  * them (a load copies the whole entry). */

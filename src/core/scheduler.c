@@ -344,10 +344,12 @@ static void start_request(cb_sched *s, cb_request *r, int32_t seq, int32_t cache
  * to a tile computed again (~250 ms with ~600 cells on two cores; a rest of one row took ~15 ms in
  * the one-row kernel, a rest of 62 rows 850 ms). A prompt under the tile runs the one-row kernel cold
  * too, whose rows do not depend on each other. A hit cut under the least share is computed whole.
- * Without exact_hits the whole hit is taken. */
+ * Without exact_hits the whole hit is taken, and so is a hit that may not be cut (a sliding-window
+ * model's conversation loaded from the host tier: its cells before the window are not there). */
 static void pad_to_tile(const cb_sched *s, const cb_request *r, cb_cache_hit *hit) {
     int32_t tile = s->cfg.split_tile, n = cb_request_n_tokens(r);
-    if (s->cfg.exact_hits && s->kv->split && tile > 0 && hit->len > 0 && n - hit->len < tile && n >= tile)
+    if (s->cfg.exact_hits && s->kv->split && tile > 0 && hit->len > 0 && n - hit->len < tile && n >= tile &&
+        n - tile >= hit->floor)
         hit->len = n - tile;
 }
 

@@ -20,7 +20,8 @@ int cb_streams_init(cb_streams *sc, cb_kv *kv, int32_t n_run, int32_t min_share,
     sc->len = calloc((size_t)kv->n_seq, sizeof(int32_t));
     sc->last_use = calloc((size_t)kv->n_seq, sizeof(int64_t));
     sc->busy = calloc((size_t)kv->n_seq, 1);
-    if (!sc->tok || !sc->len || !sc->last_use || !sc->busy) {
+    sc->floor = calloc((size_t)kv->n_seq, sizeof(int32_t));
+    if (!sc->tok || !sc->len || !sc->last_use || !sc->busy || !sc->floor) {
         cb_streams_free(sc);
         return -1;
     }
@@ -32,6 +33,7 @@ void cb_streams_free(cb_streams *sc) {
     free(sc->len);
     free(sc->last_use);
     free(sc->busy);
+    free(sc->floor);
     memset(sc, 0, sizeof(*sc));
 }
 
@@ -50,18 +52,21 @@ void cb_streams_match(const cb_streams *sc, const int32_t *toks, int32_t n, cb_s
     for (int32_t s = 0; s < sc->kv->n_seq; s++) {
         if (!parked(sc, s)) continue;
         int32_t l = cb_common_prefix(toks, n, toks_of(sc, s), sc->len[s]);
+        if (l < sc->floor[s]) continue;
         bool in_place = s < sc->n_run && !(m->src >= 0 && m->src < sc->n_run && parked(sc, m->src));
         if (l > m->len || (l == m->len && l > 0 && in_place)) {
             m->src = s;
             m->len = l;
             m->host = NULL;
+            m->floor = sc->floor[s];
         }
     }
     if (!sc->host) return;
     int32_t l;
     cb_host_entry *e = cb_host_match(sc->host, CB_HOST_STREAMS, toks, n, &l);
     if (e && l >= sc->min_share && l > m->len && cb_host_worth(sc->host, e, l - m->len))
-        *m = (cb_stream_match){.src = m->src, .len = l, .host = e, .src_len = m->len};
+        *m = (cb_stream_match){
+            .src = m->src, .len = l, .host = e, .src_len = m->len, .floor = cb_host_floor(sc->host, e)};
 }
 
 void cb_streams_settled(cb_streams *sc) { memset(sc->busy, 0, (size_t)sc->kv->n_seq); }
@@ -71,6 +76,7 @@ void cb_streams_settled(cb_streams *sc) { memset(sc->busy, 0, (size_t)sc->kv->n_
 /* Queues the whole-stream copy of src into dst (made at the next decode). */
 static void copy_stream(cb_streams *sc, int32_t dst, int32_t src, cb_kv_ops *ops) {
     cb_kv_ops_push(ops, dst, src, 0, -1);
+    sc->floor[dst] = sc->floor[src];
     sc->busy[dst] = sc->busy[src] = 1;
 }
 
@@ -103,6 +109,7 @@ static void empty_stream(cb_streams *sc, int32_t s, cb_kv_ops *ops) {
     cb_kv_unshare(sc->kv, sc->len[s]);
     sc->evicted_cells += sc->len[s];
     sc->len[s] = 0;
+    sc->floor[s] = 0;
 }
 
 /* Some other parked stream holds all of s's tokens but fewer than min_share: saving s adds
@@ -171,11 +178,19 @@ static int32_t pick_target(const cb_streams *sc, bool not_busy) {
     return best;
 }
 
+/* A host match's way back: the stream's match, if one is worth it (len may have been lowered to
+ * compute some of it again: no more than that). */
+static cb_stream_match stream_only(cb_stream_match m) {
+    int32_t l = m.src_len < m.len ? m.src_len : m.len;
+    return (cb_stream_match){.src = m.src, .len = m.src >= 0 ? l : 0};
+}
+
 int32_t cb_streams_admit(cb_streams *sc, cb_stream_match m, int32_t *shared, bool *loaded, cb_kv_ops *ops) {
     cb_kv *kv = sc->kv;
     *shared = 0;
     *loaded = false;
     if ((m.src < 0 && !m.host) || m.len < sc->min_share) m = (cb_stream_match){.src = -1, .len = 0};
+    if (m.host && m.len < cb_host_floor(sc->host, m.host)) m = stream_only(m); /* (cut under what it serves) */
     if (m.host) { /* a stream no copy touches before the load, its parked tokens to the host tier */
         int32_t t = pick_target(sc, true);
         if (t >= 0) {
@@ -183,16 +198,15 @@ int32_t cb_streams_admit(cb_streams *sc, cb_stream_match m, int32_t *shared, boo
             empty_stream(sc, t, ops);
             cb_kv_seq_take(kv, t);
             cb_kv_grow(kv, t, m.len);
+            sc->floor[t] = cb_host_floor(sc->host, m.host) > 0 ? m.len : 0;
             *shared = m.len;
             *loaded = true;
             return t;
         }
-        /* every stream it could load into has a copy pending: the stream's match, if one is worth it
-         * (len may have been lowered to compute some of it again: no more than that) */
-        int32_t l = m.src_len < m.len ? m.src_len : m.len;
-        m = m.src >= 0 && l >= sc->min_share ? (cb_stream_match){.src = m.src, .len = l}
-                                             : (cb_stream_match){.src = -1, .len = 0};
+        m = stream_only(m); /* every stream it could load into has a copy pending */
     }
+    /* a stream missing cells before its floor cannot keep less (a sliding-window model's load) */
+    if (m.src < 0 || m.len < sc->min_share || m.len < sc->floor[m.src]) m = (cb_stream_match){.src = -1, .len = 0};
     int32_t agree = m.agree > m.len ? m.agree : m.len;
     bool in_place = m.src >= 0 && m.src < sc->n_run && parked(sc, m.src);
     int32_t t = in_place ? m.src : pick_target(sc, false);
@@ -213,6 +227,7 @@ int32_t cb_streams_admit(cb_streams *sc, cb_stream_match m, int32_t *shared, boo
         }
     }
     if (m.src >= 0 && parked(sc, m.src)) sc->last_use[m.src] = ++sc->clock;
+    if (m.src < 0) sc->floor[t] = 0; /* (a copy or a take-over keeps the source's) */
     cb_kv_seq_take(kv, t);
     cb_kv_grow(kv, t, m.len);
     *shared = m.len;

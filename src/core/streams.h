@@ -53,6 +53,11 @@ typedef struct {
     int64_t moves;       /* running requests moved to another stream (cb_streams_move) */
     cb_host_cache *host; /* the host tier (not owned), or NULL */
     uint8_t *busy;       /* (kv->n_seq) a stream copy queued since the last decode reads or writes it */
+    /* (kv->n_seq) the shortest prefix of a stream's tokens a trim may keep (0: any): a stream loaded
+     * from the host tier of a sliding-window model lacks the cells before the window of the
+     * conversation it loaded (hostcache.h, whole_only), so a match must keep at least that much; a
+     * copy carries it, an emptied stream starts at 0 */
+    int32_t *floor;
 } cb_streams;
 
 /* Where a request's prefix comes from: stream src holds its first len tokens (src -1: none), or
@@ -63,6 +68,7 @@ typedef struct {
     int32_t src, len, agree;
     cb_host_entry *host;
     int32_t src_len;
+    int32_t floor; /* the source's: len may not drop under it (0 when any length will do) */
 } cb_stream_match;
 
 /* kv must be split with n_run <= kv->n_seq; host may be NULL (no host tier; not owned). Returns 0,

@@ -174,8 +174,7 @@ static cobatch_engine *engine_alloc(const struct cobatch_engine_params *p) {
 
 /* The engine's swap space, host tier, prefix cache, scheduler, plan and runner, once the model is
  * loaded: 0, or -1 with the message. */
-static int make_scheduler(cobatch_engine *e, const cb_engine_sizes *z, int32_t budget, bool host_tier_asked, char *err,
-                          size_t errlen) {
+static int make_scheduler(cobatch_engine *e, const cb_engine_sizes *z, int32_t budget, char *err, size_t errlen) {
     const struct cobatch_engine_params *p = &e->params;
     cb_swap_init(&e->swap, (int64_t)((double)p->swap_space * (1 << 30)), e->model.kv_cell_bytes);
     cb_sched_config sc = {.mode = p->mode == COBATCH_MODE_CONTINUOUS ? CB_MODE_CONTINUOUS : CB_MODE_STATIC,
@@ -193,16 +192,21 @@ static int make_scheduler(cobatch_engine *e, const cb_engine_sizes *z, int32_t b
                           .spec_cost = cb_model_has_state(&e->model) ? NULL : &e->spec_cost,
                           .max_draft_rows = CB_SPEC_ROWS,
                           .spec_explore = 16};
-    /* llama.cpp saves a sliding-window model's sequence without the cells its window has passed,
-     * so a load trimmed to a shorter match would lack cells the window needs: no host tier there */
+    /* A sliding-window model: its streams keep every cell (swa_full), so a stream serves any prefix;
+     * llama.cpp saves a sequence without the cells its window has passed, so a host-tier entry
+     * serves only a request that continues all of it. In the unified layout llama.cpp gives a cell
+     * its window has passed to another sequence's token, though a cached prefix still needs it: no
+     * sharing there. */
     bool swa = cb_model_has_swa(&e->model);
-    if (swa && host_tier_asked) {
-        cb_set_err(err, errlen, "cache_ram: the prefix cache's host tier does not hold sliding-window models");
-        return -1;
-    }
-    cb_host_init(&e->host, z->cache == CB_CACHE_STREAMS && !swa ? (int64_t)((double)p->cache_ram * (1 << 30)) : 0,
+    cb_host_init(&e->host, z->cache == CB_CACHE_STREAMS ? (int64_t)((double)p->cache_ram * (1 << 30)) : 0,
                  e->model.kv_cell_bytes, CB_HOST_MIN_LEN, &e->swap);
-    if (z->cache == CB_CACHE_STREAMS)
+    e->host.window = cb_model_n_swa(&e->model);
+    if (swa && z->cache == CB_CACHE_RADIX) {
+        if (p->verbose)
+            fprintf(stderr, "cobatch: a sliding-window model in the unified layout shares no prefixes (the split "
+                            "layout does)\n");
+        e->main.cache = cb_cache_new_none(&e->main.kv);
+    } else if (z->cache == CB_CACHE_STREAMS)
         e->main.cache =
             cb_cache_new_streams(&e->main.kv, p->max_num_seqs, CB_STREAM_MIN_SHARE, e->host.cap > 0 ? &e->host : NULL);
     else if (z->cache == CB_CACHE_RADIX)
@@ -229,7 +233,7 @@ static int open_disk(cobatch_engine *e, const struct cobatch_engine_params *p, c
     if (e->host.cap == 0) {
         cb_set_err(err, errlen,
                    "cache_disk needs the prefix cache's host tier (the split layout with prefix caching, cache_ram "
-                   "above 0, a model without a sliding window)");
+                   "above 0)");
         return -1;
     }
     char hash[65], fp[768];
@@ -308,7 +312,7 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
                    p.max_num_seqs);
         goto fail;
     }
-    if (make_scheduler(e, &z, budget, params && params->cache_ram > 0, err, errlen) != 0) goto fail;
+    if (make_scheduler(e, &z, budget, err, errlen) != 0) goto fail;
     int32_t lane = p.long_lane; /* the long lane's pool, after the host tier it shares */
     if (limit > 0 && lane > limit) lane = limit;
     if (lane > e->main.kv.per_seq_cap && z.split && p.mode == COBATCH_MODE_CONTINUOUS) {

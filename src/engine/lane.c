@@ -18,6 +18,7 @@ int cb_lane_init(cobatch_engine *e, const cb_model_params *mp, int32_t cells, in
     p.n_batch = budget;
     p.n_outputs_max = max_seqs + CB_PROMPT_LOGIT_ROWS;
     p.split_kv = false;
+    p.swa_window_only = true; /* nothing in its pool is shared or cut short */
     if (cb_model_new_context(&e->model, &p, &L->model, err, errlen) != 0) return -1;
     P->model = &L->model;
     if (cells > L->model.n_ctx) cells = L->model.n_ctx;

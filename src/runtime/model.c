@@ -57,6 +57,7 @@ static struct llama_context *new_context(struct llama_model *model, const cb_mod
     cp.n_outputs_max = (uint32_t)(p->n_outputs_max > 0 ? p->n_outputs_max : p->n_seq_max);
     cp.n_threads = cp.n_threads_batch = threads;
     cp.kv_unified = !p->split_kv;
+    cp.swa_full = !p->swa_window_only;
     cp.flash_attn_type = p->flash_attn ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
     cp.type_k = kv_ggml_type(p->type_k);
     cp.type_v = kv_ggml_type(p->type_v);
@@ -166,7 +167,9 @@ double cb_model_file_cell_bytes(const char *path, enum cobatch_kv_type type_k, e
     return cell_bytes(s.n_layer, s.n_head_kv, s.head_k, s.head_v, type_k, type_v);
 }
 
-bool cb_model_has_swa(const cb_model *m) { return m->model && llama_model_n_swa(m->model) > 0; }
+int32_t cb_model_n_swa(const cb_model *m) { return m->model ? llama_model_n_swa(m->model) : 0; }
+
+bool cb_model_has_swa(const cb_model *m) { return cb_model_n_swa(m) > 0; }
 
 bool cb_model_has_state(const cb_model *m) {
     return m->model && (llama_model_is_recurrent(m->model) || llama_model_is_hybrid(m->model));

@@ -25,6 +25,10 @@ typedef struct {
     int32_t n_outputs_max; /* logits rows one step can ask for (sizes the logits buffer) */
     bool split_kv;
     bool flash_attn;
+    bool swa_window_only; /* a sliding-window model keeps only its window's cells (llama.cpp's swa_full off):
+                             for a context that only ever continues its sequences; by default every
+                             cell stays, so a sequence trimmed to any prefix still holds what its
+                             window reads */
     enum cobatch_kv_type type_k, type_v; /* the KV cache's element types */
     bool verbose;
     const char *chat_template; /* Jinja text overriding the model's own, or NULL */
@@ -86,6 +90,8 @@ double cb_model_file_cell_bytes(const char *path, enum cobatch_kv_type type_k, e
 /* Whether the loaded model attends through a sliding window (llama.cpp then saves a sequence without
  * the cells its window has passed). */
 bool cb_model_has_swa(const cb_model *m);
+/* Its window in positions (0: none). */
+int32_t cb_model_n_swa(const cb_model *m);
 /* Whether the model keeps a recurrent state (a recurrent or hybrid model): its sequences cannot be cut back
  * to a position, so no draft rows (speculate.c) run on it. */
 bool cb_model_has_state(const cb_model *m);

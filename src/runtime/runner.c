@@ -182,9 +182,15 @@ bool cb_runner_load(cb_runner *r, int32_t seq, cb_host_entry *e, int32_t keep) {
     }
     int64_t t0 = now_us();
     if (ok) {
-        llama_memory_seq_rm(llama_get_memory(ctx), seq, -1, -1);
+        llama_memory_t mem = llama_get_memory(ctx);
+        llama_memory_seq_rm(mem, seq, -1, -1);
         ok = llama_state_seq_set_data_ext(ctx, data, e->size, seq, 0) == e->size;
-        llama_memory_seq_rm(llama_get_memory(ctx), seq, ok ? keep : -1, -1); /* what it shares */
+        /* a sliding window's cells start where the saved sequence's window did: a cut under the
+         * window's length past that would leave rows reading cells that are not there */
+        int32_t n_swa = llama_model_n_swa(r->model->model);
+        llama_pos lo = ok ? llama_memory_seq_pos_min(mem, seq) : 0;
+        if (ok && n_swa > 0 && lo > 0 && keep < lo + n_swa) ok = false;
+        llama_memory_seq_rm(mem, seq, ok ? keep : -1, -1); /* what it shares */
     }
     free(read);
     cb_host_loaded(h, e, ok, now_us() - t0);

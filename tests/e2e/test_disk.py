@@ -163,3 +163,61 @@ def test_disk_tier_shared_by_replicas(tmp_path):
         assert c.stop() == 0, c.logs()
     assert got == both[0]
     assert disk(m0, "entries") >= 4 and disk(m, "reads_total") >= 1 and disk(m, "failures_total") == 0
+
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+SWA_MODEL = os.environ.get("COBATCH_SWA_MODEL") or os.path.join(ROOT, "models", "gemma-3-270m-q4_k_m.gguf")
+# Five layers in six of Gemma 3 270M attend to the last 512 positions only; llama.cpp saves a
+# sequence without the cells that window has passed. Its base GGUF has no chat template.
+SWA_ARGS = ("-m", SWA_MODEL, "--chat-template", os.path.join(ROOT, "templates", "gemma.jinja"), "--temp", "0",
+            "--max-num-seqs", "2", "--prefix-cache-streams", "0", "--cache-ram", "0.012")
+LOG = [" ".join(f"{WORDS[(i * 5 + k * 3) % 12]}{k % 23}" for k in range(300)) for i in range(3)]
+
+
+def chat(s, messages):
+    r = httpx.post(s.url + "/v1/chat/completions", timeout=120,
+                   json={"messages": messages, "max_tokens": 12, "logprobs": True, "top_logprobs": 2})
+    assert r.status_code == 200, r.text
+    c = r.json()["choices"][0]
+    got = [(t["token"], t["logprob"], [a["logprob"] for a in t["top_logprobs"]]) for t in c["logprobs"]["content"]]
+    return got, r.json()["usage"]["prompt_tokens_details"]["cached_tokens"], c["message"]["content"]
+
+
+def test_sliding_window_conversations_outlive_a_restart(tmp_path):
+    """A sliding-window model's conversations live in the host and disk tiers too. An entry holds only
+    the cells its window still reads, so it serves a request that continues all of it (an agent's
+    next turn) and nothing shorter: a request sharing less is computed, never served from cells that
+    are not there. Answers compared token for token and log-probability for log-probability: a turn
+    continued from disk after a restart answers as the same turn continued in the first server, and
+    a prompt sharing a shorter prefix answers as it did cold."""
+    assert os.path.exists(SWA_MODEL), f"{SWA_MODEL} is missing: `make model-swa` fetches it"
+    d = str(tmp_path / "kv")
+    branch = [{"role": "user", "content": LOG[0][: len(LOG[0]) * 2 // 3] + "\nWhich word comes most often?"}]
+    first = [[{"role": "user", "content": LOG[i] + "\nWhat happened here?"}] for i in range(3)]
+    s = Server(*SWA_ARGS, "--cache-disk", d)
+    try:
+        branch_cold, cached, _ = chat(s, branch)
+        assert cached == 0
+        second = []
+        for m in first:  # three conversations on two streams and a host tier of about one
+            _, _, text = chat(s, m)
+            second.append(m + [{"role": "assistant", "content": text},
+                               {"role": "user", "content": "Now list every word that appears in it once, in "
+                                                           "the order it first appears, and say how many words "
+                                                           "the log holds in all, counting repeats. Then name the "
+                                                           "one that comes last and the one that comes first."}])
+        before = [chat(s, m)[:2] for m in second]
+    finally:
+        assert s.stop() == 0, s.logs()
+    assert all(c > 600 for _, c in before), [c for _, c in before]  # each continued its first turn's cells
+    s = Server(*SWA_ARGS, "--cache-disk", d)
+    try:
+        again, cached, _ = chat(s, branch)  # shares 400 tokens with a saved conversation, and is one
+        assert cached == 0 and again == branch_cold
+        after = [chat(s, m)[:2] for m in second]
+        m = s.metrics()
+    finally:
+        assert s.stop() == 0, s.logs()
+    assert after == before  # the same cells, read back from disk
+    assert m["cobatch:prefix_cache_disk_hits_total"] == sum(c for _, c in after)
+    assert m["cobatch:host_cache_failures_total"] == 0 and disk(m, "failures_total") == 0

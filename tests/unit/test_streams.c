@@ -559,6 +559,87 @@ static void host_match_falls_back_to_a_stream(void **state) {
     cb_kv_free(&kv);
 }
 
+/* A sliding-window model (window 64): an entry serves only a request that continues all of it, a
+ * longer one does not supersede it, sizes grow by what the layers without a window add (two entries
+ * measured), a stream loaded from the tier keeps at least what it loaded (a copy carries that floor,
+ * an emptied stream drops it), and a trim under the floor is refused: the request computes. */
+static void host_tier_with_a_window(void **state) {
+    (void)state;
+    cb_kv kv;
+    assert_int_equal(cb_kv_init(&kv, 3 * 512, 3, true), 0);
+    cb_host_cache host;
+    assert_int_equal(cb_host_init(&host, 1 << 20, 100, 32, NULL), 0);
+    host.window = 64;
+    cb_streams sc;
+    assert_int_equal(cb_streams_init(&sc, &kv, 2, 3, &host), 0);
+    int32_t t[300];
+    for (int32_t k = 0; k < 300; k++)
+        t[k] = 7000 + k;
+    cb_host_entry *a = cb_host_stash(&host, CB_HOST_STREAMS, t, 100);
+    assert_non_null(a);
+    cb_host_saved(&host, a, malloc(20000), 20000, 100, 1); /* 100 a cell beyond the window, 200 in it */
+    cb_host_unlock(&host, a);
+    cb_host_entry *b = cb_host_stash(&host, CB_HOST_STREAMS, t, 200); /* the next turn: a stays */
+    assert_non_null(b);
+    assert_int_equal(b->bytes, 20000 + 100 * 100 + 4096); /* from a, at the first guess per cell */
+    cb_host_saved(&host, b, malloc(30000), 30000, 200, 1);
+    cb_host_unlock(&host, b);
+    assert_int_equal(host.n, 2);
+    assert_true(host.cell_bytes > 99.9 && host.cell_bytes < 100.1); /* (30000 - 20000) / 100 */
+    int32_t len;
+    assert_ptr_equal(cb_host_match(&host, CB_HOST_STREAMS, t, 299, &len), b);
+    assert_int_equal(len, 200);
+    assert_ptr_equal(cb_host_match(&host, CB_HOST_STREAMS, t, 150, &len), a); /* b not whole: a */
+    assert_int_equal(len, 100);
+    assert_null(cb_host_match(&host, CB_HOST_STREAMS, t, 99, &len)); /* neither whole */
+    /* loaded into a stream: its floor is what it loaded */
+    cb_stream_match m = {.src = -1, .len = 0};
+    cb_streams_match(&sc, t, 150, &m);
+    assert_ptr_equal(m.host, a);
+    assert_int_equal(m.floor, 100);
+    int32_t shared = 0;
+    bool loaded = false;
+    cb_kv_ops ops = {0};
+    int32_t s = cb_streams_admit(&sc, m, &shared, &loaded, &ops);
+    assert_true(loaded);
+    assert_int_equal(sc.floor[s], 100);
+    cb_host_unlock(&host, a);            /* (the runner's, after the load) */
+    assert_true(cb_kv_grow(&kv, s, 50)); /* it computed 50 more and left */
+    cb_streams_park(&sc, s, t);
+    assert_int_equal(sc.len[s], 150);
+    /* a request sharing 90 of it: under the floor, so neither the stream nor an entry serves it */
+    int32_t u[120];
+    for (int32_t k = 0; k < 120; k++)
+        u[k] = k < 90 ? t[k] : 1 + k;
+    m = (cb_stream_match){.src = -1, .len = 0};
+    cb_streams_match(&sc, u, 119, &m);
+    assert_int_equal(m.len, 0);
+    m = (cb_stream_match){.src = s, .len = 90}; /* (as if asked anyway: refused) */
+    ops.n = 0;
+    int32_t s2 = cb_streams_admit(&sc, m, &shared, &loaded, &ops);
+    assert_int_equal(shared, 0);
+    assert_int_equal(sc.floor[s2], 0);
+    /* one sharing 120: the stream serves it, taken over in place, its floor kept */
+    cb_kv_seq_release(&kv, s2);
+    if (s2 == s) { /* (it took the parked stream's id: park the tokens back) */
+        assert_true(cb_kv_seq_take(&kv, s) && cb_kv_grow(&kv, s, 150));
+        cb_streams_park(&sc, s, t);
+        sc.floor[s] = 100;
+    }
+    m = (cb_stream_match){.src = -1, .len = 0};
+    cb_streams_match(&sc, t, 120, &m);
+    assert_int_equal(m.src, s);
+    assert_int_equal(m.floor, 100);
+    ops.n = 0;
+    assert_int_equal(cb_streams_admit(&sc, m, &shared, &loaded, &ops), s);
+    assert_int_equal(shared, 120);
+    assert_int_equal(sc.floor[s], 100);
+    cb_kv_ops_free(&ops);
+    cb_streams_free(&sc);
+    cb_host_free(&host);
+    cb_kv_free(&kv);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(streams_share_a_running_prefix),
@@ -572,6 +653,7 @@ int main(void) {
         cmocka_unit_test(host_load_taken_back),
         cmocka_unit_test(host_match_falls_back_to_a_stream),
         cmocka_unit_test(host_tier_keeps_sessions),
+        cmocka_unit_test(host_tier_with_a_window),
     };
     return cmocka_run_group_tests_name("streams", tests, NULL, NULL);
 }
