@@ -272,10 +272,13 @@ int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errle
     m->weight_bytes = (double)llama_model_size(m->model);
     m->n_vocab = llama_vocab_n_tokens(m->vocab);
     int32_t n_head = llama_model_n_head(m->model), n_head_kv = llama_model_n_head_kv(m->model);
-    if (n_head > 0) { /* K and V rows of n_embd / n_head x n_head_kv values, every layer */
-        int32_t head = llama_model_n_embd(m->model) / n_head;
-        m->kv_cell_bytes = cell_bytes(llama_model_n_layer(m->model), n_head_kv, head, head, p->type_k, p->type_v);
-    }
+    cb_model_shape sh; /* the file's heads (their key and value widths, when it gives them: Gemma's are
+                          wider than n_embd / n_head), else n_embd / n_head */
+    if (cb_model_file_shape(p->path, &sh))
+        m->kv_cell_bytes = cell_bytes(sh.n_layer, sh.n_head_kv, sh.head_k, sh.head_v, p->type_k, p->type_v);
+    else if (n_head > 0)
+        m->kv_cell_bytes = cell_bytes(llama_model_n_layer(m->model), n_head_kv, llama_model_n_embd(m->model) / n_head,
+                                      llama_model_n_embd(m->model) / n_head, p->type_k, p->type_v);
     char piece[1024];
     for (int32_t t = 0; t < m->n_vocab; t++) { /* O(vocabulary), once: tens of ms */
         int32_t k = llama_token_to_piece(m->vocab, t, piece, (int32_t)sizeof(piece), 0, true);
