@@ -218,7 +218,7 @@ cb_host_entry *cb_host_stash(cb_host_cache *h, int32_t kind, const int32_t *toks
         cb_host_entry *e = h->e[i];
         if (e->state == CB_HOST_FAILED || e->kind != kind) continue;
         int32_t l = cb_common_prefix(toks, n, e->tok, e->len);
-        if (l == n) {
+        if (l == n && (h->window == 0 || e->len == n)) { /* (with a window only e's own length serves) */
             e->last_use = ++h->clock;
             return NULL;
         }

@@ -591,7 +591,12 @@ static void host_tier_with_a_window(void **state) {
     assert_int_equal(len, 200);
     assert_ptr_equal(cb_host_match(&host, CB_HOST_STREAMS, t, 150, &len), a); /* b not whole: a */
     assert_int_equal(len, 100);
-    assert_null(cb_host_match(&host, CB_HOST_STREAMS, t, 99, &len)); /* neither whole */
+    assert_null(cb_host_match(&host, CB_HOST_STREAMS, t, 99, &len));  /* neither whole */
+    assert_null(cb_host_stash(&host, CB_HOST_STREAMS, t, 100));       /* held: a, its own length */
+    cb_host_entry *c = cb_host_stash(&host, CB_HOST_STREAMS, t, 150); /* b holds it, but not whole */
+    assert_non_null(c);
+    cb_host_fail(&host, c);
+    cb_host_unlock(&host, c);
     /* loaded into a stream: its floor is what it loaded */
     cb_stream_match m = {.src = -1, .len = 0};
     cb_streams_match(&sc, t, 150, &m);
