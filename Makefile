@@ -17,7 +17,7 @@ model: deps
 
 # A real sliding-window model (Gemma 3 270M) for the tests that need one.
 model-swa: deps
-	@bash scripts/swa_model.sh
+	@bash scripts/model.sh swa
 
 $(BUILD)/CMakeCache.txt: | deps
 	cmake -S . -B $(BUILD) $(GEN) $(CMAKE_FLAGS)
