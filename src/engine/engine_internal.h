@@ -5,6 +5,7 @@
 #ifndef CB_ENGINE_INTERNAL_H
 #define CB_ENGINE_INTERNAL_H
 
+#include "../core/draft.h"
 #include "../core/embd.h"
 #include "../core/kv.h"
 #include "../core/request.h"
@@ -55,7 +56,8 @@ typedef struct {
     bool no_spec;                /* checks no drafts (cobatch_request_params.no_speculation) */
     cb_accept acc;               /* how often its drafts held (speculate.c) */
     int32_t n_drafted, n_accepted;
-    int32_t *pred; /* (n_pred) the prediction's tokens (cobatch_request_params.prediction), or NULL */
+    int32_t pool_learned; /* its tokens [0, pool_learned) are in spec_pool */
+    int32_t *pred;        /* (n_pred) the prediction's tokens (cobatch_request_params.prediction), or NULL */
     int32_t n_pred;
     int32_t pred_from;       /* where in pred the output's last match ended (cb_draft_lookup's from), -1: none */
     int32_t pred_at;         /* the step's drafts start at pred[pred_at]; -1: they are not the prediction's */
@@ -225,6 +227,8 @@ struct cobatch_engine {
      * steps); how often all requests' drafts held; the totals */
     int32_t spec_max;
     bool spec_ngram;
+    cb_ngram_pool *spec_pool;   /* with spec_ngram: what followed each n-gram of every request's
+                                   computed text (draft.h), for requests whose own text has none */
     char attn_why[CB_ATTN_WHY]; /* how the attention path was chosen (attn.c) */
     cb_row_cost spec_cost;
     cb_run_cost run_cost; /* a main step's time by graph runs, rows and attended cells (cb_plan_row_order) */
@@ -286,6 +290,8 @@ bool cb_engine_sample_one(cobatch_engine *e, cb_request *r, const cb_model *m, i
  * requests (cb_request.draft). cb_spec_check: after the decode, item i's decode row and drafts are
  * sampled in order while the drafts hold; the cells of those that did not are dropped. */
 void cb_spec_prepare(cobatch_engine *e);
+/* The shared n-gram pool, with n-gram speculation on: 0, or -1 when memory ran out. */
+int cb_spec_init(cobatch_engine *e);
 void cb_spec_check(cobatch_engine *e, cb_pool *pool, const cb_plan *plan, int32_t i, int64_t now);
 void cb_engine_free_request(cb_request *r);
 /* Refuses a request: err (may be NULL) gets the code, the field at fault and the message. Returns

@@ -215,7 +215,7 @@ static int make_scheduler(cobatch_engine *e, const cb_engine_sizes *z, int32_t b
         e->main.cache = cb_cache_new_none(&e->main.kv);
     e->main.sched = e->main.cache ? cb_sched_new(&sc, &e->main.kv, e->main.cache) : NULL;
     e->cand = cb_sampler_scratch_new(&e->model);
-    if (!e->main.sched || !e->cand || cb_plan_init(&e->main.plan, p->max_num_seqs) != 0 ||
+    if (!e->main.sched || !e->cand || cb_spec_init(e) != 0 || cb_plan_init(&e->main.plan, p->max_num_seqs) != 0 ||
         cb_runner_init(&e->main.runner, &e->model, p->max_num_seqs) != 0) {
         cb_set_err(err, errlen, "out of memory");
         return -1;
@@ -370,6 +370,7 @@ void cobatch_engine_free(cobatch_engine *e) {
     cb_cache_free(e->main.cache);
     cb_disk_close(e->disk, &e->host); /* (its writes hold entries of the host tier) */
     cb_host_free(&e->host);
+    cb_ngram_pool_free(e->spec_pool);
     cb_kv_free(&e->main.kv);
     cb_lane_free(e);
     cb_embd_free(e);

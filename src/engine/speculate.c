@@ -3,7 +3,9 @@
  * scheduler put in the plan (spec.h chose how many).
  *
  * Drafts come from the client's prediction (cobatch_request_params.prediction) where it has one
- * and it matches, else, with speculation on, from the request's own text.
+ * and it matches, else, with speculation on, from the request's own text, else from the pool every
+ * request's computed text teaches (what followed the same four tokens elsewhere: agents send the
+ * same files and tool output in many requests).
  *
  * The check samples the decode row, then each draft's row in turn, through the request's own
  * sampler, while the token sampled is the draft: a draft that held was computed with the context
@@ -17,8 +19,6 @@
  * stream, an event or a log-probability. */
 #include "engine_internal.h"
 
-#include "../core/draft.h"
-
 #include <string.h>
 
 /* n-gram lengths of the lookup: the longest of up to 6 tokens that ends the text and occurred
@@ -30,6 +30,18 @@
 #define SPEC_PRIOR_TRIES 4.0
 #define SPEC_KEEP_REQUEST 0.9
 #define SPEC_KEEP_ALL 0.99
+
+/* The shared pool: 2^18 slots (2 MiB) of 4-grams. Four tokens name a place in a text well enough
+ * that what followed there last time is a fair guess (the request's own lookup, tried first, takes
+ * the longest n-gram instead). */
+#define SPEC_POOL_BITS 18
+#define SPEC_POOL_N 4
+
+int cb_spec_init(cobatch_engine *e) {
+    if (!e->spec_ngram) return 0;
+    e->spec_pool = cb_ngram_pool_new(SPEC_POOL_BITS, SPEC_POOL_N);
+    return e->spec_pool ? 0 : -1;
+}
 
 /* The prediction's token at `at` appeared in the output: counted once (usage). */
 static void pred_took(cb_engine_req *er, int32_t at) {
@@ -51,6 +63,10 @@ void cb_spec_prepare(cobatch_engine *e) {
             if (held && er->pred_at >= 0) er->pred_from = er->pred_at + 1, pred_took(er, er->pred_at);
         }
         er->shadow_at = 0;
+        if (e->spec_pool && r->n_computed > er->pool_learned) { /* computed: prompt chunks and held tokens */
+            cb_ngram_pool_learn(e->spec_pool, r->tokens, r->n_computed, er->pool_learned);
+            er->pool_learned = r->n_computed;
+        }
         if (!er->pred && !e->spec_ngram) continue;
         if (er->no_spec || er->prompt_only || r->n_computed < r->n_prompt || cb_request_pending(r) != 1) continue;
         int32_t n = cb_request_n_tokens(r), want = e->spec_max;
@@ -69,6 +85,8 @@ void cb_spec_prepare(cobatch_engine *e) {
         if (r->draft.avail == 0 && e->spec_ngram)
             r->draft.avail = cb_draft_lookup(r->tokens, n, r->tokens, n, SPEC_NGRAM_MIN, SPEC_NGRAM_MAX, -1, want,
                                              r->tokens + n, NULL);
+        if (r->draft.avail == 0 && e->spec_pool) /* what followed these tokens in other requests */
+            r->draft.avail = cb_ngram_pool_draft(e->spec_pool, r->tokens, n, want, r->tokens + n);
         r->draft.rate = cb_accept_rate(&er->acc, SPEC_PRIOR_TRIES * prior, SPEC_PRIOR_TRIES);
         if (r->draft.avail > 0) er->shadow_at = n, er->shadow_tok = r->tokens[n];
     }

@@ -1656,6 +1656,36 @@ static void prompt_logprobs_match_generated(void **state) {
     }
 }
 
+/* The shared pool: a request whose own text holds little to draft from takes drafts from what
+ * another request computed (the same prompt again: its answer is the first one's), and its output
+ * stays the first one's. */
+static void speculation_drafts_from_other_requests(void **state) {
+    (void)state;
+    struct cobatch_request_params ps = cobatch_request_default_params();
+    ps.prompt = "Once upon a time, in a small village by the sea,"; /* a story: its own text repeats little */
+    ps.max_tokens = 40;
+    ps.ignore_eos = true;
+    ps.logit_margins = true;
+    struct cobatch_engine_params p = engine_params(COBATCH_MODE_CONTINUOUS, 8, 64);
+    p.spec = COBATCH_SPEC_NGRAM;
+    cobatch_engine *e = it_engine(p);
+    assert_non_null(e);
+    static it_result first, again;
+    assert_true(it_run(e, &ps, &first, 1));
+    assert_true(it_run(e, &ps, &again, 1));
+    printf("# the pool: %d drafts held of %d the first time, %d of %d the second\n", first.n_accepted, first.n_drafted,
+           again.n_accepted, again.n_drafted);
+    assert_true(again.n_accepted >= first.n_accepted + 15); /* 40 tokens it has seen: most drafts hold */
+    if (it_compare(&first, &again, NEAR_TIE_EPS, "pool drafts", 0) == 0)
+        assert_memory_equal(again.text, first.text, first.text_len + 1);
+    struct cobatch_stats st;
+    cobatch_engine_stats(e, &st);
+    assert_int_equal(st.kv_mismatches, 0);
+    it_free(&first, 1);
+    it_free(&again, 1);
+    cobatch_engine_free(e);
+}
+
 int main(void) {
     if (getenv("CB_TEST_FILTER")) cmocka_set_test_filter(getenv("CB_TEST_FILTER")); /* one test, by name */
     const struct CMUnitTest shared[] = {
@@ -1682,6 +1712,7 @@ int main(void) {
         cmocka_unit_test(batch_invariance),
         cmocka_unit_test(preemption_keeps_outputs),
         cmocka_unit_test(speculation_keeps_outputs),
+        cmocka_unit_test(speculation_drafts_from_other_requests),
         cmocka_unit_test(memory_centric_batch_is_limited_by_cells),
         cmocka_unit_test(prompt_logprobs_match_generated),
         cmocka_unit_test(requests_stop_at_the_trained_context),
