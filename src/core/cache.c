@@ -556,7 +556,10 @@ int32_t cb_cache_drop(cb_cache *c, cb_kv_ops *ops) { return c->impl->drop ? c->i
 
 int32_t cb_cache_save_all(cb_cache *c, cb_kv_ops *ops) { return c->impl->save_all ? c->impl->save_all(c, ops) : 0; }
 
-void cb_cache_load_failed(cb_cache *c, int32_t tokens) { c->hit_tokens -= tokens; }
+void cb_cache_load_failed(cb_cache *c, int32_t seq, int32_t tokens) {
+    c->hit_tokens -= tokens;
+    if (c->sc_on) c->sc.floor[seq] = 0; /* the stream holds nothing: the request computes it all */
+}
 
 void cb_cache_settled(cb_cache *c) {
     if (c->impl->settled) c->impl->settled(c);

@@ -127,8 +127,9 @@ int32_t cb_cache_drop(cb_cache *c, cb_kv_ops *ops);
  * (CB_KV_OP_STASH; streams: each parked stream; a drain, before the disk tier's last writes).
  * Returns how many were queued. */
 int32_t cb_cache_save_all(cb_cache *c, cb_kv_ops *ops);
-/* A load from the host tier that an admission counted as `tokens` hit tokens could not be made. */
-void cb_cache_load_failed(cb_cache *c, int32_t tokens);
+/* A load from the host tier that an admission counted as `tokens` hit tokens could not be made: stream
+ * seq holds nothing. */
+void cb_cache_load_failed(cb_cache *c, int32_t seq, int32_t tokens);
 
 /* A decode ran: the stream copies queued before it are made (streams: stash and load may name
  * those streams again). */

@@ -185,14 +185,14 @@ static cb_host_entry *new_entry(cb_host_cache *h, int32_t kind, const int32_t *t
     return e;
 }
 
-/* What saving n cells will take. With a window the estimate may be far off before two entries are
- * measured: it is never over the tier (the copy says what it took, and cb_host_saved drops an
- * entry too big). */
+/* What saving n cells will take. With a window the estimate may be far off until two entries past
+ * it are measured: till then it is never over the tier (the copy says what it took, and
+ * cb_host_saved drops an entry too big). */
 static int64_t estimate(const cb_host_cache *h, int32_t n) {
-    double b = n * h->cell_bytes;
-    if (h->window > 0 && h->ref_n > 0) b = (double)h->ref_size + (n - h->ref_n) * h->cell_bytes;
-    int64_t bytes = (b > 0 ? (int64_t)b : 0) + CB_HOST_HEADER_BYTES;
-    return h->window > 0 && bytes > h->cap ? h->cap : bytes;
+    if (h->window == 0 || h->ref_n == 0) return (int64_t)(n * h->cell_bytes) + CB_HOST_HEADER_BYTES;
+    double b = (double)h->ref_size + (n - h->ref_n) * h->cell_bytes; /* (the measured size has its header) */
+    int64_t bytes = b > CB_HOST_HEADER_BYTES ? (int64_t)b : CB_HOST_HEADER_BYTES;
+    return h->n_ref < 2 && bytes > h->cap ? h->cap : bytes;
 }
 
 /* A copy of `cells` cells took size bytes: the model of what the next will take. */
@@ -205,8 +205,9 @@ static void measured(cb_host_cache *h, size_t size, int32_t cells) {
     if (cells < h->window) return; /* (under the window every layer grows: not the growth beyond it) */
     if (h->ref_n >= h->window && cells != h->ref_n) {
         double growth = ((double)size - (double)h->ref_size) / (cells - h->ref_n);
-        if (growth > 0) h->cell_bytes = growth;
+        if (growth > 0) h->cell_bytes = growth, h->n_ref = 2;
     }
+    if (h->n_ref == 0) h->n_ref = 1;
     h->ref_n = cells;
     h->ref_size = (int64_t)size;
 }

@@ -92,7 +92,7 @@ typedef struct cb_host_cache {
      * entry serves a request that continues all of it, and no shorter match (cb_host_match); and an
      * entry's bytes grow with its cells by the layers without a window only: sizes are estimated
      * from the last entry measured (ref_n cells, ref_size bytes), cell_bytes being that growth */
-    int32_t window, ref_n;
+    int32_t window, ref_n, n_ref; /* n_ref: entries measured beyond the window (2: the growth is known) */
     int64_t ref_size;
     const cb_swap *rates; /* the measured cost of a prompt token (not owned; may be NULL) */
     double byte_us;       /* a byte stashed or loaded (measured by every copy) */
@@ -128,9 +128,10 @@ void cb_host_free(cb_host_cache *h);
 /* The entry of this kind (saved or being saved) sharing the longest prefix with toks[0, n), its
  * length in *len (at least the entry's cb_host_floor); NULL (and 0) when none shares any. Read-only. */
 cb_host_entry *cb_host_match(const cb_host_cache *h, int32_t kind, const int32_t *toks, int32_t n, int32_t *len);
-/* The shortest match entry e may serve: its whole length with a window, else 0 (any). */
+/* The shortest match entry e may serve: with a window, its whole length when it is longer than the
+ * window; else 0 (any). */
 static inline int32_t cb_host_floor(const cb_host_cache *h, const cb_host_entry *e) {
-    return h->window > 0 ? e->len : 0;
+    return h->window > 0 && e->len > h->window ? e->len : 0; /* (within the window nothing was left out) */
 }
 
 /* Whether loading e to get `gained` prompt tokens not otherwise cached costs less than computing

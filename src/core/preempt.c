@@ -94,7 +94,7 @@ bool cb_preempt_unpin_waiting(cb_sched *s) {
 void cb_sched_restore_failed(cb_sched *s, cb_request *r) {
     if (r->cache.load_failed && r->seq_id >= 0) { /* a host-tier load: its stream holds nothing */
         r->cache.load_failed = false;
-        cb_cache_load_failed(s->cache, r->n_computed);
+        cb_cache_load_failed(s->cache, r->seq_id, r->n_computed);
         cb_kv_grow(s->kv, r->seq_id, -r->n_computed);
         r->n_computed = r->n_cached = 0;
         return;

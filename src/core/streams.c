@@ -117,8 +117,8 @@ static void empty_stream(cb_streams *sc, int32_t s, cb_kv_ops *ops) {
 static bool covered(const cb_streams *sc, int32_t s) {
     for (int32_t o = 0; o < sc->kv->n_seq; o++) {
         if (o == s || !parked(sc, o)) continue;
-        if (cb_common_prefix(toks_of(sc, s), sc->len[s], toks_of(sc, o), sc->len[o]) + sc->min_share > sc->len[s])
-            return true;
+        int32_t l = cb_common_prefix(toks_of(sc, s), sc->len[s], toks_of(sc, o), sc->len[o]);
+        if (l + sc->min_share > sc->len[s] && l >= sc->floor[o]) return true; /* (o may serve that much) */
     }
     return false;
 }
