@@ -161,7 +161,9 @@ struct cobatch_rope {
 };
 
 /* Speculative decoding (cobatch_engine_params.spec). */
-enum cobatch_spec { COBATCH_SPEC_OFF = 0, COBATCH_SPEC_NGRAM = 1 };
+/* NGRAM drafts from a request's own text, then from a pool every request's text teaches (timing can
+ * tell one client what another sent recently); NGRAM_OWN from the request's own text only. */
+enum cobatch_spec { COBATCH_SPEC_OFF = 0, COBATCH_SPEC_NGRAM = 1, COBATCH_SPEC_NGRAM_OWN = 2 };
 #define COBATCH_SPEC_MAX 32
 
 struct cobatch_engine_params {
@@ -268,8 +270,8 @@ struct cobatch_engine_params {
      * sample is it), the rest of the rows' cells dropped. Each step the scheduler checks only the
      * drafts worth their rows, from the measured cost of a row at the step's shape and each
      * request's rate of drafts that held (spec.h): under load none. spec: COBATCH_SPEC_OFF
-     * (default) or COBATCH_SPEC_NGRAM; spec_max: drafts a request checks in one step at most (0 = 8,
-     * at most COBATCH_SPEC_MAX). The main pool only (not the long lane's requests). */
+     * (default), COBATCH_SPEC_NGRAM or COBATCH_SPEC_NGRAM_OWN; spec_max: drafts a request checks in one step at most (0
+     * = 8, at most COBATCH_SPEC_MAX). The main pool only (not the long lane's requests). */
     int spec;
     int32_t spec_max;
     /* llama.cpp's RPC backend (a build with -DCOBATCH_RPC=ON): "HOST:PORT,..." of ggml-rpc-server

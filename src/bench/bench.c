@@ -301,16 +301,17 @@ void cb_bench_result_free(cb_bench_result *r) {
 
 void cb_trace_write_header(FILE *f) {
     fputs("config\tt_ms\tstep_ms\tdecode_rows\tprefill_tokens\trequests\trunning\twaiting\tkv_cells\tpreempted\tgraph_"
-          "runs\tswapped\tlane_tokens\tlane_ms\tcontext_cells\tembd_tokens\tembd_ms\tdecode_ms\tattended_cells\n",
+          "runs\tswapped\tlane_tokens\tlane_ms\tcontext_cells\tembd_tokens\tembd_ms\tdecode_ms\tattended_cells\tdraft_"
+          "rows\n",
           f);
 }
 
 void cb_trace_write_step(FILE *f, const char *label, int64_t t0_us, const struct cobatch_step_info *s) {
-    fprintf(f, "%s\t%.3f\t%.3f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.3f\t%d\t%d\t%.3f\t%.3f\t%lld\n", label,
+    fprintf(f, "%s\t%.3f\t%.3f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.3f\t%d\t%d\t%.3f\t%.3f\t%lld\t%d\n", label,
             (double)(s->t_start_us - t0_us) / 1e3, (double)(s->t_end_us - s->t_start_us) / 1e3, s->decode_rows,
             s->prefill_tokens, s->n_requests, s->running, s->waiting, s->kv_used, s->preempted, s->graph_runs,
             s->swapped, s->lane_tokens, (double)s->lane_us / 1e3, s->context_cells, s->embd_tokens,
-            (double)s->embd_us / 1e3, (double)s->decode_us / 1e3, (long long)s->attended_cells);
+            (double)s->embd_us / 1e3, (double)s->decode_us / 1e3, (long long)s->attended_cells, s->draft_rows);
 }
 
 bool cb_trace_open(cb_trace_sink *t, const char *path, const char *label) {

@@ -62,7 +62,10 @@ static cJSON *config(const cb_bench_config *c) {
     cJSON_AddBoolToObject(o, "flash_attn", run.flash_attn != 0);
     cJSON_AddStringToObject(o, "cache_type_k", cobatch_kv_type_name(run.cache_type_k));
     cJSON_AddStringToObject(o, "cache_type_v", cobatch_kv_type_name(run.cache_type_v));
-    cJSON_AddStringToObject(o, "spec", p->spec == COBATCH_SPEC_NGRAM ? "ngram" : "off");
+    cJSON_AddStringToObject(o, "spec",
+                            p->spec == COBATCH_SPEC_NGRAM       ? "ngram"
+                            : p->spec == COBATCH_SPEC_NGRAM_OWN ? "ngram-own"
+                                                                : "off");
     cJSON_AddNumberToObject(o, "spec_max", p->spec_max > 0 ? p->spec_max : 8);
     cJSON_AddBoolToObject(o, "prediction", c->prediction);
     return o;

@@ -121,7 +121,7 @@ typedef struct {
 
 /* The configuration lists, split: every configuration takes one item of each. */
 typedef struct {
-    char *modes[8], *chunks[8], *layouts[4], *caching[2], *specs[3];
+    char *modes[8], *chunks[8], *layouts[4], *caching[2], *specs[4];
     int n_modes, n_chunks, n_layouts, n_caching, n_budgets, n_seqs, n_specs;
     int32_t budgets[8];
     int32_t seqs[8];   /* max_num_seqs values; 0 = auto */
@@ -162,8 +162,8 @@ static int parse_bench_flags(int argc, char **argv, bench_opts *o) {
         {"--prefix-caching", "LIST", CB_FLAG_STR, &caching_a,
          .help = "of on,off (default on; off with --no-prefix-caching)"},
         {"--specs", "LIST", CB_FLAG_STR, &specs_a,
-         .help = "of off,ngram,prediction (default: --spec's): speculation off, on,\nor on with each request's "
-                 "prediction sent (the edit workload's file)"},
+         .help = "of off,ngram,ngram-own,prediction (default: --spec's): speculation\noff, on, on from each "
+                 "request's own text only, or on with\neach request's prediction sent (the edit workload's file)"},
         {"--repeat", "N", CB_FLAG_I64, &o->repeat, 1, 100,
          .help = "run each configuration N times, report the median-wall run\n(of an even count, the faster "
                  "middle one)"},
@@ -203,7 +203,10 @@ static int parse_bench_flags(int argc, char **argv, bench_opts *o) {
     if (!o->layouts_s[0])
         snprintf(o->layouts_s, sizeof(o->layouts_s), "%s", o->ep.kv_layout == COBATCH_KV_SPLIT ? "split" : "unified");
     if (!o->specs_s[0])
-        snprintf(o->specs_s, sizeof(o->specs_s), "%s", o->ep.spec == COBATCH_SPEC_NGRAM ? "ngram" : "off");
+        snprintf(o->specs_s, sizeof(o->specs_s), "%s",
+                 o->ep.spec == COBATCH_SPEC_NGRAM       ? "ngram"
+                 : o->ep.spec == COBATCH_SPEC_NGRAM_OWN ? "ngram-own"
+                                                        : "off");
     if (!o->caching_s[0]) snprintf(o->caching_s, sizeof(o->caching_s), "%s", o->ep.prefix_caching ? "on" : "off");
     if (!o->ep.model_path) o->ep.model_path = cb_default_model();
     return -1;
@@ -247,13 +250,13 @@ static int split_config_lists(bench_opts *o, config_lists *cl) {
     cl->n_chunks = split_list(o->chunks_s, cl->chunks, 8);
     cl->n_layouts = split_list(o->layouts_s, cl->layouts, 4);
     cl->n_caching = split_list(o->caching_s, cl->caching, 2);
-    cl->n_specs = split_list(o->specs_s, cl->specs, 3);
+    cl->n_specs = split_list(o->specs_s, cl->specs, 4);
     cl->n_budgets = o->budgets_s[0] ? split_list(o->budgets_s, budget_items, 8) : 0;
     const char *too_many = cl->n_modes < 0     ? "--modes takes at most 8"
                            : cl->n_chunks < 0  ? "--prefill-chunks takes at most 8"
                            : cl->n_layouts < 0 ? "--kv-layouts takes at most 4"
                            : cl->n_caching < 0 ? "--prefix-caching takes at most 2"
-                           : cl->n_specs < 0   ? "--specs takes at most 3"
+                           : cl->n_specs < 0   ? "--specs takes at most 4"
                            : cl->n_budgets < 0 ? "--max-num-batched-tokens takes at most 8"
                                                : NULL;
     if (too_many) {
@@ -278,8 +281,10 @@ static int split_config_lists(bench_opts *o, config_lists *cl) {
     for (int b = 0; b < cl->n_budgets; b++)
         if (cl->budgets[b] > budget_max) budget_max = cl->budgets[b], cl->first_max = b;
     for (int sp = 0; sp < cl->n_specs; sp++) {
-        if (strcmp(cl->specs[sp], "off") && strcmp(cl->specs[sp], "ngram") && strcmp(cl->specs[sp], "prediction")) {
-            fprintf(stderr, "cobatch bench: --specs takes off, ngram and prediction (got '%s')\n", cl->specs[sp]);
+        if (strcmp(cl->specs[sp], "off") && strcmp(cl->specs[sp], "ngram") && strcmp(cl->specs[sp], "ngram-own") &&
+            strcmp(cl->specs[sp], "prediction")) {
+            fprintf(stderr, "cobatch bench: --specs takes off, ngram, ngram-own and prediction (got '%s')\n",
+                    cl->specs[sp]);
             return 2;
         }
     }
@@ -302,7 +307,9 @@ static int make_config(const config_lists *cl, const struct cobatch_engine_param
     int bi = c % cl->n_budgets;
     cfg->engine = *ep;
     const char *spec = cl->specs[sp];
-    cfg->engine.spec = strcmp(spec, "off") ? COBATCH_SPEC_NGRAM : COBATCH_SPEC_OFF;
+    cfg->engine.spec = !strcmp(spec, "off")         ? COBATCH_SPEC_OFF
+                       : !strcmp(spec, "ngram-own") ? COBATCH_SPEC_NGRAM_OWN
+                                                    : COBATCH_SPEC_NGRAM;
     cfg->prediction = !strcmp(spec, "prediction");
     int mode = -1;
     for (int k = 0; k < 3; k++)

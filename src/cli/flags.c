@@ -237,7 +237,7 @@ static const int ROPE[] = {COBATCH_ROPE_NONE, COBATCH_ROPE_LINEAR, COBATCH_ROPE_
 static const int KV_TYPE[] = {COBATCH_KV_AUTO, COBATCH_KV_F16,  COBATCH_KV_F32,    COBATCH_KV_BF16, COBATCH_KV_Q8_0,
                               COBATCH_KV_Q4_0, COBATCH_KV_Q4_1, COBATCH_KV_IQ4_NL, COBATCH_KV_Q5_0, COBATCH_KV_Q5_1};
 static const int REPACK[] = {COBATCH_REPACK_AUTO, COBATCH_REPACK_ON, COBATCH_REPACK_OFF};
-static const int SPEC[] = {COBATCH_SPEC_OFF, COBATCH_SPEC_NGRAM};
+static const int SPEC[] = {COBATCH_SPEC_OFF, COBATCH_SPEC_NGRAM, COBATCH_SPEC_NGRAM_OWN};
 static const int REASONING[] = {COBATCH_REASONING_SEPARATED, COBATCH_REASONING_NONE, COBATCH_REASONING_SEPARATED,
                                 COBATCH_REASONING_SEPARATED};
 
@@ -367,8 +367,10 @@ cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
          .help = "YaRN: high correction dimension (default 1)"},
         {"--yarn-beta-fast", "N", CB_FLAG_F32, &p->rope.yarn_beta_fast, 0, 1000,
          .help = "YaRN: low correction dimension (default 32)"},
-        {"--spec", "off|ngram", CB_FLAG_ENUM, &p->spec, .choices = "off|ngram", .values = SPEC,
-         .help = "ngram: check drafts from a request's own text where they pay"},
+        {"--spec", "off|ngram|ngram-own", CB_FLAG_ENUM, &p->spec, .choices = "off|ngram|ngram-own", .values = SPEC,
+         .help = "ngram: check drafts where they pay, from a request's own text,\nelse from what other "
+                 "requests' text had there (timing can\ntell one client what another sent); ngram-own: its "
+                 "own text only"},
         {"--spec-max", "K", CB_FLAG_I32, &p->spec_max, 1, COBATCH_SPEC_MAX,
          .help = "drafts a request checks a step, default 8"},
         {"--rpc", "HOST:PORT,...", CB_FLAG_STR, &p->rpc_servers,

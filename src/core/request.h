@@ -68,10 +68,9 @@ typedef struct cb_request {
     } swap;
     /* Speculation (spec.h): the engine writes `avail` draft tokens after the request's tokens (in
      * tokens[n_tokens, n_tokens + avail), within cap) before a step, with the rate they hold at; the
-     * scheduler puts some of them in the step's plan beside its decode row (cb_plan_item.n_draft);
-     * `idle`: steps since it last checked one (exploration: cb_sched_config.spec_explore). */
+     * scheduler puts some of them in the step's plan beside its decode row (cb_plan_item.n_draft). */
     struct {
-        int32_t avail, idle;
+        int32_t avail;
         double rate;
     } draft;
     int32_t in_plan;    /* tokens scheduled in the current (uncommitted) step */

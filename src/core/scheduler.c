@@ -221,29 +221,24 @@ static void schedule_drafts(cb_sched *s, cb_plan *plan, int32_t *budget_left) {
         n++;
     }
     if (n == 0) return;
-    double fixed = 10, row = 1; /* until fitted: a row is a tenth of the pass over the weights */
-    cb_row_cost_get(s->cfg.spec_cost, &fixed, &row);
+    double fixed, row;
+    if (!cb_row_cost_get(s->cfg.spec_cost, &fixed, &row)) { /* until fitted: a row is a tenth of the pass */
+        double now = cb_row_cost_at(s->cfg.spec_cost, plan->n_tokens, 10, 1);
+        row = now / (10 + plan->n_tokens), fixed = 10 * row;
+    }
     int32_t room = *budget_left, cells = cb_kv_free_cells(s->kv) - s->cfg.kv_reserve;
     if (room > cells) room = cells;
     if (s->cfg.max_draft_rows > 0 && room > s->cfg.max_draft_rows) room = s->cfg.max_draft_rows;
     if (room <= 0) return;
     /* split layout: beside other rows a request's drafts make a graph run of their own (plan.h), a
-     * pass over the weights more; alone its rows are one run */
-    double start = s->kv->split && plan->n_items > 1 ? fixed : 0;
-    cb_spec_choose(n, s->sp_avail, s->sp_rate, fixed, row, start, room, s->sp_k);
-    int32_t used = 0;
-    for (int32_t j = 0; j < n; j++)
-        used += s->sp_k[j];
+     * pass over the weights more (what a one-row step takes); alone its rows are one run */
+    double start = s->kv->split && plan->n_items > 1 ? cb_row_cost_at(s->cfg.spec_cost, 1, fixed, row) : 0;
+    cb_spec_choose(n, plan->n_tokens, s->sp_avail, s->sp_rate, s->cfg.spec_cost, fixed, row, start, room, s->sp_k);
     for (int32_t j = 0; j < n; j++) {
         cb_plan_item *it = &plan->items[s->sp_item[j]];
         cb_request *r = it->req;
         int32_t k = s->sp_k[j];
-        if (k == 0 && s->cfg.spec_explore > 0 && ++r->draft.idle >= s->cfg.spec_explore && used < room) {
-            k = 1; /* a try now and then: a request whose first drafts failed may hold them later */
-            used++;
-        }
         if (k == 0) continue;
-        r->draft.idle = 0;
         cb_kv_grow(s->kv, r->seq_id, k);
         it->n_tokens += k;
         it->n_draft = k;

@@ -45,10 +45,9 @@ typedef struct {
     /* Speculation (spec.h): what a step's rows cost, fitted by the engine on its steps (not owned);
      * NULL: no draft rows. Decoding requests with drafts ready (cb_request.draft) get the draft rows
      * cb_spec_choose finds worth their time, within the budget and the cells; until the costs are
-     * fitted a row is taken to cost a tenth of a step's fixed part. A request that checked none for
-     * spec_explore steps checks one (its rate would otherwise never learn); 0: never. */
+     * fitted a row is taken to cost a tenth of a step's fixed part. (A request whose drafts are not
+     * checked still learns their rate: the engine compares its first draft with what came.) */
     const cb_row_cost *spec_cost;
-    int32_t spec_explore;
     int32_t max_draft_rows; /* draft rows of a step at most (each wants logits); 0: no bound */
 } cb_sched_config;
 

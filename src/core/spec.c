@@ -11,6 +11,32 @@ void cb_row_cost_note(cb_row_cost *c, int32_t rows, int64_t us, double keep) {
     c->y = c->y * keep + y;
     c->xx = c->xx * keep + x * x;
     c->xy = c->xy * keep + x * y;
+    for (int32_t i = 1; i <= CB_ROW_COST_ROWS; i++)
+        c->bw[i] *= keep, c->by[i] *= keep;
+    if (rows <= CB_ROW_COST_ROWS) c->bw[rows] += 1, c->by[rows] += y;
+}
+
+/* a row count is measured while its steps weigh half a recent one at least */
+static bool measured(const cb_row_cost *c, int32_t rows) {
+    return c && rows >= 1 && rows <= CB_ROW_COST_ROWS && c->bw[rows] >= 0.5;
+}
+
+double cb_row_cost_at(const cb_row_cost *c, int32_t rows, double fixed_us, double row_us) {
+    if (rows < 1) return 0;
+    if (measured(c, rows)) return c->by[rows] / c->bw[rows];
+    int32_t lo = rows - 1, hi = rows + 1;
+    while (lo >= 1 && !measured(c, lo))
+        lo--;
+    while (hi <= CB_ROW_COST_ROWS && !measured(c, hi))
+        hi++;
+    double ylo = lo >= 1 ? c->by[lo] / c->bw[lo] : 0, yhi = hi <= CB_ROW_COST_ROWS ? c->by[hi] / c->bw[hi] : 0;
+    if (lo >= 1 && hi <= CB_ROW_COST_ROWS) return ylo + (yhi - ylo) * (rows - lo) / (double)(hi - lo);
+    if (lo >= 1) return ylo + row_us * (rows - lo);
+    if (hi <= CB_ROW_COST_ROWS) {
+        double y = yhi - row_us * (hi - rows);
+        return y > yhi * rows / hi ? y : yhi * rows / hi; /* no cheaper than its share of the row count above */
+    }
+    return fixed_us + row_us * rows;
 }
 
 bool cb_row_cost_get(const cb_row_cost *c, double *fixed_us, double *row_us) {
@@ -76,13 +102,21 @@ double cb_spec_expected(double a, int32_t k) {
     return sum;
 }
 
-int32_t cb_spec_choose(int32_t n, const int32_t *avail, const double *rate, double fixed_us, double row_us,
-                       double start_us, int32_t room, int32_t *k) {
+/* What m more rows cost a step of `rows`: never less than a tenth of a row of the step (noise in
+ * the table must not make rows free). */
+static double more_rows(const cb_row_cost *c, int32_t rows, int32_t m, double fixed_us, double row_us) {
+    double now = cb_row_cost_at(c, rows, fixed_us, row_us), d = cb_row_cost_at(c, rows + m, fixed_us, row_us) - now;
+    double least = 0.1 * m * now / rows;
+    return d > least ? d : least;
+}
+
+int32_t cb_spec_choose(int32_t n, int32_t step_rows, const int32_t *avail, const double *rate, const cb_row_cost *table,
+                       double fixed_us, double row_us, double start_us, int32_t room, int32_t *k) {
     for (int32_t i = 0; i < n; i++)
         k[i] = 0;
     if (n <= 0 || room <= 0 || !(row_us > 0) || !(fixed_us >= 0) || !(start_us >= 0)) return 0;
-    double tokens = n, time = fixed_us + row_us * n;
-    int32_t total = 0;
+    int32_t rows = step_rows > n ? step_rows : n, total = 0;
+    double tokens = rows, time = cb_row_cost_at(table, rows, fixed_us, row_us);
     while (total < room) {
         /* the best next piece: one more draft of a request that drafts, or the best first m drafts of
          * one that does not yet (they pay start_us between them), by expected tokens per time */
@@ -98,7 +132,7 @@ int32_t cb_spec_choose(int32_t n, const int32_t *avail, const double *rate, doub
             for (int32_t j = 1; j <= most; j++) {
                 term *= rate[i];
                 gain += term;
-                double c = (k[i] > 0 ? 0 : start_us) + row_us * j;
+                double c = (k[i] > 0 ? 0 : start_us) + more_rows(table, rows, j, fixed_us, row_us);
                 if (gain / c > ratio) ratio = gain / c, m = j, g = gain, cost = c;
             }
             if (m > 0 && ratio > best_ratio) best = i, best_m = m, best_gain = g, best_cost = cost, best_ratio = ratio;
@@ -107,6 +141,7 @@ int32_t cb_spec_choose(int32_t n, const int32_t *avail, const double *rate, doub
         if (best < 0 || best_gain * time <= tokens * best_cost) break;
         k[best] += best_m;
         total += best_m;
+        rows += best_m;
         tokens += best_gain;
         time += best_cost;
     }

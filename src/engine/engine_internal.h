@@ -226,8 +226,8 @@ struct cobatch_engine {
      * from their own text (else only from a prediction); what a main-pool step's rows cost (decode
      * steps); how often all requests' drafts held; the totals */
     int32_t spec_max;
-    bool spec_ngram;
-    cb_ngram_pool *spec_pool;   /* with spec_ngram: what followed each n-gram of every request's
+    bool spec_ngram, spec_shared;
+    cb_ngram_pool *spec_pool;   /* with spec_shared: what followed each n-gram of every request's
                                    computed text (draft.h), for requests whose own text has none */
     char attn_why[CB_ATTN_WHY]; /* how the attention path was chosen (attn.c) */
     cb_row_cost spec_cost;

@@ -157,7 +157,8 @@ static cobatch_engine *engine_alloc(const struct cobatch_engine_params *p) {
     e->next_id = 1;
     e->event_backlog = CB_EVENT_BACKLOG;
     e->spec_max = p->spec_max > 0 ? p->spec_max : 8; /* a prediction drafts with speculation off too */
-    e->spec_ngram = p->spec == COBATCH_SPEC_NGRAM;
+    e->spec_ngram = p->spec == COBATCH_SPEC_NGRAM || p->spec == COBATCH_SPEC_NGRAM_OWN;
+    e->spec_shared = p->spec == COBATCH_SPEC_NGRAM;
     e->mail[CB_KIND_EMBED].max_weight = COBATCH_EMBD_MAX_WAITING;
     e->mail[CB_KIND_EMBED].weight_unit = "embedding inputs";
     pthread_mutex_init(&e->mu, NULL);
@@ -190,8 +191,7 @@ static int make_scheduler(cobatch_engine *e, const cb_engine_sizes *z, int32_t b
                           .pace = p->step_pacing > 0 ? &e->pace : NULL,
                           .pace_share = p->step_pacing,
                           .spec_cost = cb_model_has_state(&e->model) ? NULL : &e->spec_cost,
-                          .max_draft_rows = CB_SPEC_ROWS,
-                          .spec_explore = 16};
+                          .max_draft_rows = CB_SPEC_ROWS};
     /* A sliding-window model: its streams keep every cell (swa_full), so a stream serves any prefix;
      * llama.cpp saves a sequence without the cells its window has passed, so a host-tier entry
      * serves only a request that continues all of it. In the unified layout llama.cpp gives a cell

@@ -61,8 +61,9 @@ int cb_engine_resolve(const struct cobatch_engine_params *p, cb_engine_sizes *ou
         return fail(err, errlen, "cache_disk_size must be a positive number of GiB (got %g)", p->cache_disk_size);
     if (p->cache_disk && (!p->cache_disk[0] || p->cache_ram == 0))
         return fail(err, errlen, "cache_disk needs a folder and the host tier under it (cache_ram is 0)");
-    if (p->spec != COBATCH_SPEC_OFF && p->spec != COBATCH_SPEC_NGRAM)
-        return fail(err, errlen, "spec must be COBATCH_SPEC_OFF or COBATCH_SPEC_NGRAM (got %d)", p->spec);
+    if (p->spec < COBATCH_SPEC_OFF || p->spec > COBATCH_SPEC_NGRAM_OWN)
+        return fail(err, errlen, "spec must be COBATCH_SPEC_OFF, COBATCH_SPEC_NGRAM or COBATCH_SPEC_NGRAM_OWN (got %d)",
+                    p->spec);
     if (p->spec_max < 0 || p->spec_max > COBATCH_SPEC_MAX)
         return fail(err, errlen, "spec_max must be from 0 (default) to %d (got %d)", COBATCH_SPEC_MAX, p->spec_max);
     if (p->priority_aging_ms < 0)

@@ -38,7 +38,7 @@
 #define SPEC_POOL_N 4
 
 int cb_spec_init(cobatch_engine *e) {
-    if (!e->spec_ngram) return 0;
+    if (!e->spec_shared) return 0;
     e->spec_pool = cb_ngram_pool_new(SPEC_POOL_BITS, SPEC_POOL_N);
     return e->spec_pool ? 0 : -1;
 }

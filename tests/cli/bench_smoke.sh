@@ -51,9 +51,9 @@ for c in d["configurations"]:
 assert [x["batch"] for x in d["ceiling"]["decode"]] == [1, 2, 4]
 PY'
 check "trace has steps of every configuration" '[ "$(cut -f1 "$dir/trace.tsv" | sort -u | wc -l)" -eq 7 ]'
-check "trace: decode_ms within each step's step_ms; attended_cells last, at least context_cells (split)" \
-    'head -1 "$dir/trace.tsv" | awk -F"\t" "{exit !(\$18 == \"decode_ms\" && \$19 == \"attended_cells\" && NF == 19)}" &&
-     awk -F"\t" "NR>1 {n++; if (NF != 19 || \$18+0 <= 0 || \$18+0 > \$3+0) bad=1; if (\$1 ~ /split/ && \$19+0 < \$15+0) bad=1} END {exit bad || !n}" "$dir/trace.tsv"'
+check "trace: decode_ms within each step's step_ms; attended_cells at least context_cells (split); draft_rows last (none)" \
+    'head -1 "$dir/trace.tsv" | awk -F"\t" "{exit !(\$18 == \"decode_ms\" && \$19 == \"attended_cells\" && \$20 == \"draft_rows\" && NF == 20)}" &&
+     awk -F"\t" "NR>1 {n++; if (NF != 20 || \$18+0 <= 0 || \$18+0 > \$3+0 || \$20 != 0) bad=1; if (\$1 ~ /split/ && \$19+0 < \$15+0) bad=1} END {exit bad || !n}" "$dir/trace.tsv"'
 check "host share in every row" \
     '[ "$(grep "^| \(sequential\|static\|continuous\) chunk=" "$dir/out.md" | awk -F"|" "\$16 ~ /^ [0-9.]+% $/" | wc -l)" -eq 6 ]'
 check "trace never exceeds the step budget" 'awk -F"\t" "NR>1 && \$4+\$5 > 4096 {bad=1} END {exit bad}" "$dir/trace.tsv"'

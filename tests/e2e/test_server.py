@@ -503,7 +503,7 @@ def test_trace_accounts_for_every_token(tmp_path):
     lines = trace.read_text().splitlines()
     assert lines[0].split("\t")[:5] == ["config", "t_ms", "step_ms", "decode_rows", "prefill_tokens"]
     rows = [line.split("\t") for line in lines[1:]]
-    assert rows and all(r[0] == "serve" and len(r) == 19 for r in rows)
+    assert rows and all(r[0] == "serve" and len(r) == 20 for r in rows)
     assert lines[0].split("\t")[10] == "graph_runs" and all(r[10] == "1" for r in rows)  # one request a step
     assert lines[0].split("\t")[11] == "swapped" and all(r[11] == "0" for r in rows)  # nothing preempted
     assert lines[0].split("\t")[12:14] == ["lane_tokens", "lane_ms"] and all(r[12] == "0" for r in rows)  # no lane
@@ -517,6 +517,7 @@ def test_trace_accounts_for_every_token(tmp_path):
     # the split layout's attention: each row over its stream's cells padded to 256 (one stream a step)
     assert lines[0].split("\t")[18] == "attended_cells"
     assert all(int(r[18]) == (int(r[3]) + int(r[4])) * ((int(r[14]) + 255) // 256 * 256) for r in rows)
+    assert lines[0].split("\t")[19] == "draft_rows" and all(r[19] == "0" for r in rows)  # speculation off
     # every prompt token not taken from the cache was computed in some step, and every generated
     # token but each request's first (sampled after its last prompt chunk) took one decode row
     computed = sum(u["prompt_tokens"] - u.get("prompt_tokens_details", {}).get("cached_tokens", 0) for u in usages)

@@ -1681,8 +1681,24 @@ static void speculation_drafts_from_other_requests(void **state) {
     struct cobatch_stats st;
     cobatch_engine_stats(e, &st);
     assert_int_equal(st.kv_mismatches, 0);
+    cobatch_engine_free(e);
+    /* ngram-own: no pool, so the second asking holds about what the first did (the rate all requests
+     * showed moves how many it checks), not what the pool gave */
+    p.spec = COBATCH_SPEC_NGRAM_OWN;
+    e = it_engine(p);
+    assert_non_null(e);
+    static it_result own_first, own_again;
+    assert_true(it_run(e, &ps, &own_first, 1));
+    assert_true(it_run(e, &ps, &own_again, 1));
+    printf("# own text only: %d held of %d, then %d of %d\n", own_first.n_accepted, own_first.n_drafted,
+           own_again.n_accepted, own_again.n_drafted);
+    assert_true(own_again.n_accepted < own_first.n_accepted + 15 && own_again.n_accepted < again.n_accepted);
+    if (it_compare(&first, &own_again, NEAR_TIE_EPS, "own-text drafts", 0) == 0)
+        assert_memory_equal(own_again.text, first.text, first.text_len + 1);
     it_free(&first, 1);
     it_free(&again, 1);
+    it_free(&own_first, 1);
+    it_free(&own_again, 1);
     cobatch_engine_free(e);
 }
 

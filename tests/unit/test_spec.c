@@ -136,6 +136,42 @@ static void row_cost_fits_a_line(void **state) {
     assert_false(cb_row_cost_get(&z, &f, &r));
 }
 
+/* Steps of one sequence on an AMD EPYC with AVX-512 (2 cores, the default model, x a one-row step):
+ * a second row doubles the step, later rows cost a third to a half of one. The table answers the
+ * measured counts, the line between them elsewhere, and the choice drafts deep or not at all where
+ * the fitted line alone would check a shallow draft that loses. */
+static void row_cost_table_follows_the_host(void **state) {
+    (void)state;
+    static const int32_t rows[] = {1, 2, 3, 5, 9, 17};
+    static const double x[] = {1, 2.01, 2.63, 3.88, 5.12, 8.43};
+    cb_row_cost c = {0};
+    double f = 0, r = 0;
+    assert_float_equal(cb_row_cost_at(&c, 4, 1000, 100), 1400, 1e-9); /* nothing measured: the line */
+    for (int rep = 0; rep < 4; rep++)
+        for (int i = 0; i < 6; i++)
+            cb_row_cost_note(&c, rows[i], (int64_t)(8500 * x[i]), 0.99);
+    assert_true(cb_row_cost_get(&c, &f, &r));
+    assert_float_equal(cb_row_cost_at(&c, 2, f, r), 8500 * 2.01, 2);
+    assert_float_equal(cb_row_cost_at(&c, 7, f, r), 8500 * (3.88 + 5.12) / 2, 2); /* between 5 and 9 */
+    assert_float_equal(cb_row_cost_at(&c, 20, f, r), 8500 * 8.43 + 3 * r, 2);     /* past 17: along the fit */
+    assert_float_equal(cb_row_cost_at(NULL, 3, 1000, 100), 1300, 1e-9);
+    int32_t avail[1] = {16}, k[1];
+    /* drafts that hold 95% of the time: deep, where the step earns the most per time */
+    double rate[1] = {0.95};
+    cb_spec_choose(1, 1, avail, rate, &c, f, r, 0, 64, k);
+    double got = cb_spec_expected(0.95, k[0]) / cb_row_cost_at(&c, 1 + k[0], f, r), best = 0;
+    for (int32_t j = 0; j <= 16; j++) {
+        double v = cb_spec_expected(0.95, j) / cb_row_cost_at(&c, 1 + j, f, r);
+        if (v > best) best = v;
+    }
+    assert_true(k[0] >= 8 && got >= best * 0.98);
+    /* 70%: the line alone would check a few (a row looks cheap), the table sees a second row
+     * double the step and none pays */
+    rate[0] = 0.7;
+    assert_true(cb_spec_choose(1, 1, avail, rate, NULL, f, r, 0, 64, k) > 0);
+    assert_int_equal(cb_spec_choose(1, 1, avail, rate, &c, f, r, 0, 64, k), 0);
+}
+
 static void acceptance_counts_from_a_prior(void **state) {
     (void)state;
     cb_accept a = {0};
@@ -158,32 +194,32 @@ static void choice_runs_deep_alone_and_stops_under_load(void **state) {
     for (int i = 0; i < 16; i++)
         avail[i] = 8, rate[i] = 0.9;
     /* one request, a pass over the weights 20x a row: every draft it has */
-    assert_int_equal(cb_spec_choose(1, avail, rate, 10000, 500, 0, 64, k), 8);
+    assert_int_equal(cb_spec_choose(1, 1, avail, rate, NULL, 10000, 500, 0, 64, k), 8);
     assert_int_equal(k[0], 8);
     /* the step's budget bounds it */
-    assert_int_equal(cb_spec_choose(1, avail, rate, 10000, 500, 0, 3, k), 3);
+    assert_int_equal(cb_spec_choose(1, 1, avail, rate, NULL, 10000, 500, 0, 3, k), 3);
     /* sixteen decoding at a long context (a row costs 3x the fixed part): drafts that hold half the
      * time do not pay, and none is checked */
     for (int i = 0; i < 16; i++)
         rate[i] = 0.5;
-    assert_int_equal(cb_spec_choose(16, avail, rate, 10000, 30000, 0, 256, k), 0);
+    assert_int_equal(cb_spec_choose(16, 16, avail, rate, NULL, 10000, 30000, 0, 256, k), 0);
     for (int i = 0; i < 16; i++)
         assert_int_equal(k[i], 0);
     /* the same batch with cheap rows (short context): some drafts pay, the likeliest first */
     rate[3] = 0.95;
-    int32_t total = cb_spec_choose(16, avail, rate, 40000, 500, 0, 256, k);
+    int32_t total = cb_spec_choose(16, 16, avail, rate, NULL, 40000, 500, 0, 256, k);
     assert_true(total > 0);
     assert_true(k[3] >= k[0] && k[3] > 0);
     /* drafts that never hold, an unknown row cost, nothing decoding: none */
     for (int i = 0; i < 16; i++)
         rate[i] = 0;
-    assert_int_equal(cb_spec_choose(16, avail, rate, 10000, 500, 0, 256, k), 0);
+    assert_int_equal(cb_spec_choose(16, 16, avail, rate, NULL, 10000, 500, 0, 256, k), 0);
     rate[0] = 0.9;
-    assert_int_equal(cb_spec_choose(1, avail, rate, 10000, 0, 0, 256, k), 0);
-    assert_int_equal(cb_spec_choose(0, avail, rate, 10000, 500, 0, 256, k), 0);
+    assert_int_equal(cb_spec_choose(1, 1, avail, rate, NULL, 10000, 0, 0, 256, k), 0);
+    assert_int_equal(cb_spec_choose(0, 0, avail, rate, NULL, 10000, 500, 0, 256, k), 0);
     /* no drafts ready: none, whatever the rate */
     avail[0] = 0;
-    assert_int_equal(cb_spec_choose(1, avail, rate, 10000, 500, 0, 256, k), 0);
+    assert_int_equal(cb_spec_choose(1, 1, avail, rate, NULL, 10000, 500, 0, 256, k), 0);
 }
 
 /* The choice maximizes the step's expected tokens per unit of time: no single draft more or less
@@ -197,7 +233,7 @@ static void choice_is_the_best_rate(void **state) {
             for (int c = 0; c < 3; c++) {
                 int32_t avail[3] = {4, 4, 4}, k[3];
                 double start = st ? costs[c][0] : 0;
-                cb_spec_choose(3, avail, rates[a], costs[c][0], costs[c][1], start, 64, k);
+                cb_spec_choose(3, 3, avail, rates[a], NULL, costs[c][0], costs[c][1], start, 64, k);
                 double best = 0;
                 int32_t bk[3] = {0};
                 for (int32_t x = 0; x <= 4; x++)
@@ -224,8 +260,8 @@ static void choice_is_the_best_rate(void **state) {
     double rate[16];
     for (int i = 0; i < 16; i++)
         avail[i] = 8, rate[i] = i == 5 ? 0.98 : 0.7;
-    int32_t without = cb_spec_choose(16, avail, rate, 10000, 2000, 0, 256, k0);
-    int32_t with = cb_spec_choose(16, avail, rate, 10000, 2000, 10000, 256, k1);
+    int32_t without = cb_spec_choose(16, 16, avail, rate, NULL, 10000, 2000, 0, 256, k0);
+    int32_t with = cb_spec_choose(16, 16, avail, rate, NULL, 10000, 2000, 10000, 256, k1);
     int32_t n0 = 0, n1 = 0;
     for (int i = 0; i < 16; i++)
         n0 += k0[i] > 0, n1 += k1[i] > 0;
@@ -281,6 +317,7 @@ int main(void) {
         cmocka_unit_test(prediction_lookup_goes_on_from_the_last_match),
         cmocka_unit_test(pool_walks_what_it_learned),
         cmocka_unit_test(row_cost_fits_a_line),
+        cmocka_unit_test(row_cost_table_follows_the_host),
         cmocka_unit_test(acceptance_counts_from_a_prior),
         cmocka_unit_test(choice_runs_deep_alone_and_stops_under_load),
         cmocka_unit_test(choice_is_the_best_rate),
