@@ -68,7 +68,7 @@ static sim simulate(sample *s, int ns, double fixed, double row, int clients, in
             live++;
         }
         if (live == 0) break;
-        cb_spec_choose(live, avail, rate, fixed, row, 0, 1 << 20, k);
+        cb_spec_choose(live, live, avail, rate, NULL, fixed, row, 0, 1 << 20, k);
         int32_t rows = 0;
         for (int c = 0, i = 0; c < clients; c++) {
             if (cur[c] < 0) continue;

@@ -16,9 +16,11 @@ void cb_row_cost_note(cb_row_cost *c, int32_t rows, int64_t us, double keep) {
     if (rows <= CB_ROW_COST_ROWS) c->bw[rows] += 1, c->by[rows] += y;
 }
 
-/* a row count is measured while its steps weigh half a recent one at least */
+/* a row count is measured while its steps weigh one and a half recent ones at least: one step alone
+ * is noise on a shared host, and a count not seen for a while (~20 steps at keep 0.98 for two) is
+ * forgotten */
 static bool measured(const cb_row_cost *c, int32_t rows) {
-    return c && rows >= 1 && rows <= CB_ROW_COST_ROWS && c->bw[rows] >= 0.5;
+    return c && rows >= 1 && rows <= CB_ROW_COST_ROWS && c->bw[rows] >= 1.5;
 }
 
 double cb_row_cost_at(const cb_row_cost *c, int32_t rows, double fixed_us, double row_us) {
@@ -102,11 +104,13 @@ double cb_spec_expected(double a, int32_t k) {
     return sum;
 }
 
-/* What m more rows cost a step of `rows`: never less than a tenth of a row of the step (noise in
- * the table must not make rows free). */
+/* What m more rows cost a step of `rows`: never less than half the fitted line's rows, nor a tenth of
+ * the step's own rows (neighbouring counts differ by about one row, noise on a shared host can make
+ * them fall, and noise must not make rows free). */
 static double more_rows(const cb_row_cost *c, int32_t rows, int32_t m, double fixed_us, double row_us) {
     double now = cb_row_cost_at(c, rows, fixed_us, row_us), d = cb_row_cost_at(c, rows + m, fixed_us, row_us) - now;
     double least = 0.1 * m * now / rows;
+    if (least < 0.5 * m * row_us) least = 0.5 * m * row_us;
     return d > least ? d : least;
 }
 

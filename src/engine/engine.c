@@ -253,8 +253,11 @@ static void note_main(cobatch_engine *e, const cb_plan *plan, int64_t run_us, in
     info->prefill_tokens = plan->n_prefill_tokens;
     info->draft_rows = plan->n_draft_rows;
     e->spec_steps += plan->n_draft_rows > 0;
-    /* what speculation weighs a draft row against: steps of decode rows and drafts alone */
-    if (plan->n_prefill_tokens == 0) cb_row_cost_note(&e->spec_cost, plan->n_tokens, run_us, 0.98);
+    /* what speculation weighs a draft row against: steps of decode rows and drafts alone, in one graph
+     * run (drafts beside other rows run apart in the split layout: the choice adds that run's cost
+     * itself, and must not find it in the table too) */
+    if (plan->n_prefill_tokens == 0 && (plan->n_draft_rows == 0 || e->main.runner.n_runs == 1))
+        cb_row_cost_note(&e->spec_cost, plan->n_tokens, run_us, 0.98);
     info->n_requests = plan->n_items;
     info->preempted = plan->n_preempted;
     info->swapped = (int32_t)swapped;

@@ -170,6 +170,36 @@ static void row_cost_table_follows_the_host(void **state) {
     rate[0] = 0.7;
     assert_true(cb_spec_choose(1, 1, avail, rate, NULL, f, r, 0, 64, k) > 0);
     assert_int_equal(cb_spec_choose(1, 1, avail, rate, &c, f, r, 0, 64, k), 0);
+
+    /* one step of a count is not a measurement, two are, and a count not seen for a while is forgotten */
+    cb_row_cost t = {0};
+    cb_row_cost_note(&t, 5, 50000, 0.98);
+    assert_float_equal(cb_row_cost_at(&t, 5, 1000, 100), 1500, 1e-9);
+    cb_row_cost_note(&t, 5, 50000, 0.98);
+    assert_float_equal(cb_row_cost_at(&t, 5, 1000, 100), 50000, 1e-6);
+    for (int i = 0; i < 40; i++)
+        cb_row_cost_note(&t, 1, 1000, 0.98);
+    assert_float_equal(cb_row_cost_at(&t, 5, 1000, 100), 1000 + 4 * 100, 1e-6); /* from 1, along the line */
+
+    /* sixteen rows, seventeen measured cheaper (noise): a draft that holds 30% of the time still pays
+     * at least half a fitted row, and does not pay */
+    cb_row_cost z = {0};
+    for (int i = 0; i < 3; i++)
+        cb_row_cost_note(&z, 16, 100000, 1), cb_row_cost_note(&z, 17, 90000, 1);
+    int32_t av16[16], k16[16];
+    double r16[16];
+    for (int i = 0; i < 16; i++)
+        av16[i] = 1, r16[i] = 0.3;
+    assert_int_equal(cb_spec_choose(16, 16, av16, r16, &z, 10000, 5000, 0, 64, k16), 0);
+}
+
+/* The step's own rows count: a draft that pays beside one row does not beside sixteen. */
+static void choice_weighs_the_whole_step(void **state) {
+    (void)state;
+    int32_t avail[1] = {1}, k[1];
+    double rate[1] = {0.3};
+    assert_int_equal(cb_spec_choose(1, 1, avail, rate, NULL, 10000, 500, 0, 64, k), 1);
+    assert_int_equal(cb_spec_choose(1, 16, avail, rate, NULL, 10000, 500, 0, 64, k), 0);
 }
 
 static void acceptance_counts_from_a_prior(void **state) {
@@ -318,6 +348,7 @@ int main(void) {
         cmocka_unit_test(pool_walks_what_it_learned),
         cmocka_unit_test(row_cost_fits_a_line),
         cmocka_unit_test(row_cost_table_follows_the_host),
+        cmocka_unit_test(choice_weighs_the_whole_step),
         cmocka_unit_test(acceptance_counts_from_a_prior),
         cmocka_unit_test(choice_runs_deep_alone_and_stops_under_load),
         cmocka_unit_test(choice_is_the_best_rate),
