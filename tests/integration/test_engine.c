@@ -1659,6 +1659,20 @@ static void prompt_logprobs_match_generated(void **state) {
 /* The shared pool: a request whose own text holds little to draft from takes drafts from what
  * another request computed (the same prompt again: its answer is the first one's), and its output
  * stays the first one's. */
+/* The same request twice on a fresh engine speculating as `spec`; the engine's KV accounting held. */
+static void ask_twice(int spec, const struct cobatch_request_params *ps, it_result *first, it_result *again) {
+    struct cobatch_engine_params p = engine_params(COBATCH_MODE_CONTINUOUS, 8, 64);
+    p.spec = spec;
+    cobatch_engine *e = it_engine(p);
+    assert_non_null(e);
+    assert_true(it_run(e, ps, first, 1));
+    assert_true(it_run(e, ps, again, 1));
+    struct cobatch_stats st;
+    cobatch_engine_stats(e, &st);
+    assert_int_equal(st.kv_mismatches, 0);
+    cobatch_engine_free(e);
+}
+
 static void speculation_drafts_from_other_requests(void **state) {
     (void)state;
     struct cobatch_request_params ps = cobatch_request_default_params();
@@ -1666,30 +1680,16 @@ static void speculation_drafts_from_other_requests(void **state) {
     ps.max_tokens = 40;
     ps.ignore_eos = true;
     ps.logit_margins = true;
-    struct cobatch_engine_params p = engine_params(COBATCH_MODE_CONTINUOUS, 8, 64);
-    p.spec = COBATCH_SPEC_NGRAM;
-    cobatch_engine *e = it_engine(p);
-    assert_non_null(e);
-    static it_result first, again;
-    assert_true(it_run(e, &ps, &first, 1));
-    assert_true(it_run(e, &ps, &again, 1));
+    static it_result first, again, own_first, own_again;
+    ask_twice(COBATCH_SPEC_NGRAM, &ps, &first, &again);
     printf("# the pool: %d drafts held of %d the first time, %d of %d the second\n", first.n_accepted, first.n_drafted,
            again.n_accepted, again.n_drafted);
     assert_true(again.n_accepted >= first.n_accepted + 15); /* 40 tokens it has seen: most drafts hold */
     if (it_compare(&first, &again, NEAR_TIE_EPS, "pool drafts", 0) == 0)
         assert_memory_equal(again.text, first.text, first.text_len + 1);
-    struct cobatch_stats st;
-    cobatch_engine_stats(e, &st);
-    assert_int_equal(st.kv_mismatches, 0);
-    cobatch_engine_free(e);
     /* ngram-own: no pool, so the second asking holds about what the first did (the rate all requests
      * showed moves how many it checks), not what the pool gave */
-    p.spec = COBATCH_SPEC_NGRAM_OWN;
-    e = it_engine(p);
-    assert_non_null(e);
-    static it_result own_first, own_again;
-    assert_true(it_run(e, &ps, &own_first, 1));
-    assert_true(it_run(e, &ps, &own_again, 1));
+    ask_twice(COBATCH_SPEC_NGRAM_OWN, &ps, &own_first, &own_again);
     printf("# own text only: %d held of %d, then %d of %d\n", own_first.n_accepted, own_first.n_drafted,
            own_again.n_accepted, own_again.n_drafted);
     assert_true(own_again.n_accepted < own_first.n_accepted + 15 && own_again.n_accepted < again.n_accepted);
@@ -1699,7 +1699,6 @@ static void speculation_drafts_from_other_requests(void **state) {
     it_free(&again, 1);
     it_free(&own_first, 1);
     it_free(&own_again, 1);
-    cobatch_engine_free(e);
 }
 
 int main(void) {
