@@ -847,12 +847,10 @@ char *cobatch_json_schema_grammar(const char *schema, char *err, size_t errlen);
 
 /* Parses a GBNF grammar (root rule "root") once, for requests that share it
  * (cobatch_request_params.parsed_grammar: each takes a copy, so the parse leaves the submitting
- * thread), of up to max_tokens tokens (<= 0: the context's; a repetition bound above 2000, which
- * llama.cpp drops, is refused where such an answer could pass it). NULL with the reason in err when
- * it does not parse or is past a bound. Thread-safe; free it once the submits that use it have
- * returned. */
-cobatch_grammar *cobatch_grammar_new(const cobatch_engine *engine, const char *gbnf, int32_t max_tokens, char *err,
-                                     size_t errlen);
+ * thread). Repetition counts above 2000, which llama.cpp's parser drops or refuses, hold as written
+ * up to 2^31 - 1 (rewritten as rules it keeps). NULL with the reason in err when it does not parse
+ * or is past a bound. Thread-safe; free it once the submits that use it have returned. */
+cobatch_grammar *cobatch_grammar_new(const cobatch_engine *engine, const char *gbnf, char *err, size_t errlen);
 void cobatch_grammar_free(cobatch_grammar *grammar);
 
 /* Renders a chat request (params' messages and tools) once: its prompt tokens, with tools the grammar

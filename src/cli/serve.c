@@ -239,8 +239,7 @@ int cb_cmd_serve(int argc, char **argv) {
                 "cobatch serve: embeddings: %s pooling, %d dimensions, inputs of up to %d tokens, %.0f%% of "
                 "the engine's time beside generation\n",
                 cobatch_pooling_name(embd.pooling), embd.n_embd, embd.max_tokens, 100.0 * ep.embd_share);
-    cb_bounds.ctx_tokens = cobatch_n_ctx_seq(e); /* what an answer can reach, for the request checks */
-    cb_bounds.token_bytes = (int)(cobatch_max_prompt_bytes(e) / (size_t)cb_bounds.ctx_tokens);
+    cb_bounds.ctx_tokens = cobatch_n_ctx_seq(e); /* a chat's messages at most, for the request checks */
     int rc = cb_srv_run(e, &sp);
     cobatch_engine_free(e); /* joins the engine thread: the trace is complete */
     if (trace.f) fclose(trace.f);

@@ -125,10 +125,9 @@ int32_t cobatch_tokenize_ext(const cobatch_engine *e, const char *text, bool add
 }
 
 /* A cobatch_grammar is the llama.cpp grammar sampler itself, never run: requests clone it. */
-cobatch_grammar *cobatch_grammar_new(const cobatch_engine *e, const char *gbnf, int32_t max_tokens, char *err,
-                                     size_t errlen) {
+cobatch_grammar *cobatch_grammar_new(const cobatch_engine *e, const char *gbnf, char *err, size_t errlen) {
     char why[240] = "no grammar given";
-    cb_grammar_limits lim = cb_engine_grammar_limits(e, max_tokens);
+    cb_grammar_limits lim = cb_engine_grammar_limits(e);
     struct llama_sampler *g = gbnf ? cb_grammar_new(&e->model, gbnf, &lim, why, sizeof(why)) : NULL;
     if (!g) cb_set_err(err, errlen, "grammar: %s", why);
     return (cobatch_grammar *)g;
@@ -178,4 +177,10 @@ void cobatch_test_set_event_backlog(cobatch_engine *e, int n) {
     pthread_mutex_lock(&e->ev_mu);
     e->event_backlog = n > 0 ? n : CB_EVENT_BACKLOG;
     pthread_mutex_unlock(&e->ev_mu);
+}
+
+int cobatch_test_grammar_matches(const cobatch_engine *e, const char *gbnf, const char *text, char *err,
+                                 size_t errlen) {
+    cb_grammar_limits lim = cb_engine_grammar_limits(e);
+    return cb_common_grammar_matches(e->model.vocab, gbnf, &lim, text, err, errlen);
 }

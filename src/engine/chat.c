@@ -158,12 +158,10 @@ void cobatch_chat_free(cobatch_chat *c) {
     free(c);
 }
 
-cb_grammar_limits cb_engine_grammar_limits(const cobatch_engine *e, int32_t max_tokens) {
-    int32_t n = max_tokens > 0 && max_tokens < e->n_ctx_seq ? max_tokens : e->n_ctx_seq;
+cb_grammar_limits cb_engine_grammar_limits(const cobatch_engine *e) {
     return (cb_grammar_limits){.max_nesting = e->params.grammar_max_nesting,
                                .max_elements = e->params.grammar_max_elements,
-                               .max_states = e->params.grammar_max_states,
-                               .reach = (unsigned long long)n * (unsigned long long)e->model.max_piece};
+                               .max_states = e->params.grammar_max_states};
 }
 
 /* The reasoning p asks of the engine's chat template, as the rendering's inputs: COBATCH_OK, or a
@@ -219,7 +217,7 @@ static int reasoning_of(const cobatch_engine *e, const struct cobatch_request_pa
  * else a schema of p's own), stop strings, parser, reasoning markers. false with err filled. */
 static bool chat_take(cobatch_engine *e, cobatch_chat *c, const struct cobatch_request_params *p, cb_common_rendered *x,
                       struct cobatch_error *err) {
-    cb_grammar_limits lim = cb_engine_grammar_limits(e, p->max_tokens);
+    cb_grammar_limits lim = cb_engine_grammar_limits(e);
     bool ok = true;
     if (x->grammar) {
         ok = (c->grammar = cb_common_grammar_sampler(e->model.vocab, x, &lim, err->message, sizeof(err->message)));

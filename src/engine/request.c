@@ -222,7 +222,7 @@ cb_request *cb_engine_request_new(cobatch_engine *e, const struct cobatch_reques
     }
     const struct llama_sampler *shared = chat && chat->grammar ? chat->grammar : (const void *)p->parsed_grammar;
     char why[240] = "";
-    cb_grammar_limits lim = cb_engine_grammar_limits(e, p->max_tokens);
+    cb_grammar_limits lim = cb_engine_grammar_limits(e);
     if (ok && chat && chat->thinks) { /* followed from its first token: its budget, the lazy grammar's wait */
         ok = (er->think = cb_common_think_new(e->model.vocab, chat->think_start, chat->think_end, chat->think_budget,
                                               chat->think_open, why, sizeof(why))) != NULL;

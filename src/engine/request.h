@@ -32,8 +32,8 @@ struct cobatch_chat {
  * err filled. */
 int32_t *cb_engine_prompt_tokens(cobatch_engine *e, const struct cobatch_request_params *p, int32_t *n,
                                  struct cobatch_error *err);
-/* chat.c: the limits of a grammar for an answer of up to max_tokens tokens (<= 0: the context's). */
-cb_grammar_limits cb_engine_grammar_limits(const cobatch_engine *e, int32_t max_tokens);
+/* chat.c: the limits a grammar is held to (the engine's --limit grammar-*). */
+cb_grammar_limits cb_engine_grammar_limits(const cobatch_engine *e);
 
 /* request.c: the checks of p's own fields (not its prompt): COBATCH_OK, or the code with err filled. */
 int cb_engine_check_request(const cobatch_engine *e, const struct cobatch_request_params *p, struct cobatch_error *err);

@@ -9,31 +9,25 @@ static const char *const LOWER[] = {"minLength", "minItems"}, *const UPPER[] = {
 
 static bool named(const char *k, const char *const names[2]) { return !strcmp(k, names[0]) || !strcmp(k, names[1]); }
 
-unsigned long long cb_bounds_reach(long long max_tokens) {
-    if (cb_bounds.ctx_tokens <= 0 || cb_bounds.token_bytes <= 0) return ULLONG_MAX;
-    long long n = max_tokens > 0 && max_tokens < cb_bounds.ctx_tokens ? max_tokens : cb_bounds.ctx_tokens;
-    return (unsigned long long)n * (unsigned long long)cb_bounds.token_bytes;
-}
-
-const char *cb_bounds_schema(const cJSON *schema, unsigned long long reach, double *value) {
+const char *cb_bounds_schema(const cJSON *schema, double *value) {
     for (const cJSON *x = schema ? schema->child : NULL; x; x = x->next) {
-        if (x->string && cJSON_IsNumber(x) && x->valuedouble > CB_GRAMMAR_MAX_REPEAT &&
-            (named(x->string, LOWER) || (named(x->string, UPPER) && x->valuedouble < (double)reach))) {
+        if (x->string && cJSON_IsNumber(x) && x->valuedouble > (double)CB_GRAMMAR_MAX_COUNT &&
+            (named(x->string, LOWER) || named(x->string, UPPER))) {
             *value = x->valuedouble;
             return x->string;
         }
         if (cJSON_IsObject(x) || cJSON_IsArray(x)) {
-            const char *k = cb_bounds_schema(x, reach, value);
+            const char *k = cb_bounds_schema(x, value);
             if (k) return k;
         }
     }
     return NULL;
 }
 
-unsigned long long cb_bounds_gbnf(const char *g, unsigned long long reach) {
+unsigned long long cb_bounds_gbnf(const char *g) {
     cb_gbnf_shape sh = cb_gbnf_scan(g);
-    if (sh.repeat_min > CB_GRAMMAR_MAX_REPEAT) return sh.repeat_min;
-    return sh.repeat_max > CB_GRAMMAR_MAX_REPEAT && sh.repeat_max < reach ? sh.repeat_max : 0;
+    unsigned long long big = sh.repeat_min > sh.repeat_max ? sh.repeat_min : sh.repeat_max;
+    return big > CB_GRAMMAR_MAX_COUNT ? big : 0;
 }
 
 cb_bounds_limits cb_bounds = {.json_depth = 128, .name_length = 256, .tools = 512};

@@ -140,11 +140,10 @@ static int parse_tools(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
                                  cb_bounds.name_length, why, sizeof(why)))
             return cb_openai_bad(e, "tools", "tools[%d].function.parameters: %s", k, why);
         double v;
-        const char *kw = cb_bounds_schema(cJSON_GetObjectItemCaseSensitive(f, "parameters"),
-                                          cb_bounds_reach(r->params.max_tokens), &v);
+        const char *kw = cb_bounds_schema(cJSON_GetObjectItemCaseSensitive(f, "parameters"), &v);
         if (kw)
-            return cb_openai_bad(e, "tools", "tools[%d].function.parameters: %s %.0f is above %d, the most %s", k, kw,
-                                 v, CB_GRAMMAR_MAX_REPEAT, CB_BOUNDS_DROPPED);
+            return cb_openai_bad(e, "tools", "tools[%d].function.parameters: %s %.0f is above %llu, the most %s", k, kw,
+                                 v, CB_GRAMMAR_MAX_COUNT, CB_BOUNDS_HELD);
         for (cJSON *o = tools->child; o != t; o = o->next) {
             cJSON *on = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "function"), "name");
             if (!strcmp(on->valuestring, name->valuestring))
@@ -481,10 +480,10 @@ static int parse_format(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
     if (g && !cJSON_IsNull(g)) {
         if (!cJSON_IsString(g) || !g->valuestring[0])
             return cb_openai_bad(e, "grammar", "'grammar' must be a GBNF text");
-        unsigned long long big = cb_bounds_gbnf(g->valuestring, cb_bounds_reach(r->params.max_tokens));
+        unsigned long long big = cb_bounds_gbnf(g->valuestring);
         if (big)
-            return cb_openai_bad(e, "grammar", "'grammar': a repetition count of %llu is above %d, the most %s", big,
-                                 CB_GRAMMAR_MAX_REPEAT, CB_BOUNDS_DROPPED);
+            return cb_openai_bad(e, "grammar", "'grammar': a repetition count of %llu is above %llu, the most %s", big,
+                                 CB_GRAMMAR_MAX_COUNT, CB_BOUNDS_HELD);
         if (!(r->grammar = strdup(g->valuestring))) return cb_openai_nomem(e);
         r->params.grammar = r->grammar;
     }
@@ -518,11 +517,11 @@ static int parse_format(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
     if (cb_bounds_json_shape(schema, cb_bounds.json_depth, cb_bounds.name_length, why, sizeof(why)))
         return cb_openai_bad(e, "response_format", "'response_format.json_schema.schema' %s", why);
     double v;
-    const char *kw = cb_bounds_schema(schema, cb_bounds_reach(r->params.max_tokens), &v);
+    const char *kw = cb_bounds_schema(schema, &v);
     if (kw)
         return cb_openai_bad(e, "response_format",
-                             "'response_format.json_schema.schema': %s %.0f is above %d, the most %s", kw, v,
-                             CB_GRAMMAR_MAX_REPEAT, CB_BOUNDS_DROPPED);
+                             "'response_format.json_schema.schema': %s %.0f is above %llu, the most %s", kw, v,
+                             CB_GRAMMAR_MAX_COUNT, CB_BOUNDS_HELD);
     /* strict or not, the output is held to the schema: the grammar is the only way this server has */
     r->json_schema = cJSON_PrintUnformatted(schema);
     return r->json_schema ? 0 : cb_openai_nomem(e);
@@ -545,12 +544,13 @@ int cb_openai_resolve_schema(cb_openai_request *r, cb_openai_schema_fn convert, 
     char *g = convert(r->json_schema, err, sizeof(err));
     if (!g) return cb_openai_bad(e, "response_format", "%s", err[0] ? err : "the schema cannot be used");
     /* a pattern's {n}, say: what the keywords above miss */
-    unsigned long long big = cb_bounds_gbnf(g, cb_bounds_reach(r->params.max_tokens));
+    unsigned long long big = cb_bounds_gbnf(g);
     if (big) {
         free(g);
-        return cb_openai_bad(e, "response_format",
-                             "the schema asks for a repetition count of %llu (a pattern's {n}?), above %d, the most %s",
-                             big, CB_GRAMMAR_MAX_REPEAT, CB_BOUNDS_DROPPED);
+        return cb_openai_bad(
+            e, "response_format",
+            "the schema asks for a repetition count of %llu (a pattern's {n}?), above %llu, the most %s", big,
+            CB_GRAMMAR_MAX_COUNT, CB_BOUNDS_HELD);
     }
     free(r->grammar);
     r->grammar = g;

@@ -742,19 +742,20 @@ bool grammar_fits(const llama_vocab *vocab, const char *gbnf, const cb_grammar_l
             nullptr);
         return false;
     }
+    /* left after widening (cb_gbnf_widen): past its largest count, or after no symbol */
     if (sh.repeat_min > CB_GBNF_MAX_REPEAT) { /* llama.cpp's parser fails on it */
         std::snprintf(err, errlen,
-                      "the grammar repeats something at least %llu times, above %d, the most llama.cpp's grammars "
-                      "keep",
-                      sh.repeat_min, CB_GBNF_MAX_REPEAT);
+                      "the grammar repeats something at least %llu times, above %llu, the most cobatch holds "
+                      "llama.cpp's grammars to",
+                      sh.repeat_min, CB_GBNF_MAX_WIDE);
         return false;
     }
-    if (sh.repeat_max > CB_GBNF_MAX_REPEAT && sh.repeat_max < lim.reach) { /* silently dropped, and reachable */
+    if (sh.repeat_max > CB_GBNF_MAX_REPEAT) { /* llama.cpp's parser would silently drop it */
         std::snprintf(err, errlen,
                       "the grammar has a repetition bound of %llu (a schema's maxLength or maxItems, or a pattern's "
-                      "{m,n}?), above %d, the most llama.cpp's grammars keep (it would silently not hold; an answer "
-                      "of max_tokens could pass it)",
-                      sh.repeat_max, CB_GBNF_MAX_REPEAT);
+                      "{m,n}?), above %llu, the most cobatch holds llama.cpp's grammars to (it would silently not "
+                      "hold)",
+                      sh.repeat_max, CB_GBNF_MAX_WIDE);
         return false;
     }
     if (sh.elements > (unsigned long long)lim.max_elements) {
@@ -1353,10 +1354,12 @@ extern "C" struct llama_sampler *cb_common_grammar_new(const struct llama_vocab 
                                                        const int32_t *tokens, size_t n_tokens,
                                                        const cb_grammar_limits *lim, char *err, size_t errlen) {
     return guarded(err, errlen, "the grammar cannot be used", [&]() -> llama_sampler * {
-        if (!grammar_fits(vocab, gbnf, *lim, err, errlen)) return nullptr;
+        std::unique_ptr<char, void (*)(void *)> wide(cb_gbnf_widen(gbnf, nullptr), std::free);
+        if (!wide) throw std::bad_alloc();
+        if (!grammar_fits(vocab, wide.get(), *lim, err, errlen)) return nullptr;
         std::vector<const char *> pats(patterns, patterns + n_patterns);
-        llama_grammar *g = llama_grammar_init_impl(vocab, gbnf, "root", lazy, const_cast<const char **>(pats.data()),
-                                                   pats.size(), tokens, n_tokens);
+        llama_grammar *g = llama_grammar_init_impl(vocab, wide.get(), "root", lazy,
+                                                   const_cast<const char **>(pats.data()), pats.size(), tokens, n_tokens);
         if (!g) {
             set_err(err, errlen, "the grammar does not parse as GBNF with a root rule (or is left-recursive)", nullptr);
             return nullptr;
@@ -1371,6 +1374,36 @@ extern "C" struct llama_sampler *cb_common_grammar_new(const struct llama_vocab 
         b.release();
         return s;
     });
+}
+
+extern "C" int cb_common_grammar_matches(const struct llama_vocab *vocab, const char *gbnf,
+                                         const cb_grammar_limits *lim, const char *text, char *err, size_t errlen) {
+    int out = -1;
+    guarded(err, errlen, "the grammar cannot be used", [&]() -> llama_sampler * {
+        std::unique_ptr<char, void (*)(void *)> wide(cb_gbnf_widen(gbnf, nullptr), std::free);
+        if (!wide) throw std::bad_alloc();
+        if (!grammar_fits(vocab, wide.get(), *lim, err, errlen)) return nullptr;
+        std::unique_ptr<llama_grammar, void (*)(llama_grammar *)> g(
+            llama_grammar_init_impl(vocab, wide.get(), "root", false, nullptr, 0, nullptr, 0), llama_grammar_free_impl);
+        if (!g) {
+            set_err(err, errlen, "the grammar does not parse", nullptr);
+            return nullptr;
+        }
+        for (const unsigned char *p = (const unsigned char *)text; *p && !g->stacks.empty();) {
+            int n = *p < 0x80 ? 1 : *p < 0xe0 ? 2 : *p < 0xf0 ? 3 : 4; /* a test's text is valid UTF-8 */
+            uint32_t cp = n == 1 ? *p : *p & (0x7f >> n);
+            int i = 1;
+            for (; i < n && p[i]; i++)
+                cp = cp << 6 | (p[i] & 0x3f);
+            llama_grammar_accept(g.get(), cp);
+            p += i;
+        }
+        out = 0;
+        for (const auto &st : g->stacks)
+            if (st.empty()) out = 1; /* a parse that is complete here */
+        return nullptr;
+    });
+    return out;
 }
 
 namespace {

@@ -18,12 +18,9 @@ struct llama_sampler;
 struct llama_token_data_array;
 typedef struct cb_chat_templates cb_chat_templates;
 
-/* The bounds a grammar is held to (cobatch_engine_params.grammar_max_*), and the most bytes the
- * answer it holds can have (its max_tokens x the longest token's text): a repetition's upper bound
- * above 2000, which llama.cpp's parser drops, is refused only below that reach. */
+/* The bounds a grammar is held to (cobatch_engine_params.grammar_max_*). */
 typedef struct {
     int32_t max_nesting, max_elements, max_states;
-    unsigned long long reach;
 } cb_grammar_limits;
 
 /* The chat template a model's messages are rendered with: override (Jinja text; NULL for the
@@ -127,8 +124,9 @@ void cb_common_rendered_clear(cb_common_rendered *r);
 struct llama_sampler *cb_common_grammar_sampler(const struct llama_vocab *vocab, const cb_common_rendered *r,
                                                 const cb_grammar_limits *lim, char *err, size_t errlen);
 
-/* A grammar sampler for gbnf (root rule "root"), checked first under lim: its groups' nesting and
- * elements (util/gbnf.h), its largest repetition count (2000: llama.cpp drops a larger bound), then,
+/* A grammar sampler for gbnf (root rule "root"), its repetitions past 2000 rewritten as rules
+ * llama.cpp keeps (cb_gbnf_widen: llama.cpp's parser drops a larger upper bound and fails on a larger
+ * lower one), checked first under lim: its groups' nesting and elements (util/gbnf.h), then,
  * parsed, its rules' nesting at a position and the parse states any rule can begin with; each
  * refusal names the --limit that sets it. Then llama.cpp's grammar (lazy with its
  * patterns and tokens, like llama_sampler_init_grammar_lazy_patterns) that takes a token as llama.cpp
@@ -156,6 +154,10 @@ struct llama_sampler *cb_common_grammar_new(const struct llama_vocab *vocab, con
  * or when s is blown (llama.cpp's own might then not end); false with why otherwise. */
 bool cb_common_grammar_twin_check(struct llama_sampler *s, const struct llama_token_data_array *cur, int32_t tok,
                                   char *why, size_t whylen);
+/* For tests: whether gbnf, widened and checked as cb_common_grammar_new does, takes text (UTF-8) whole
+ * and may end there: 1 yes, 0 no, -1 refused (the reason in err). */
+int cb_common_grammar_matches(const struct llama_vocab *vocab, const char *gbnf, const cb_grammar_limits *lim,
+                              const char *text, char *err, size_t errlen);
 /* Whether a sampler from cb_common_grammar_new is blown (*why: the reason); false for any other. */
 bool cb_common_grammar_blown(const struct llama_sampler *s, const char **why);
 

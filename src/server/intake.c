@@ -196,8 +196,8 @@ static void do_completion(intake *q, cb_intake_job *j) {
         return;
     }
     if (left(j)) return;
-    if (j->req.params.grammar && !(j->grammar = cobatch_grammar_new(q->engine, j->req.params.grammar,
-                                                                    j->req.params.max_tokens, err2, sizeof(err2)))) {
+    if (j->req.params.grammar &&
+        !(j->grammar = cobatch_grammar_new(q->engine, j->req.params.grammar, err2, sizeof(err2)))) {
         set_error(j, 400, j->req.json_schema ? "response_format" : "grammar", err2);
         return;
     }

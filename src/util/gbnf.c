@@ -1,8 +1,14 @@
 #include "gbnf.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
 
 #define SATURATE (1ULL << 62)
 
@@ -140,4 +146,191 @@ cb_gbnf_shape cb_gbnf_scan(const char *g) {
         }
     }
     return sh;
+}
+
+/* ---- widening: repetitions past llama.cpp's 2000, rewritten as rules of counts it keeps ---- */
+
+#define K CB_GBNF_MAX_REPEAT
+
+typedef struct {
+    cb_buf *defs;     /* the rules this rewrite adds */
+    const char *name; /* its rule's name; the element is name-e, blocks name-b1, name-b2, ... */
+    int levels;       /* blocks defined so far: level L is K of level L - 1 (level 0: the element) */
+} widen_ctx;
+
+/* A reference to the rule that matches K^level elements, defined on first use. */
+static void block(widen_ctx *w, int level, cb_buf *out) {
+    while (w->levels < level) {
+        w->levels++;
+        if (w->levels == 1)
+            cb_buf_printf(w->defs, "%s-b1 ::= %s-e{%d}\n", w->name, w->name, K);
+        else
+            cb_buf_printf(w->defs, "%s-b%d ::= %s-b%d{%d}\n", w->name, w->levels, w->name, w->levels - 1, K);
+    }
+    if (level)
+        cb_buf_printf(out, " %s-b%d", w->name, level);
+    else
+        cb_buf_printf(out, " %s-e", w->name);
+}
+
+/* Exactly q copies of the level's block: q = a x K + b is a blocks of the next level, then b. */
+static void exactly(widen_ctx *w, unsigned long long q, int level, cb_buf *out) {
+    if (q >= K) exactly(w, q / K, level + 1, out);
+    if (q % K) {
+        block(w, level, out);
+        cb_buf_printf(out, "{%llu}", q % K);
+    }
+}
+
+/* 0 to m copies of the level's block, one parse for each count: with m = q x K + r, either fewer
+ * than q blocks of the next level and then fewer than K, or q of them and then r at most. The two
+ * alternatives match disjoint lengths, so llama.cpp's parser keeps a few stacks, not one a count. */
+static void up_to(widen_ctx *w, unsigned long long m, int level, cb_buf *out) {
+    if (m <= K) {
+        if (!m) return;
+        block(w, level, out);
+        cb_buf_printf(out, "{0,%llu}", m);
+        return;
+    }
+    unsigned long long q = m / K, r = m % K;
+    cb_buf_append(out, " (", 2);
+    up_to(w, q - 1, level + 1, out);
+    block(w, level, out);
+    cb_buf_printf(out, "{0,%d} |", K - 1);
+    exactly(w, q, level + 1, out);
+    up_to(w, r, level, out);
+    cb_buf_append(out, " )", 2);
+}
+
+/* The first repetition llama.cpp would not keep: where its element starts (s), its '{' (brace),
+ * the end of its counts (end) and the counts (hi ULLONG_MAX for {m,}). */
+typedef struct {
+    size_t s, brace, end;
+    unsigned long long lo, hi;
+} wide_rep;
+
+static bool wide_counts(unsigned long long lo, unsigned long long hi) {
+    return (lo > K || (hi != ULLONG_MAX && hi > K)) && lo <= hi && lo <= CB_GBNF_MAX_WIDE &&
+           (hi == ULLONG_MAX || hi <= CB_GBNF_MAX_WIDE);
+}
+
+/* Reads g as cb_gbnf_scan does, keeping where the symbol before each repetition starts. */
+static bool first_wide(const char *g, wide_rep *out) {
+    enum { MAX_OPEN = 1024 };
+    size_t open[MAX_OPEN], depth = 0;
+    long long last = -1; /* where the symbol a repetition would repeat starts (-1: none) */
+    unsigned long long n;
+    for (const char *p = g; *p; p++) {
+        const char *at = p;
+        switch (*p) {
+        case '#':
+            while (p[1] && p[1] != '\n')
+                p++;
+            break;
+        case '\n':
+            if (!depth) last = -1; /* outside groups a line's end ends the rule */
+            break;
+        case '|':
+        case ':':
+        case '=': last = -1; break;
+        case '"': p = quoted_end(p, '"', &n), last = at - g; break;
+        case '[': p = quoted_end(p, ']', &n), last = at - g; break;
+        case '<': p = quoted_end(p, '>', &n), last = at - g; break;
+        case '!': /* a token's inverse, !<...>: one symbol with it */
+            if (p[1] == '<') p = quoted_end(p + 1, '>', &n), last = at - g;
+            break;
+        case '.': last = at - g; break;
+        case '(':
+            if (depth < MAX_OPEN) open[depth] = (size_t)(at - g);
+            depth++;
+            last = -1;
+            break;
+        case ')':
+            last = -1;
+            if (depth && --depth < MAX_OPEN) last = (long long)open[depth];
+            break;
+        case '{': {
+            const char *s = p + 1;
+            int d1, d2 = 0;
+            bool comma = false;
+            unsigned long long lo = count_at(&s, &d1), hi = 0;
+            if (*s == ',') {
+                comma = true;
+                s++;
+                hi = count_at(&s, &d2);
+            }
+            if (*s != '}' || !(d1 || d2)) break;
+            hi = !comma ? lo : d2 ? hi : ULLONG_MAX;
+            if (last >= 0 && wide_counts(lo, hi)) {
+                *out = (wide_rep){(size_t)last, (size_t)(at - g), (size_t)(s + 1 - g), lo, hi};
+                return true;
+            }
+            p = s;
+            break;
+        }
+        default:
+            if (isalnum((unsigned char)*p) || *p == '-' || *p == '_') { /* a rule's name */
+                while (isalnum((unsigned char)p[1]) || p[1] == '-' || p[1] == '_')
+                    p++;
+                last = at - g;
+            }
+            break;
+        }
+    }
+    return false;
+}
+
+/* The rules for one repetition, into defs; its rule's body (after "name ::=") into body. */
+static void widen_one(const char *t, const wide_rep *r, const char *name, cb_buf *defs, cb_buf *body) {
+    size_t e_end = r->brace;
+    while (e_end > r->s && isspace((unsigned char)t[e_end - 1]))
+        e_end--;
+    cb_buf_printf(defs, "%s-e ::= %.*s\n", name, (int)(e_end - r->s), t + r->s);
+    widen_ctx w = {defs, name, 0};
+    exactly(&w, r->lo, 0, body);
+    if (r->hi == ULLONG_MAX) {
+        block(&w, 0, body);
+        cb_buf_append(body, "*", 1);
+    } else {
+        up_to(&w, r->hi - r->lo, 0, body);
+    }
+}
+
+char *cb_gbnf_widen(const char *gbnf, size_t *n_wide) {
+    char prefix[32];
+    for (unsigned k = 0;; k++) { /* a name the text does not hold */
+        snprintf(prefix, sizeof prefix, "cbwide%u", k);
+        if (!strstr(gbnf, prefix)) break;
+    }
+    cb_buf text = {0}, defs = {0};
+    cb_buf_append(&text, gbnf, strlen(gbnf));
+    size_t n = 0;
+    wide_rep r;
+    while (!text.failed && !defs.failed && n < CB_GBNF_MAX_WIDENED && first_wide(cb_buf_str(&text), &r)) {
+        char name[48];
+        snprintf(name, sizeof name, "%s-%zu", prefix, n++);
+        const char *t = cb_buf_str(&text);
+        cb_buf body = {0};
+        widen_one(t, &r, name, &defs, &body);
+        cb_buf_printf(&defs, "%s ::=%s\n", name, cb_buf_str(&body));
+        cb_buf next = {0}; /* the text with the repetition replaced by a reference to its rule */
+        cb_buf_append(&next, t, r.s);
+        cb_buf_printf(&next, " %s ", name);
+        cb_buf_append(&next, t + r.end, text.len - r.end);
+        next.failed |= body.failed;
+        cb_buf_free(&body);
+        cb_buf_free(&text);
+        text = next;
+    }
+    if (n) {
+        cb_buf_append(&text, "\n", 1);
+        cb_buf_append(&text, cb_buf_str(&defs), defs.len);
+    }
+    bool failed = text.failed || defs.failed;
+    cb_buf_free(&defs);
+    char *out = failed ? NULL : cb_buf_take(&text, NULL);
+    cb_buf_free(&text);
+    if (!failed && !out) out = calloc(1, 1); /* an empty text */
+    if (out && n_wide) *n_wide = n;
+    return out;
 }

@@ -241,16 +241,11 @@ def test_grammar_field(server):
     ({"response_format": {"type": "xml"}}, "response_format", "json_schema"),
     ({"grammar": "root ::= ("}, "grammar", "grammar"),
     ({"grammar": "root ::= \"a\"", "response_format": {"type": "json_object"}}, "grammar", "not both"),
-    # llama.cpp's grammars drop a repetition bound above 2000: refused where the answer could pass
-    # it (max_tokens x the longest token's bytes), never silently unbounded
+    # counts past 2^31 - 1, the most llama.cpp's schema converter reads: refused, never unbounded
     ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
-        "type": "object", "properties": {"s": {"type": "string", "maxLength": 2100}}}}}, "max_tokens": 2000},
-     "response_format", "maxLength 2100"),
-    ({"grammar": "root ::= [a-z]{1,2100}", "max_tokens": 2000}, "grammar", "2100"),
-    ({"grammar": "root ::= [a-z]{2100,2200}"}, "grammar", "2100"),
-    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
-        "type": "object", "properties": {"s": {"type": "string", "pattern": "^a{2500}$"}}}}}},
-     "response_format", "2500"),
+        "type": "object", "properties": {"s": {"type": "string", "maxLength": 3000000000}}}}}},
+     "response_format", "maxLength 3000000000"),
+    ({"grammar": "root ::= [a-z]{1,3000000000}"}, "grammar", "3000000000"),
     # {m,n} with n < m: llama.cpp's grammar parser looped making rules until memory ran out
     ({"grammar": "root ::= \"a\"{3,2}"}, "grammar", "below m"),
     # left recursion after a rule that matches nothing: llama.cpp's start expanded without end
@@ -266,17 +261,35 @@ def test_bad_schemas_and_grammars_are_400s_that_say_why(server, body, param, why
     assert err["param"] == param and why in err["message"], err
 
 
-def test_a_bound_the_answer_cannot_reach_is_taken(server):
-    """A maxLength above 2000 (Claude Code offers one of 524288) that max_tokens cannot reach is
-    taken: llama.cpp's unbounded repetition then holds it. With room to pass it, it is refused."""
+def test_bounds_past_llama_cpps_2000_hold(server):
+    """Repetition counts above 2000, which llama.cpp's grammar parser drops (an upper bound) or
+    refuses (a lower one), are taken and hold: Claude Code's tool argument with maxLength 524288 at
+    its max_tokens of 32,000, a GBNF {2100,2200}, a pattern's {2500}. Each forces more than 16
+    tokens, so each ends by length with every character the grammar's."""
     schema = {"type": "object", "properties": {"s": {"type": "string", "maxLength": 524288}}, "required": ["s"]}
-    body = {"messages": ASK, "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}}
-    r = httpx.post(server.url + "/v1/chat/completions", json={**body, "max_tokens": 24}, timeout=60)
-    assert r.status_code == 200, r.text
-    assert r.json()["choices"][0]["finish_reason"] in ("stop", "length")
-    schema["properties"]["s"]["maxLength"] = 2100  # the context can pass that
-    r = httpx.post(server.url + "/v1/chat/completions", json={**body, "max_tokens": 2 ** 20}, timeout=60)
-    assert r.status_code == 400 and "maxLength 2100" in r.json()["error"]["message"], r.text
+    fmt = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+    with httpx.stream("POST", server.url + "/v1/chat/completions", timeout=120,
+                      json={"messages": ASK, "response_format": fmt, "max_tokens": 32000, "stream": True}) as r:
+        assert r.status_code == 200, r.read()
+        text = ""
+        for line in r.iter_lines():  # the first tokens, then hang up (the answer could run to the context)
+            if line.startswith("data: {"):
+                text += json.loads(line[6:])["choices"][0]["delta"].get("content") or ""
+            if len(text) >= 6:
+                break
+    assert text.startswith('{"s"'), text
+    pattern = {"type": "object", "properties": {"s": {"type": "string", "pattern": "^a{2500}$"}}, "required": ["s"]}
+    for body in ({"grammar": "root ::= [a-z]{2100,2200}"},
+                 {"response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": pattern}}}):
+        r = httpx.post(server.url + "/v1/chat/completions", json={"messages": ASK, "max_tokens": 16, **body}, timeout=60)
+        assert r.status_code == 200, r.text
+        choice = r.json()["choices"][0]
+        text = choice["message"]["content"]
+        assert choice["finish_reason"] == "length", r.text
+        if "grammar" in body:
+            assert text and all("a" <= ch <= "z" for ch in text), text
+        else:
+            assert text.startswith('{"s"') and set(text.split('"')[3]) <= {"a"}, text
 
 
 def test_constrained_and_unconstrained_requests_share_a_batch(server):

@@ -9,6 +9,7 @@
 
 #include "../../src/util/utf8.h"
 #include "../../src/runtime/llama_common.h"
+#include "../../src/engine/testing.h"
 #include <llama.h>
 #include "harness.h"
 
@@ -718,10 +719,9 @@ static void grammar_constrains_the_output(void **state) {
     assert_int_equal(cobatch_submit(shared_engine, &p, &ce), COBATCH_ERR_INVALID);
     assert_non_null(strstr(ce.message, "grammar"));
     assert_string_equal(ce.param, "grammar");
-    assert_null(cobatch_grammar_new(shared_engine, "root ::= (", 0, err, sizeof(err)));
+    assert_null(cobatch_grammar_new(shared_engine, "root ::= (", err, sizeof(err)));
     /* parsed once, shared by two sampled requests: each runs its own copy from the start */
-    cobatch_grammar *shared =
-        cobatch_grammar_new(shared_engine, "root ::= \" \" [0-9] [0-9] \".\"", 0, err, sizeof(err));
+    cobatch_grammar *shared = cobatch_grammar_new(shared_engine, "root ::= \" \" [0-9] [0-9] \".\"", err, sizeof(err));
     assert_non_null(shared);
     struct cobatch_request_params two[2];
     for (int i = 0; i < 2; i++) {
@@ -758,52 +758,101 @@ static void grammar_bounds_hold(void **state) {
     memcpy(g + 20009, "\"a\"", 3);
     memset(g + 20012, ')', 20000);
     g[40012] = '\0';
-    assert_null(cobatch_grammar_new(shared_engine, g, 0, err, sizeof(err)));
+    assert_null(cobatch_grammar_new(shared_engine, g, err, sizeof(err)));
     assert_non_null(strstr(err, "--limit grammar-nesting"));
     /* S_i ::= S_(i-1) P | S_(i-1) Q: 2^22 start states from 560 bytes froze the intake */
     int n = sprintf(g, "P ::= \"p\"\nQ ::= \"q\"\nS0 ::= \"x\"\n");
     for (int i = 1; i <= 22; i++)
         n += sprintf(g + n, "S%d ::= S%d P | S%d Q\n", i, i - 1, i - 1);
     sprintf(g + n, "root ::= S22\n");
-    assert_null(cobatch_grammar_new(shared_engine, g, 0, err, sizeof(err)));
+    assert_null(cobatch_grammar_new(shared_engine, g, err, sizeof(err)));
     assert_non_null(strstr(err, "--limit grammar-states"));
     /* S_9 starts 512 ways: within the limit, and it runs */
     n = sprintf(g, "P ::= \"p\"\nQ ::= \"q\"\nS0 ::= \"x\"\n");
     for (int i = 1; i <= 9; i++)
         n += sprintf(g + n, "S%d ::= S%d P | S%d Q\n", i, i - 1, i - 1);
     sprintf(g + n, "root ::= S9\n");
-    cobatch_grammar *ok = cobatch_grammar_new(shared_engine, g, 0, err, sizeof(err));
+    cobatch_grammar *ok = cobatch_grammar_new(shared_engine, g, err, sizeof(err));
     assert_non_null(ok);
     cobatch_grammar_free(ok);
     /* a 1,000-character literal copied 2,000 times */
     strcpy(g, "root ::= \"");
     memset(g + 10, 'a', 1000);
     strcpy(g + 1010, "\"{2000}");
-    assert_null(cobatch_grammar_new(shared_engine, g, 0, err, sizeof(err)));
+    assert_null(cobatch_grammar_new(shared_engine, g, err, sizeof(err)));
     assert_non_null(strstr(err, "--limit grammar-elements"));
-    /* an upper bound above 2000 llama.cpp drops: refused where the answer could pass it, kept where
-     * max_tokens x the longest token cannot (llama.cpp's {0,} holds it then); a lower one always */
-    assert_null(cobatch_grammar_new(shared_engine, "root ::= [a-z]{0,5000}", 0, err, sizeof(err)));
-    assert_non_null(strstr(err, "5000"));
-    int32_t fits = 5000 / (int32_t)(cobatch_max_prompt_bytes(shared_engine) / (size_t)cobatch_n_ctx_seq(shared_engine));
-    ok = cobatch_grammar_new(shared_engine, "root ::= [a-z]{0,5000}", fits, err, sizeof(err));
+    /* repetitions past llama.cpp's 2000 hold as written (widened into rules it keeps): each length
+     * at a bound and one past it, against llama.cpp's own grammar */
+    static const struct {
+        const char *g, *pre, *unit, *post;
+        int n;
+        int want;
+    } lens[] = {
+        {"root ::= [a-z]{0,5000}", "", "a", "", 5000, 1},
+        {"root ::= [a-z]{0,5000}", "", "a", "", 5001, 0},
+        {"root ::= [a-z]{0,5000}", "", "a", "", 0, 1},
+        {"root ::= [a-z]{2001,5000}", "", "b", "", 2000, 0},
+        {"root ::= [a-z]{2001,5000}", "", "b", "", 2001, 1},
+        {"root ::= [a-z]{2001,5000}", "", "b", "", 3999, 1},
+        {"root ::= [a-z]{2001,5000}", "", "b", "", 4000, 1},
+        {"root ::= [a-z]{2001,5000}", "", "b", "", 4001, 1},
+        {"root ::= [a-z]{2001,5000}", "", "b", "", 5000, 1},
+        {"root ::= [a-z]{2001,5000}", "", "b", "", 5001, 0},
+        {"root ::= \"a\"{4001,}", "", "a", "", 4000, 0},
+        {"root ::= \"a\"{4001,}", "", "a", "", 9000, 1},
+        {"root ::= \"<\" (\"ab\" [0-9]){4500} \">\"", "<", "ab7", ">", 4500, 1},
+        {"root ::= \"<\" (\"ab\" [0-9]){4500} \">\"", "<", "ab7", ">", 4499, 0},
+        {"root ::= \"<\" (\"ab\" [0-9]){4500} \">\"", "<", "ab7", "x>", 4500, 0},
+        {"root ::= x{0,4000001}\nx ::= \"q\"", "", "q", "", 4000001, 1},
+        {"root ::= x{0,4000001}\nx ::= \"q\"", "", "q", "", 4000002, 0},
+    };
+    for (size_t i = 0; i < sizeof lens / sizeof *lens; i++) {
+        size_t lu = strlen(lens[i].unit), n = (size_t)lens[i].n * lu + 8;
+        char *t = malloc(n), *at = t;
+        assert_non_null(t);
+        at += snprintf(at, n, "%s", lens[i].pre);
+        for (int k = 0; k < lens[i].n; k++, at += lu)
+            memcpy(at, lens[i].unit, lu);
+        snprintf(at, n - (size_t)(at - t), "%s", lens[i].post);
+        int got = cobatch_test_grammar_matches(shared_engine, lens[i].g, t, err, sizeof(err));
+        if (got != lens[i].want) fail_msg("%s on %d x '%s': %d (%s)", lens[i].g, lens[i].n, lens[i].unit, got, err);
+        free(t);
+    }
+    /* Claude Code's WebFetch argument: a JSON schema's maxLength 524288, as a request's schema becomes */
+    char *sg = cobatch_json_schema_grammar(
+        "{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"maxLength\":524288}},\"required\":[\"s\"]}",
+        err, sizeof(err));
+    assert_non_null(sg);
+    char *arg = malloc(524300);
+    assert_non_null(arg);
+    for (int extra = 0; extra < 2; extra++) {
+        int at = snprintf(arg, 524300, "{\"s\": \"");
+        memset(arg + at, 'z', (size_t)524288 + (size_t)extra);
+        snprintf(arg + at + 524288 + extra, 8, "\"}");
+        assert_int_equal(cobatch_test_grammar_matches(shared_engine, sg, arg, err, sizeof(err)), extra ? 0 : 1);
+    }
+    free(arg);
+    free(sg);
+    ok = cobatch_grammar_new(shared_engine, "root ::= [a-z]{0,5000}", err, sizeof(err));
     assert_non_null(ok);
     cobatch_grammar_free(ok);
-    assert_null(cobatch_grammar_new(shared_engine, "root ::= [a-z]{0,5000}", fits + 1, err, sizeof(err)));
-    assert_null(cobatch_grammar_new(shared_engine, "root ::= [a-z]{2001,5000}", 1, err, sizeof(err)));
-    assert_non_null(strstr(err, "at least 2001"));
+    /* past 2^31 - 1 (what llama.cpp's schema converter reads): refused, by count */
+    assert_null(cobatch_grammar_new(shared_engine, "root ::= [a-z]{0,3000000000}", err, sizeof(err)));
+    assert_non_null(strstr(err, "3000000000"));
+    assert_null(cobatch_grammar_new(shared_engine, "root ::= [a-z]{3000000000}", err, sizeof(err)));
+    assert_non_null(strstr(err, "at least 3000000000"));
     /* {m,n} with n < m: llama.cpp's parser made rules for n - m wrapped around, without end */
-    assert_null(cobatch_grammar_new(shared_engine, "root ::= \"a\"{3,2}", 0, err, sizeof(err)));
+    assert_null(cobatch_grammar_new(shared_engine, "root ::= \"a\"{3,2}", err, sizeof(err)));
     assert_non_null(strstr(err, "below m"));
     /* left recursion after a rule that matches nothing: llama.cpp's start expanded without end */
-    assert_null(cobatch_grammar_new(shared_engine, "root ::= e\ne ::= t e \"x\"\nt ::= [a-z]*", 0, err, sizeof(err)));
+    assert_null(cobatch_grammar_new(shared_engine, "root ::= e\ne ::= t e \"x\"\nt ::= [a-z]*", err, sizeof(err)));
     assert_non_null(strstr(err, "left recursion"));
     /* a cycle of references each last in its alternative ends in llama.cpp: taken */
-    ok = cobatch_grammar_new(shared_engine, "root ::= (\"a\"?)* ws root | \"x\"\nws ::= [ ]*", 0, err, sizeof(err));
+    ok = cobatch_grammar_new(shared_engine, "root ::= (\"a\"?)* ws root | \"x\"\nws ::= [ ]*", err, sizeof(err));
     assert_non_null(ok);
     cobatch_grammar_free(ok);
     /* right recursion and recursion after a terminal are fine */
-    ok = cobatch_grammar_new(shared_engine, "root ::= e\ne ::= t \"(\" e \")\" | t\nt ::= [a-z]*", 0, err, sizeof(err));
+    ok = cobatch_grammar_new(shared_engine, "root ::= e\ne ::= t \"(\" e \")\" | t\nt ::= [a-z]*", err, sizeof(err));
     assert_non_null(ok);
     cobatch_grammar_free(ok);
     /* ambiguous: every 'a' doubles the states; the request ends, blamed, with a clear error */

@@ -419,24 +419,26 @@ static void request_shapes_past_the_limits_are_refused(void **state) {
     free(body);
 }
 
+/* Counts above 2000 are held (the engine widens them, below); only those past what llama.cpp's
+ * schema converter reads (a C int) are refused, by name. */
 static void grammar_bounds_above_what_llama_keeps(void **state) {
     (void)state;
     cb_openai_request r;
     cb_openai_error e;
     const char *fmt = "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":"
                       "\"p\",\"schema\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"array\","
-                      "\"items\":{\"type\":\"string\",\"%s\":%d}}}}}}}";
+                      "\"items\":{\"type\":\"string\",\"%s\":%lld}}}}}}}";
     const char *kws[] = {"maxLength", "minLength", "maxItems", "minItems"};
     for (int i = 0; i < 4; i++) {
         char body[512];
-        snprintf(body, sizeof(body), fmt, kws[i], 2100);
+        snprintf(body, sizeof(body), fmt, kws[i], 2147483648LL);
         assert_int_equal(parse(CB_OPENAI_COMPLETION, body, &r, &e), -1);
         assert_int_equal(e.status, 400);
         assert_string_equal(e.param, "response_format");
         assert_non_null(strstr(e.message, kws[i]));
-        assert_non_null(strstr(e.message, "2100"));
+        assert_non_null(strstr(e.message, "2147483648"));
         cb_openai_request_free(&r);
-        snprintf(body, sizeof(body), fmt, kws[i], 2000);
+        snprintf(body, sizeof(body), fmt, kws[i], 2147483647LL);
         assert_int_equal(parse(CB_OPENAI_COMPLETION, body, &r, &e), 0);
         cb_openai_request_free(&r);
     }
@@ -447,56 +449,92 @@ static void grammar_bounds_above_what_llama_keeps(void **state) {
                            &r, &e),
                      0);
     cb_openai_request_free(&r);
+    /* Claude Code's WebFetch argument, whatever max_tokens is */
+    assert_int_equal(parse(CB_OPENAI_CHAT,
+                           "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":32000,\"tools\":[{"
+                           "\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+                           "\"properties\":{\"s\":{\"type\":\"string\",\"maxLength\":524288}}}}}]}",
+                           &r, &e),
+                     0);
+    cb_openai_request_free(&r);
     assert_int_equal(parse(CB_OPENAI_CHAT,
                            "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":"
                            "\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
-                           "\"properties\":{\"s\":{\"type\":\"string\",\"maxLength\":5000}}}}}]}",
+                           "\"properties\":{\"s\":{\"type\":\"string\",\"maxLength\":1e12}}}}}]}",
                            &r, &e),
                      -1);
     assert_string_equal(e.param, "tools");
-    assert_non_null(strstr(e.message, "maxLength 5000"));
+    assert_non_null(strstr(e.message, "maxLength 1000000000000"));
+    cb_openai_request_free(&r);
+    assert_int_equal(
+        parse(CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"grammar\":\"root ::= [a-z]{0,3000000000}\"}", &r, &e), -1);
+    assert_string_equal(e.param, "grammar");
+    assert_non_null(strstr(e.message, "3000000000"));
     cb_openai_request_free(&r);
     assert_int_equal(parse(CB_OPENAI_COMPLETION, "{\"prompt\":\"x\",\"grammar\":\"root ::= [a-z]{0,2100}\"}", &r, &e),
-                     -1);
-    assert_string_equal(e.param, "grammar");
-    assert_non_null(strstr(e.message, "2100"));
+                     0);
     cb_openai_request_free(&r);
-    const unsigned long long all = ULLONG_MAX;
-    assert_int_equal(cb_bounds_gbnf("root ::= \"a\"{2001}", all), 2001);
-    assert_int_equal(cb_bounds_gbnf("root ::= x{3000,} x ::= \"b\"", all), 3000);
-    assert_int_equal(cb_bounds_gbnf("root ::= x{ 10 , 99999 }", all), 99999);
-    assert_int_equal(cb_bounds_gbnf("root ::= x{,2500}", all), 2500);
-    assert_int_equal(cb_bounds_gbnf("root ::= [a-z]{0,2000} \"{0,9999}\" [{5000}] # {7777}\n", all), 0);
-    assert_int_equal(cb_bounds_gbnf("root ::= \"\\\"{9999}\" x{3}", all),
+    assert_int_equal(cb_bounds_gbnf("root ::= \"a\"{2147483648}"), 2147483648ULL);
+    assert_int_equal(cb_bounds_gbnf("root ::= x{3000000000,} x ::= \"b\""), 3000000000ULL);
+    assert_int_equal(cb_bounds_gbnf("root ::= x{ 10 , 9999999999 }"), 9999999999ULL);
+    assert_int_equal(cb_bounds_gbnf("root ::= x{2001} y{0,2147483647}"), 0);
+    assert_int_equal(cb_bounds_gbnf("root ::= [a-z]{0,2000} \"{0,9999999999}\" [{5000000000}] # {7777777777}\n"), 0);
+    assert_int_equal(cb_bounds_gbnf("root ::= \"\\\"{9999999999}\" x{3}"),
                      0); /* an escaped quote stays in the literal */
-    assert_int_equal(cb_bounds_gbnf("root ::= x{", all), 0);
-    /* an upper bound the answer cannot reach is kept; a lower count never is */
-    assert_int_equal(cb_bounds_gbnf("root ::= x{,2500}", 2500), 0);
-    assert_int_equal(cb_bounds_gbnf("root ::= x{,2500}", 2501), 2500);
-    assert_int_equal(cb_bounds_gbnf("root ::= x{2001,}", 10), 2001);
-    assert_int_equal(cb_bounds_gbnf("root ::= x{2001}", 10), 2001);
-    /* with the engine's reach known, a maxLength max_tokens cannot reach is taken; minLength never */
-    cb_bounds.ctx_tokens = 2048;
-    cb_bounds.token_bytes = 10;
-    const char *tool = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":%d,\"tools\":[{\"type\":"
-                       "\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
-                       "\"properties\":{\"s\":{\"type\":\"string\",\"%s\":5000}}}}}]}";
-    char body[512];
-    snprintf(body, sizeof(body), tool, 500, "maxLength"); /* 5,000 bytes at most: no string of 5,001 */
-    assert_int_equal(parse(CB_OPENAI_CHAT, body, &r, &e), 0);
-    cb_openai_request_free(&r);
-    snprintf(body, sizeof(body), tool, 501, "maxLength");
-    assert_int_equal(parse(CB_OPENAI_CHAT, body, &r, &e), -1);
-    assert_non_null(strstr(e.message, "maxLength 5000"));
-    cb_openai_request_free(&r);
-    snprintf(body, sizeof(body), tool, 10, "minLength");
-    assert_int_equal(parse(CB_OPENAI_CHAT, body, &r, &e), -1);
-    assert_non_null(strstr(e.message, "minLength 5000"));
-    cb_openai_request_free(&r);
-    assert_int_equal(cb_bounds_reach(0), 20480);
-    assert_int_equal(cb_bounds_reach(100000), 20480);
-    cb_bounds.ctx_tokens = cb_bounds.token_bytes = 0;
-    assert_true(cb_bounds_reach(10) == ULLONG_MAX);
+    assert_int_equal(cb_bounds_gbnf("root ::= x{"), 0);
+}
+
+/* The rules a widened repetition becomes: each count llama.cpp's parser keeps, the element once in
+ * a rule of its own, the rest of the text as it was; what they match is checked against llama.cpp's
+ * own grammar in the engine's test (test_engine.c). */
+static void grammar_repetitions_widened(void **state) {
+    (void)state;
+    size_t n = 9;
+    char *w = cb_gbnf_widen("root ::= \"a\" [b-c]{0,2000} d\nd ::= \"x\"", &n);
+    assert_string_equal(w, "root ::= \"a\" [b-c]{0,2000} d\nd ::= \"x\"");
+    assert_int_equal(n, 0);
+    free(w);
+    w = cb_gbnf_widen("root ::= \"<\" [a-z]{3,4500} \">\"", &n);
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(w, "root ::= \"<\"  cbwide0-0  \">\""));
+    assert_non_null(strstr(w, "cbwide0-0-e ::= [a-z]\n"));
+    assert_non_null(strstr(w, "cbwide0-0-b1 ::= cbwide0-0-e{2000}\n"));
+    /* 3 fixed, then 0..4497 = 2 x 2000 + 497: fewer than 2 blocks and under 2000, or 2 and 497 */
+    assert_non_null(strstr(w, "cbwide0-0 ::= cbwide0-0-e{3} ( cbwide0-0-b1{0,1} cbwide0-0-e{0,1999} | "
+                              "cbwide0-0-b1{2} cbwide0-0-e{0,497} )\n"));
+    cb_gbnf_shape sh = cb_gbnf_scan(w);
+    assert_true(sh.repeat_min <= 2000 && sh.repeat_max <= 2000);
+    free(w);
+    /* a group, a lower count past 2000 and {m,}; the prefix steps past a name the text holds */
+    w = cb_gbnf_widen("root ::= (\"ab\" c){4001,} # cbwide0\nc ::= [0-9]", &n);
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(w, "cbwide1-0-e ::= (\"ab\" c)\n"));
+    assert_non_null(strstr(w, "cbwide1-0 ::= cbwide1-0-b1{2} cbwide1-0-e{1} cbwide1-0-e*\n"));
+    free(w);
+    /* blocks of blocks past 2000^2, and two repetitions, the inner first */
+    w = cb_gbnf_widen("root ::= ([a]{5000000} \"-\"){0,2001}", &n);
+    assert_int_equal(n, 2);
+    assert_non_null(strstr(w, "cbwide0-0-b2 ::= cbwide0-0-b1{2000}\n"));
+    assert_non_null(strstr(w, "cbwide0-0 ::= cbwide0-0-b2{1} cbwide0-0-b1{500}\n"));
+    assert_non_null(strstr(w, "cbwide0-1-e ::= ( cbwide0-0  \"-\")\n"));
+    assert_non_null(strstr(w, "cbwide0-1 ::= ( cbwide0-1-e{0,1999} | cbwide0-1-b1{1} cbwide0-1-e{0,1} )\n"));
+    sh = cb_gbnf_scan(w);
+    assert_true(sh.repeat_min <= 2000 && sh.repeat_max <= 2000);
+    free(w);
+    /* a token's inverse is one symbol with its '!' */
+    w = cb_gbnf_widen("root ::= !<[12]>{2500}", &n);
+    assert_non_null(strstr(w, "cbwide0-0-e ::= !<[12]>\n"));
+    free(w);
+    /* left for the scan to refuse: past the largest count, inverted, after no symbol, inside literals */
+    const char *kept[] = {"root ::= x{0,2147483648}", "root ::= x{3000,2500}",
+                          "root ::= {3000}",          "root ::= \"x{3000}\" [{3000}] # x{3000}",
+                          "root ::= x\n{3000}",       "root ::= x | {3000}"};
+    for (size_t i = 0; i < sizeof kept / sizeof *kept; i++) {
+        w = cb_gbnf_widen(kept[i], &n);
+        assert_string_equal(w, kept[i]);
+        assert_int_equal(n, 0);
+        free(w);
+    }
 }
 
 /* tools, tool_choice and parallel_tool_calls become engine params; assistant tool_calls and tool
@@ -994,6 +1032,7 @@ int main(void) {
         cmocka_unit_test(gbnf_shape_is_read_without_parsing),
         cmocka_unit_test(request_shapes_past_the_limits_are_refused),
         cmocka_unit_test(grammar_bounds_above_what_llama_keeps),
+        cmocka_unit_test(grammar_repetitions_widened),
         cmocka_unit_test(reasoning_fields),
         cmocka_unit_test(response_shapes),
         cmocka_unit_test(json_check_agrees_with_rfc8259),
