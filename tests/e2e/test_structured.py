@@ -275,9 +275,9 @@ def test_bounds_past_llama_cpps_2000_hold(server):
         for line in r.iter_lines():  # the first tokens, then hang up (the answer could run to the context)
             if line.startswith("data: {"):
                 text += json.loads(line[6:])["choices"][0]["delta"].get("content") or ""
-            if len(text) >= 6:
+            if len("".join(text.split())) >= 5:
                 break
-    assert text.startswith('{"s"'), text
+    assert "".join(text.split()).startswith('{"s"'), text
     pattern = {"type": "object", "properties": {"s": {"type": "string", "pattern": "^a{2500}$"}}, "required": ["s"]}
     for body in ({"grammar": "root ::= [a-z]{2100,2200}"},
                  {"response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": pattern}}}):
@@ -289,7 +289,8 @@ def test_bounds_past_llama_cpps_2000_hold(server):
         if "grammar" in body:
             assert text and all("a" <= ch <= "z" for ch in text), text
         else:
-            assert text.startswith('{"s"') and set(text.split('"')[3]) <= {"a"}, text
+            squeezed = "".join(text.split())
+            assert squeezed.startswith('{"s":"') and set(squeezed[6:]) <= {"a"}, text
 
 
 def test_constrained_and_unconstrained_requests_share_a_batch(server):
