@@ -279,13 +279,12 @@ early:
 }
 
 void cb_bench_efficiency(cb_bench_result *r, const cb_ceiling *c, int32_t max_seqs, int32_t at_once,
-                         int64_t prompt_tokens) {
+                         double prompt_s) {
     int32_t b = max_seqs < at_once ? max_seqs : at_once;
     double pf = cb_ceiling_prefill(c), dc = cb_ceiling_decode(c, b);
     r->ideal_s = r->efficiency = -1;
-    if (pf <= 0 || dc <= 0 || r->wall_s <= 0) return;
-    r->ideal_s =
-        (double)(prompt_tokens >= 0 ? prompt_tokens : r->m.input_tokens) / pf + (double)r->m.output_tokens / dc;
+    if (pf <= 0 || dc <= 0 || r->wall_s <= 0 || prompt_s < 0) return;
+    r->ideal_s = prompt_s + (double)r->m.output_tokens / dc;
     r->efficiency = r->ideal_s / r->wall_s;
 }
 

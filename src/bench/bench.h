@@ -70,14 +70,14 @@ int cb_bench_run(const cb_bench_config *cfg, const cb_workload *w, int concurren
 void cb_bench_result_free(cb_bench_result *r);
 
 /* Scheduling efficiency = ideal time / wall time, where the ideal time for the workload's token
- * mix is  prompt tokens / best prefill tok/s  +  output tokens / decode tok/s at batch B,
- * B = min(sequences the configuration may run at once, requests that can run at once: at_once).
- * prompt_tokens: those the ideal computes (a session workload's: the system prompt once and each
- * turn's new message, the rest from the cache), or -1 for every prompt token the run had. The
- * ceiling must be measured at the workload's context. Only meaningful when every request (every
+ * mix is  prompt_s  +  output tokens / decode tok/s at batch B, B = min(sequences the configuration
+ * may run at once, requests that can run at once: at_once). prompt_s: the seconds the prompt tokens
+ * the ideal computes take at their positions (cb_ceiling_prompt_seconds; a session workload's: the
+ * system prompt once and each turn's new message after its conversation, the rest from the cache).
+ * The ceiling must be measured at the workload's context. Only meaningful when every request (every
  * session) starts at once; sets r->ideal_s and r->efficiency. */
 void cb_bench_efficiency(cb_bench_result *r, const cb_ceiling *c, int32_t max_seqs, int32_t at_once,
-                         int64_t prompt_tokens);
+                         double prompt_s);
 
 /* The share of the steps' wall time spent outside llama_decode: (step_s - decode_s) / step_s, or -1
  * when the run had no steps. Time between steps (the engine waiting for work) is not in it. */

@@ -141,6 +141,7 @@ static cJSON *ceiling(const cb_ceiling *c) {
     cJSON_AddItemToObject(o, "prefill", pf);
     cJSON_AddItemToObject(o, "decode", dc);
     cJSON_AddNumberToObject(o, "decode_context", c->context);
+    cJSON_AddNumberToObject(o, "prefill_growth_s_per_token_per_token", c->prefill_growth);
     return o;
 }
 

@@ -71,6 +71,11 @@ static void print_ceiling(const cb_ceiling *c) {
     printf("\n| prefill tok/s | ");
     for (int i = 0; i < c->n_chunk; i++)
         printf("%.0f | ", c->prefill_tps[i]);
+    if (c->prefill_growth > 0)
+        printf("\n\nprefill at context %d: %.0f tok/s (a prompt token costs %.2f ms more per 1,000 tokens before "
+               "it)",
+               c->context, 1.0 / (1.0 / cb_ceiling_prefill(c) + c->prefill_growth * c->context),
+               c->prefill_growth * 1e6);
     printf("\n\n| decode batch (context %d) | ", c->context);
     for (int i = 0; i < c->n_batch; i++)
         printf("%d | ", c->batch[i]);
@@ -96,10 +101,10 @@ static void print_ceiling(const cb_ceiling *c) {
             printf(c->verify_one_ratio[i] > 0 ? "%.2f | " : "- | ",
                    break_even(c->batch[i] * c->verify_one_ratio[i] - (c->batch[i] - 1), c->verify_k));
     }
-    printf("\n\nsched eff = (prompt tokens / best prefill tok/s + output tokens / decode tok/s at "
+    printf("\n\nsched eff = (prompt tokens at their positions' prefill cost + output tokens / decode tok/s at "
            "min(max_num_seqs, requests)) / wall time, the decode ceiling at the workload's mean context over its "
            "output tokens; all-at-once arrivals only; sessions: the prompt tokens the ideal computes (the system "
-           "prompt once, each turn's new message), requests = sessions, no think time\n");
+           "prompt once, each turn's new message after its conversation), requests = sessions, no think time\n");
 }
 
 static int cmp_wall(const void *a, const void *b) {
@@ -398,6 +403,27 @@ static void count_tokens(const cb_workload *w, int64_t *tin, int64_t *tout) {
         *tin += w->items[i].n_in, *tout += w->items[i].n_out;
 }
 
+/* The seconds the ideal's prompt tokens take at their positions: every prompt from its start; a
+ * session workload's system prompt once, then each turn's new message after its conversation so far
+ * (the rest is the cache's). */
+static double ideal_prompt_seconds(const cb_workload *w, const cb_ceiling *c) {
+    if (w->n_sessions <= 0) {
+        double s = 0;
+        for (int i = 0; i < w->n; i++)
+            s += cb_ceiling_prompt_seconds(c, 0, w->items[i].n_in);
+        return s;
+    }
+    double s = cb_ceiling_prompt_seconds(c, 0, w->n_system);
+    for (int q = 0; q < w->n_sessions; q++) {
+        int64_t conv = w->n_system;
+        for (int i = q; i < w->n; i += w->n_sessions) {
+            s += cb_ceiling_prompt_seconds(c, conv, conv + w->items[i].n_in);
+            conv += w->items[i].n_in + w->items[i].n_out;
+        }
+    }
+    return s;
+}
+
 /* The context a decoding sequence holds, on average over the workload's output tokens: a request's
  * prompt and half its output; a session turn's whole conversation so far (the system prompt, every
  * turn before with its answer), its own message and half its answer. */
@@ -465,13 +491,11 @@ static int run_configs(const bench_opts *o, const cb_bench_config *cfgs, int n, 
         res[i] = runs[mid];
         /* a session workload's ideal: every session at once, each turn computing its new message alone
            (the system prompt once), no think time */
-        int64_t tin, tout;
-        count_tokens(w, &tin, &tout);
         if (o->ceiling_on && o->wa.rate <= 0 && concurrency <= 0 && (w->n_sessions == 0 || w->think_s <= 0))
             cb_bench_efficiency(
                 &res[i], ceil,
                 cfgs[i].engine.mode == COBATCH_MODE_SEQUENTIAL ? 1 : cobatch_params_max_num_seqs(&cfgs[i].engine),
-                w->n_sessions > 0 ? w->n_sessions : w->n, w->n_sessions > 0 ? w->n_system + tin : -1);
+                w->n_sessions > 0 ? w->n_sessions : w->n, ideal_prompt_seconds(w, ceil));
         for (int k = 0; k < repeat; k++)
             if (k != mid) cb_bench_result_free(&runs[k]);
         if (trace) cb_bench_write_trace(trace, cfgs[i].label, &res[i]);

@@ -2,10 +2,12 @@
  * types), chosen from measurements. Pure logic, no llama.h: runtime/attnprobe.h times the
  * candidates on this host's CPU kernels, engine/attn.c caches and applies the choice.
  *
- * Why measured: the fastest path differs by CPU and by context. On an Intel AVX-512 host an f16
- * cache with flash attention decodes 3x slower at 700 tokens than bf16; on an AMD AVX2 host bf16
- * prefills 1.8x slower than f16 and flash attention off decodes 1.2-1.8x faster at 1-4k tokens
- * (BENCHMARKS.md, 'The attention path'). A fixed default cannot be right everywhere.
+ * Why measured: the fastest path differs by CPU and by context. On an Intel Xeon flash attention
+ * over bf16 decodes as fast as over f16 at 4k tokens but computes a prompt chunk there 6x slower
+ * (with llama.cpp's AVX512-FP16 kernels, which scripts/llama.sh now leaves out, f16 decoded 3x
+ * slower than bf16); on an AMD AVX2 host bf16 prefills 1.8x slower than f16 and flash attention
+ * off decodes 1.2-1.8x faster at 1-4k tokens (BENCHMARKS.md, 'The attention path'). A fixed
+ * default cannot be right everywhere.
  *
  * Candidates: what the operator's flags leave open. An `auto` type tries f16, bf16 and, without
  * flash attention, f32 (llama.cpp casts an f32 cache to f16 for every flash-attention step); the

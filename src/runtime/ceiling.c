@@ -100,11 +100,25 @@ int cb_ceiling_measure(const cb_ceiling_params *p, cb_ceiling *c, char *err, siz
      * Unified layout: the copy would share cells (a step would read ctxlen cells, not maxb x ctxlen),
      * so every sequence is prefilled. */
     llama_memory_clear(mem, true);
+    /* the first sequence's chunks are timed: a prompt token's cost by the context before it (a least
+     * squares slope of seconds a token against the chunk's middle position; chunks of a quarter of
+     * the context at least four times, 64 to n_batch tokens) */
+    int32_t fill = ctxlen / 4 < 64 ? 64 : ctxlen / 4 > mp.n_batch ? mp.n_batch : ctxlen / 4;
+    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    int fitted = 0;
     for (int32_t sq = 0; sq < (p->split_kv ? 1 : maxb); sq++)
-        for (int32_t pos = 0; pos < ctxlen; pos += mp.n_batch) {
-            int32_t k = ctxlen - pos < mp.n_batch ? ctxlen - pos : mp.n_batch;
-            if (timed_decode(&m, &b, sq, 1, k, pos) < 0) goto done;
+        for (int32_t pos = 0; pos < ctxlen; pos += fill) {
+            int32_t k = ctxlen - pos < fill ? ctxlen - pos : fill;
+            double t = timed_decode(&m, &b, sq, 1, k, pos);
+            if (t < 0) goto done;
+            if (sq > 0 || k < fill) continue;
+            double x = pos + k / 2.0, y = t / k;
+            sx += x, sy += y, sxx += x * x, sxy += x * y, fitted++;
         }
+    if (fitted >= 4 && sxx * fitted - sx * sx > 0) {
+        double slope = (sxy * fitted - sx * sy) / (sxx * fitted - sx * sx);
+        c->prefill_growth = slope > 0 ? slope : 0;
+    }
     for (int32_t sq = 1; p->split_kv && sq < maxb; sq++)
         llama_memory_seq_cp(mem, 0, sq, -1, -1);
     for (int32_t bsz = 1; c->n_batch < CB_CEIL_MAX; bsz *= 2) {
@@ -147,6 +161,13 @@ double cb_ceiling_prefill(const cb_ceiling *c) {
     for (int i = 0; i < c->n_chunk; i++)
         if (c->prefill_tps[i] > best) best = c->prefill_tps[i];
     return best;
+}
+
+double cb_ceiling_prompt_seconds(const cb_ceiling *c, int64_t from, int64_t to) {
+    double pf = cb_ceiling_prefill(c);
+    if (pf <= 0 || to <= from) return 0;
+    double n = (double)(to - from), mid = (double)(from + to) / 2; /* the growth is linear: its mean */
+    return n / pf + c->prefill_growth * n * mid;
 }
 
 double cb_ceiling_decode(const cb_ceiling *c, int32_t b) {

@@ -17,6 +17,10 @@ typedef struct {
     double decode_tps[CB_CEIL_MAX]; /* tok/s when batch[i] sequences decode one token per step */
     int n_batch;
     int32_t context; /* tokens of context each decoding sequence holds */
+    /* what a prompt token costs more per token of context before it, in seconds (attention: a chunk
+     * at 4,096 tokens costs twice one at 0 on a 2-core host), fitted over the chunks that fill a
+     * sequence to `context`; 0 when that is under four chunks of 64 */
+    double prefill_growth;
     /* speculation's cost: a step where each of batch[i] sequences checks verify_k drafts (1 + verify_k
      * rows, logits on every row) takes verify_ratio[i] x its one-row step (logits on every row too),
      * one where only one of them does verify_one_ratio[i] x; 0 when not measured */
@@ -45,8 +49,11 @@ int cb_ceiling_measure(const cb_ceiling_params *p, cb_ceiling *out, char *err, s
  * computes). The front end fills p from the engine's resolved parameters. */
 int cb_ceiling_measure_apart(const cb_ceiling_params *p, cb_ceiling *out, char *err, size_t errlen);
 
-/* Best prompt tok/s over the chunks; decode tok/s at batch b (interpolated, clamped). */
+/* Best prompt tok/s over the chunks (at no context); decode tok/s at batch b (interpolated, clamped). */
 double cb_ceiling_prefill(const cb_ceiling *c);
+/* Seconds one sequence's prompt tokens at positions [from, to) take: each 1 / best prompt tok/s
+ * plus prefill_growth x its position. */
+double cb_ceiling_prompt_seconds(const cb_ceiling *c, int64_t from, int64_t to);
 double cb_ceiling_decode(const cb_ceiling *c, int32_t b);
 
 #endif

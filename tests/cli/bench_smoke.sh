@@ -49,6 +49,7 @@ for c in d["configurations"]:
     assert len(es) >= 40 and es["steps"] == r["steps"] and es["prompt_tokens"] == r["prompt_tokens_computed"]
     assert es["kv_peak"] == r["kv_peak_cells"] and es["swap_copy_us"] / 1e3 == r["swap_copy_ms"]
 assert [x["batch"] for x in d["ceiling"]["decode"]] == [1, 2, 4]
+assert d["ceiling"]["prefill_growth_s_per_token_per_token"] >= 0
 PY'
 check "trace has steps of every configuration" '[ "$(cut -f1 "$dir/trace.tsv" | sort -u | wc -l)" -eq 7 ]'
 check "trace: decode_ms within each step's step_ms; attended_cells at least context_cells (split); draft_rows last (none)" \

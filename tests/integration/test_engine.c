@@ -10,6 +10,7 @@
 #include "../../src/util/utf8.h"
 #include "../../src/runtime/llama_common.h"
 #include "../../src/engine/testing.h"
+#include "../../src/runtime/ceiling.h"
 #include <llama.h>
 #include "harness.h"
 
@@ -1750,9 +1751,22 @@ static void speculation_drafts_from_other_requests(void **state) {
     it_free(&own_again, 1);
 }
 
+/* The ideal's prompt time at a prompt's positions: a token costs 1 / best prefill tok/s plus the
+ * growth per token of context before it (pure arithmetic on a ceiling filled by hand). */
+static void ceiling_prices_prompts_at_their_positions(void **state) {
+    (void)state;
+    cb_ceiling c = {.n_chunk = 2, .chunk = {64, 256}, .prefill_tps = {80, 100}, .prefill_growth = 1e-6};
+    assert_float_equal(cb_ceiling_prompt_seconds(&c, 0, 1000), 10.0 + 1e-6 * 1000 * 500, 1e-9);
+    assert_float_equal(cb_ceiling_prompt_seconds(&c, 3000, 3100), 1.0 + 1e-6 * 100 * 3050, 1e-9);
+    assert_float_equal(cb_ceiling_prompt_seconds(&c, 5, 5), 0, 0);
+    c.prefill_growth = 0;
+    assert_float_equal(cb_ceiling_prompt_seconds(&c, 4000, 4100), 1.0, 1e-12);
+}
+
 int main(void) {
     if (getenv("CB_TEST_FILTER")) cmocka_set_test_filter(getenv("CB_TEST_FILTER")); /* one test, by name */
     const struct CMUnitTest shared[] = {
+        cmocka_unit_test(ceiling_prices_prompts_at_their_positions),
         cmocka_unit_test(knows_the_capital_of_france),
         cmocka_unit_test(seeds_decide_sampling),
         cmocka_unit_test(max_tokens_is_exact),
