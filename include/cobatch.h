@@ -373,8 +373,18 @@ enum cobatch_think {
     COBATCH_THINK_OFF,         /* the template's enable_thinking false (refused when that changes nothing) */
     COBATCH_THINK_ON,          /* enable_thinking true */
 };
+/* Which reasoning handed back (cobatch_chat_message.reasoning) reaches the prompt (OpenAI Responses'
+ * reasoning.context). A turn is a user message and what follows it; earlier turns are those before
+ * the last user message. */
+enum cobatch_past_reasoning {
+    COBATCH_PAST_REASONING_TEMPLATE = 0, /* the template decides (many show the current turn's alone) */
+    COBATCH_PAST_REASONING_ALL,          /* every turn's: a template that leaves earlier turns' out is refused
+                                            when an earlier turn has reasoning (param "reasoning_context") */
+    COBATCH_PAST_REASONING_CURRENT,      /* the current turn's: earlier turns' reasoning is left out */
+};
 struct cobatch_reasoning {
     enum cobatch_think think;
+    enum cobatch_past_reasoning past;
     const char *effort; /* reasoning_effort, for a template that reads it (one that thinks and does not refuses
                            it, param "reasoning_effort"; "none" is COBATCH_THINK_OFF); NULL: none */
     bool has_budget;    /* budget is set (else the engine's reasoning_budget) */

@@ -278,8 +278,7 @@ early:
     return rc;
 }
 
-void cb_bench_efficiency(cb_bench_result *r, const cb_ceiling *c, int32_t max_seqs, int32_t at_once,
-                         double prompt_s) {
+void cb_bench_efficiency(cb_bench_result *r, const cb_ceiling *c, int32_t max_seqs, int32_t at_once, double prompt_s) {
     int32_t b = max_seqs < at_once ? max_seqs : at_once;
     double pf = cb_ceiling_prefill(c), dc = cb_ceiling_decode(c, b);
     r->ideal_s = r->efficiency = -1;

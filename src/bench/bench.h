@@ -76,8 +76,7 @@ void cb_bench_result_free(cb_bench_result *r);
  * system prompt once and each turn's new message after its conversation, the rest from the cache).
  * The ceiling must be measured at the workload's context. Only meaningful when every request (every
  * session) starts at once; sets r->ideal_s and r->efficiency. */
-void cb_bench_efficiency(cb_bench_result *r, const cb_ceiling *c, int32_t max_seqs, int32_t at_once,
-                         double prompt_s);
+void cb_bench_efficiency(cb_bench_result *r, const cb_ceiling *c, int32_t max_seqs, int32_t at_once, double prompt_s);
 
 /* The share of the steps' wall time spent outside llama_decode: (step_s - decode_s) / step_s, or -1
  * when the run had no steps. Time between steps (the engine waiting for work) is not in it. */

@@ -7,6 +7,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Where p's current turn begins: its last user message (0 when it has none). */
+static size_t past_turns(const struct cobatch_request_params *p) {
+    size_t at = 0;
+    for (size_t i = 0; i < p->n_messages; i++)
+        if (!p->messages[i].role || !strcmp(p->messages[i].role, "user")) at = i;
+    return at;
+}
+
+/* Whether the engine's chat template shows the reasoning of turns before the last user message. */
+static bool past_reasoning_shown(const cobatch_engine *e) {
+    return e->model.tmpls && cb_common_template_thinking(e->model.tmpls)->keeps_past;
+}
+
 /* The tokens of p's messages rendered with the chat template and its tools; *extra (may be NULL)
  * gets the rest of the rendering (cb_model_chat_tokens). */
 static int32_t *chat_tokens(cobatch_engine *e, const struct cobatch_request_params *p, const cb_common_reasoning *rs,
@@ -19,18 +32,35 @@ static int32_t *chat_tokens(cobatch_engine *e, const struct cobatch_request_para
         cb_engine_refuse(err, COBATCH_ERR_INVALID, "tool_choice", "tool_choice: not a choice");
         return NULL;
     }
+    size_t current = past_turns(p); /* the messages before it are earlier turns' */
+    if ((unsigned)p->reasoning.past > COBATCH_PAST_REASONING_CURRENT) {
+        cb_engine_refuse(err, COBATCH_ERR_INVALID, "reasoning_context", "reasoning_context: not a choice");
+        return NULL;
+    }
+    if (p->reasoning.past == COBATCH_PAST_REASONING_ALL && !past_reasoning_shown(e)) {
+        for (size_t i = 0; i < current; i++)
+            if (p->messages[i].reasoning && p->messages[i].reasoning[0]) {
+                cb_engine_refuse(err, COBATCH_ERR_INVALID, "reasoning_context",
+                                 "every turn's reasoning was asked for, and the chat template leaves out the "
+                                 "reasoning of turns before the last user message (messages[%zu] has some): ask "
+                                 "for the current turn's, or the template's own choice",
+                                 i);
+                return NULL;
+            }
+    }
     cb_common_msg *msgs = calloc(p->n_messages, sizeof(*msgs));
     bool any = false;
     int32_t *t = NULL;
     for (size_t i = 0; msgs && i < p->n_messages; i++) {
         const struct cobatch_chat_message *m = &p->messages[i];
+        bool shown = p->reasoning.past != COBATCH_PAST_REASONING_CURRENT || i >= current;
         msgs[i] = (cb_common_msg){.role = m->role ? m->role : "user",
                                   .content = m->content ? m->content : "",
                                   .tool_calls = m->tool_calls,
                                   .tool_call_id = m->tool_call_id,
                                   .name = m->name,
-                                  .reasoning = m->reasoning};
-        any |= msgs[i].content[0] != '\0' || m->tool_calls || (m->reasoning && m->reasoning[0]);
+                                  .reasoning = shown ? m->reasoning : NULL};
+        any |= msgs[i].content[0] != '\0' || m->tool_calls || (shown && m->reasoning && m->reasoning[0]);
     }
     cb_common_tools tools = {.tools = p->tools,
                              .choice = p->tool_choice == COBATCH_TOOL_CHOICE_AUTO       ? CB_TOOLS_AUTO
@@ -169,7 +199,7 @@ cb_grammar_limits cb_engine_grammar_limits(const cobatch_engine *e) {
  * beside a grammar that holds the whole output). extract: the output is to be read for reasoning. */
 static int reasoning_of(const cobatch_engine *e, const struct cobatch_request_params *p, cb_common_reasoning *rs,
                         struct cobatch_error *err) {
-    static const cb_common_thinking none = {false, false, false};
+    static const cb_common_thinking none = {false, false, false, false};
     const struct cobatch_reasoning *q = &p->reasoning;
     const cb_common_thinking *th = e->model.tmpls ? cb_common_template_thinking(e->model.tmpls) : &none;
     enum cobatch_think want = q->think;

@@ -9,6 +9,9 @@
 #include <stddef.h>
 
 #define CB_OPENAI_MAX_STOP 16
+/* The line a chat's verbosity low or high adds to its instructions (cb_openai_parse_json). */
+#define CB_OPENAI_VERBOSITY_LOW "Answer concisely, in as few words as the question allows."
+#define CB_OPENAI_VERBOSITY_HIGH "Answer in detail, explaining fully."
 #define CB_OPENAI_MAX_N 16        /* choices of one prompt (n) */
 #define CB_OPENAI_MAX_CHOICES 128 /* choices of one request: prompts x n */
 

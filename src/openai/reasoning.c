@@ -132,5 +132,14 @@ int cb_openai_parse_reasoning(const cJSON *root, cb_openai_request *r, cb_openai
     }
     r->omit_reasoning = !include;
     r->hold_reasoning = !stream;
+    cJSON *c = given(root, "reasoning_context");
+    if (c) { /* the Responses API's reasoning.context, for chat too: which turns' reasoning handed back is shown */
+        if (!cJSON_IsString(c) || (strcmp(c->valuestring, "auto") && strcmp(c->valuestring, "all_turns") &&
+                                   strcmp(c->valuestring, "current_turn")))
+            return cb_openai_bad(e, "reasoning_context", "'reasoning_context' is auto, all_turns or current_turn");
+        r->params.reasoning.past = !strcmp(c->valuestring, "all_turns")      ? COBATCH_PAST_REASONING_ALL
+                                   : !strcmp(c->valuestring, "current_turn") ? COBATCH_PAST_REASONING_CURRENT
+                                                                             : COBATCH_PAST_REASONING_TEMPLATE;
+    }
     return 0;
 }

@@ -300,12 +300,13 @@ static int tool_choice(const cJSON *x, cJSON *out, cb_openai_error *e) {
 
 /* text: {"format": text | json_object | json_schema (name, schema, strict, description), "verbosity"}. */
 static int text_format(const cJSON *x, cJSON *out, cb_openai_error *e) {
-    static const char *const KEYS[] = {"format", "verbosity", NULL}, *const VERB[] = {"medium", NULL},
+    static const char *const KEYS[] = {"format", "verbosity", NULL}, *const VERB[] = {"low", "medium", "high", NULL},
                              *const FK[] = {"type", "name", "schema", "strict", "description", NULL};
     if (!cJSON_IsObject(x)) return cb_openai_bad(e, "text", "'text' must be an object");
     if (cb_dialect_only(x, KEYS, "text", "text: ", e)) return -1;
-    if (!one_of(cb_json_get(x, "verbosity"), VERB))
-        return cb_openai_bad(e, "text", "text.verbosity: only medium (the model's own) is supported");
+    const cJSON *v = cb_json_get(x, "verbosity");
+    if (!one_of(v, VERB)) return cb_openai_bad(e, "text", "text.verbosity is low, medium or high");
+    if (cb_json_given(v) && !cJSON_AddStringToObject(out, "verbosity", v->valuestring)) return cb_dialect_nomem(e);
     const cJSON *f = cb_json_get(x, "format");
     if (!cb_json_given(f)) return 0;
     const cJSON *type = cb_json_get(f, "type");
@@ -333,11 +334,11 @@ static int text_format(const cJSON *x, cJSON *out, cb_openai_error *e) {
 
 /* The knobs agent clients send at values that ask for what this server does, or refused. */
 static int settings(const cJSON *in, cJSON *out, cb_openai_error *e) {
-    static const char *const EFFORT[] = {"none", "minimal", "low", "medium", "high", NULL},
-                             *const SUMMARY[] = {"auto", "concise", "detailed", NULL},
-                             *const TIER[] = {"auto", "default", NULL}, *const TRUNC[] = {"disabled", NULL},
-                             *const RK[] = {"effort", "summary", "generate_summary", NULL},
-                             *const SO[] = {"include_obfuscation", NULL};
+    static const char *const
+        EFFORT[] = {"none", "minimal", "low", "medium", "high", NULL},
+        *const SUMMARY[] = {"auto", "concise", "detailed", NULL}, *const TIER[] = {"auto", "default", NULL},
+        *const TRUNC[] = {"disabled", NULL}, *const RK[] = {"effort", "summary", "generate_summary", "context", NULL},
+        *const CONTEXT[] = {"auto", "all_turns", "current_turn", NULL}, *const SO[] = {"include_obfuscation", NULL};
     const cJSON *x;
     if (cb_json_given(x = cb_json_get(in, "store")) && !cJSON_IsFalse(x))
         return cb_openai_bad(e, "store",
@@ -352,12 +353,16 @@ static int settings(const cJSON *in, cJSON *out, cb_openai_error *e) {
         if (!cJSON_IsObject(x) || cb_dialect_only(x, RK, "reasoning", "reasoning: ", e))
             return cJSON_IsObject(x) ? -1 : cb_openai_bad(e, "reasoning", "'reasoning' must be an object");
         if (!one_of(cb_json_get(x, "effort"), EFFORT) || !one_of(cb_json_get(x, "summary"), SUMMARY) ||
-            !one_of(cb_json_get(x, "generate_summary"), SUMMARY))
+            !one_of(cb_json_get(x, "generate_summary"), SUMMARY) || !one_of(cb_json_get(x, "context"), CONTEXT))
             return cb_openai_bad(e, "reasoning",
-                                 "reasoning.effort must be none to high, and its summary auto, concise or "
-                                 "detailed");
-        const cJSON *ef = cb_json_get(x, "effort");
+                                 "reasoning.effort must be none to high, its summary auto, concise or detailed, and "
+                                 "its context auto, all_turns or current_turn");
+        const cJSON *ef = cb_json_get(x, "effort"), *ctx = cb_json_get(x, "context");
         if (cb_json_given(ef) && !cJSON_AddStringToObject(out, "reasoning_effort", ef->valuestring))
+            return cb_dialect_nomem(e);
+        /* which turns' reasoning handed back reaches the prompt: the engine keeps it (all_turns with a
+           template that leaves earlier turns' out is refused) */
+        if (cb_json_given(ctx) && !cJSON_AddStringToObject(out, "reasoning_context", ctx->valuestring))
             return cb_dialect_nomem(e);
     }
     if (cb_json_given(x = cb_json_get(in, "include"))) {

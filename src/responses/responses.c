@@ -420,9 +420,19 @@ static char *stream_end(void *st, const cb_dialect_answer *a) {
 
 static void stream_free(void *st) { cb_responses_stream_free(st); }
 
-static const char *const PARAMS[] =
-    {"response_format", "text.format", "max_tokens", "max_output_tokens", "reasoning_effort", "reasoning",
-     "messages",        "input",       NULL},
+static const char *const PARAMS[] = {"response_format",
+                                     "text.format",
+                                     "max_tokens",
+                                     "max_output_tokens",
+                                     "reasoning_effort",
+                                     "reasoning",
+                                     "reasoning_context",
+                                     "reasoning",
+                                     "verbosity",
+                                     "text",
+                                     "messages",
+                                     "input",
+                                     NULL},
                          *const MESSAGE[] = {"'response_format.json_schema.schema'",
                                              "'text.format.schema'",
                                              "'response_format'",

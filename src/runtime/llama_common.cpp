@@ -103,7 +103,7 @@ namespace {
  * template common cannot analyse (it raises for such a chat, or its format is not found) does not
  * think, as far as this server can read. */
 cb_common_thinking thinking_of(const common_chat_templates *t, const std::string &source) {
-    cb_common_thinking th = {false, false, false};
+    cb_common_thinking th = {false, false, false, false};
     try {
         common_chat_templates_inputs in;
         in.use_jinja = true;
@@ -122,6 +122,24 @@ cb_common_thinking thinking_of(const common_chat_templates *t, const std::string
         throw;
     } catch (const std::exception &) {
         th.thinks = th.can_switch = false;
+    }
+    try { /* an earlier turn's reasoning: shown again, or left out (most thinking templates) */
+        common_chat_templates_inputs in;
+        in.use_jinja = true;
+        in.add_generation_prompt = true;
+        common_chat_msg u, a, v;
+        u.role = v.role = "user";
+        u.content = "test";
+        v.content = "again";
+        a.role = "assistant";
+        a.content = "answer";
+        a.reasoning_content = "cobatch-probe-reasoning-7f3a";
+        in.messages = {u, a, v};
+        th.keeps_past = common_chat_templates_apply(t, in).prompt.find(a.reasoning_content) != std::string::npos;
+    } catch (const std::bad_alloc &) {
+        throw;
+    } catch (const std::exception &) {
+        th.keeps_past = false;
     }
     th.takes_effort = th.thinks && source.find("reasoning_effort") != std::string::npos;
     return th;

@@ -164,9 +164,34 @@ def test_the_agents_sdk_runs_a_tool_and_answers(srv):
     assert "raw_response_event" in kinds and "run_item_stream_event" in kinds, set(kinds)
 
 
+def test_verbosity_and_reasoning_context(srv):
+    """Codex CLI's built-in provider (openai_base_url) sends text.verbosity low and reasoning.context
+    all_turns: taken. Every turn's reasoning cannot reach the prompt through this template (it shows
+    no reasoning): an earlier turn's handed back is a 400 naming reasoning; current_turn leaves it out."""
+    body = {"model": "local", "input": "Hi", "max_output_tokens": 4, "text": {"verbosity": "low"},
+            "reasoning": {"effort": "low", "context": "all_turns"}}
+    r = httpx.post(srv.url + "/v1/responses", json=body, timeout=60)
+    assert r.status_code == 200, r.text
+    assert r.json()["text"]["verbosity"] == "low"
+    earlier = [{"role": "user", "content": "Hi"},
+               {"type": "reasoning", "id": "rs_1", "summary": [],
+                "content": [{"type": "reasoning_text", "text": "Greet back."}]},
+               {"role": "assistant", "content": [{"type": "output_text", "text": "Hello."}]},
+               {"role": "user", "content": "Bye"}]
+    r = httpx.post(srv.url + "/v1/responses", json={**body, "input": earlier}, timeout=60)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["param"] == "reasoning" and "before the last user message" in err["message"], err
+    body["reasoning"]["context"] = "current_turn"
+    r = httpx.post(srv.url + "/v1/responses", json={**body, "input": earlier}, timeout=60)
+    assert r.status_code == 200, r.text
+    r = httpx.post(srv.url + "/v1/responses", json={**body, "text": {"verbosity": "loud"}}, timeout=60)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "text", r.text
+
+
 def test_errors_the_chat_parser_raises_name_the_responses_fields(srv):
     """A field the translation passes on and the chat parser refuses is named as the client sent it."""
-    big = {"type": "string", "minLength": 5000}
+    big = {"type": "string", "minLength": 3000000000}  # past 2^31 - 1, what a schema may ask
     cases = [
         ({"text": {"format": {"type": "json_schema", "name": "x", "schema": big}}}, "text.format",
          "'text.format.schema'"),

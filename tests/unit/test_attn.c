@@ -103,10 +103,10 @@ static void intel_host_as_measured(void **state) {
     cb_attn_path p[CB_ATTN_MAX_PATHS];
     int n = cb_attn_candidates(&ask, p);
     assert_int_equal(n, 2);
-    double fp16[2 * 6] = {44.64, 617.79, 428.26, 170.39, 2150.82, 1783.93,
-                          10.97, 176.53, 2252.34, 42.89, 677.38, 11887.14};
+    double fp16[2 * 6] = {44.64, 617.79, 428.26,  170.39, 2150.82, 1783.93,
+                          10.97, 176.53, 2252.34, 42.89,  677.38,  11887.14};
     assert_int_equal(cb_attn_choose(p, n, fp16, 6, 0.05, NULL), 1);
-    double plain[2 * 6] = {11.93, 111.68, 425.83, 29.85, 443.65, 1691.67,
+    double plain[2 * 6] = {11.93, 111.68, 425.83,  29.85, 443.65, 1691.67,
                            12.66, 140.20, 2070.77, 43.13, 604.93, 10673.12};
     double scores[2];
     assert_int_equal(cb_attn_choose(p, n, plain, 6, 0.05, scores), 0);

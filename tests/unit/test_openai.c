@@ -886,6 +886,62 @@ static void refusals_name_the_field(void **state) {
 }
 
 /* Reasoning fields: each becomes what the engine is asked; the template's answer comes from it. */
+/* verbosity low or high is a line of the chat's instructions (the first system or developer message's
+ * end, or a system message of its own first); medium asks nothing; reasoning_context chooses which
+ * turns' reasoning handed back is shown (the engine refuses all_turns a template cannot keep). */
+static void verbosity_and_reasoning_context(void **state) {
+    (void)state;
+    cb_openai_request r;
+    cb_openai_error e;
+    assert_int_equal(parse(CB_OPENAI_CHAT,
+                           "{\"messages\":[{\"role\":\"developer\",\"content\":\"Be kind.\"},{\"role\":\"user\","
+                           "\"content\":\"q\"}],\"verbosity\":\"low\",\"reasoning_context\":\"current_turn\"}",
+                           &r, &e),
+                     0);
+    assert_int_equal(r.params.n_messages, 2);
+    assert_string_equal(r.params.messages[0].content, "Be kind.\n\n" CB_OPENAI_VERBOSITY_LOW);
+    assert_string_equal(r.params.messages[1].content, "q");
+    assert_int_equal(r.params.reasoning.past, COBATCH_PAST_REASONING_CURRENT);
+    cb_openai_request_free(&r);
+    assert_int_equal(parse(CB_OPENAI_CHAT,
+                           "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"verbosity\":\"high\","
+                           "\"reasoning_context\":\"all_turns\"}",
+                           &r, &e),
+                     0);
+    assert_int_equal(r.params.n_messages, 2);
+    assert_string_equal(r.params.messages[0].role, "system");
+    assert_string_equal(r.params.messages[0].content, CB_OPENAI_VERBOSITY_HIGH);
+    assert_int_equal(r.params.reasoning.past, COBATCH_PAST_REASONING_ALL);
+    cb_openai_request_free(&r);
+    assert_int_equal(parse(CB_OPENAI_CHAT,
+                           "{\"messages\":[{\"role\":\"system\",\"content\":[{\"type\":\"text\",\"text\":\"S\"}]},"
+                           "{\"role\":\"user\",\"content\":\"q\"}],\"verbosity\":\"low\"}",
+                           &r, &e),
+                     0);
+    assert_string_equal(r.params.messages[0].content, "S\n\n" CB_OPENAI_VERBOSITY_LOW);
+    cb_openai_request_free(&r);
+    assert_int_equal(parse(CB_OPENAI_CHAT,
+                           "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"verbosity\":\"medium\","
+                           "\"reasoning_context\":\"auto\"}",
+                           &r, &e),
+                     0);
+    assert_int_equal(r.params.n_messages, 1);
+    assert_int_equal(r.params.reasoning.past, COBATCH_PAST_REASONING_TEMPLATE);
+    cb_openai_request_free(&r);
+    const char *bad[][2] = {
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"verbosity\":\"loud\"}", "verbosity"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"reasoning_context\":\"some\"}", "reasoning_context"}};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(parse(CB_OPENAI_CHAT, bad[i][0], &r, &e), -1);
+        assert_string_equal(e.param, bad[i][1]);
+        cb_openai_request_free(&r);
+    }
+    /* completions have no instructions to ask in */
+    assert_int_equal(parse(CB_OPENAI_COMPLETION, "{\"prompt\":\"q\",\"verbosity\":\"low\"}", &r, &e), -1);
+    assert_string_equal(e.param, "verbosity");
+    cb_openai_request_free(&r);
+}
+
 static void reasoning_fields(void **state) {
     (void)state;
     cb_openai_request r;
@@ -1033,6 +1089,7 @@ int main(void) {
         cmocka_unit_test(request_shapes_past_the_limits_are_refused),
         cmocka_unit_test(grammar_bounds_above_what_llama_keeps),
         cmocka_unit_test(grammar_repetitions_widened),
+        cmocka_unit_test(verbosity_and_reasoning_context),
         cmocka_unit_test(reasoning_fields),
         cmocka_unit_test(response_shapes),
         cmocka_unit_test(json_check_agrees_with_rfc8259),
