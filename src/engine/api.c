@@ -178,9 +178,3 @@ void cobatch_test_set_event_backlog(cobatch_engine *e, int n) {
     e->event_backlog = n > 0 ? n : CB_EVENT_BACKLOG;
     pthread_mutex_unlock(&e->ev_mu);
 }
-
-int cobatch_test_grammar_matches(const cobatch_engine *e, const char *gbnf, const char *text, char *err,
-                                 size_t errlen) {
-    cb_grammar_limits lim = cb_engine_grammar_limits(e);
-    return cb_common_grammar_matches(e->model.vocab, gbnf, &lim, text, err, errlen);
-}

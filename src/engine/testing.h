@@ -29,8 +29,4 @@ void cobatch_test_attn_forget(void);
  * times to be kept (default 1.5); 0 keeps any probe (a test of the cache on a busy host). */
 void cobatch_test_attn_steady(double tol);
 
-/* Whether gbnf, as a request's grammar is built (its long repetitions widened, its bounds checked),
- * takes text whole and may end there: 1 yes, 0 no, -1 refused (the reason in err). Any thread. */
-int cobatch_test_grammar_matches(const cobatch_engine *e, const char *gbnf, const char *text, char *err, size_t errlen);
-
 #endif

@@ -99,47 +99,32 @@ struct cb_chat_templates {
 
 namespace {
 
-/* What t does with reasoning: a chat of one user message rendered with and without thinking. A
- * template common cannot analyse (it raises for such a chat, or its format is not found) does not
- * think, as far as this server can read. */
+/* What t does with reasoning: a chat of one user message rendered with and without thinking, then
+ * one of two turns. A template common cannot analyse (it raises for such a chat, or its format is not
+ * found) does not think, as far as this server can read. */
 cb_common_thinking thinking_of(const common_chat_templates *t, const std::string &source) {
     cb_common_thinking th = {false, false, false, false};
     try {
         common_chat_templates_inputs in;
-        in.use_jinja = true;
-        in.add_generation_prompt = true;
+        in.use_jinja = in.add_generation_prompt = true;
         in.reasoning_format = COMMON_REASONING_FORMAT_DEEPSEEK;
         common_chat_msg m;
-        m.role = "user";
-        m.content = "test";
+        m.role = "user", m.content = "test";
         in.messages = {m};
         common_chat_params on = common_chat_templates_apply(t, in);
         th.thinks = on.supports_thinking && !on.thinking_start_tag.empty() && !on.thinking_end_tags.empty();
         in.enable_thinking = false;
         in.force_pure_content = true;
         th.can_switch = th.thinks && common_chat_templates_apply(t, in).prompt != on.prompt;
-    } catch (const std::bad_alloc &) {
-        throw;
-    } catch (const std::exception &) {
-        th.thinks = th.can_switch = false;
-    }
-    try { /* an earlier turn's reasoning: shown again, or left out (most thinking templates) */
-        common_chat_templates_inputs in;
-        in.use_jinja = true;
-        in.add_generation_prompt = true;
-        common_chat_msg u, a, v;
-        u.role = v.role = "user";
-        u.content = "test";
-        v.content = "again";
-        a.role = "assistant";
-        a.content = "answer";
-        a.reasoning_content = "cobatch-probe-reasoning-7f3a";
-        in.messages = {u, a, v};
+        common_chat_msg a, v; /* an earlier turn's reasoning: shown again, or left out (most thinking templates) */
+        a.role = "assistant", a.content = "answer", a.reasoning_content = "cobatch-probe-reasoning-7f3a";
+        v.role = "user", v.content = "again", in.enable_thinking = true, in.force_pure_content = false;
+        in.messages = {m, a, v};
         th.keeps_past = common_chat_templates_apply(t, in).prompt.find(a.reasoning_content) != std::string::npos;
     } catch (const std::bad_alloc &) {
         throw;
     } catch (const std::exception &) {
-        th.keeps_past = false;
+        th.thinks = th.can_switch = th.keeps_past = false;
     }
     th.takes_effort = th.thinks && source.find("reasoning_effort") != std::string::npos;
     return th;
@@ -311,11 +296,10 @@ namespace {
 
 /* The inputs of common's rendering for a request: its messages, tools and reasoning. */
 common_chat_templates_inputs render_inputs(const cb_chat_templates *t, const cb_common_msg *msgs, size_t n,
-                                           const cb_common_tools *tools, const cb_common_reasoning *rs,
-                                           bool thinking, const cb_common_defuse *d, size_t *nd) {
+                                           const cb_common_tools *tools, const cb_common_reasoning *rs, bool thinking,
+                                           const cb_common_defuse *d, size_t *nd) {
     common_chat_templates_inputs in;
-    in.use_jinja = true;
-    in.add_generation_prompt = true;
+    in.use_jinja = in.add_generation_prompt = true;
     in.messages = to_msgs(msgs, n, d, nd);
     bool with_tools = tools && tools->tools;
     if (with_tools) {
@@ -349,7 +333,8 @@ void take_grammar(common_chat_params &p, bool calls, const cb_common_tools *tool
                   bool *single) {
     if (calls && !p.grammar_lazy) calls_first(p.grammar);
     *single = calls && tools->single && !one_call(p.grammar);
-    out->grammar = dup_or_throw(p.grammar);
+    out->grammar = cb_gbnf_widen(p.grammar.c_str(), nullptr); /* its long repetitions as rules llama.cpp keeps */
+    if (!out->grammar) throw std::bad_alloc();
     out->lazy = p.grammar_lazy;
     std::vector<std::string> patterns;
     std::vector<int32_t> tokens;
@@ -376,12 +361,8 @@ void take_grammar(common_chat_params &p, bool calls, const cb_common_tools *tool
 }
 
 std::string trimmed(const std::string &s) {
-    size_t a = 0, b = s.size();
-    while (a < b && std::isspace((unsigned char)s[a]))
-        a++;
-    while (b > a && std::isspace((unsigned char)s[b - 1]))
-        b--;
-    return s.substr(a, b - a);
+    size_t a = s.find_first_not_of(" \t\n\v\f\r"), b = s.find_last_not_of(" \t\n\v\f\r");
+    return a == std::string::npos ? std::string() : s.substr(a, b + 1 - a);
 }
 
 /* A thinking rendering's markers, and whether its generation prompt leaves the block open. */
@@ -1372,12 +1353,10 @@ extern "C" struct llama_sampler *cb_common_grammar_new(const struct llama_vocab 
                                                        const int32_t *tokens, size_t n_tokens,
                                                        const cb_grammar_limits *lim, char *err, size_t errlen) {
     return guarded(err, errlen, "the grammar cannot be used", [&]() -> llama_sampler * {
-        std::unique_ptr<char, void (*)(void *)> wide(cb_gbnf_widen(gbnf, nullptr), std::free);
-        if (!wide) throw std::bad_alloc();
-        if (!grammar_fits(vocab, wide.get(), *lim, err, errlen)) return nullptr;
+        if (!grammar_fits(vocab, gbnf, *lim, err, errlen)) return nullptr;
         std::vector<const char *> pats(patterns, patterns + n_patterns);
-        llama_grammar *g = llama_grammar_init_impl(vocab, wide.get(), "root", lazy,
-                                                   const_cast<const char **>(pats.data()), pats.size(), tokens, n_tokens);
+        llama_grammar *g = llama_grammar_init_impl(vocab, gbnf, "root", lazy, const_cast<const char **>(pats.data()),
+                                                   pats.size(), tokens, n_tokens);
         if (!g) {
             set_err(err, errlen, "the grammar does not parse as GBNF with a root rule (or is left-recursive)", nullptr);
             return nullptr;
@@ -1392,36 +1371,6 @@ extern "C" struct llama_sampler *cb_common_grammar_new(const struct llama_vocab 
         b.release();
         return s;
     });
-}
-
-extern "C" int cb_common_grammar_matches(const struct llama_vocab *vocab, const char *gbnf,
-                                         const cb_grammar_limits *lim, const char *text, char *err, size_t errlen) {
-    int out = -1;
-    guarded(err, errlen, "the grammar cannot be used", [&]() -> llama_sampler * {
-        std::unique_ptr<char, void (*)(void *)> wide(cb_gbnf_widen(gbnf, nullptr), std::free);
-        if (!wide) throw std::bad_alloc();
-        if (!grammar_fits(vocab, wide.get(), *lim, err, errlen)) return nullptr;
-        std::unique_ptr<llama_grammar, void (*)(llama_grammar *)> g(
-            llama_grammar_init_impl(vocab, wide.get(), "root", false, nullptr, 0, nullptr, 0), llama_grammar_free_impl);
-        if (!g) {
-            set_err(err, errlen, "the grammar does not parse", nullptr);
-            return nullptr;
-        }
-        for (const unsigned char *p = (const unsigned char *)text; *p && !g->stacks.empty();) {
-            int n = *p < 0x80 ? 1 : *p < 0xe0 ? 2 : *p < 0xf0 ? 3 : 4; /* a test's text is valid UTF-8 */
-            uint32_t cp = n == 1 ? *p : *p & (0x7f >> n);
-            int i = 1;
-            for (; i < n && p[i]; i++)
-                cp = cp << 6 | (p[i] & 0x3f);
-            llama_grammar_accept(g.get(), cp);
-            p += i;
-        }
-        out = 0;
-        for (const auto &st : g->stacks)
-            if (st.empty()) out = 1; /* a parse that is complete here */
-        return nullptr;
-    });
-    return out;
 }
 
 namespace {

@@ -89,7 +89,7 @@ typedef struct {
  * held to, the output parser. Every pointer malloc'd (cb_common_rendered_clear frees them). */
 typedef struct {
     char *prompt;
-    char *grammar;   /* GBNF (root "root") the output is held to, or NULL */
+    char *grammar;   /* GBNF (root "root") the output is held to, its long repetitions widened, or NULL */
     bool lazy;       /* the grammar holds only from a trigger on */
     char **patterns; /* (n_patterns) lazy: regular expressions whose match starts it */
     size_t n_patterns;
@@ -125,9 +125,10 @@ void cb_common_rendered_clear(cb_common_rendered *r);
 struct llama_sampler *cb_common_grammar_sampler(const struct llama_vocab *vocab, const cb_common_rendered *r,
                                                 const cb_grammar_limits *lim, char *err, size_t errlen);
 
-/* A grammar sampler for gbnf (root rule "root"), its repetitions past 2000 rewritten as rules
- * llama.cpp keeps (cb_gbnf_widen: llama.cpp's parser drops a larger upper bound and fails on a larger
- * lower one), checked first under lim: its groups' nesting and elements (util/gbnf.h), then,
+/* A grammar sampler for gbnf (root rule "root"; its repetitions past 2000 already rewritten as rules
+ * llama.cpp keeps, cb_gbnf_widen: llama.cpp's parser drops a larger upper bound and fails on a larger
+ * lower one, so a count past 2000 left here is refused), checked first under lim: its groups' nesting
+ * and elements (util/gbnf.h), then,
  * parsed, its rules' nesting at a position and the parse states any rule can begin with; each
  * refusal names the --limit that sets it. Then llama.cpp's grammar (lazy with its
  * patterns and tokens, like llama_sampler_init_grammar_lazy_patterns) that takes a token as llama.cpp
@@ -155,10 +156,6 @@ struct llama_sampler *cb_common_grammar_new(const struct llama_vocab *vocab, con
  * or when s is blown (llama.cpp's own might then not end); false with why otherwise. */
 bool cb_common_grammar_twin_check(struct llama_sampler *s, const struct llama_token_data_array *cur, int32_t tok,
                                   char *why, size_t whylen);
-/* For tests: whether gbnf, widened and checked as cb_common_grammar_new does, takes text (UTF-8) whole
- * and may end there: 1 yes, 0 no, -1 refused (the reason in err). */
-int cb_common_grammar_matches(const struct llama_vocab *vocab, const char *gbnf, const cb_grammar_limits *lim,
-                              const char *text, char *err, size_t errlen);
 /* Whether a sampler from cb_common_grammar_new is blown (*why: the reason); false for any other. */
 bool cb_common_grammar_blown(const struct llama_sampler *s, const char **why);
 

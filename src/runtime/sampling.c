@@ -1,7 +1,9 @@
 #include "sampling.h"
+#include "../util/gbnf.h"
 
 #include <llama.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 struct llama_sampler *cb_sampler_new(const cb_model *m, const struct cobatch_sampling *s,
@@ -56,7 +58,14 @@ struct llama_token_data *cb_sampler_scratch_new(const cb_model *m) {
 
 struct llama_sampler *cb_grammar_new(const cb_model *m, const char *gbnf, const cb_grammar_limits *lim, char *err,
                                      size_t errlen) {
-    return cb_common_grammar_new(m->vocab, gbnf, false, NULL, 0, NULL, 0, lim, err, errlen);
+    char *wide = cb_gbnf_widen(gbnf, NULL); /* counts past llama.cpp's 2000 as rules it keeps */
+    if (!wide) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    struct llama_sampler *s = cb_common_grammar_new(m->vocab, wide, false, NULL, 0, NULL, 0, lim, err, errlen);
+    free(wide);
+    return s;
 }
 
 /* The row's logits as candidates, in token order. */

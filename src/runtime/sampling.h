@@ -23,8 +23,9 @@ struct llama_sampler *cb_sampler_clone(const struct llama_sampler *smpl);
  * runs out. */
 struct llama_token_data *cb_sampler_scratch_new(const cb_model *m);
 
-/* A grammar sampler for GBNF text (root rule "root") held to lim (llama_common.h), or NULL with the
- * reason in err (it does not parse, or a bound refuses it). */
+/* A grammar sampler for GBNF text (root rule "root"; repetitions past 2000 widened as rules llama.cpp
+ * keeps, util/gbnf.h) held to lim (llama_common.h), or NULL with the reason in err (it does not
+ * parse, or a bound refuses it). */
 struct llama_sampler *cb_grammar_new(const cb_model *m, const char *gbnf, const cb_grammar_limits *lim, char *err,
                                      size_t errlen);
 
