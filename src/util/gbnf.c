@@ -57,6 +57,22 @@ static unsigned long long count_at(const char **p, int *digits) {
     return v;
 }
 
+/* A repetition's counts after its '{' at *s, {m}, {m,} or {m,n}: hi is m, ULLONG_MAX or n, ranged
+ * whether a comma was given; *s is left at its '}'. false when it is not one (no '}', no count). */
+static bool counts_at(const char **s, unsigned long long *lo, unsigned long long *hi, bool *ranged) {
+    int d1, d2 = 0;
+    *ranged = false;
+    *lo = count_at(s, &d1);
+    *hi = *lo;
+    if (**s == ',') {
+        *ranged = true;
+        (*s)++;
+        *hi = count_at(s, &d2);
+        if (!d2) *hi = ULLONG_MAX;
+    }
+    return **s == '}' && (d1 || d2);
+}
+
 /* The bytes of the character at p as llama.cpp's parser reads it (decode_utf8): as many as its first
  * byte says, whatever they are, up to the text's end. A lead byte takes the bytes after it even
  * when they are a closing ']' or '"': "[0-\xe4@]" is not closed there. */
@@ -118,20 +134,17 @@ cb_gbnf_shape cb_gbnf_scan(const char *g) {
         case '+': /* {1,} */ repeat(&sh, &last, 1, 1); break;
         case '{': { /* {m}, {m,}, {m,n}: m copies, then n - m optional ones each in a rule of its own */
             const char *s = p + 1;
-            int d1, d2 = 0;
-            bool comma = false;
-            unsigned long long lo = count_at(&s, &d1), hi = 0;
-            if (*s == ',') {
-                comma = true;
-                s++;
-                hi = count_at(&s, &d2);
-            }
-            if (*s != '}' || !(d1 || d2)) break;
-            if (d2 && hi < lo) sh.inverted++;
+            unsigned long long lo, hi;
+            bool ranged;
+            if (!counts_at(&s, &lo, &hi, &ranged)) break;
+            if (hi < lo) sh.inverted++;
             if (lo > sh.repeat_min) sh.repeat_min = lo;
-            if (comma && d2 && hi > sh.repeat_max) sh.repeat_max = hi;
+            if (ranged && hi != ULLONG_MAX && hi > sh.repeat_max) sh.repeat_max = hi;
             /* {m}: none optional; {m,n}: n - m; {m,} and an upper bound llama.cpp drops: one rule */
-            repeat(&sh, &last, lo, !comma ? 0 : d2 && hi <= CB_GBNF_MAX_REPEAT ? (hi > lo ? hi - lo : 0) : 1);
+            repeat(&sh, &last, lo,
+                   !ranged                                        ? 0
+                   : hi != ULLONG_MAX && hi <= CB_GBNF_MAX_REPEAT ? (hi > lo ? hi - lo : 0)
+                                                                  : 1);
             p = s;
             break;
         }
@@ -251,16 +264,9 @@ static bool first_wide(const char *g, wide_rep *out) {
             break;
         case '{': {
             const char *s = p + 1;
-            int d1, d2 = 0;
-            bool comma = false;
-            unsigned long long lo = count_at(&s, &d1), hi = 0;
-            if (*s == ',') {
-                comma = true;
-                s++;
-                hi = count_at(&s, &d2);
-            }
-            if (*s != '}' || !(d1 || d2)) break;
-            hi = !comma ? lo : d2 ? hi : ULLONG_MAX;
+            unsigned long long lo, hi;
+            bool ranged;
+            if (!counts_at(&s, &lo, &hi, &ranged)) break;
             if (last >= 0 && wide_counts(lo, hi)) {
                 *out = (wide_rep){(size_t)last, (size_t)(at - g), (size_t)(s + 1 - g), lo, hi};
                 return true;
