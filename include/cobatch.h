@@ -378,8 +378,8 @@ enum cobatch_think {
  * the last user message. */
 enum cobatch_past_reasoning {
     COBATCH_PAST_REASONING_TEMPLATE = 0, /* the template decides (many show the current turn's alone) */
-    COBATCH_PAST_REASONING_ALL,          /* every turn's: a template that leaves earlier turns' out is refused
-                                            when an earlier turn has reasoning (param "reasoning_context") */
+    COBATCH_PAST_REASONING_ALL,          /* every turn's: refused where a message's reasoning would not reach
+                                            the prompt, the template leaving it out (param "reasoning_context") */
     COBATCH_PAST_REASONING_CURRENT,      /* the current turn's: earlier turns' reasoning is left out */
 };
 struct cobatch_reasoning {
@@ -858,8 +858,8 @@ char *cobatch_json_schema_grammar(const char *schema, char *err, size_t errlen);
 /* Parses a GBNF grammar (root rule "root") once, for requests that share it
  * (cobatch_request_params.parsed_grammar: each takes a copy, so the parse leaves the submitting
  * thread). Repetition counts above 2000, which llama.cpp's parser drops or refuses, hold as written
- * up to 2^31 - 1 (rewritten as rules it keeps). NULL with the reason in err when it does not parse
- * or is past a bound. Thread-safe; free it once the submits that use it have returned. */
+ * up to 2^31 - 1 (rewritten as rules it keeps, 64 such repetitions a grammar). NULL with the reason in err when it does
+ * not parse or is past a bound. Thread-safe; free it once the submits that use it have returned. */
 cobatch_grammar *cobatch_grammar_new(const cobatch_engine *engine, const char *gbnf, char *err, size_t errlen);
 void cobatch_grammar_free(cobatch_grammar *grammar);
 

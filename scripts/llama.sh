@@ -63,7 +63,6 @@ if [ -z "${LLAMA_CPP_DIR:-}" ]; then
   mkdir -p "$base"
   [ "$base" = "$dir" ] || { exec 8>"$base/.lock"; flock 8; }
   src="$base/src"
-  [ "$base" = "$dir" ] || [ -e "$dir/src" ] || ln -s "$src" "$dir/src" # the sources beside every variant
   if [ ! -d "$src/.git" ] || [ "$(git -C "$src" rev-parse HEAD 2>/dev/null)" != "$PIN_COMMIT" ]; then
     log "fetching llama.cpp from npm package $PIN_PKG (llama/gitRelease.bundle)"
     tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
@@ -79,12 +78,13 @@ if [ -z "${LLAMA_CPP_DIR:-}" ]; then
   fi
 fi
 
+[ -z "${LLAMA_CPP_DIR:-}" ] && [ "$base" != "$dir" ] && ln -sfn "$src" "$dir/src" # the sources beside every variant
 log "building llama.cpp ($commit$suffix) into $dir (a few minutes, once)"
 gen=(); command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
 cmake -S "$src" -B "$dir/build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=$([ "$shared" = 1 ] && echo ON || echo OFF) \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=$([ "$rpc" = 1 ] && echo ON || echo OFF) -DLLAMA_BUILD_SERVER=OFF \
   -DLLAMA_BUILD_COMMON=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=ON -DGGML_CUDA=$([ "$cuda" = 1 ] && echo ON || echo OFF) \
-  -DGGML_RPC=$([ "$rpc" = 1 ] && echo ON || echo OFF) -DCMAKE_C_FLAGS="$fp16_flags" -DCMAKE_CXX_FLAGS="$fp16_flags" \
+  -DGGML_RPC=$([ "$rpc" = 1 ] && echo ON || echo OFF) -DCMAKE_C_FLAGS="${CFLAGS:-} $fp16_flags" -DCMAKE_CXX_FLAGS="${CXXFLAGS:-} $fp16_flags" \
   -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DCMAKE_INSTALL_PREFIX="$prefix" >"$dir/configure.log" 2>&1 \
   || { log "ERROR: llama.cpp configure failed, see $dir/configure.log"; tail -20 "$dir/configure.log" >&2; exit 1; }
 targets=(llama llama-common); [ "$rpc" = 1 ] && targets+=(ggml-rpc-server) # only what cobatch links or runs

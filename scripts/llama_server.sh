@@ -18,7 +18,7 @@ if [ ! -x "$bin" ]; then
     gen=(); command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
     cmake -S "$base/src" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
         -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
-        -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=ON -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
+        -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=ON -DCMAKE_C_FLAGS="${CFLAGS:-} $flags" -DCMAKE_CXX_FLAGS="${CXXFLAGS:-} $flags" \
         >"$build.configure.log" 2>&1
     cmake --build "$build" --target llama-server -j "$(nproc)" >"$build.log" 2>&1
 fi

@@ -66,10 +66,11 @@ static void cpu_name(char *out, size_t cap) {
 /* The key: everything the times depend on. */
 static void make_key(char *key, const cb_model_shape *s, int threads, const cb_attn_path *paths, int n,
                      const cb_attn_point *pts, int n_pts) {
-    char cpu[160];
+    char cpu[160], build[160];
     cpu_name(cpu, sizeof cpu);
+    cb_attn_probe_build(build, sizeof build);
     int at = snprintf(key, ATTN_KEY_LEN, "attn v1; cpu %s; threads %d; ggml %s; shape %d/%d/%d/%d/%d; paths", cpu,
-                      threads, cb_attn_probe_build(), s->n_layer, s->n_head, s->n_head_kv, s->head_k, s->head_v);
+                      threads, build, s->n_layer, s->n_head, s->n_head_kv, s->head_k, s->head_v);
     for (int i = 0; i < n && at < ATTN_KEY_LEN; i++)
         at += snprintf(key + at, ATTN_KEY_LEN - (size_t)at, " %s:%s/%s", paths[i].fa ? "fa" : "plain",
                        cobatch_kv_type_name(paths[i].type_k), cobatch_kv_type_name(paths[i].type_v));

@@ -15,11 +15,6 @@ static size_t past_turns(const struct cobatch_request_params *p) {
     return at;
 }
 
-/* Whether the engine's chat template shows the reasoning of turns before the last user message. */
-static bool past_reasoning_shown(const cobatch_engine *e) {
-    return e->model.tmpls && cb_common_template_thinking(e->model.tmpls)->keeps_past;
-}
-
 /* The tokens of p's messages rendered with the chat template and its tools; *extra (may be NULL)
  * gets the rest of the rendering (cb_model_chat_tokens). */
 static int32_t *chat_tokens(cobatch_engine *e, const struct cobatch_request_params *p, const cb_common_reasoning *rs,
@@ -37,16 +32,18 @@ static int32_t *chat_tokens(cobatch_engine *e, const struct cobatch_request_para
         cb_engine_refuse(err, COBATCH_ERR_INVALID, "reasoning_context", "reasoning_context: not a choice");
         return NULL;
     }
-    if (p->reasoning.past == COBATCH_PAST_REASONING_ALL && !past_reasoning_shown(e)) {
-        for (size_t i = 0; i < current; i++)
-            if (p->messages[i].reasoning && p->messages[i].reasoning[0]) {
-                cb_engine_refuse(err, COBATCH_ERR_INVALID, "reasoning_context",
-                                 "every turn's reasoning was asked for, and the chat template leaves out the "
-                                 "reasoning of turns before the last user message (messages[%zu] has some): ask "
-                                 "for the current turn's, or the template's own choice",
-                                 i);
-                return NULL;
-            }
+    for (size_t i = 0; p->reasoning.past == COBATCH_PAST_REASONING_ALL && i < p->n_messages; i++) {
+        bool earlier = i < current;
+        if (p->messages[i].reasoning && p->messages[i].reasoning[0] &&
+            !(earlier ? e->model.shows_reasoning_past : e->model.shows_reasoning_current)) {
+            cb_engine_refuse(err, COBATCH_ERR_INVALID, "reasoning_context",
+                             earlier ? "every turn's reasoning was asked for, and the chat template leaves out the "
+                                       "reasoning of turns before the last user message: ask for the current turn's, "
+                                       "or the template's own choice"
+                                     : "every turn's reasoning was asked for, and the chat template shows no "
+                                       "reasoning handed back, not even the current turn's");
+            return NULL;
+        }
     }
     cb_common_msg *msgs = calloc(p->n_messages, sizeof(*msgs));
     bool any = false;
@@ -199,7 +196,7 @@ cb_grammar_limits cb_engine_grammar_limits(const cobatch_engine *e) {
  * beside a grammar that holds the whole output). extract: the output is to be read for reasoning. */
 static int reasoning_of(const cobatch_engine *e, const struct cobatch_request_params *p, cb_common_reasoning *rs,
                         struct cobatch_error *err) {
-    static const cb_common_thinking none = {false, false, false, false};
+    static const cb_common_thinking none = {false, false, false};
     const struct cobatch_reasoning *q = &p->reasoning;
     const cb_common_thinking *th = e->model.tmpls ? cb_common_template_thinking(e->model.tmpls) : &none;
     enum cobatch_think want = q->think;

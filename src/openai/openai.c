@@ -602,8 +602,9 @@ static int parse_suffix(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
 
 /* verbosity (OpenAI's, which its models are trained to): low or high asks this model in its
  * instructions, one line at the end of the chat's first system (or developer) message, or a system
- * message of its own first when there is none; medium, the model's own, asks nothing. */
-static int apply_verbosity(cJSON *root, cb_openai_error *e) {
+ * message of its own first when there is none (after the messages are read: their indices in errors
+ * are the client's); medium, the model's own, asks nothing. */
+static int apply_verbosity(cJSON *root, cb_openai_request *r, cb_openai_error *e) {
     cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "verbosity");
     if (!v || cJSON_IsNull(v)) return 0;
     if (!cJSON_IsString(v) ||
@@ -611,37 +612,26 @@ static int apply_verbosity(cJSON *root, cb_openai_error *e) {
         return cb_openai_bad(e, "verbosity", "'verbosity' is low, medium or high");
     if (!strcmp(v->valuestring, "medium")) return 0;
     const char *line = !strcmp(v->valuestring, "low") ? CB_OPENAI_VERBOSITY_LOW : CB_OPENAI_VERBOSITY_HIGH;
-    cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages"), *first = cJSON_IsArray(msgs) ? msgs->child : NULL;
-    if (!first) return 0; /* the messages' own checks say what is wrong */
-    cJSON *role = cJSON_GetObjectItemCaseSensitive(first, "role"),
-          *c = cJSON_GetObjectItemCaseSensitive(first, "content");
-    bool sys =
-        cJSON_IsString(role) && (!strcmp(role->valuestring, "system") || !strcmp(role->valuestring, "developer"));
-    if (sys && cJSON_IsString(c)) {
-        size_t n = strlen(c->valuestring) + strlen(line) + 3;
+    struct cobatch_chat_message *first = &r->messages[0];
+    if (!strcmp(first->role, "system") || !strcmp(first->role, "developer")) {
+        size_t n = strlen(first->content) + strlen(line) + 3;
         char *s = malloc(n);
         if (!s) return cb_openai_nomem(e);
-        snprintf(s, n, "%s%s%s", c->valuestring, c->valuestring[0] ? "\n\n" : "", line);
-        cJSON *x = cJSON_CreateString(s);
+        snprintf(s, n, "%s%s%s", first->content, first->content[0] ? "\n\n" : "", line);
+        first->content = cb_openai_keep(r, s);
         free(s);
-        return x && cJSON_ReplaceItemInObjectCaseSensitive(first, "content", x) ? 0
-                                                                                : (cJSON_Delete(x), cb_openai_nomem(e));
+        return first->content ? 0 : cb_openai_nomem(e);
     }
-    if (sys && cJSON_IsArray(c)) { /* a part of its own (parts are joined as they are) */
-        char s[160];
-        snprintf(s, sizeof s, "\n\n%s", line);
-        cJSON *part = cJSON_CreateObject();
-        bool ok = part && cJSON_AddStringToObject(part, "type", "text") && cJSON_AddStringToObject(part, "text", s) &&
-                  cJSON_AddItemToArray(c, part);
-        if (!ok) cJSON_Delete(part);
-        return ok ? 0 : cb_openai_nomem(e);
-    }
-    if (sys) return 0; /* a content of another shape: the messages' checks refuse it */
-    cJSON *m = cJSON_CreateObject();
-    bool ok = m && cJSON_AddStringToObject(m, "role", "system") && cJSON_AddStringToObject(m, "content", line) &&
-              cJSON_InsertItemInArray(msgs, 0, m);
-    if (!ok) cJSON_Delete(m);
-    return ok ? 0 : cb_openai_nomem(e);
+    struct cobatch_chat_message *m = calloc(r->params.n_messages + 1, sizeof(*m));
+    if (!m) return cb_openai_nomem(e);
+    memcpy(m + 1, r->messages, r->params.n_messages * sizeof(*m));
+    m[0].role = cb_openai_keep(r, "system");
+    m[0].content = cb_openai_keep(r, line);
+    free(r->messages);
+    r->messages = m;
+    r->params.messages = m;
+    r->params.n_messages++;
+    return m[0].role && m[0].content ? 0 : cb_openai_nomem(e);
 }
 
 int cb_openai_parse_json(cb_openai_kind kind, const cb_openai_defaults *defaults, cJSON *root, cb_openai_request *r,
@@ -674,8 +664,8 @@ int cb_openai_parse_json(cb_openai_kind kind, const cb_openai_defaults *defaults
         cb_openai_bad(e, "user", "'user' must be a string");
         goto out;
     }
-    if (kind == CB_OPENAI_CHAT && apply_verbosity(root, e) != 0) goto out;
     if ((kind == CB_OPENAI_COMPLETION ? parse_prompt(root, r, e) : cb_openai_parse_messages(root, r, e)) != 0) goto out;
+    if (kind == CB_OPENAI_CHAT && apply_verbosity(root, r, e) != 0) goto out;
     if (parse_sampling(root, r, e) != 0 || parse_stop(root, r, e) != 0 || parse_logit_bias(root, r, e) != 0) goto out;
     if (boolean(root, "stream", &r->stream, e) || boolean(root, "ignore_eos", &r->params.ignore_eos, e)) goto out;
     bool spec = true; /* speculative: false checks no drafts for this request (the engine's --spec) */

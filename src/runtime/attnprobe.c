@@ -32,10 +32,8 @@ static double now_ms(void) {
 #define COBATCH_LLAMA_FLAGS ""
 #endif
 
-const char *cb_attn_probe_build(void) {
-    static char build[160]; /* written the same each call: the engine thread's start-up only */
-    snprintf(build, sizeof build, "%s%s%s", ggml_commit(), COBATCH_LLAMA_FLAGS[0] ? " " : "", COBATCH_LLAMA_FLAGS);
-    return build;
+void cb_attn_probe_build(char *out, size_t n) {
+    snprintf(out, n, "%s%s%s", ggml_commit(), COBATCH_LLAMA_FLAGS[0] ? " " : "", COBATCH_LLAMA_FLAGS);
 }
 
 double cb_attn_probe_bytes(const cb_model_shape *s, int type_k, int type_v, int32_t n_ctx) {

@@ -31,9 +31,9 @@ typedef struct {
 int cb_attn_probe(const cb_model_shape *s, int n_threads, const cb_attn_path *paths, int n_paths,
                   const cb_attn_point *pts, int n_pts, double *ms, double *again);
 
-/* ggml's build (its commit, and the compiler flags beyond its tree's own): times from another build are
- * not these. */
-const char *cb_attn_probe_build(void);
+/* ggml's build into out (n bytes): its commit, and the compiler flags beyond its tree's own. Times
+ * from another build are not these. */
+void cb_attn_probe_build(char *out, size_t n);
 
 /* The bytes one stream's cells of one layer take at a point's context for K and V of these types
  * (what the probe allocates a layer and a sequence). */

@@ -99,11 +99,11 @@ struct cb_chat_templates {
 
 namespace {
 
-/* What t does with reasoning: a chat of one user message rendered with and without thinking, then
- * one of two turns. A template common cannot analyse (it raises for such a chat, or its format is not
- * found) does not think, as far as this server can read. */
+/* What t does with reasoning: a chat of one user message rendered with and without thinking. A
+ * template common cannot analyse (it raises for such a chat, or its format is not found) does not
+ * think, as far as this server can read. */
 cb_common_thinking thinking_of(const common_chat_templates *t, const std::string &source) {
-    cb_common_thinking th = {false, false, false, false};
+    cb_common_thinking th = {false, false, false};
     try {
         common_chat_templates_inputs in;
         in.use_jinja = in.add_generation_prompt = true;
@@ -116,15 +116,10 @@ cb_common_thinking thinking_of(const common_chat_templates *t, const std::string
         in.enable_thinking = false;
         in.force_pure_content = true;
         th.can_switch = th.thinks && common_chat_templates_apply(t, in).prompt != on.prompt;
-        common_chat_msg a, v; /* an earlier turn's reasoning: shown again, or left out (most thinking templates) */
-        a.role = "assistant", a.content = "answer", a.reasoning_content = "cobatch-probe-reasoning-7f3a";
-        v.role = "user", v.content = "again", in.enable_thinking = true, in.force_pure_content = false;
-        in.messages = {m, a, v};
-        th.keeps_past = common_chat_templates_apply(t, in).prompt.find(a.reasoning_content) != std::string::npos;
     } catch (const std::bad_alloc &) {
         throw;
     } catch (const std::exception &) {
-        th.thinks = th.can_switch = th.keeps_past = false;
+        th.thinks = th.can_switch = false;
     }
     th.takes_effort = th.thinks && source.find("reasoning_effort") != std::string::npos;
     return th;
@@ -744,17 +739,17 @@ bool grammar_fits(const llama_vocab *vocab, const char *gbnf, const cb_grammar_l
     /* left after widening (cb_gbnf_widen): past its largest count, or after no symbol */
     if (sh.repeat_min > CB_GBNF_MAX_REPEAT) { /* llama.cpp's parser fails on it */
         std::snprintf(err, errlen,
-                      "the grammar repeats something at least %llu times, above %llu, the most cobatch holds "
-                      "llama.cpp's grammars to",
-                      sh.repeat_min, CB_GBNF_MAX_WIDE);
+                      "the grammar repeats something at least %llu times, above 2000, more than cobatch rewrites for "
+                      "llama.cpp's grammars (counts up to %llu, %d such repetitions a grammar)",
+                      sh.repeat_min, CB_GBNF_MAX_WIDE, CB_GBNF_MAX_WIDENED);
         return false;
     }
     if (sh.repeat_max > CB_GBNF_MAX_REPEAT) { /* llama.cpp's parser would silently drop it */
         std::snprintf(err, errlen,
                       "the grammar has a repetition bound of %llu (a schema's maxLength or maxItems, or a pattern's "
-                      "{m,n}?), above %llu, the most cobatch holds llama.cpp's grammars to (it would silently not "
-                      "hold)",
-                      sh.repeat_max, CB_GBNF_MAX_WIDE);
+                      "{m,n}?), above 2000, more than cobatch rewrites for llama.cpp's grammars (counts up to %llu, "
+                      "%d such repetitions a grammar; it would silently not hold)",
+                      sh.repeat_max, CB_GBNF_MAX_WIDE, CB_GBNF_MAX_WIDENED);
         return false;
     }
     if (sh.elements > (unsigned long long)lim.max_elements) {

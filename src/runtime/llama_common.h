@@ -39,7 +39,6 @@ typedef struct {
     bool thinks;       /* its answers may open with reasoning between markers */
     bool can_switch;   /* enable_thinking false changes its generation prompt (turns thinking off) */
     bool takes_effort; /* it reads reasoning_effort */
-    bool keeps_past;   /* it shows an assistant's reasoning of a turn before the last user message */
 } cb_common_thinking;
 const cb_common_thinking *cb_common_template_thinking(const cb_chat_templates *t);
 

@@ -203,6 +203,21 @@ static bool kv_types_fit(const struct llama_model *model, const cb_model_params 
     return true;
 }
 
+/* Whether t shows an assistant's reasoning handed back: in a turn before the last user message
+ * (earlier), or after it (the chat's last message). A template that raises for such a chat shows none. */
+static bool shows_reasoning(const struct cb_chat_templates *t, bool earlier) {
+    static const char probe[] = "cobatch-probe-reasoning-7f3a";
+    cb_common_msg msgs[3] = {{.role = "user", .content = "test"},
+                             {.role = "assistant", .content = "answer", .reasoning = probe},
+                             {.role = "user", .content = "again"}};
+    cb_common_rendered r;
+    char err[64];
+    if (cb_common_render(t, msgs, earlier ? 3 : 2, NULL, NULL, NULL, &r, err, sizeof err) != 0) return false;
+    bool shown = r.prompt && strstr(r.prompt, probe);
+    cb_common_rendered_clear(&r);
+    return shown;
+}
+
 int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errlen) {
     memset(m, 0, sizeof(*m));
     if (!p->path || !p->path[0]) {
@@ -263,6 +278,8 @@ int cb_model_load(cb_model *m, const cb_model_params *p, char *err, size_t errle
         } /* the model's own that common cannot parse: the built-in path guesses its format */
         fprintf(stderr, "cobatch: the model's chat template: %s; using llama.cpp's built-in formats\n", terr);
     }
+    m->shows_reasoning_past = m->tmpls && shows_reasoning(m->tmpls, true);
+    m->shows_reasoning_current = m->tmpls && shows_reasoning(m->tmpls, false);
     m->n_ctx = (int32_t)llama_n_ctx(m->ctx);
     m->n_ctx_seq = (int32_t)llama_n_ctx_seq(m->ctx);
     m->n_batch = (int32_t)llama_n_batch(m->ctx);

@@ -58,6 +58,9 @@ typedef struct {
                                         order: "CPU_REPACK,CPU_Mapped" */
     struct cb_chat_templates *tmpls; /* the Jinja chat template (llama_common.h), or NULL: the built-in
                                         llama_chat_apply_template path, or none */
+    /* whether it shows an assistant's reasoning handed back: of a turn before the last user message
+     * (most thinking templates leave those out), and of the current turn (tried once, at load) */
+    bool shows_reasoning_past, shows_reasoning_current;
     /* the texts of control, unknown and user-defined tokens (those llama.cpp's tokenizer looks for), by
      * first byte (first[b] to first[b + 1]), longest first: where a long text is cut to tokenize it in
      * pieces (cb_model_tokenize_into), and what a client's text must not spell (vocab.c, defusing) */

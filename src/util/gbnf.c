@@ -291,7 +291,8 @@ static void widen_one(const char *t, const wide_rep *r, const char *name, cb_buf
     size_t e_end = r->brace;
     while (e_end > r->s && isspace((unsigned char)t[e_end - 1]))
         e_end--;
-    cb_buf_printf(defs, "%s-e ::= %.*s\n", name, (int)(e_end - r->s), t + r->s);
+    /* in a group: a group's newlines and comments between a symbol and its repetitions may be in it */
+    cb_buf_printf(defs, "%s-e ::= (%.*s\n)\n", name, (int)(e_end - r->s), t + r->s);
     widen_ctx w = {defs, name, 0};
     exactly(&w, r->lo, 0, body);
     if (r->hi == ULLONG_MAX) {
@@ -328,9 +329,13 @@ char *cb_gbnf_widen(const char *gbnf, size_t *n_wide) {
         cb_buf_free(&text);
         text = next;
     }
+    /* the rules first: a name llama.cpp's parser meets first inside a group counts as a rule of that
+       group, and a group's rules times its repetition count must stay within 2000 */
     if (n) {
-        cb_buf_append(&text, "\n", 1);
-        cb_buf_append(&text, cb_buf_str(&defs), defs.len);
+        cb_buf_append(&defs, cb_buf_str(&text), text.len);
+        cb_buf_free(&text);
+        text = defs;
+        defs = (cb_buf){0};
     }
     bool failed = text.failed || defs.failed;
     cb_buf_free(&defs);

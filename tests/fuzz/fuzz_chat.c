@@ -6,6 +6,7 @@
  * overflow the stack, or run past libFuzzer's timeout; a refusal always says why. */
 #include "../../src/openai/openai.h"
 #include "../../src/runtime/llama_common.h"
+#include "../../src/util/gbnf.h"
 #include "fuzz_vocab.h"
 
 #include <cobatch.h>
@@ -129,9 +130,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (cb_openai_parse(CB_OPENAI_CHAT, NULL, body, n, &r, &e) == 0 &&
         cb_openai_resolve_schema(&r, cb_common_schema_to_grammar, &e) == 0) {
         char err[256] = "";
-        if (r.params.grammar) { /* response_format's schema, or a grammar of its own */
+        if (r.params.grammar) { /* response_format's schema, or a grammar of its own, widened as the engine does */
+            char *wide = cb_gbnf_widen(r.params.grammar, NULL);
+            if (!wide) abort();
             struct llama_sampler *s =
-                cb_common_grammar_new(fuzz_vocab(), r.params.grammar, false, NULL, 0, NULL, 0, &lim, err, sizeof(err));
+                cb_common_grammar_new(fuzz_vocab(), wide, false, NULL, 0, NULL, 0, &lim, err, sizeof(err));
+            free(wide);
             if (!s && !err[0]) abort();
             fuzz_feed(fuzz_vocab(), s, out, n_out);
             if (s) llama_sampler_free(s);

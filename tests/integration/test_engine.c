@@ -834,6 +834,8 @@ static void grammar_bounds_hold(void **state) {
         {"root ::= \"<\" (\"ab\" [0-9]){4500} \">\"", "<", "ab7", ">", 4500, 1},
         {"root ::= \"<\" (\"ab\" [0-9]){4500} \">\"", "<", "ab7", ">", 4499, 0},
         {"root ::= \"<\" (\"ab\" [0-9]){4500} \">\"", "<", "ab7", "x>", 4500, 0},
+        {"root ::= ( \"a\"\n {5} # five\n {3000} )", "", "a", "", 15000, 1}, /* a group's newlines */
+        {"root ::= ( \"a\"\n {5} # five\n {3000} )", "", "a", "", 14995, 0},
         {"root ::= x{0,4000001}\nx ::= \"q\"", "", "q", "", 4000001, 1},
         {"root ::= x{0,4000001}\nx ::= \"q\"", "", "q", "", 4000002, 0},
     };
@@ -867,6 +869,12 @@ static void grammar_bounds_hold(void **state) {
     llama_model_free(vm);
     ok = cobatch_grammar_new(shared_engine, "root ::= [a-z]{0,5000}", err, sizeof(err));
     assert_non_null(ok);
+    cobatch_grammar_free(ok);
+    /* a widened rule inside a group repeated 1,500 times: llama.cpp's parser holds a group's rules
+     * times its count to 2000, so the new rules come first (a name it met first inside the group
+     * would count as one of the group's) */
+    ok = cobatch_grammar_new(shared_engine, "root ::= (\"ab\" [a-z]{2500}){1500}", err, sizeof(err));
+    if (!ok) fail_msg("%s", err);
     cobatch_grammar_free(ok);
     /* past 2^31 - 1 (what llama.cpp's schema converter reads): refused, by count */
     assert_null(cobatch_grammar_new(shared_engine, "root ::= [a-z]{0,3000000000}", err, sizeof(err)));
