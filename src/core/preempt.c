@@ -96,7 +96,8 @@ void cb_sched_restore_failed(cb_sched *s, cb_request *r) {
         r->cache.load_failed = false;
         cb_cache_load_failed(s->cache, r->seq_id, r->n_computed);
         cb_kv_grow(s->kv, r->seq_id, -r->n_computed);
-        r->n_computed = r->n_cached = 0;
+        r->n_computed = 0;
+        if (r->n_preemptions == 0) r->n_cached = 0; /* its first admission: nothing came from the cache */
         return;
     }
     if (r->swap.state != CB_SWAP_FAILED || r->seq_id < 0) return;

@@ -49,7 +49,10 @@ typedef struct cb_request {
         void *host;
         bool load_failed;
     } cache;
-    int32_t n_cached; /* prompt tokens shared from the cache at its last admission */
+    /* prompt tokens shared from the cache at its first admission: usage's cached tokens. A later
+     * admission (after a preemption, a move to the long lane) finds what the request computed itself,
+     * which its client was not spared. */
+    int32_t n_cached;
     /* Rows [all_logits_from, all_logits_to) of the prompt want logits too (the prompt's
      * log-probabilities; those before all_logits_from have them already). Until they are delivered
      * (then all_logits_to is 0) the request shares no cached prefix longer than all_logits_from: a

@@ -319,7 +319,7 @@ static bool prefix_in_flight(const cb_sched *s, const cb_request *r, int32_t cac
 static void start_request(cb_sched *s, cb_request *r, int32_t seq, int32_t cached) {
     r->seq_id = seq;
     r->n_computed = cached;
-    r->n_cached = cached < r->n_prompt ? cached : r->n_prompt;
+    if (r->n_preemptions == 0) r->n_cached = cached < r->n_prompt ? cached : r->n_prompt;
     r->state = CB_RUNNING;
     s->running[s->n_running++] = r;
     s->stats.admitted++;

@@ -25,7 +25,7 @@ typedef struct {
     size_t text_len;
     int n_finished; /* FINISHED events seen: must end at exactly 1 */
     enum cobatch_finish_reason reason;
-    int32_t n_prompt, n_generated, n_preemptions, n_reasoning;
+    int32_t n_prompt, n_cached, n_generated, n_preemptions, n_reasoning;
     int32_t n_drafted, n_accepted;
     bool pieces_valid_utf8;
     char error[256]; /* the FINISHED event's error message, if any */
@@ -83,6 +83,7 @@ static inline int it_take(struct cobatch_event *ev) {
         r->n_finished++;
         r->reason = ev->reason;
         r->n_prompt = ev->n_prompt;
+        r->n_cached = ev->n_cached;
         r->n_generated = ev->n_generated;
         r->n_preemptions = ev->n_preemptions;
         r->n_reasoning = ev->n_reasoning;

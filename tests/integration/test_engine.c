@@ -1420,6 +1420,9 @@ static void long_lane_takes_long_requests(void **state) {
     }
     assert_true(a[1].n_preemptions >= 1); /* 200 + 120 tokens outgrew its 256 cells: moved */
     assert_int_equal(a[2].n_preemptions, 0);
+    /* what the moved request loaded in the lane was its own: its client was spared nothing */
+    for (int i = 0; i < N; i++)
+        assert_int_equal(a[i].n_cached, 0);
     compare_all(b, a, N, "long lane vs unified");
     /* the lane's rows: at least the prompts longer than a stream and the moved request's tokens past
      * its stream; those it had computed there (255) came with it through the host tier, loaded, not
