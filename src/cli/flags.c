@@ -304,7 +304,7 @@ cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
          .help = "requests running at once, default 16; auto (unified layout): as\nmany as the KV cells hold, "
                  "up to 224 (memory-centric)"},
         {"--max-num-batched-tokens", "N", CB_FLAG_I32, &p->max_num_batched_tokens, 1, 1 << 20,
-         .help = "token budget of one step, default 512"},
+         .help = "token budget of one step, default 512 (serve: 128, a step's\nlength is the pause every stream sees)"},
         {"--prefill-chunk", "N|none", CB_FLAG_FN, &p->prefill_chunk, .parse = parse_chunk,
          .takes = "a token count or 'none'",
          .help = "prompt tokens per request per step (1 to 1048576, or none),\ndefault 256"},
