@@ -516,8 +516,8 @@ struct cobatch_event {
     int32_t n_prompt; /* also in TOKEN events */
     int32_t n_generated;
     int32_t n_preemptions;
-    int32_t n_cached;     /* prompt tokens taken from the prefix cache instead of computed (last admission); also
-                             in TOKEN events */
+    int32_t n_cached;     /* prompt tokens taken from the prefix cache instead of computed (its first admission:
+                             a later one reloads its own cells); also in TOKEN events */
     int32_t n_drafted;    /* FINISHED: draft tokens checked for it (speculation) */
     int32_t n_accepted;   /* FINISHED: of those, the ones that held (its output's tokens that came with no pass of their
                              own) */
