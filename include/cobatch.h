@@ -178,7 +178,11 @@ struct cobatch_engine_params {
     int32_t max_num_seqs;           /* requests running at once (sequence ids); default 16; 0 = memory-centric:
                                        as many as the KV cells hold (cobatch_params_max_num_seqs), unified
                                        layout only */
-    int32_t max_num_batched_tokens; /* token budget of one step = n_batch = n_ubatch; default 512 */
+    int32_t max_num_batched_tokens; /* token budget of one step; default 512 */
+    int32_t prefill_step_tokens;    /* a step in which no request decodes (prompts alone: no gap between tokens
+                                       to keep short) takes up to this many, a request's chunk too, past
+                                       prefill_chunk; 0 (default): max_num_batched_tokens; cobatch serve: 512.
+                                       n_batch = n_ubatch = the larger of the two */
     int32_t prefill_chunk;          /* max prompt tokens of one request per step; 0 = no chunking */
     int32_t kv_reserve;             /* cells an admission must leave free for decode growth; default 32 */
     int32_t max_queue;              /* waiting requests beyond which submit fails; default 1024 */

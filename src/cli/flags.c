@@ -305,6 +305,9 @@ cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p) {
                  "up to 224 (memory-centric)"},
         {"--max-num-batched-tokens", "N", CB_FLAG_I32, &p->max_num_batched_tokens, 1, 1 << 20,
          .help = "token budget of one step, default 512 (serve: 128, a step's\nlength is the pause every stream sees)"},
+        {"--prefill-step-tokens", "N", CB_FLAG_I32, &p->prefill_step_tokens, 1, 1 << 20,
+         .help = "a step in which no request decodes (prompts alone) takes up to\nN tokens, a request's chunk too; "
+                 "default: the step budget\n(serve: 512)"},
         {"--prefill-chunk", "N|none", CB_FLAG_FN, &p->prefill_chunk, .parse = parse_chunk,
          .takes = "a token count or 'none'",
          .help = "prompt tokens per request per step (1 to 1048576, or none),\ndefault 256"},

@@ -68,7 +68,7 @@ void cb_flags_help(const cb_cli *cli, FILE *out);
 
 /* The engine flags shared by run, bench, serve and batch, writing into p (not owned; it must
  * outlive the group); and the sampling flags of run. */
-#define CB_ENGINE_FLAGS 45
+#define CB_ENGINE_FLAGS 46
 #define CB_SAMPLING_FLAGS 10
 cb_flag_group cb_flags_engine(cb_flag *room, struct cobatch_engine_params *p);
 cb_flag_group cb_flags_sampling(cb_flag *room, struct cobatch_sampling *s);

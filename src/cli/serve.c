@@ -16,6 +16,10 @@
  * Measured on mixed, 16 clients (BENCHMARKS.md, 'Chunked prefill and
  * ITL'): p99 ITL 1.08 s at 128 vs 3.09 s at 512 for the same throughput. */
 #define SERVE_STEP_BUDGET 128
+/* A step nobody decodes in has no gap to keep short: a lone prompt computes in passes of 512, as
+ * llama-server's (its n_ubatch); in passes of 128 a 4,000-token prompt's first token came 10% later
+ * and an 8,000-token one's 11% (benchmarks/2026-12.md). */
+#define SERVE_PREFILL_STEP 512
 
 /* The key from --api-key-file: its first line, without the line end. NULL with a message. */
 static char *read_key(const char *path) {
@@ -141,7 +145,8 @@ static int parse_serve_flags(int argc, char **argv, struct cobatch_engine_params
                             "The server's step budget defaults to 128 tokens, not 512: a step's length is the gap "
                             "every\nrunning stream waits between two tokens (about 0.5 s for 128 prompt tokens on 2 "
                             "cores);\nstep pacing (0.5 here) bounds a step's prompt tokens by time while requests "
-                            "decode.\n",
+                            "decode;\na step in which nobody decodes takes up to 512 prompt tokens "
+                            "(--prefill-step-tokens).\n",
                   .groups = {{"serve", own, sizeof(own) / sizeof(own[0])},
                              cb_flags_sampling(smp, &sp->defaults.sampling),
                              cb_flags_engine(eng, ep)},
@@ -195,6 +200,7 @@ static void say_kv(cobatch_engine *e, const struct cobatch_engine_params *ep) {
 int cb_cmd_serve(int argc, char **argv) {
     struct cobatch_engine_params ep = cobatch_engine_default_params();
     ep.max_num_batched_tokens = SERVE_STEP_BUDGET;
+    ep.prefill_step_tokens = SERVE_PREFILL_STEP;
     /* ITL tails: an admission adds at most half a full decode step to the gap every decoding request
      * sees (cobatch.h); measured on decode-heavy, 16 clients (BENCHMARKS.md, 'Step pacing'): p99 ITL
      * 106 ms against 149 unpaced and 132 at 1, for a first token ~250 ms later */

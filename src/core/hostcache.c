@@ -99,6 +99,14 @@ bool cb_host_worth(const cb_host_cache *h, const cb_host_entry *e, int32_t gaine
     return us < gained * token_us;
 }
 
+static int64_t estimate(const cb_host_cache *h, int32_t n);
+
+bool cb_host_worth_new(const cb_host_cache *h, int32_t n, int32_t gained) {
+    if (gained <= 0 || n < h->min_len) return false;
+    double token_us = h->rates ? h->rates->token_us : 2000.0;
+    return 2.0 * (double)estimate(h, n) * h->byte_us < gained * token_us;
+}
+
 /* ---------------------------------------------------------------- stashing ------------------- */
 
 /* The least recently used unlocked entry in memory (files false) or with a written file; -1 when

@@ -137,6 +137,9 @@ static inline int32_t cb_host_floor(const cb_host_cache *h, const cb_host_entry 
 /* Whether loading e to get `gained` prompt tokens not otherwise cached costs less than computing
  * them (a load copies the whole entry). */
 bool cb_host_worth(const cb_host_cache *h, const cb_host_entry *e, int32_t gained);
+/* Whether saving n cells to a new entry and loading them back costs less than computing `gained`
+ * prompt tokens. */
+bool cb_host_worth_new(const cb_host_cache *h, int32_t n, int32_t gained);
 
 /* A sequence of this kind holding toks[0, n) is about to lose them: a new entry for them, SAVING
  * and locked once (the stash op's lock), its estimated bytes reserved after evicting the least

@@ -21,6 +21,7 @@ struct cb_sched {
     int32_t group_size, group_left; /* static mode: the current group */
     bool forming;                   /* static mode: this step's admissions start a new group */
     int32_t step_chunk;             /* split layout: this step's prompt chunk length (split_chunk) */
+    bool prefill_step;              /* this step runs at prefill_step_tokens: nobody decodes */
     int32_t tile_cap;               /* tile_chunks: the step's tokens a tile-shaped chunk may reach */
     int32_t prompt_left;            /* short prompts' tokens this step may still take by its pace; INT32_MAX: unpaced */
     cb_sched_stats stats;

@@ -55,7 +55,8 @@ static int32_t index_of(cb_request **arr, int32_t n, const cb_request *r) {
 
 cb_sched *cb_sched_new(const cb_sched_config *cfg, cb_kv *kv, cb_cache *cache) {
     if (!cfg || !kv || !cache || cfg->max_num_seqs < 1 || cfg->max_num_seqs > kv->n_seq ||
-        cfg->max_batched_tokens < cfg->max_num_seqs || cfg->prefill_chunk < 0 || cfg->kv_reserve < 0)
+        cfg->max_batched_tokens < cfg->max_num_seqs || cfg->prefill_chunk < 0 || cfg->kv_reserve < 0 ||
+        cfg->prefill_step_tokens < 0)
         return NULL;
     cb_sched *s = calloc(1, sizeof(*s));
     if (!s) return NULL;
@@ -161,11 +162,18 @@ static int32_t paced_chunk(const cb_sched *s, const cb_request *r) {
     return s->prompt_left > 0 ? s->prompt_left : 0;
 }
 
+/* A request's prompt tokens per step at most (0: no chunking): prefill_chunk, or in a step nobody
+ * decodes in, prefill_step_tokens. */
+static int32_t chunk_limit(const cb_sched *s) {
+    if (s->cfg.prefill_chunk > 0 && s->prefill_step) return s->cfg.prefill_step_tokens;
+    return s->cfg.prefill_chunk;
+}
+
 /* Tokens of r's pending prompt to put in this step, 0 for none. */
 static int32_t chunk_for(cb_sched *s, const cb_plan *plan, const cb_request *r, int32_t budget_left) {
-    int32_t pending = cb_request_pending(r);
+    int32_t pending = cb_request_pending(r), limit_chunk = chunk_limit(s);
     int32_t n = pending < budget_left ? pending : budget_left;
-    if (s->cfg.prefill_chunk > 0 && n > s->cfg.prefill_chunk) n = s->cfg.prefill_chunk;
+    if (limit_chunk > 0 && n > limit_chunk) n = limit_chunk;
     int32_t paced = paced_chunk(s, r);
     if (n > paced) n = paced;
     int32_t rows_left = s->cfg.max_logit_rows - plan->n_logit_rows;
@@ -186,14 +194,15 @@ static int32_t chunk_for(cb_sched *s, const cb_plan *plan, const cb_request *r, 
     if (n > 0 && s->cfg.tile_chunks) {    /* within the step's cap, the chunk length and its logit rows */
         int32_t cap = s->tile_cap - plan->n_tokens;
         if (cap > room) cap = room;
-        if (s->cfg.prefill_chunk > 0 && cap > s->cfg.prefill_chunk) cap = s->cfg.prefill_chunk;
+        if (limit_chunk > 0 && cap > limit_chunk) cap = limit_chunk;
         if (cap < n) cap = n;
         int32_t shaped = cb_plan_tile_chunk(pending, n, cap, s->cfg.split_tile, plan->n_items == 0);
         if (cb_request_logit_rows(r, shaped) <= rows_left) n = shaped;
     }
     if (n > 0 && s->kv->split && s->cfg.prefill_chunk > 0) {
-        int32_t cap = s->cfg.max_batched_tokens - s->cfg.max_num_seqs; /* after a full set of decode rows */
-        if (cap > s->cfg.prefill_chunk) cap = s->cfg.prefill_chunk;
+        /* after a full set of decode rows; nobody decodes in a prefill step */
+        int32_t cap = s->prefill_step ? s->cfg.prefill_step_tokens : s->cfg.max_batched_tokens - s->cfg.max_num_seqs;
+        if (cap > limit_chunk) cap = limit_chunk;
         if (cap > paced) cap = paced;
         n = cb_plan_split_chunk(&s->step_chunk, s->cfg.split_tile, cap, plan->n_items == 0, n, pending);
     }
@@ -407,6 +416,12 @@ static void schedule_admissions(cb_sched *s, cb_plan *plan, int32_t *budget_left
         }
         pad_to_tile(s, r, &hit);
         int32_t seq = admit_seq(s, r, &hit, *budget_left);
+        if (seq < 0 && hit.len > 0 && s->n_running == 0) {
+            /* an idle engine: what holds the match (a tree node is locked whole, past the match too)
+             * may be the room r needs; r is computed whole rather than never */
+            hit = (cb_cache_hit){.src = -1};
+            seq = admit_seq(s, r, &hit, *budget_left);
+        }
         if (seq < 0) break; /* the first that does not fit waits, nobody overtakes it */
         cb_sched_remove_at(s->waiting, &s->n_waiting, w);
         start_request(s, r, seq, hit.len);
@@ -435,8 +450,12 @@ int32_t cb_sched_step(cb_sched *s, cb_plan *plan, int32_t budget, bool strict) {
      * admissions are about to fill the holes; idle cache beyond its cap goes */
     bool may_move = s->cfg.mode != CB_MODE_CONTINUOUS || s->n_waiting == 0;
     s->stats.stream_moves += cb_cache_arrange(s->cache, s->running, s->n_running, may_move, s->cur);
-    int32_t full = budget > 0 && budget < s->cfg.max_batched_tokens ? budget : s->cfg.max_batched_tokens;
-    s->tile_cap = strict ? full : s->cfg.max_batched_tokens;
+    /* a step nobody decodes in keeps no gap short: prompts take the prefill step's tokens */
+    int32_t cap = s->cfg.max_batched_tokens;
+    s->prefill_step = s->cfg.prefill_step_tokens > cap && (budget <= 0 || budget > cap) && cb_sched_n_decoding(s) == 0;
+    if (s->prefill_step) cap = s->cfg.prefill_step_tokens;
+    int32_t full = budget > 0 && budget < cap ? budget : cap;
+    s->tile_cap = strict ? full : cap;
     for (;;) {
         int32_t budget_left = full;
         s->prompt_left = INT32_MAX;
@@ -462,6 +481,15 @@ int32_t cb_sched_step(cb_sched *s, cb_plan *plan, int32_t budget, bool strict) {
     }
     s->cur = &s->pending;
     return plan->n_items;
+}
+
+int32_t cb_sched_n_decoding(const cb_sched *s) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < s->n_running; i++) {
+        const cb_request *r = s->running[i];
+        n += r->n_computed >= r->n_prompt; /* (one recomputing its answer after a preemption too) */
+    }
+    return n;
 }
 
 void cb_sched_commit(cb_sched *s, cb_plan *plan, int64_t now_us) {

@@ -21,26 +21,29 @@ typedef enum { CB_MODE_CONTINUOUS = 0, CB_MODE_STATIC = 1 } cb_mode;
 
 typedef struct {
     cb_mode mode;
-    int32_t max_num_seqs;       /* running at once; also the number of KV sequence ids */
-    int32_t max_batched_tokens; /* token budget of one step (>= max_num_seqs) */
-    int32_t prefill_chunk;      /* per-request prompt tokens per step; 0 = whole prompt at once */
-    int32_t kv_reserve;         /* cells an admission leaves free for decode growth */
-    int32_t split_tile;         /* split layout: rows under which a stream's attention leaves its tiled kernel
-                                   (the runtime's CB_RUNNER_FA_TILE; plan.h) */
-    bool exact_hits;            /* split layout: a hit computes its prompt's last split_tile tokens again (its
-                                   first logits then come from the tiled kernel, as cold: bit for bit) */
-    bool tile_chunks;           /* unified layout, one graph a step (the long lane): a cut prompt chunk is a
-                                   split_tile at least and leaves a tile at least (cb_plan_tile_chunk); one may
-                                   pass a step's budget by under a tile, within max_batched_tokens, unless strict */
-    int32_t max_logit_rows;     /* prompt rows of a step that may want logits (cb_request.all_logits_to); a
-                                   request wanting more is chunked, whatever prefill_chunk says (in the
-                                   split layout a prompt's last piece may add up to split_tile - 1) */
-    int64_t priority_aging_us;  /* > 0: a request gains a priority point per this much time since its
-                                   t_submit_us (for order and for preemption victims); 0 = fixed priorities */
-    cb_swap *swap;              /* swap space for preempted requests' cells (swap.h; not owned); NULL: none */
-    const cb_step_pace *pace;   /* continuous mode with prefill_chunk > 0: a step's tokens of requests that fit
-                                   split_tile, beside decode rows, are bounded by time too, at pace_share
-                                   (plan.h; not owned, the engine measures it); NULL: by the budget alone */
+    int32_t max_num_seqs;        /* running at once; also the number of KV sequence ids */
+    int32_t max_batched_tokens;  /* token budget of one step (>= max_num_seqs) */
+    int32_t prefill_step_tokens; /* > max_batched_tokens: a step in which no request decodes (prompts alone: no
+                                    gap between tokens to keep short) takes up to this many, a request's chunk
+                                    too, past prefill_chunk; 0: max_batched_tokens (cb_sched_step) */
+    int32_t prefill_chunk;       /* per-request prompt tokens per step; 0 = whole prompt at once */
+    int32_t kv_reserve;          /* cells an admission leaves free for decode growth */
+    int32_t split_tile;          /* split layout: rows under which a stream's attention leaves its tiled kernel
+                                    (the runtime's CB_RUNNER_FA_TILE; plan.h) */
+    bool exact_hits;             /* split layout: a hit computes its prompt's last split_tile tokens again (its
+                                    first logits then come from the tiled kernel, as cold: bit for bit) */
+    bool tile_chunks;            /* unified layout, one graph a step (the long lane): a cut prompt chunk is a
+                                    split_tile at least and leaves a tile at least (cb_plan_tile_chunk); one may
+                                    pass a step's budget by under a tile, within max_batched_tokens, unless strict */
+    int32_t max_logit_rows;      /* prompt rows of a step that may want logits (cb_request.all_logits_to); a
+                                    request wanting more is chunked, whatever prefill_chunk says (in the
+                                    split layout a prompt's last piece may add up to split_tile - 1) */
+    int64_t priority_aging_us;   /* > 0: a request gains a priority point per this much time since its
+                                    t_submit_us (for order and for preemption victims); 0 = fixed priorities */
+    cb_swap *swap;               /* swap space for preempted requests' cells (swap.h; not owned); NULL: none */
+    const cb_step_pace *pace;    /* continuous mode with prefill_chunk > 0: a step's tokens of requests that fit
+                                    split_tile, beside decode rows, are bounded by time too, at pace_share
+                                    (plan.h; not owned, the engine measures it); NULL: by the budget alone */
     double pace_share;
     /* Speculation (spec.h): what a step's rows cost, fitted by the engine on its steps (not owned);
      * NULL: no draft rows. Decoding requests with drafts ready (cb_request.draft) get the draft rows
@@ -74,10 +77,13 @@ void cb_sched_add(cb_sched *s, cb_request *r, int64_t arrival);
 /* Whether a request of n_total tokens (prompt + what it may generate) could ever be run. */
 bool cb_sched_fits(const cb_sched *s, int32_t n_prompt);
 
-/* Plans one step into plan, spending at most budget tokens (<= 0: the configured budget); strict:
+/* Plans one step into plan, spending at most budget tokens (<= 0: the configured budget, which is
+ * prefill_step_tokens when no running request decodes; a budget given is never raised); strict:
  * not a token more, also for tile_chunks (a step planned again after llama.cpp found no room must
  * be smaller). Returns the number of items (0 when there is nothing to run). */
 int32_t cb_sched_step(cb_sched *s, cb_plan *plan, int32_t budget, bool strict);
+/* Running requests whose next row is a generated token's (decode rows of the next step). */
+int32_t cb_sched_n_decoding(const cb_sched *s);
 /* The plan ran: every item's tokens are now in the cache. */
 void cb_sched_commit(cb_sched *s, cb_plan *plan, int64_t now_us);
 /* The plan did not run: give its cells back (requests stay where they are; plan->items stay

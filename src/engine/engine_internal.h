@@ -88,7 +88,7 @@ typedef struct {
 
 /* lane.c. cb_lane_init: the lane's context, pool and scheduler, once the main pool is made. */
 int cb_lane_init(struct cobatch_engine *e, const cb_model_params *mp, int32_t cells, int32_t max_seqs, int32_t budget,
-                 int64_t aging_us, char *err, size_t errlen);
+                 int32_t prefill_budget, int64_t aging_us, char *err, size_t errlen);
 void cb_lane_free(struct cobatch_engine *e);
 /* Queues r (not in the main pool) in the lane. */
 void cb_lane_add(struct cobatch_engine *e, cb_request *r);
@@ -96,9 +96,13 @@ void cb_lane_add(struct cobatch_engine *e, cb_request *r);
  * lane loads them) or, without one, recomputed there; false when out of memory (then r is in
  * neither, state CB_FINISHED_ERROR). */
 bool cb_lane_migrate(struct cobatch_engine *e, cb_request *r);
+/* The main pool's budget for its next step (cb_sched_step): 0 (its own, a prefill step's when nobody
+ * in it decodes) unless a lane request decodes, whose gap between tokens the step is too. */
+int32_t cb_lane_main_budget(struct cobatch_engine *e);
 /* The tokens of the lane's next step: what the main pool's step left of the batch (it ran `used`
  * tokens), at least a row for each running request and a flash-attention tile of prompt, and in
- * time, while anything else runs, what `allow` prompt tokens take in the main pool. */
+ * time, while anything else runs, what `allow` prompt tokens take in the main pool; 0 (a prefill step's)
+ * when the lane runs alone and nobody in it decodes. */
 int32_t cb_lane_budget(struct cobatch_engine *e, int32_t used);
 
 /* Prompt rows of one step that may ask for logits (prompt log-probabilities) beyond the one row per

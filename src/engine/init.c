@@ -175,12 +175,14 @@ static cobatch_engine *engine_alloc(const struct cobatch_engine_params *p) {
 
 /* The engine's swap space, host tier, prefix cache, scheduler, plan and runner, once the model is
  * loaded: 0, or -1 with the message. */
-static int make_scheduler(cobatch_engine *e, const cb_engine_sizes *z, int32_t budget, char *err, size_t errlen) {
+static int make_scheduler(cobatch_engine *e, const cb_engine_sizes *z, int32_t budget, int32_t prefill_budget,
+                          char *err, size_t errlen) {
     const struct cobatch_engine_params *p = &e->params;
     cb_swap_init(&e->swap, (int64_t)((double)p->swap_space * (1 << 30)), e->model.kv_cell_bytes);
     cb_sched_config sc = {.mode = p->mode == COBATCH_MODE_CONTINUOUS ? CB_MODE_CONTINUOUS : CB_MODE_STATIC,
                           .max_num_seqs = z->sched_seqs,
                           .max_batched_tokens = budget,
+                          .prefill_step_tokens = prefill_budget,
                           .prefill_chunk = p->prefill_chunk,
                           .kv_reserve = p->kv_reserve,
                           .split_tile = CB_RUNNER_FA_TILE,
@@ -284,7 +286,7 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
                           .n_ctx = z.n_ctx,
                           .n_threads = p.n_threads,
                           .n_seq_max = z.n_seq_max,
-                          .n_batch = budget,
+                          .n_batch = z.prefill_budget,
                           .n_outputs_max = z.n_seq_max + CB_PROMPT_LOGIT_ROWS + CB_RUNNER_FA_TILE + CB_SPEC_ROWS,
                           .split_kv = z.split,
                           .flash_attn = cobatch_params_flash_attn(&p),
@@ -307,16 +309,18 @@ cobatch_engine *cobatch_engine_init(const struct cobatch_engine_params *params, 
         goto fail;
     }
     if (budget > e->model.n_batch) budget = e->model.n_batch; /* llama.cpp caps a step at n_ctx */
+    int32_t prefill_budget = z.prefill_budget < e->model.n_batch ? z.prefill_budget : e->model.n_batch;
     if (budget < p.max_num_seqs) {
         cb_set_err(err, errlen, "a step of %d tokens cannot hold %d sequences (raise --ctx-size)", budget,
                    p.max_num_seqs);
         goto fail;
     }
-    if (make_scheduler(e, &z, budget, err, errlen) != 0) goto fail;
+    if (make_scheduler(e, &z, budget, prefill_budget, err, errlen) != 0) goto fail;
     int32_t lane = p.long_lane; /* the long lane's pool, after the host tier it shares */
     if (limit > 0 && lane > limit) lane = limit;
     if (lane > e->main.kv.per_seq_cap && z.split && p.mode == COBATCH_MODE_CONTINUOUS) {
-        if (cb_lane_init(e, &mp, lane, p.max_num_seqs < 4 ? p.max_num_seqs : 4, z.budget, z.aging_us, err, errlen) != 0)
+        if (cb_lane_init(e, &mp, lane, p.max_num_seqs < 4 ? p.max_num_seqs : 4, z.budget, z.prefill_budget, z.aging_us,
+                         err, errlen) != 0)
             goto fail;
         e->n_ctx_seq = e->lane.pool.kv.capacity;
     }

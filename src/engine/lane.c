@@ -9,23 +9,24 @@
 #include <string.h>
 
 int cb_lane_init(cobatch_engine *e, const cb_model_params *mp, int32_t cells, int32_t max_seqs, int32_t budget,
-                 int64_t aging_us, char *err, size_t errlen) {
+                 int32_t prefill_budget, int64_t aging_us, char *err, size_t errlen) {
     cb_lane *L = &e->lane;
     cb_pool *P = &L->pool;
     cb_model_params p = *mp;
     p.n_ctx = cells;
     p.n_seq_max = max_seqs;
-    p.n_batch = budget;
+    p.n_batch = prefill_budget > budget ? prefill_budget : budget;
     p.n_outputs_max = max_seqs + CB_PROMPT_LOGIT_ROWS;
     p.split_kv = false;
     p.swa_window_only = true; /* nothing in its pool is shared or cut short */
     if (cb_model_new_context(&e->model, &p, &L->model, err, errlen) != 0) return -1;
     P->model = &L->model;
     if (cells > L->model.n_ctx) cells = L->model.n_ctx;
-    budget = L->model.n_batch;
+    if (budget > L->model.n_batch) budget = L->model.n_batch;
     cb_sched_config sc = {.mode = CB_MODE_CONTINUOUS,
                           .max_num_seqs = max_seqs,
                           .max_batched_tokens = budget,
+                          .prefill_step_tokens = L->model.n_batch,
                           .prefill_chunk = budget,
                           .kv_reserve = CB_LANE_ROOM,
                           .split_tile = CB_RUNNER_FA_TILE,
@@ -56,7 +57,36 @@ void cb_lane_free(cobatch_engine *e) {
     memset(L, 0, sizeof(*L));
 }
 
+/* r starts in the lane and may continue a conversation that the main pool holds: a parked stream,
+ * or the host tier's copy of one (a conversation that grew past its stream, the turn after). Longer
+ * than what the lane's own entries hold, and worth the copies, it goes to the host tier now in the
+ * lane's layout, where r's admission finds it, as a moved request's stream does (carry, below).
+ * Computed again, 4,000 tokens of it took ~20 s on two cores; the copies, ~0.1-0.4 s. With a window
+ * (a sliding-window model) only a source r continues whole serves. Not brought: a running request's
+ * stream (its cells change as it runs), an entry on the disk tier only. */
+static void bring_prefix(cobatch_engine *e, cb_request *r) {
+    const cb_streams *sc = cb_cache_streams(e->main.cache);
+    if (e->host.cap == 0 || !sc) return;
+    int32_t n = r->n_prompt - 1, have = 0; /* (the last prompt token is computed, as on any hit) */
+    cb_host_match(&e->host, CB_HOST_LANE, r->tokens, n, &have);
+    cb_stream_match m = {.src = -1};
+    cb_streams_match(sc, r->tokens, n, &m);
+    const cb_host_entry *from = m.host;
+    const int32_t *toks = from ? from->tok : m.src >= 0 ? sc->tok + (size_t)m.src * (size_t)sc->kv->per_seq_cap : NULL;
+    int32_t len = from ? from->len : m.src >= 0 ? sc->len[m.src] : 0;
+    if (!toks || (e->host.window > 0 && m.len < len) || !cb_host_worth_new(&e->host, len, m.len - have)) return;
+    if (from && from->state != CB_HOST_SAVED) return;
+    if (from) cb_host_lock(&e->host, m.host); /* making room for the new entry must not evict it */
+    cb_host_entry *x = cb_host_stash(&e->host, CB_HOST_LANE, toks, len);
+    if (x && from)
+        cb_runner_stash_converted(from, x);
+    else if (x)
+        cb_runner_stash_one_stream(&e->main.runner, m.src, len, x);
+    if (from) cb_host_unlock(&e->host, m.host);
+}
+
 void cb_lane_add(cobatch_engine *e, cb_request *r) {
+    bring_prefix(e, r);
     ((cb_engine_req *)r->rt)->in_lane = true;
     cb_sched_add(e->lane.pool.sched, r, e->arrivals++);
 }
@@ -82,9 +112,16 @@ bool cb_lane_migrate(cobatch_engine *e, cb_request *r) {
     return r->state != CB_FINISHED_ERROR;
 }
 
+int32_t cb_lane_main_budget(cobatch_engine *e) {
+    if (!cb_lane_on(&e->lane) || cb_sched_n_decoding(e->lane.pool.sched) == 0) return 0;
+    return cb_sched_get_config(e->main.sched)->max_batched_tokens; /* a lane request's gap stays short */
+}
+
 int32_t cb_lane_budget(cobatch_engine *e, int32_t used) {
     cb_lane *L = &e->lane;
-    int32_t batch = L->model.n_batch, n_run = cb_sched_n_running(L->pool.sched);
+    int32_t batch = cb_sched_get_config(L->pool.sched)->max_batched_tokens, n_run = cb_sched_n_running(L->pool.sched);
+    /* the lane alone and nobody in it decoding: its scheduler's prefill step (scheduler.h) */
+    if (used == 0 && cb_sched_n_running(e->main.sched) == 0 && cb_sched_n_decoding(L->pool.sched) == 0) return 0;
     /* a step's length is the pause every stream sees: what the main pool's step left of the batch,
      * and at least a row for each running request and a flash-attention tile of prompt, so that the
      * lane goes on beside a busy step, in its tiled kernel */

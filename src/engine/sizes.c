@@ -47,6 +47,9 @@ int cb_engine_resolve(const struct cobatch_engine_params *p, cb_engine_sizes *ou
                     "invalid engine parameters (max_num_seqs, max_num_batched_tokens, prefill_chunk, "
                     "kv_reserve and max_queue must be positive)");
     if (p->n_ctx < 0) return fail(err, errlen, "n_ctx must be 0 (derived) or positive (got %d)", p->n_ctx);
+    if (p->prefill_step_tokens < 0 || p->prefill_step_tokens > (1 << 20))
+        return fail(err, errlen, "prefill_step_tokens must be 0 (the step budget) or 1 to 1048576 (got %d)",
+                    p->prefill_step_tokens);
     if (!(p->step_pacing == 0 || (p->step_pacing >= 0.05f && p->step_pacing <= 16)))
         return fail(err, errlen, "step_pacing must be 0 (off) or a share from 0.05 to 16 (got %g)", p->step_pacing);
     if (!(p->swap_space >= 0 && p->swap_space <= 1 << 20))
@@ -96,6 +99,7 @@ int cb_engine_resolve(const struct cobatch_engine_params *p, cb_engine_sizes *ou
     out->budget = p->max_num_batched_tokens;
     int32_t ctx_seq = split ? pad256(n_ctx / p->max_num_seqs) : pad256(n_ctx);
     if (p->prefill_chunk == 0 && out->budget < ctx_seq) out->budget = ctx_seq;
+    out->prefill_budget = p->prefill_step_tokens > out->budget ? p->prefill_step_tokens : out->budget;
     out->sched_seqs = p->mode == COBATCH_MODE_SEQUENTIAL ? 1 : p->max_num_seqs;
     out->aging_us = p->sched_policy == COBATCH_SCHED_PRIORITY ? (int64_t)p->priority_aging_ms * 1000 : 0;
     return 0;

@@ -167,6 +167,22 @@ void cb_runner_stash_one_stream(cb_runner *r, int32_t seq, int32_t cells, cb_hos
     stash(r, seq, cells, e, true);
 }
 
+void cb_runner_stash_converted(const cb_host_entry *from, cb_host_entry *e) {
+    int64_t t0 = now_us();
+    size_t n = from->size;
+    uint8_t *buf = from->state == CB_HOST_SAVED && from->data && n > 0 ? malloc(n) : NULL;
+    if (buf) memcpy(buf, from->data, n);
+    if (buf && !to_one_stream(buf, &n)) {
+        free(buf);
+        buf = NULL;
+    }
+    if (buf)
+        cb_host_saved(e->owner, e, buf, n, e->len, now_us() - t0);
+    else
+        cb_host_fail(e->owner, e);
+    cb_host_unlock(e->owner, e);
+}
+
 bool cb_runner_load(cb_runner *r, int32_t seq, cb_host_entry *e, int32_t keep) {
     struct llama_context *ctx = r->model->ctx;
     cb_host_cache *h = e->owner;

@@ -89,6 +89,10 @@ void cb_runner_stash(cb_runner *r, int32_t seq, int32_t cells, cb_host_entry *e)
  * pool, from a stream of the split layout): e fails when llama.cpp's saved state is not of the shape
  * this knows (runner.c). */
 void cb_runner_stash_one_stream(cb_runner *r, int32_t seq, int32_t cells, cb_host_entry *e);
+/* e (as cb_host_stash gave it) gets the cells of saved entry `from` (a stream of the split layout)
+ * in the layout of a context of one stream, as cb_runner_stash_one_stream would save them: a copy,
+ * no llama.cpp call; e's lock dropped, e failed when `from` holds no data or is not of that shape. */
+void cb_runner_stash_converted(const cb_host_entry *from, cb_host_entry *e);
 bool cb_runner_load(cb_runner *r, int32_t seq, cb_host_entry *e, int32_t keep);
 
 /* Cells llama.cpp holds for seq (pos_max + 1, or 0): to check our accounting against. */

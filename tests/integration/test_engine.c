@@ -1237,6 +1237,85 @@ static int32_t *long_prompt(cobatch_engine *e, int32_t n, int32_t salt) {
     return t;
 }
 
+/* The next turn of conversation `salt` (its prompt of n and its answer), 60 tokens more; *len. */
+static int32_t *next_turn(cobatch_engine *e, const int32_t *prompt, int32_t n, const it_result *answer, int32_t *len) {
+    int32_t *more = long_prompt(e, 60, 77), *t = malloc(sizeof(int32_t) * (size_t)(n + answer->n_generated + 60));
+    memcpy(t, prompt, sizeof(int32_t) * (size_t)n);
+    memcpy(t + n, answer->tokens, sizeof(int32_t) * (size_t)answer->n_generated);
+    memcpy(t + n + answer->n_generated, more, sizeof(int32_t) * 60);
+    free(more);
+    *len = n + answer->n_generated + 60;
+    return t;
+}
+
+/* A conversation that grew past its stream: its next turn runs in the long lane and starts from the
+ * cells the streams hold, not from nothing: a parked stream's (copied in the lane's layout), or the
+ * host tier's copy of one (converted), and answers as the unified engine computing it all does. */
+static void lane_continues_conversations_from_the_streams(void **state) {
+    (void)state;
+    struct cobatch_engine_params lp = cobatch_engine_default_params();
+    lp.max_num_seqs = 2;
+    lp.max_model_len = 256;
+    lp.long_lane = 1024;
+    lp.prefix_cache_streams = 0; /* a parked stream reused goes to the host tier */
+    cobatch_engine *e = it_engine(lp);
+    struct cobatch_engine_params up = cobatch_engine_default_params();
+    up.kv_layout = COBATCH_KV_UNIFIED;
+    up.n_ctx = 2048;
+    up.max_num_seqs = 2;
+    cobatch_engine *ref = it_engine(up);
+    assert_non_null(e);
+    assert_non_null(ref);
+    for (int from_host = 0; from_host <= 1; from_host++) {
+        int32_t n = 180 - 10 * from_host, *prompt = long_prompt(e, n, 3 + from_host);
+        struct cobatch_request_params q = cobatch_request_default_params();
+        q.prompt_tokens = prompt;
+        q.n_prompt_tokens = n;
+        q.max_tokens = 40;
+        q.ignore_eos = true;
+        q.logit_margins = true;
+        it_result first;
+        assert_true(it_run(e, &q, &first, 1)); /* in a stream, parked there when it ends */
+        if (from_host) {                       /* two others take both streams: the parked one goes to the host tier */
+            struct cobatch_request_params o[2] = {q, q};
+            int32_t *op[2] = {long_prompt(e, 50, 40), long_prompt(e, 50, 50)};
+            it_result or [2];
+            for (int i = 0; i < 2; i++)
+                o[i].prompt_tokens = op[i], o[i].n_prompt_tokens = 50, o[i].max_tokens = 4;
+            assert_true(it_run(e, o, or, 2));
+            it_free(or, 2);
+            free(op[0]);
+            free(op[1]);
+        }
+        int32_t len;
+        int32_t *next = next_turn(e, prompt, n, &first, &len);
+        q.prompt_tokens = next;
+        q.n_prompt_tokens = len;
+        q.max_tokens = 16;
+        struct cobatch_stats st0, st;
+        cobatch_engine_stats(e, &st0);
+        it_result a, b;
+        assert_true(it_run(e, &q, &a, 1));
+        assert_true(it_run(ref, &q, &b, 1));
+        cobatch_engine_stats(e, &st);
+        int64_t hits = st.host_cache_hit_tokens - st0.host_cache_hit_tokens,
+                computed = st.prompt_tokens - st0.prompt_tokens;
+        printf("# next turn past the stream (%s): %d prompt tokens, %lld from the host tier, %lld computed\n",
+               from_host ? "the host tier's copy" : "a parked stream", len, (long long)hits, (long long)computed);
+        assert_true(hits >= n + 39); /* the stream's cells: the prompt and the answer but its last token */
+        assert_true(computed <= len - (n + 39));
+        assert_int_equal(st.host_cache_failed, 0);
+        compare_all(&b, &a, 1, "the next turn, in the lane, from the streams");
+        it_free(&first, 1);
+        it_free(&a, 1);
+        it_free(&b, 1);
+        free(prompt);
+        free(next);
+    }
+    cobatch_engine_free(e);
+    cobatch_engine_free(ref);
+}
+
 typedef struct {
     int32_t rows;               /* the streams */
     int32_t steps, cut, padded; /* decode steps of every stream; of them, cut into runs; with a row padded */
@@ -1826,6 +1905,7 @@ int main(void) {
         cmocka_unit_test(tool_calls_are_held_and_read),
         cmocka_unit_test(client_text_never_spells_control_tokens),
         cmocka_unit_test(long_lane_takes_long_requests),
+        cmocka_unit_test(lane_continues_conversations_from_the_streams),
         cmocka_unit_test(long_special_text_tokenizes_in_pieces),
     };
     const struct CMUnitTest own[] = {

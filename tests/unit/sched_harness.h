@@ -38,6 +38,7 @@ static int64_t g_now_us;         /* t_submit_us of the requests h_add queues */
 static cb_swap *g_swap;          /* the next h_init's swap space (cb_sched_config.swap), or NULL */
 static cb_host_cache *g_host;    /* the next h_init's host tier (split layout), or NULL */
 static cb_step_pace *g_pace;     /* the next h_init's step pace (cb_sched_config.pace, share 1), or NULL */
+static int32_t g_prefill_step;   /* the next h_init's cb_sched_config.prefill_step_tokens */
 static int32_t g_step_budget;    /* h_step's budget (0: the configured one), and whether it is strict */
 static bool g_step_strict;
 
@@ -50,6 +51,7 @@ static void h_init_px(harness *h, cb_mode mode, int32_t seqs, int32_t budget, in
     h->cfg = (cb_sched_config){.mode = mode,
                                .max_num_seqs = seqs,
                                .max_batched_tokens = budget,
+                               .prefill_step_tokens = g_prefill_step,
                                .prefill_chunk = chunk,
                                .kv_reserve = 4,
                                .split_tile = 64,
@@ -72,7 +74,8 @@ static void h_init_px(harness *h, cb_mode mode, int32_t seqs, int32_t budget, in
     h->s = cb_sched_new(&h->cfg, &h->kv, h->cache);
     assert_non_null(h->s);
     assert_int_equal(cb_plan_init(&h->plan, seqs), 0);
-    fake_init(&h->f, h->kv.n_seq, h->kv.capacity, h->kv.per_seq_cap, budget, split);
+    fake_init(&h->f, h->kv.n_seq, h->kv.capacity, h->kv.per_seq_cap, budget > g_prefill_step ? budget : g_prefill_step,
+              split); /* the batch holds a prefill step, as the engine's n_batch */
     h->f.swap = g_swap;
 }
 
@@ -208,9 +211,18 @@ static void h_finish(harness *h, cb_request *r, cb_state st) {
 static int32_t h_step(harness *h) {
     cb_request *decoders[256];
     int n_dec = 0;
+    bool anyone_decodes = false; /* a generated token computed, or to compute again after a preemption */
     for (int32_t i = 0; i < cb_sched_n_running(h->s); i++) {
         cb_request *r = cb_sched_running_at(h->s, i);
         if (cb_request_pending(r) == 1) decoders[n_dec++] = r;
+        anyone_decodes |= r->n_computed >= r->n_prompt;
+    }
+    /* a step nobody decodes in takes the prefill step's tokens, a chunk too, unless a budget is given
+     * below it; every other keeps to the step budget and the chunk cap */
+    int32_t step_cap = h->cfg.max_batched_tokens, chunk_cap = h->cfg.prefill_chunk;
+    if (!anyone_decodes && h->cfg.prefill_step_tokens > step_cap && (g_step_budget <= 0 || g_step_budget > step_cap)) {
+        step_cap = h->cfg.prefill_step_tokens;
+        if (chunk_cap > 0) chunk_cap = step_cap;
     }
     bool static_group_open = false;
     static bool member_before[MAX_REQ];
@@ -246,7 +258,7 @@ static int32_t h_step(harness *h) {
         }
         assert_int_equal(hi - lo + 1, cb_sched_n_running(h->s));
     }
-    assert_true(p->n_tokens <= h->cfg.max_batched_tokens);
+    assert_true(p->n_tokens <= step_cap);
     assert_true(cb_kv_check(&h->kv));
     /* decode rows first: the requests that were decoding lead the batch */
     int lead = 0, paced_rows = 0;
@@ -267,7 +279,7 @@ static int32_t h_step(harness *h) {
             assert_int_equal(p->items[i].n_tokens, 1);
             lead++;
         }
-        if (h->cfg.prefill_chunk > 0) assert_true(p->items[i].n_tokens <= h->cfg.prefill_chunk);
+        if (chunk_cap > 0) assert_true(p->items[i].n_tokens <= chunk_cap);
         if (h->cfg.prefill_chunk == 0) /* no chunking: a prompt goes in whole */
             assert_int_equal(p->items[i].pos0 + p->items[i].n_tokens, cb_request_n_tokens(p->items[i].req));
     }
@@ -277,9 +289,9 @@ static int32_t h_step(harness *h) {
      * item (split_chunk), or when a pace cuts a prompt no longer than a tile */
     if (h->kv.split && h->cfg.prefill_chunk > 0) {
         int32_t len = 0, tile = 64;
-        if (tile > h->cfg.prefill_chunk) tile = h->cfg.prefill_chunk;
-        if (tile > h->cfg.max_batched_tokens - h->cfg.max_num_seqs)
-            tile = h->cfg.max_batched_tokens - h->cfg.max_num_seqs;
+        if (tile > chunk_cap) tile = chunk_cap;
+        if (step_cap == h->cfg.max_batched_tokens && tile > step_cap - h->cfg.max_num_seqs)
+            tile = step_cap - h->cfg.max_num_seqs;
         for (int32_t i = 0; i < p->n_items; i++) {
             const cb_plan_item *it = &p->items[i];
             if (it->pos0 + it->n_tokens == cb_request_n_tokens(it->req)) continue; /* a last piece */

@@ -433,10 +433,12 @@ static void randomized_traces(void **state) {
          * rng: the other traces stay as they were) */
         cb_step_pace pace = {.row_us = 1000.0 * (double)(1 + seed % 4), .token_us = 400.0 * (double)(1 + seed % 7)};
         g_pace = seed % 3 == 0 ? &pace : NULL;
+        g_prefill_step = seed % 4 == 1 ? budget + 1 + (int32_t)(seed * 37 % 150) : 0; /* a quarter: prefill steps */
         h_init_px(&h, mode, seqs, budget, chunk, capacity, split, holders);
         g_cache_max_idle = 0;
         g_swap = NULL;
         g_pace = NULL;
+        g_prefill_step = 0;
         if (h.f.swap && rnd(&tmp, 3) == 0) h.f.fail_saves = h.f.fail_restores = 1;
         h.rng = tmp.rng;
         int to_add = 30 + (int)rnd(&h, 60), steps = 0;
@@ -532,6 +534,68 @@ static void pacing_bounds_a_steps_prompt_beside_decodes(void **state) {
     }
 }
 
+/* Unified layout, an idle engine: a prompt that matches the start of a cached node locks the whole
+ * node, and where that node holds the cells the prompt needs it is computed whole (it had waited
+ * forever: the engine ended it as one that can never be scheduled). */
+static void a_partial_match_never_blocks_an_idle_engine(void **state) {
+    (void)state;
+    harness h;
+    h_init_px(&h, CB_MODE_CONTINUOUS, 1, 64, 16, 40, false, 1);
+    int32_t a[30], b[37];
+    for (int32_t i = 0; i < 37; i++) {
+        if (i < 30) a[i] = 500 + i;
+        b[i] = i < 7 ? 500 + i : 900 + i;
+    }
+    h_add_tokens(&h, a, 30, 1, 0);
+    h_until_idle(&h);
+    assert_int_equal(h_stats(&h).cells, 30); /* a's prompt stays as cache: 10 cells free */
+    cb_request *r = h_add_tokens(&h, b, 37, 2, 0);
+    h_until_idle(&h); /* h_step fails an empty plan on an idle engine */
+    assert_int_equal(r->state, CB_FINISHED_STOP);
+    assert_int_equal(r->n_cached, 0);
+    h_check_outputs(&h);
+    h_free(&h);
+}
+
+/* A step in which nobody decodes (prefill_step_tokens) computes a lone prompt in passes of 512, not
+ * of the step budget 128; once the prompt's request decodes, the next prompt keeps to 128 beside it;
+ * a budget given below the prefill step is never raised. */
+static void a_step_nobody_decodes_in_takes_the_prefill_tokens(void **state) {
+    (void)state;
+    for (int split = 0; split <= 1; split++) {
+        g_prefill_step = 512;
+        harness h;
+        h_init(&h, CB_MODE_CONTINUOUS, 4, 128, 256, 4 * 2048, split);
+        g_prefill_step = 0;
+        cb_request *a = h_add(&h, 1200, 3, 0);
+        int32_t seen[3];
+        for (int s = 0; s < 3; s++) {
+            h_step(&h);
+            assert_int_equal(h.plan.n_decode, 0);
+            seen[s] = prompt_in_plan(&h, a);
+        }
+        assert_int_equal(seen[0], 512);
+        assert_int_equal(seen[1], 512);
+        assert_int_equal(seen[2], 176);
+        assert_int_equal(a->n_generated, 1);
+        cb_request *b = h_add(&h, 1200, 3, 0);
+        h_step(&h);
+        assert_int_equal(h.plan.n_decode, 1);
+        assert_true(prompt_in_plan(&h, b) > 0);
+        assert_true(h.plan.n_tokens <= 128);
+        h_drain(&h, 1000);
+        cb_request *c = h_add(&h, 1200, 3, 0);
+        g_step_budget = 100;
+        h_step(&h);
+        g_step_budget = 0;
+        assert_int_equal(h.plan.n_decode, 0);
+        assert_true(prompt_in_plan(&h, c) > 0 && prompt_in_plan(&h, c) <= 100);
+        h_drain(&h, 1000);
+        h_check_outputs(&h);
+        h_free(&h);
+    }
+}
+
 /* Draft rows (cb_sched_config.spec_cost): after the decode rows, as many as the choice finds worth
  * it within the budget; the commit counts the decode row computed and leaves the drafts to the
  * engine, which gives back the cells of those that did not hold. */
@@ -609,6 +673,8 @@ int main(void) {
         cmocka_unit_test(split_layout_caps_sequences),
         cmocka_unit_test(pacing_bounds_a_steps_prompt_beside_decodes),
         cmocka_unit_test(drafts_follow_decode_rows_within_the_budget),
+        cmocka_unit_test(a_step_nobody_decodes_in_takes_the_prefill_tokens),
+        cmocka_unit_test(a_partial_match_never_blocks_an_idle_engine),
         cmocka_unit_test(randomized_traces),
     };
     return cmocka_run_group_tests_name("scheduler", tests, NULL, NULL);
