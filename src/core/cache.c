@@ -124,6 +124,9 @@ static void radix_make_room(cb_cache *c, int32_t n, cb_kv_ops *ops) {
 static int32_t radix_admit_as(cb_cache *c, cb_request *r, cb_cache_hit *hit, int32_t need, int32_t outstanding,
                               cb_kv_ops *ops, bool restore) {
     cb_pnode *node = hit->node;
+    /* the match only is locked: the node's cells past it may be the room r needs */
+    if (node && !restore) cb_prefix_cut(&c->px, &node, hit->len);
+    hit->node = node;
     if (node) cb_prefix_lock(&c->px, node); /* making room must not evict the match */
     radix_make_room(c, need + outstanding, ops);
     int32_t seq = -1;
@@ -469,6 +472,10 @@ cb_cache_hit cb_cache_match(const cb_cache *c, const cb_request *r, cb_request *
     cb_cache_hit hit = c->impl->match(c, r, running, n_running);
     hit.match = hit.len;
     return r->all_logits_to > 0 && hit.len > r->all_logits_from ? none : hit; /* cached rows have no logits */
+}
+
+cb_cache_hit cb_cache_miss(const cb_cache *c) {
+    return (cb_cache_hit){.len = 0, .node = c->px_on ? (void *)&c->px.root : NULL, .src = -1, .host = NULL};
 }
 
 int32_t cb_cache_admit(cb_cache *c, cb_request *r, cb_cache_hit *hit, int32_t need, int32_t outstanding,

@@ -71,6 +71,9 @@ void cb_cache_free(cb_cache *c);
  * admission could share now: cached cells or, for streams, what a running request computed; none
  * longer than the rows a request wanting every prompt row's logits has (all_logits_from). Read-only. */
 cb_cache_hit cb_cache_match(const cb_cache *c, const cb_request *r, cb_request *const *running, int32_t n_running);
+/* A hit of nothing that an admission still publishes from (radix: the tree's root, as a match of
+ * nothing finds): r computes its whole prompt and leaves it as cache as any request does. */
+cb_cache_hit cb_cache_miss(const cb_cache *c);
 
 /* Starts r: a sequence id with hit->len tokens shared (hit->len may drop: a match too short to be
  * worth a copy is not taken) and room for `need` more cells, `outstanding` of the free cells being

@@ -222,6 +222,13 @@ static cb_pnode *split(cb_prefix *px, cb_pnode *x, int32_t k) {
     return p;
 }
 
+void cb_prefix_cut(cb_prefix *px, cb_pnode **node, int32_t n) {
+    cb_pnode *x = *node;
+    if (!x || x == &px->root || n <= x->start || n >= node_end(x)) return;
+    cb_pnode *p = split(px, x, n - x->start);
+    if (p) *node = p;
+}
+
 bool cb_prefix_insert(cb_prefix *px, cb_pnode **node, const int32_t *toks, int32_t from, int32_t to, int32_t seq,
                       cb_kv_ops *ops) {
     if (to <= from) return true;
@@ -235,6 +242,10 @@ bool cb_prefix_insert(cb_prefix *px, cb_pnode **node, const int32_t *toks, int32
      * the path forks and a new holder must tag the whole of it. */
     bool extend = at != &px->root && at->n_kids == 0;
     int32_t h = extend ? at->holder : new_holder(px, ops);
+    if (h < 0 && at != &px->root && at->n_kids == 0) { /* making room for a holder evicted the fork */
+        extend = true;
+        h = at->holder;
+    }
     if (h < 0) return false;
     cb_pnode *c = node_new(toks + from, from, to - from, h);
     if (!c || !kids_add(at, c)) {

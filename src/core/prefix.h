@@ -61,6 +61,11 @@ void cb_prefix_free(cb_prefix *px);
  * (the root for 0). Read-only. */
 int32_t cb_prefix_match(const cb_prefix *px, const int32_t *toks, int32_t n, cb_pnode **node);
 
+/* A match of n tokens that ends inside *node: cuts the node there, so *node becomes the part the
+ * match covers and a lock on it leaves the rest evictable. Unchanged when n ends at the node's end
+ * or the cut cannot be allocated (the lock then covers the whole node, as before). */
+void cb_prefix_cut(cb_prefix *px, cb_pnode **node, int32_t n);
+
 /* A request starts (lock) or stops (unlock) using the path root..node. */
 void cb_prefix_lock(cb_prefix *px, cb_pnode *node);
 void cb_prefix_unlock(cb_prefix *px, cb_pnode *node);

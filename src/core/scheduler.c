@@ -421,7 +421,7 @@ static void schedule_admissions(cb_sched *s, cb_plan *plan, int32_t *budget_left
         if (seq < 0 && hit.len > 0 && s->n_running == 0) {
             /* an idle engine: what holds the match (a tree node is locked whole, past the match too)
              * may be the room r needs; r is computed whole rather than never */
-            hit = (cb_cache_hit){.src = -1};
+            hit = cb_cache_miss(s->cache);
             seq = admit_seq(s, r, &hit, *budget_left);
         }
         if (seq < 0) break; /* the first that does not fit waits, nobody overtakes it */

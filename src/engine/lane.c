@@ -61,12 +61,14 @@ void cb_lane_free(cobatch_engine *e) {
  * or the host tier's copy of one (a conversation that grew past its stream, the turn after). Longer
  * than what the lane's own entries hold, and worth the copies, it goes to the host tier now in the
  * lane's layout, where r's admission finds it, as a moved request's stream does (carry, below).
- * Computed again, 4,000 tokens of it took ~20 s on two cores; the copies, ~0.1-0.4 s. With a window
- * (a sliding-window model) only a source r continues whole serves. Not brought: a running request's
- * stream (its cells change as it runs), an entry on the disk tier only. */
+ * Computed again, 4,000 tokens of it took ~20 s on two cores, in chunks beside every step; the copy
+ * takes ~0.1-0.4 s, a pause every running stream sees once. With a window (a sliding-window model)
+ * only a source r continues whole serves. Not brought: a running request's stream (its cells change
+ * as it runs), an entry on the disk tier only, a source r shares less than half of (the load copies
+ * it whole), and for a request that wants its prompt's logits (cached rows have none). */
 static void bring_prefix(cobatch_engine *e, cb_request *r) {
     const cb_streams *sc = cb_cache_streams(e->main.cache);
-    if (e->host.cap == 0 || !sc) return;
+    if (e->host.cap == 0 || !sc || r->all_logits_to > 0) return;
     int32_t n = r->n_prompt - 1, have = 0; /* (the last prompt token is computed, as on any hit) */
     cb_host_match(&e->host, CB_HOST_LANE, r->tokens, n, &have);
     cb_stream_match m = {.src = -1};
@@ -74,7 +76,9 @@ static void bring_prefix(cobatch_engine *e, cb_request *r) {
     const cb_host_entry *from = m.host;
     const int32_t *toks = from ? from->tok : m.src >= 0 ? sc->tok + (size_t)m.src * (size_t)sc->kv->per_seq_cap : NULL;
     int32_t len = from ? from->len : m.src >= 0 ? sc->len[m.src] : 0;
-    if (!toks || (e->host.window > 0 && m.len < len) || !cb_host_worth_new(&e->host, len, m.len - have)) return;
+    if (!toks || (e->host.window > 0 && m.len < len) || 2 * m.len < len ||
+        !cb_host_worth_new(&e->host, len, m.len - have))
+        return;
     if (from && from->state != CB_HOST_SAVED) return;
     if (from) cb_host_lock(&e->host, m.host); /* making room for the new entry must not evict it */
     cb_host_entry *x = cb_host_stash(&e->host, CB_HOST_LANE, toks, len);

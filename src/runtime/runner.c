@@ -168,7 +168,6 @@ void cb_runner_stash_one_stream(cb_runner *r, int32_t seq, int32_t cells, cb_hos
 }
 
 void cb_runner_stash_converted(const cb_host_entry *from, cb_host_entry *e) {
-    int64_t t0 = now_us();
     size_t n = from->size;
     uint8_t *buf = from->state == CB_HOST_SAVED && from->data && n > 0 ? malloc(n) : NULL;
     if (buf) memcpy(buf, from->data, n);
@@ -176,8 +175,10 @@ void cb_runner_stash_converted(const cb_host_entry *from, cb_host_entry *e) {
         free(buf);
         buf = NULL;
     }
+    /* counted at the tier's measured rate: a memcpy must not teach it that llama.cpp's copies, which
+     * its loads are, cost less than they do */
     if (buf)
-        cb_host_saved(e->owner, e, buf, n, e->len, now_us() - t0);
+        cb_host_saved(e->owner, e, buf, n, e->len, (int64_t)((double)n * e->owner->byte_us));
     else
         cb_host_fail(e->owner, e);
     cb_host_unlock(e->owner, e);
