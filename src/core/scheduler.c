@@ -419,8 +419,9 @@ static void schedule_admissions(cb_sched *s, cb_plan *plan, int32_t *budget_left
         pad_to_tile(s, r, &hit);
         int32_t seq = admit_seq(s, r, &hit, *budget_left);
         if (seq < 0 && hit.len > 0 && s->n_running == 0) {
-            /* an idle engine: what holds the match (a tree node is locked whole, past the match too)
-             * may be the room r needs; r is computed whole rather than never */
+            /* an idle engine: what keeps the match may be the room r needs (a tree node the match
+             * ends in is cut there, but a cut can fail to allocate); r is computed whole rather than
+             * never */
             hit = cb_cache_miss(s->cache);
             seq = admit_seq(s, r, &hit, *budget_left);
         }
