@@ -678,6 +678,17 @@ static void on_signal(evutil_socket_t sig, short what, void *arg) {
     event_add(s->ev_tick, &tv); /* pending since the start: a new period, nothing to allocate */
 }
 
+/* SIGTERM and SIGINT while the event loop is not there to hear them. libevent restores the handler
+ * it found when its signal events are freed, so this one runs during the stop after the loop (the
+ * engine and model being freed: a further signal must not turn a clean stop into a kill; the stop
+ * is bounded, and SIGKILL remains) and in the moment before the loop's events are added (the
+ * signal is kept and acted on once they are). */
+static volatile sig_atomic_t signal_outside_loop;
+
+static void on_signal_outside_loop(int sig) {
+    if (!signal_outside_loop) signal_outside_loop = sig;
+}
+
 static void model_name(srv *s) {
     snprintf(s->model, sizeof(s->model), "%s", s->p.model_name ? s->p.model_name : "default");
     if (!s->p.model_name && s->p.model_path) { /* like vLLM: the model is named by its file */
@@ -747,6 +758,10 @@ int cb_srv_run(cobatch_engine *engine, const cb_srv_params *params) {
         goto out;
     struct timeval ping_tv = {1, 0};
     struct timeval idle_tv = {10, 0};
+    struct sigaction sa = {.sa_handler = on_signal_outside_loop, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
     if (event_add(s->ev_engine, NULL) || event_add(s->ev_intake, NULL) || event_add(s->ev_bulk, NULL) ||
         event_add(s->ev_answers, NULL) || event_add(s->ev_term, NULL) || event_add(s->ev_int, NULL) ||
         event_add(s->ev_tick, &idle_tv) || event_add(s->ev_ping, &ping_tv))
@@ -759,6 +774,8 @@ int cb_srv_run(cobatch_engine *engine, const cb_srv_params *params) {
         if (f) fprintf(f, "%d\n", port), fclose(f);
     }
     cb_fault_alloc_arm_from_env(); /* tests: allocations fail from now on (sanitizer build only) */
+    if (signal_outside_loop) on_signal(signal_outside_loop, 0, s);
+    signal_outside_loop = 0;
     event_base_dispatch(s->base);
     rc = 0;
     fprintf(stderr, "cobatch serve: stopped\n");

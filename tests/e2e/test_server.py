@@ -333,7 +333,13 @@ def test_sigterm_drains():
         pass  # the request already finished and the server is gone: also a clean drain
     t.join(120)
     assert out["r"].status_code == 200 and out["r"].json()["usage"]["completion_tokens"] == 64
-    assert s.stop() == 0
+    # further signals while it stops (the loop's last ticks, then the engine and model being freed)
+    # cut what is left or do nothing: a clean stop is never turned into a kill
+    deadline = time.time() + 60
+    while s.proc.poll() is None and time.time() < deadline:
+        s.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.005)
+    assert s.stop() == 0, s.logs()
 
 
 def test_drain_grace_serves_until_a_second_signal():
