@@ -390,6 +390,17 @@ static bool admit_swapped(cb_sched *s, cb_plan *plan, cb_request *r, int32_t w, 
     return true;
 }
 
+/* cb_sched_config.wait_tokens: a running request computes cells it has tokens for (a prompt, or an
+ * answer again after a preemption), or ends within wait_tokens: the queue waits for it. */
+static bool wait_for_running(const cb_sched *s) {
+    for (int32_t i = 0; i < s->n_running; i++) {
+        const cb_request *r = s->running[i];
+        if (r->n_computed < r->n_prompt || r->n_computed + 1 < cb_request_n_tokens(r)) return true;
+        if (r->max_tokens - r->n_generated <= s->cfg.wait_tokens) return true;
+    }
+    return false;
+}
+
 static void schedule_admissions(cb_sched *s, cb_plan *plan, int32_t *budget_left) {
     s->forming = s->group_left == 0;
     if (s->forming) s->group_size = 0;
@@ -404,6 +415,7 @@ static void schedule_admissions(cb_sched *s, cb_plan *plan, int32_t *budget_left
             continue;
         }
         if (r->swap.state == CB_SWAP_SAVING) break; /* this step's ops save it: from the next step on */
+        if (s->cfg.wait_tokens > 0 && wait_for_running(s)) break;
         cb_cache_hit hit = cb_cache_match(s->cache, r, s->running, s->n_running);
         /* a failed save, or the cache still holds all of it: no restore */
         if (r->swap.state == CB_SWAP_FAILED || (r->swap.state == CB_SWAP_SAVED && hit.len >= r->swap.to))

@@ -35,6 +35,11 @@ typedef struct {
     bool tile_chunks;            /* unified layout, one graph a step (the long lane): a cut prompt chunk is a
                                     split_tile at least and leaves a tile at least (cb_plan_tile_chunk); one may
                                     pass a step's budget by under a tile, within max_batched_tokens, unless strict */
+    int32_t wait_tokens;         /* > 0, unified layout (the long lane): nobody is admitted while a running
+                                    request computes its prompt, or decodes with at most this many tokens left
+                                    to its max_tokens (every row attends every cell in play: two long requests
+                                    at once make each one's rows attend both); one with more left lets the
+                                    queue's head in beside it (no head-of-line wait behind a long answer) */
     int32_t max_logit_rows;      /* prompt rows of a step that may want logits (cb_request.all_logits_to); a
                                     request wanting more is chunked, whatever prefill_chunk says (in the
                                     split layout a prompt's last piece may add up to split_tile - 1) */

@@ -153,8 +153,12 @@ typedef struct {
  * flash attention's tile, its steps bounded in time (cb_lane_budget); its prefix cache keeps what a
  * request computed in the host tier only (cb_cache_new_host): an idle cell in a unified pool costs
  * every row. It decodes as a second graph in a step only while it has work. An admission leaves
- * CB_LANE_ROOM cells to grow. */
+ * CB_LANE_ROOM cells to grow, and waits while a request there computes its prompt or has at most
+ * CB_LANE_WAIT_TOKENS left to its answer (cb_sched_config.wait_tokens): two 16,000-token prompts at
+ * once took 1.24x the wall of one after the other, each token 6x slower; a request with a longer
+ * answer to come lets the next one in beside it. */
 #define CB_LANE_ROOM 64
+#define CB_LANE_WAIT_TOKENS 256
 
 typedef struct {
     cb_pool pool;

@@ -31,6 +31,7 @@ int cb_lane_init(cobatch_engine *e, const cb_model_params *mp, int32_t cells, in
                           .kv_reserve = CB_LANE_ROOM,
                           .split_tile = CB_RUNNER_FA_TILE,
                           .tile_chunks = true,
+                          .wait_tokens = CB_LANE_WAIT_TOKENS,
                           .max_logit_rows = CB_PROMPT_LOGIT_ROWS,
                           .priority_aging_us = aging_us,
                           .swap = &e->swap};

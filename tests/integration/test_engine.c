@@ -1544,7 +1544,8 @@ static void long_lane_takes_long_requests(void **state) {
     it_free(&pa, 1);
     it_free(&pb, 1);
 
-    /* two that outgrow the pool together (950 + 150 tokens each, 2048 cells): the younger waits,
+    /* two that outgrow the pool together (950 + 300 tokens each, 2048 cells; the second comes in
+     * beside the first's answer, longer than the lane's wait of 256 tokens): the younger waits,
      * its cells saved to host memory (swap space), and is restored; both end whole, as the unified
      * engine has them */
     struct cobatch_request_params two[2];
@@ -1554,12 +1555,12 @@ static void long_lane_takes_long_requests(void **state) {
         two[i] = ps[0];
         two[i].prompt_tokens = tp[i];
         two[i].n_prompt_tokens = 950;
-        two[i].max_tokens = 150;
+        two[i].max_tokens = 300;
     }
     it_result ta[2], tb[2];
     assert_true(it_run(e, two, ta, 2));
     assert_true(it_run(ref, two, tb, 2));
-    assert_int_equal(ta[0].n_generated + ta[1].n_generated, 300);
+    assert_int_equal(ta[0].n_generated + ta[1].n_generated, 600);
     assert_true(ta[0].n_preemptions + ta[1].n_preemptions >= 1);
     struct cobatch_stats lst;
     cobatch_engine_stats(e, &lst);

@@ -41,6 +41,7 @@ static cb_step_pace *g_pace;     /* the next h_init's step pace (cb_sched_config
 static int32_t g_prefill_step;   /* the next h_init's cb_sched_config.prefill_step_tokens */
 static int32_t g_step_budget;    /* h_step's budget (0: the configured one), and whether it is strict */
 static bool g_step_strict;
+static int32_t g_lane_wait; /* the next h_init_lane's cb_sched_config.wait_tokens */
 
 /* Unified: holders > 0 turns the prefix cache on, with that many sequence ids of its own.
  * Split: holders >= 0 turns the stream cache on (streams.h), with that many holder streams. */
@@ -80,12 +81,13 @@ static void h_init_px(harness *h, cb_mode mode, int32_t seqs, int32_t budget, in
 }
 
 /* The long lane's pool: unified, a host-tier-only cache of entries of kind CB_HOST_LANE (host may
- * be NULL), chunks shaped to a tile of 64. */
+ * be NULL), chunks shaped to a tile of 64, admissions waiting as g_lane_wait says. */
 static void h_init_lane(harness *h, int32_t seqs, int32_t budget, int32_t capacity, cb_host_cache *host) {
     h_init_px(h, CB_MODE_CONTINUOUS, seqs, budget, budget, capacity, false, 0);
     cb_sched_free(h->s);
     cb_cache_free(h->cache);
     h->cfg.tile_chunks = true;
+    h->cfg.wait_tokens = g_lane_wait;
     h->cfg.max_logit_rows = 64;
     h->cache = cb_cache_new_host(&h->kv, host, CB_HOST_LANE, 8);
     assert_non_null(h->cache);

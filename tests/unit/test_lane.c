@@ -159,9 +159,11 @@ static void lane_outgrown_pool_preempts(void **state) {
         cb_swap_init(&sw, round % 3 == 0 ? 0 : 1 << 22, 8);
         assert_int_equal(cb_host_init(&host, round % 2 ? 1 << 24 : 0, 8, 32, NULL), 0);
         g_swap = &sw;
+        g_lane_wait = round % 4 >= 2 ? 60 : 0;
         harness h;
         h_init_lane(&h, 3, 256, 900, &host);
         g_swap = NULL;
+        g_lane_wait = 0;
         h.rng = 77 + (uint64_t)round;
         for (int i = 0; i < 10; i++)
             h_add(&h, 100 + (int32_t)rnd(&h, 300), 20 + (int32_t)rnd(&h, 200), (int32_t)rnd(&h, 2));
@@ -178,12 +180,65 @@ static void lane_outgrown_pool_preempts(void **state) {
     }
 }
 
+/* Admission waits (cb_sched_config.wait_tokens): nobody joins while a request computes its prompt,
+ * or while one has at most wait_tokens left to its answer; one with more left lets the queue's head
+ * in beside it. */
+static void lane_waits_for_prompts_and_short_answers(void **state) {
+    (void)state;
+    harness h;
+    g_lane_wait = 50;
+    h_init_lane(&h, 4, 256, 4096, NULL);
+    g_lane_wait = 0;
+    /* a's answer is short: b waits for all of a, then runs alone */
+    cb_request *a = h_add(&h, 600, 40, 0), *b = h_add(&h, 300, 40, 0);
+    int steps = 0;
+    while (!CB_STATE_FINISHED(a->state)) {
+        assert_int_equal(b->n_computed, 0);
+        assert_true(cb_sched_n_running(h.s) <= 1);
+        h_step(&h);
+        assert_true(++steps < 100);
+    }
+    h_drain(&h, 100);
+    /* x's answer is long: y joins once x decodes; z waits for y's prompt and short answer, then joins
+     * beside x; w waits for x's last 50 tokens */
+    cb_request *x = h_add(&h, 300, 200, 0), *y = h_add(&h, 200, 30, 0), *z = h_add(&h, 100, 30, 0);
+    steps = 0;
+    while (x->n_computed < x->n_prompt) {
+        assert_int_equal(y->n_computed + z->n_computed, 0);
+        h_step(&h);
+        assert_true(++steps < 100);
+    }
+    h_step(&h); /* x decodes with 199 left */
+    assert_true(y->n_computed > 0);
+    while (!CB_STATE_FINISHED(y->state)) {
+        assert_int_equal(z->n_computed, 0);
+        h_step(&h);
+        assert_true(++steps < 300);
+    }
+    h_step(&h);
+    assert_true(z->n_computed > 0 && !CB_STATE_FINISHED(x->state));
+    while (x->max_tokens - x->n_generated > 50) {
+        h_step(&h);
+        assert_true(++steps < 500);
+    }
+    cb_request *w = h_add(&h, 100, 10, 0);
+    while (!CB_STATE_FINISHED(x->state)) {
+        assert_int_equal(w->n_computed, 0);
+        h_step(&h);
+        assert_true(++steps < 600);
+    }
+    h_drain(&h, 100);
+    h_check_outputs(&h);
+    h_free(&h);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(lane_chunks_keep_to_the_tile),
         cmocka_unit_test(lane_chunks_keep_to_the_logit_rows),
         cmocka_unit_test(lane_conversations_come_back_from_the_host_tier),
         cmocka_unit_test(lane_outgrown_pool_preempts),
+        cmocka_unit_test(lane_waits_for_prompts_and_short_answers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
