@@ -71,6 +71,9 @@ static int parse_loadgen_flags(int argc, char **argv, loadgen_opts *o) {
         {"--json", "FILE", CB_FLAG_STR, &o->json_path, .help = "every figure as JSON"},
         {"--prediction", NULL, CB_FLAG_SET, &o->lp.prediction,
          .help = "chat: send each request's prediction (the edit workload's file,\nOpenAI's Predicted Outputs)"},
+        {"--timeout", "S", CB_FLAG_INT, &o->lp.timeout_s, 1, 86400,
+         .help = "a request fails after S seconds without a byte from the server,\ndefault 600 (the OpenAI SDKs' "
+                 "read timeout)"},
         {"--text-prompts", NULL, CB_FLAG_SET, &o->wa.text,
          .help = "send prompts as text (the tokens detokenized) instead of token ids:\nfor routers that take "
                  "text only (sglang-router)"},

@@ -542,6 +542,35 @@ def test_loadgen_refuses_bad_input():
     assert p.returncode == 1  # nothing listens there: every request fails, and the exit says so
 
 
+def test_loadgen_times_out_a_silent_server(tmp_path):
+    """--timeout: a request fails after that many seconds without a byte (a server computing a long
+    prompt before its first token, as a client with the OpenAI SDKs' 600 s read timeout sees it)."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(4)
+    held = []
+    def accept():
+        try:
+            while True:
+                held.append(silent.accept()[0])  # read nothing, answer nothing
+        except OSError:
+            pass
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        t0 = time.monotonic()
+        p = subprocess.run([os.environ["COBATCH_BIN"], "loadgen", "-m", os.environ["COBATCH_E2E_MODEL"], "--url",
+                            "http://127.0.0.1:%d" % silent.getsockname()[1], "--workload", "long-context",
+                            "--context-len", "64", "--output-len", "2", "--num-prompts", "1", "--timeout", "2",
+                            "--json", str(tmp_path / "t.json")], capture_output=True, text=True, timeout=120)
+        took = time.monotonic() - t0
+    finally:
+        silent.close()
+        for c in held:
+            c.close()
+    assert p.returncode == 1 and json.load(open(tmp_path / "t.json"))["failed"] == 1, p.stderr
+    assert 2 <= took < 60
+
+
 def test_tokenize_round_trip_and_bad_bodies(server):
     toks = httpx.post(server.url + "/tokenize", json={"content": "Hello world"}).json()["tokens"]
     text = httpx.post(server.url + "/detokenize", json={"tokens": toks}).json()["content"]
