@@ -14,7 +14,7 @@ typedef struct {
     const char *model;   /* "model" field; NULL = omitted */
     const char *api_key; /* NULL = no Authorization header */
     int concurrency;     /* > 0: closed loop with this many in flight; else arrival times */
-    int timeout_s;       /* per request; default 600 */
+    int timeout_s;       /* seconds a request waits for a byte before it fails; default 600 */
     bool prediction;     /* chat: send a workload item's prediction (its "prediction" field) */
 } cb_loadgen_params;
 
