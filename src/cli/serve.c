@@ -14,7 +14,9 @@
 
 /* Latency first: vLLM too sizes max_num_batched_tokens smaller for online serving than offline.
  * Measured on mixed, 16 clients (BENCHMARKS.md, 'Chunked prefill and
- * ITL'): p99 ITL 1.08 s at 128 vs 3.09 s at 512 for the same throughput. */
+ * ITL'): p99 ITL 1.08 s at 128 vs 3.09 s at 512 for the same throughput. Sixteen 4,000-token
+ * prompts at once: the mean request ends at 0.82x its time at 512 and 0.80x at 64, for 1.07x the
+ * wall of 512 (benchmarks/2026-12.md, 'Sixteen 4,000-token prompts'). */
 #define SERVE_STEP_BUDGET 128
 /* A step nobody decodes in has no gap to keep short: a lone prompt computes in passes of 512, as
  * llama-server's (its n_ubatch); in passes of 128 a 4,000-token prompt's first token came 10% later
